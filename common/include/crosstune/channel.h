@@ -1,0 +1,89 @@
+// Channel: a blocking, framed connection over one socket, with a deadline on every wait.
+// Used by the session child of crosstune-server and by the client library. Not thread-safe: one
+// thread uses a Channel at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "crosstune/frame.h"
+
+namespace crosstune {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+inline Deadline NoDeadline() { return Deadline::max(); }
+inline Deadline DeadlineIn(std::chrono::milliseconds ms) {
+  return ms.count() <= 0 ? NoDeadline() : Clock::now() + ms;
+}
+
+class Channel {
+ public:
+  Channel() = default;
+  explicit Channel(int fd) : fd_(fd) {}  // takes ownership of fd
+  ~Channel();
+  Channel(Channel&& other) noexcept;
+  Channel& operator=(Channel&& other) noexcept;
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Connects to host:port (names resolved); kDisconnected with the reason when it cannot.
+  static Expected<Channel> Connect(const std::string& host, uint16_t port, Deadline deadline);
+  // Parses "host:port" ("[::1]:9090" too).
+  static Status ParseHostPort(const std::string& spec, std::string* host, uint16_t* port);
+
+  bool is_open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  int Release();  // gives up ownership of the fd
+  void Close();
+
+  // Peer closed -> kDisconnected; deadline passed -> kTimeout; bad bytes -> kProtocolError.
+  Expected<Frame> ReadFrame(Deadline deadline, uint32_t max_frame_bytes = Limits::kMaxFrameBytes);
+  Status WriteBytes(const void* data, size_t size, Deadline deadline);
+  Status ReadBytes(void* data, size_t size, Deadline deadline);
+
+  template <typename T>
+  Status Send(Opcode op, uint32_t request_id, const T& payload, Deadline deadline) {
+    std::string f = EncodeFrame(op, request_id, payload);
+    return WriteBytes(f.data(), f.size(), deadline);
+  }
+  Status SendError(uint32_t request_id, const Status& status, Deadline deadline);
+
+  // Sends a request and waits for its reply. A kError reply becomes its Status; a reply to another
+  // request id is kProtocolError.
+  template <typename Reply, typename Request>
+  Expected<Reply> Call(Opcode op, const Request& req, Deadline deadline) {
+    uint32_t id = next_request_id_++;
+    CT_RETURN_IF_ERROR(Send(op, id, req, deadline));
+    return ReadReply<Reply>(id, deadline);
+  }
+  template <typename Reply>
+  Expected<Reply> ReadReply(uint32_t request_id, Deadline deadline) {
+    CT_ASSIGN_OR_RETURN(Frame f, ReadFrame(deadline));
+    CT_RETURN_IF_ERROR(CheckReply(f, request_id));
+    return f.As<Reply>();
+  }
+  uint32_t NextRequestId() { return next_request_id_++; }
+
+  // Streams exactly `size` bytes between the socket and a file descriptor in chunks, never holding
+  // more than one chunk. `hasher`, when given, sees every byte (see crypto.h Sha256).
+  class ByteSink {
+   public:
+    virtual ~ByteSink() = default;
+    virtual void Update(const void* data, size_t size) = 0;
+  };
+  Status SendFromFd(int file_fd, uint64_t size, Deadline deadline, ByteSink* hasher = nullptr);
+  Status ReceiveToFd(int file_fd, uint64_t size, Deadline deadline, ByteSink* hasher = nullptr);
+  // Reads and discards `size` bytes (after a refused upload, so the stream stays in step).
+  Status Discard(uint64_t size, Deadline deadline);
+
+ private:
+  static Status CheckReply(const Frame& f, uint32_t request_id);
+  Status WaitFor(short events, Deadline deadline);
+
+  int fd_ = -1;
+  uint32_t next_request_id_ = 1;
+};
+
+}  // namespace crosstune

@@ -1,0 +1,31 @@
+// The handshake that opens every connection (rpc server and tracker alike):
+//   client -> Hello{magic, major, minor, role, name, lease_token}
+//   peer   -> Result HelloReply{..., auth_required, nonce}   or Error (bad magic / major)
+//   client -> Auth{HMAC-SHA256(secret, nonce)}               only when auth_required
+//   peer   -> Result Empty                                   or Error kUnauthorized
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "crosstune/channel.h"
+#include "crosstune/messages.h"
+
+namespace crosstune {
+
+// Client side. `secret` empty: a peer that requires auth is refused with kUnauthorized locally.
+Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
+                                          const std::string& secret, Deadline deadline);
+
+// Server side. Checks magic and major and, when `secret` is not empty, the HMAC. On failure the
+// error has been sent to the peer (where the frame allowed it) and the caller should close.
+// `accept_hello`, when set, may refuse a Hello (e.g. a stale lease token) with its Status.
+struct ServerHandshakeOptions {
+  std::string secret;
+  std::string session_id;
+  std::function<Status(const msg::Hello&)> accept_hello;
+};
+Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& options,
+                                     Deadline deadline);
+
+}  // namespace crosstune

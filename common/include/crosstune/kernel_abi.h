@@ -1,0 +1,86 @@
+/* The CPU kernel ABI: what a crosstune module exports and how the server calls it.
+ *
+ * Freestanding C (no libc): kernels are compiled with -ffreestanding for any LLVM target, so this
+ * header may include only the compiler's own headers and dlpack.h.
+ *
+ * A module is a shared library exporting one symbol, crosstune_module_v1(), that returns a static
+ * table: the ABI version, the target it was built for and its functions. Every function has the
+ * same packed signature: int32_t fn(const ct_arg* args, int32_t num_args); zero is success, any
+ * other value an error whose text the module may give through last_error().
+ */
+#ifndef CROSSTUNE_KERNEL_ABI_H_
+#define CROSSTUNE_KERNEL_ABI_H_
+
+#include <stdint.h>
+
+#include "dlpack/dlpack.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CT_ABI_VERSION 1u
+#define CT_MODULE_SYMBOL "crosstune_module_v1"
+
+typedef enum {
+  CT_ARG_INT64 = 0,
+  CT_ARG_FLOAT64 = 1,
+  CT_ARG_TENSOR = 2,
+} ct_arg_kind;
+
+typedef struct {
+  int32_t kind; /* a ct_arg_kind */
+  int32_t reserved;
+  union {
+    int64_t v_int64;
+    double v_float64;
+    DLTensor* v_tensor;
+  } value;
+} ct_arg;
+
+typedef int32_t (*ct_packed_fn)(const ct_arg* args, int32_t num_args);
+
+/* signature: one character per argument, 't' tensor, 'i' int64, 'f' float64 ("ttti"). */
+typedef struct {
+  const char* name;
+  ct_packed_fn fn;
+  const char* signature;
+} ct_function;
+
+typedef struct {
+  uint32_t abi_version; /* CT_ABI_VERSION */
+  const char* target;   /* the target string the module was built for */
+  uint32_t num_functions;
+  const ct_function* functions;
+  const char* (*last_error)(void); /* may be null */
+} ct_module;
+
+typedef const ct_module* (*ct_module_entry)(void);
+
+#ifdef __cplusplus
+#define CT_EXTERN_C extern "C"
+#else
+#define CT_EXTERN_C
+#endif
+
+#if defined(_WIN32)
+#define CT_EXPORT __declspec(dllexport)
+#else
+#define CT_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Defines the module table and its entry point from a static array of ct_function:
+ *   static const ct_function kFns[] = {{"vadd", vadd, "ttt"}};
+ *   CT_DEFINE_MODULE("llvm -mtriple=aarch64-linux-gnu", kFns, 0)
+ */
+#define CT_DEFINE_MODULE(target_str, fn_array, last_error_fn)                                  \
+  static const ct_module ct_module_table_ = {CT_ABI_VERSION, (target_str),                     \
+                                             (uint32_t)(sizeof(fn_array) / sizeof(fn_array[0])), \
+                                             (fn_array), (last_error_fn)};                     \
+  CT_EXTERN_C CT_EXPORT const ct_module* crosstune_module_v1(void) { return &ct_module_table_; }
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CROSSTUNE_KERNEL_ABI_H_ */

@@ -1,0 +1,100 @@
+// The wire protocol in one place: magic, versions, opcodes, error codes and limits.
+//
+// A frame is a little-endian u32 body length followed by a msgpack body. Every body is an array
+// [opcode, request_id, payload], where payload is the message struct of messages.h for that opcode
+// (itself a msgpack array). Replies carry Opcode::kResult or Opcode::kError and the request_id of
+// the request they answer; every request gets exactly one reply. Bulk bytes (uploads, downloads,
+// tensor copies) follow their header frame as a raw byte stream of the length the header names.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace crosstune {
+
+// "CTUN" read as a little-endian u32.
+inline constexpr uint32_t kProtocolMagic = 0x4e555443;
+// A different major is refused with kVersionMismatch; minors are compatible both ways.
+inline constexpr uint16_t kProtocolMajor = 1;
+inline constexpr uint16_t kProtocolMinor = 0;
+inline constexpr std::string_view kCrosstuneVersion = "0.1.0";
+
+enum class Opcode : uint16_t {
+  // Replies.
+  kResult = 0,
+  kError = 1,
+  // Connection.
+  kHello = 10,      // client -> peer, first frame on every connection
+  kChallenge = 11,  // peer -> client: nonce to answer with an HMAC (auth enabled)
+  kAuth = 12,       // client -> peer: HMAC over the nonce
+  kPing = 13,
+  kClose = 14,
+  // Session (rpc server).
+  kInfo = 20,
+  kUpload = 21,     // header, then `size` raw bytes
+  kDownload = 22,   // reply header, then `size` raw bytes
+  kListFiles = 23,
+  kRemoveFile = 24,
+  kLoadModule = 30,
+  kUnloadModule = 31,
+  kListFunctions = 32,
+  kCall = 33,
+  kTimeCall = 34,
+  kTensorAlloc = 40,
+  kTensorFree = 41,
+  kTensorCopyIn = 42,   // header, then `nbytes` raw bytes
+  kTensorCopyOut = 43,  // reply header, then `nbytes` raw bytes
+  // Tracker (tracker/ owns the payloads of these).
+  kRegister = 60,
+  kHeartbeat = 61,
+  kRequestDevice = 62,
+  kQueueUpdate = 63,
+  kGrant = 64,
+  kRenewLease = 65,
+  kReleaseLease = 66,
+  kCancelRequest = 67,
+  kQuery = 68,
+  kAdmin = 69,
+  kSessionEnded = 70,
+  kCheckLease = 71,
+};
+
+// Small on purpose: callers decide retries from the code, humans read the message.
+enum class ErrorCode : uint8_t {
+  kOk = 0,
+  kDisconnected = 1,     // peer went away; retry on another device is safe
+  kTimeout = 2,          // a deadline passed (network wait, call, session)
+  kNotFound = 3,
+  kInvalidArgument = 4,
+  kRemoteCrash = 5,      // uploaded code died by a signal
+  kWrongArch = 6,        // module or package built for another architecture / missing cpu feature
+  kUnauthorized = 7,
+  kBusy = 8,
+  kVersionMismatch = 9,  // protocol major, ABI or package format version
+  kProtocolError = 10,   // malformed frame, bad magic, unknown opcode
+  kLimitExceeded = 11,   // frame, upload, tensor or workspace limit
+  kIoError = 12,
+  kBadHash = 13,
+  kKernelError = 14,     // the kernel returned non-zero
+  kBuildError = 15,
+  kNoDevice = 16,        // no device can ever match a request / no GPU or driver present
+  kInternal = 17,
+};
+
+std::string_view ErrorCodeName(ErrorCode code);
+std::string_view OpcodeName(Opcode op);
+bool IsKnownOpcode(uint16_t op);
+
+// Limits, checked before any allocation sized by a peer.
+struct Limits {
+  static constexpr uint32_t kMaxFrameBytes = 1u << 20;   // 1 MiB of msgpack per frame
+  static constexpr size_t kMaxPathBytes = 1024;
+  static constexpr int kMaxTensorRank = 8;
+  static constexpr int kMaxCallArgs = 64;
+  static constexpr size_t kStreamChunkBytes = 1u << 20;  // bulk bytes move in 1 MiB chunks
+};
+
+enum class PeerRole : uint8_t { kClient = 0, kServer = 1, kTracker = 2, kAdmin = 3 };
+
+}  // namespace crosstune

@@ -1,0 +1,31 @@
+// Tensor descriptors on DLPack's vocabulary: dtype names, shapes, byte sizes with limits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "crosstune/status.h"
+
+namespace crosstune {
+
+// "f32"/"float32", "f64", "f16", "bf16", "i8".."i64", "u8".."u64", "bool".
+Expected<DLDataType> ParseDType(const std::string& name);
+std::string DTypeName(DLDataType t);  // "f32"
+bool operator==(const DLDataType& a, const DLDataType& b);
+
+// Checked product of shape and element size: negative dims, rank over Limits::kMaxTensorRank or
+// overflow are kInvalidArgument / kLimitExceeded.
+Expected<uint64_t> TensorBytes(const std::vector<int64_t>& shape, DLDataType dtype);
+
+// "1024x16xf32" -> shape {1024, 16}, dtype f32.
+struct TensorSpec {
+  std::vector<int64_t> shape;
+  DLDataType dtype{kDLFloat, 32, 1};
+};
+Expected<TensorSpec> ParseTensorSpec(const std::string& text);
+std::string ShapeString(const std::vector<int64_t>& shape);  // "1024x16"
+
+}  // namespace crosstune

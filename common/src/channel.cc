@@ -1,0 +1,271 @@
+#include "crosstune/channel.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace crosstune {
+namespace {
+
+int PollTimeoutMs(Deadline deadline) {
+  if (deadline == NoDeadline()) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return 0;
+  return left > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left);
+}
+
+Status Errno(const char* what) {
+  int e = errno;
+  if (e == EPIPE || e == ECONNRESET || e == ENOTCONN) {
+    return Status(ErrorCode::kDisconnected, std::string("connection lost: ") + std::strerror(e));
+  }
+  return Status(ErrorCode::kIoError, std::string(what) + ": " + std::strerror(e));
+}
+
+}  // namespace
+
+Channel::~Channel() { Close(); }
+
+Channel::Channel(Channel&& other) noexcept
+    : fd_(other.fd_), next_request_id_(other.next_request_id_) {
+  other.fd_ = -1;
+}
+
+Channel& Channel::operator=(Channel&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = other.fd_;
+    next_request_id_ = other.next_request_id_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+int Channel::Release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void Channel::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Status Channel::ParseHostPort(const std::string& spec, std::string* host, uint16_t* port) {
+  std::string h, p;
+  if (!spec.empty() && spec[0] == '[') {
+    auto close = spec.find(']');
+    if (close == std::string::npos || close + 1 >= spec.size() || spec[close + 1] != ':') {
+      return Status(ErrorCode::kInvalidArgument, "bad address '" + spec + "', expected [v6]:port");
+    }
+    h = spec.substr(1, close - 1);
+    p = spec.substr(close + 2);
+  } else {
+    auto colon = spec.rfind(':');
+    if (colon == std::string::npos) {
+      return Status(ErrorCode::kInvalidArgument, "bad address '" + spec + "', expected host:port");
+    }
+    h = spec.substr(0, colon);
+    p = spec.substr(colon + 1);
+  }
+  char* end = nullptr;
+  long v = std::strtol(p.c_str(), &end, 10);
+  if (h.empty() || p.empty() || *end != '\0' || v <= 0 || v > 65535) {
+    return Status(ErrorCode::kInvalidArgument, "bad address '" + spec + "', expected host:port");
+  }
+  *host = h;
+  *port = static_cast<uint16_t>(v);
+  return Status::Ok();
+}
+
+Expected<Channel> Channel::Connect(const std::string& host, uint16_t port, Deadline deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string port_str = std::to_string(port);
+  int rc = ::getaddrinfo(host.c_str(), port_str.c_str(), &hints, &res);
+  if (rc != 0) {
+    return Status(ErrorCode::kDisconnected,
+                  "cannot resolve " + host + ": " + ::gai_strerror(rc));
+  }
+  std::string last_error = "no address";
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    Channel ch(fd);
+    int flags = ::fcntl(fd, F_GETFL, 0);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    Status w = ch.WaitFor(POLLOUT, deadline);
+    if (!w.ok()) {
+      last_error = w.message();
+      if (w.code() == ErrorCode::kTimeout) {
+        ::freeaddrinfo(res);
+        return Status(ErrorCode::kTimeout, "connecting to " + host + ":" + port_str + " timed out");
+      }
+      continue;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      last_error = std::strerror(err);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::freeaddrinfo(res);
+    return ch;
+  }
+  ::freeaddrinfo(res);
+  return Status(ErrorCode::kDisconnected,
+                "cannot connect to " + host + ":" + port_str + ": " + last_error);
+}
+
+Status Channel::WaitFor(short events, Deadline deadline) {
+  for (;;) {
+    pollfd p{fd_, events, 0};
+    int rc = ::poll(&p, 1, PollTimeoutMs(deadline));
+    if (rc > 0) return Status::Ok();  // errors and hang-ups surface in the next read/write
+    if (rc == 0) return Status(ErrorCode::kTimeout, "deadline passed waiting for the peer");
+    if (errno != EINTR) return Errno("poll");
+  }
+}
+
+Status Channel::WriteBytes(const void* data, size_t size, Deadline deadline) {
+  if (fd_ < 0) return Status(ErrorCode::kDisconnected, "channel is closed");
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::send(fd_, p, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      CT_RETURN_IF_ERROR(WaitFor(POLLOUT, deadline));
+      continue;
+    }
+    return Errno("send");
+  }
+  return Status::Ok();
+}
+
+Status Channel::ReadBytes(void* data, size_t size, Deadline deadline) {
+  if (fd_ < 0) return Status(ErrorCode::kDisconnected, "channel is closed");
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = ::recv(fd_, p, size, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return Status(ErrorCode::kDisconnected, "peer closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      CT_RETURN_IF_ERROR(WaitFor(POLLIN, deadline));
+      continue;
+    }
+    return Errno("recv");
+  }
+  return Status::Ok();
+}
+
+Expected<Frame> Channel::ReadFrame(Deadline deadline, uint32_t max_frame_bytes) {
+  unsigned char prefix[4];
+  CT_RETURN_IF_ERROR(ReadBytes(prefix, 4, deadline));
+  CT_ASSIGN_OR_RETURN(uint32_t n, DecodeFrameLength(prefix, max_frame_bytes));
+  std::string body(n, '\0');
+  CT_RETURN_IF_ERROR(ReadBytes(body.data(), n, deadline));
+  return DecodeFrameBody(body.data(), body.size());
+}
+
+Status Channel::SendError(uint32_t request_id, const Status& status, Deadline deadline) {
+  std::string f = EncodeError(request_id, status);
+  return WriteBytes(f.data(), f.size(), deadline);
+}
+
+Status Channel::CheckReply(const Frame& f, uint32_t request_id) {
+  if (f.op != Opcode::kResult && f.op != Opcode::kError) {
+    return Status(ErrorCode::kProtocolError,
+                  "expected a reply, got " + std::string(OpcodeName(f.op)));
+  }
+  // Request id 0 is reserved for errors the peer could not tie to a request (a refused frame).
+  if (f.request_id != request_id && f.request_id != 0) {
+    return Status(ErrorCode::kProtocolError, "reply to request " + std::to_string(f.request_id) +
+                                                 ", expected " + std::to_string(request_id));
+  }
+  return f.AsStatus();
+}
+
+Status Channel::SendFromFd(int file_fd, uint64_t size, Deadline deadline, ByteSink* hasher) {
+  std::vector<char> buf(std::min<uint64_t>(size, Limits::kStreamChunkBytes));
+  while (size > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(size, buf.size()));
+    ssize_t n = ::read(file_fd, buf.data(), want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("read");
+    if (n == 0) return Status(ErrorCode::kIoError, "file ended early");
+    if (hasher) hasher->Update(buf.data(), static_cast<size_t>(n));
+    CT_RETURN_IF_ERROR(WriteBytes(buf.data(), static_cast<size_t>(n), deadline));
+    size -= static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status Channel::ReceiveToFd(int file_fd, uint64_t size, Deadline deadline, ByteSink* hasher) {
+  std::vector<char> buf(std::min<uint64_t>(size, Limits::kStreamChunkBytes));
+  while (size > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(size, buf.size()));
+    ssize_t n = ::recv(fd_, buf.data(), want, MSG_DONTWAIT);
+    if (n == 0) return Status(ErrorCode::kDisconnected, "peer closed the connection mid-stream");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        CT_RETURN_IF_ERROR(WaitFor(POLLIN, deadline));
+        continue;
+      }
+      return Errno("recv");
+    }
+    if (hasher) hasher->Update(buf.data(), static_cast<size_t>(n));
+    const char* p = buf.data();
+    size_t left = static_cast<size_t>(n);
+    while (left > 0) {
+      ssize_t w = ::write(file_fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return Errno("write");
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    size -= static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status Channel::Discard(uint64_t size, Deadline deadline) {
+  std::vector<char> buf(std::min<uint64_t>(size, Limits::kStreamChunkBytes));
+  while (size > 0) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(size, buf.size()));
+    CT_RETURN_IF_ERROR(ReadBytes(buf.data(), want, deadline));
+    size -= want;
+  }
+  return Status::Ok();
+}
+
+}  // namespace crosstune

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs every Debian package crosstune needs to build, test, benchmark and cross-deploy.
+# Idempotent: packages already present are left alone. Run as root (CI does).
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git python3 python3-numpy
+  libboost-dev libmsgpack-cxx-dev libdlpack-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libssl-dev libsqlite3-dev
+  llvm-14-dev libclang-14-dev clang-14 liblld-14-dev lld-14 lld
+  libxgboost-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user
+  libopenblas-dev libdnnl-dev
+  chromium iproute2 procps
+)
+# OpenSSL for the cross-built ARM servers (SHA-256 and HMAC come from libcrypto on every target).
+# Installing libssl-dev:arm64 through multiarch would pin it to the host's exact version, so the
+# foreign .debs are unpacked into a sysroot of their own that cmake/aarch64.cmake and armhf.cmake use.
+CROSS_SYSROOT=${CROSSTUNE_CROSS_SYSROOT:-/opt/crosstune/cross}
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+cross_missing=()
+for arch in arm64 armhf; do
+  [ -f "$CROSS_SYSROOT/$arch/.complete" ] || cross_missing+=("$arch")
+done
+
+if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+for arch in arm64 armhf; do
+  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+    $SUDO dpkg --add-architecture "$arch"
+  fi
+done
+export DEBIAN_FRONTEND=noninteractive
+# A mirror in the middle of a sync can fail one index; retry, then go on with what was fetched.
+for try in 1 2 3; do
+  if $SUDO apt-get update -qq; then break; fi
+  echo "install-deps: apt-get update failed (try $try), retrying" >&2
+  sleep 5
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+for arch in "${cross_missing[@]}"; do
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq "libssl-dev:$arch" "libssl3:$arch")
+  $SUDO mkdir -p "$CROSS_SYSROOT/$arch"
+  for deb in "$tmp"/*.deb; do $SUDO dpkg -x "$deb" "$CROSS_SYSROOT/$arch"; done
+  $SUDO touch "$CROSS_SYSROOT/$arch/.complete"
+  rm -rf "$tmp"
+done
+echo "install-deps: done"

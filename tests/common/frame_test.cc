@@ -1,0 +1,165 @@
+#include "crosstune/frame.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "crosstune/channel.h"
+#include "crosstune/handshake.h"
+
+namespace crosstune {
+namespace {
+
+TEST(Frame, RoundTripsAMessage) {
+  msg::UploadRequest req{"dir/kernel.so", 1234, "abc"};
+  std::string bytes = EncodeFrame(Opcode::kUpload, 7, req);
+  auto len = DecodeFrameLength(reinterpret_cast<const unsigned char*>(bytes.data()));
+  ASSERT_TRUE(len.ok());
+  ASSERT_EQ(*len, bytes.size() - 4);
+  auto f = DecodeFrameBody(bytes.data() + 4, *len);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->op, Opcode::kUpload);
+  EXPECT_EQ(f->request_id, 7u);
+  auto back = f->As<msg::UploadRequest>();
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->path, "dir/kernel.so");
+  EXPECT_EQ(back->size, 1234u);
+}
+
+TEST(Frame, RefusesOversizeLengthBeforeAllocating) {
+  unsigned char prefix[4] = {0xff, 0xff, 0xff, 0x7f};
+  auto len = DecodeFrameLength(prefix);
+  ASSERT_FALSE(len.ok());
+  EXPECT_EQ(len.status().code(), ErrorCode::kLimitExceeded);
+}
+
+TEST(Frame, RefusesGarbageBody) {
+  std::string garbage = "\xc1\xc1\xc1\xc1garbage";
+  auto f = DecodeFrameBody(garbage.data(), garbage.size());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kProtocolError);
+}
+
+TEST(Frame, RefusesBodyThatIsNotATriple) {
+  msgpack::sbuffer sb;
+  msgpack::pack(sb, std::vector<int>{1, 2});
+  auto f = DecodeFrameBody(sb.data(), sb.size());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kProtocolError);
+}
+
+TEST(Frame, WrongPayloadShapeIsAProtocolError) {
+  std::string bytes = EncodeFrame(Opcode::kUpload, 1, std::string("not a struct"));
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(f.ok());
+  auto req = f->As<msg::UploadRequest>();
+  ASSERT_FALSE(req.ok());
+  EXPECT_EQ(req.status().code(), ErrorCode::kProtocolError);
+}
+
+TEST(Frame, ErrorFrameCarriesCodeAndMessage) {
+  std::string bytes = EncodeError(3, Status(ErrorCode::kWrongArch, "built for aarch64"));
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(f.ok());
+  Status s = f->AsStatus();
+  EXPECT_EQ(s.code(), ErrorCode::kWrongArch);
+  EXPECT_EQ(s.message(), "built for aarch64");
+}
+
+TEST(Frame, OlderPeerWithFewerFieldsGetsDefaults) {
+  // A Hello from a peer that knew only the first three fields.
+  std::string bytes = EncodeFrame(Opcode::kHello, 1, std::make_tuple(kProtocolMagic, uint16_t{1}, uint16_t{0}));
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(f.ok());
+  auto h = f->As<msg::Hello>();
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->magic, kProtocolMagic);
+  EXPECT_TRUE(h->lease_token.empty());
+}
+
+std::pair<Channel, Channel> SocketPair() {
+  int fds[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  return {Channel(fds[0]), Channel(fds[1])};
+}
+
+TEST(Channel, ReadTimesOutAtDeadline) {
+  auto [a, b] = SocketPair();
+  auto f = a.ReadFrame(DeadlineIn(std::chrono::milliseconds(50)));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kTimeout);
+}
+
+TEST(Channel, PeerCloseIsDisconnected) {
+  auto [a, b] = SocketPair();
+  b.Close();
+  auto f = a.ReadFrame(DeadlineIn(std::chrono::milliseconds(1000)));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kDisconnected);
+}
+
+TEST(Channel, ParsesHostPort) {
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(Channel::ParseHostPort("board:9090", &host, &port).ok());
+  EXPECT_EQ(host, "board");
+  EXPECT_EQ(port, 9090);
+  ASSERT_TRUE(Channel::ParseHostPort("[::1]:80", &host, &port).ok());
+  EXPECT_EQ(host, "::1");
+  EXPECT_FALSE(Channel::ParseHostPort("board", &host, &port).ok());
+  EXPECT_FALSE(Channel::ParseHostPort("board:99999", &host, &port).ok());
+}
+
+void RunHandshake(const std::string& server_secret, const std::string& client_secret,
+                  Status* server_status, Status* client_status) {
+  auto [c, s] = SocketPair();
+  std::thread server([&, ch = std::move(s)]() mutable {
+    ServerHandshakeOptions opts;
+    opts.secret = server_secret;
+    *server_status = ServerHandshake(ch, opts, DeadlineIn(std::chrono::milliseconds(2000))).status();
+  });
+  msg::Hello hello;
+  *client_status = ClientHandshake(c, hello, client_secret, DeadlineIn(std::chrono::milliseconds(2000))).status();
+  c.Close();
+  server.join();
+}
+
+TEST(Handshake, AcceptsMatchingSecret) {
+  Status s, c;
+  RunHandshake("sesame", "sesame", &s, &c);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(c.ok()) << c.ToString();
+}
+
+TEST(Handshake, RefusesWrongSecret) {
+  Status s, c;
+  RunHandshake("sesame", "wrong", &s, &c);
+  EXPECT_EQ(s.code(), ErrorCode::kUnauthorized);
+  EXPECT_EQ(c.code(), ErrorCode::kUnauthorized);
+}
+
+TEST(Handshake, RefusesMissingSecretClientSide) {
+  Status s, c;
+  RunHandshake("sesame", "", &s, &c);
+  EXPECT_EQ(c.code(), ErrorCode::kUnauthorized);
+  EXPECT_FALSE(s.ok());
+}
+
+TEST(Handshake, RefusesOtherMajorVersion) {
+  auto [c, s] = SocketPair();
+  Status server_status;
+  std::thread server([&, ch = std::move(s)]() mutable {
+    server_status = ServerHandshake(ch, {}, DeadlineIn(std::chrono::milliseconds(2000))).status();
+  });
+  msg::Hello hello;
+  hello.major = kProtocolMajor + 1;
+  auto r = ClientHandshake(c, hello, "", DeadlineIn(std::chrono::milliseconds(2000)));
+  server.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kVersionMismatch);
+  EXPECT_EQ(server_status.code(), ErrorCode::kVersionMismatch);
+}
+
+}  // namespace
+}  // namespace crosstune
