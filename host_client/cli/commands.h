@@ -1,0 +1,19 @@
+// The `crosstune` command line: each area registers its subcommands on the one CLI11 app.
+// main.cc stays a thin parser; the work happens in the libraries.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace crosstune::cli {
+
+// info, upload, download, ls, rm, run, bench (host_client/cli/session_commands.cc).
+void RegisterSessionCommands(CLI::App& app);
+// build, inspect (builder).
+void RegisterBuildCommands(CLI::App& app);
+// query, lease, drain, undrain, kick (tracker).
+void RegisterTrackerCommands(CLI::App& app);
+
+// Prints "crosstune: error: <what>" to stderr and returns the exit code 1.
+int PrintError(const std::string& what);
+
+}  // namespace crosstune::cli

@@ -1,0 +1,136 @@
+// The client side of a crosstune-server session: connect, move files, load modules, allocate remote
+// tensors, call and time functions.
+//
+// Thread-safety: a Session and the RemoteModule/RemoteTensor handles it hands out are used by one
+// thread at a time. On a lost connection every call fails with kDisconnected; none hangs past its
+// deadline.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "crosstune/channel.h"
+#include "crosstune/messages.h"
+#include "crosstune/status.h"
+
+namespace crosstune::client {
+
+struct ConnectOptions {
+  std::string server;                  // "host:port"
+  std::string auth_secret;             // shared secret for the HMAC challenge; empty: none
+  std::string lease_token;             // from the tracker; empty: none
+  std::string peer_name;               // shown in server logs; default user@host
+  std::chrono::milliseconds connect_timeout{10'000};
+  // Deadline for each request's reply. Calls and timing also get the kernel's own time, so
+  // TimeOptions/Call timeouts extend this for those requests.
+  std::chrono::milliseconds request_timeout{60'000};
+};
+
+class Session;
+
+class RemoteTensor {
+ public:
+  RemoteTensor() = default;
+  uint32_t id() const { return id_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  DLDataType dtype() const { return dtype_; }
+  DLDevice device() const { return device_; }
+  uint64_t nbytes() const { return nbytes_; }
+
+  // Streams host bytes in / out (nbytes must equal this tensor's size, or use the offset forms).
+  Status CopyFrom(const void* data, uint64_t nbytes);
+  Status CopyTo(void* data, uint64_t nbytes) const;
+  Status CopyFrom(const void* data, uint64_t offset, uint64_t nbytes);
+  Status CopyTo(void* data, uint64_t offset, uint64_t nbytes) const;
+  Status Free();
+
+ private:
+  friend class Session;
+  Session* session_ = nullptr;
+  uint32_t id_ = 0;
+  std::vector<int64_t> shape_;
+  DLDataType dtype_{kDLFloat, 32, 1};
+  DLDevice device_{kDLCPU, 0};
+  uint64_t nbytes_ = 0;
+};
+
+// One argument of a call.
+struct CallArg {
+  static msg::Arg Int(int64_t v);
+  static msg::Arg Float(double v);
+  static msg::Arg Tensor(const RemoteTensor& t);
+};
+
+struct TimeOptions {
+  uint32_t number = 1;
+  uint32_t repeat = 1;
+  uint32_t min_repeat_ms = 0;
+  uint32_t cooldown_ms = 0;
+  bool flush_cache = false;
+  uint32_t timeout_ms = 0;  // per call on the device; 0: the server's default
+};
+
+class RemoteModule {
+ public:
+  RemoteModule() = default;
+  uint32_t id() const { return info_.module_id; }
+  const msg::ModuleInfo& info() const { return info_; }
+  // KernelError when the kernel returns non-zero; RemoteCrash / Timeout as the server reports.
+  Expected<msg::CallReply> Call(const std::string& function, const std::vector<msg::Arg>& args,
+                                uint32_t timeout_ms = 0);
+  Expected<msg::TimeReply> Time(const std::string& function, const std::vector<msg::Arg>& args,
+                                const TimeOptions& options);
+  Status Unload();
+
+ private:
+  friend class Session;
+  Session* session_ = nullptr;
+  msg::ModuleInfo info_;
+};
+
+class Session {
+ public:
+  static Expected<std::unique_ptr<Session>> Connect(const ConnectOptions& options);
+  ~Session();  // sends Close when still connected
+
+  const msg::HelloReply& hello() const { return hello_; }
+
+  Status Ping();
+  Expected<msg::DeviceInfo> Info();
+
+  // Remote paths are relative to the session workspace. Uploads stream in chunks and are SHA-256
+  // checked by the server; downloads are checked here.
+  Expected<msg::FileEntry> Upload(const std::string& local_path, const std::string& remote_path);
+  Expected<msg::FileEntry> UploadBytes(std::string_view data, const std::string& remote_path);
+  Expected<msg::FileEntry> Download(const std::string& remote_path, const std::string& local_path);
+  Expected<std::vector<msg::FileEntry>> ListFiles();
+  Status RemoveFile(const std::string& remote_path);
+
+  Expected<RemoteModule> LoadModule(const std::string& remote_path);
+  Expected<RemoteTensor> AllocTensor(const std::vector<int64_t>& shape, DLDataType dtype,
+                                     DLDevice device = DLDevice{kDLCPU, 0});
+
+  // Ends the session; the server removes its workspace.
+  Status Close();
+  bool connected() const { return channel_.is_open(); }
+
+ private:
+  friend class RemoteModule;
+  friend class RemoteTensor;
+  Session() = default;
+  // Sends a request and reads its reply; a transport failure closes the channel.
+  template <typename Reply, typename Request>
+  Expected<Reply> Request(Opcode op, const Request& req, std::chrono::milliseconds extra = {});
+
+  Channel channel_;
+  ConnectOptions options_;
+  msg::HelloReply hello_;
+};
+
+}  // namespace crosstune::client
