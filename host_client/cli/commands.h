@@ -2,6 +2,8 @@
 // main.cc stays a thin parser; the work happens in the libraries.
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace crosstune::cli {
@@ -15,5 +17,9 @@ void RegisterTrackerCommands(CLI::App& app);
 
 // Prints "crosstune: error: <what>" to stderr and returns the exit code 1.
 int PrintError(const std::string& what);
+
+// For subcommand callbacks: prints the error as PrintError does and ends the command with exit
+// code 1 (throws CLI::RuntimeError, which main() turns into the exit code without printing more).
+[[noreturn]] void Fail(const std::string& what);
 
 }  // namespace crosstune::cli

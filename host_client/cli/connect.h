@@ -1,0 +1,34 @@
+// Connection flags shared by every command that talks to a device, in one place: where the
+// device is (--server, or --tracker with --key), how to authenticate, how long to wait.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "crosstune/client/session.h"
+#include "crosstune/status.h"
+
+namespace crosstune::cli {
+
+struct ConnectFlags {
+  std::string server;           // host:port of a crosstune-server; env CROSSTUNE_SERVER
+  std::string tracker;          // host:port of a crosstune-tracker
+  std::string key;              // device key to request from the tracker
+  std::string auth_token_file;  // shared secret for the server's HMAC challenge; env
+                                // CROSSTUNE_AUTH_TOKEN_FILE
+  double timeout_s = 60;        // per request (kernels' own run time comes on top)
+};
+
+// Adds --server, --tracker, --key, --auth-token-file and --timeout to `cmd`. `flags` must outlive
+// the parse.
+void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags);
+
+// Reads the shared secret from a token file (surrounding whitespace stripped).
+Expected<std::string> ReadAuthToken(const std::string& path);
+
+// Connects as the flags say: straight to --server, or (later) through the tracker.
+Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags);
+
+}  // namespace crosstune::cli

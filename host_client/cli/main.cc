@@ -1,0 +1,49 @@
+// crosstune: the host command line. A thin parser: each area registers its subcommands
+// (commands.h) and the work happens in the libraries.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+namespace crosstune::cli {
+
+int PrintError(const std::string& what) {
+  std::fprintf(stderr, "crosstune: error: %s\n", what.c_str());
+  return 1;
+}
+
+void Fail(const std::string& what) {
+  PrintError(what);
+  throw CLI::RuntimeError(1);
+}
+
+}  // namespace crosstune::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"crosstune: cross-deploy, run and tune kernels on remote devices"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "crosstune 0.1.0");
+  crosstune::cli::RegisterSessionCommands(app);
+  crosstune::cli::RegisterBuildCommands(app);
+  crosstune::cli::RegisterTrackerCommands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // the command printed its error already (Fail)
+  } catch (const CLI::ParseError& e) {
+    // Usage errors get the same one-line form as every other error.
+    return crosstune::cli::PrintError(e.what());
+  } catch (const std::exception& e) {
+    return crosstune::cli::PrintError(e.what());
+  }
+  return 0;
+}
