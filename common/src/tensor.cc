@@ -57,15 +57,15 @@ Expected<uint64_t> TensorBytes(const std::vector<int64_t>& shape, DLDataType dty
   if (dtype.bits == 0 || dtype.bits % 8 != 0 || dtype.lanes == 0) {
     return Status(ErrorCode::kInvalidArgument, "unsupported dtype " + DTypeName(dtype));
   }
-  unsigned __int128 n = static_cast<unsigned __int128>(dtype.bits / 8) * dtype.lanes;
+  // Checked multiplication (no __int128: the server also builds for 32-bit ARM).
+  uint64_t n = static_cast<uint64_t>(dtype.bits / 8) * dtype.lanes;
   for (int64_t d : shape) {
     if (d < 0) return Status(ErrorCode::kInvalidArgument, "negative dimension in tensor shape");
-    n *= static_cast<uint64_t>(d);
-    if (n > (static_cast<unsigned __int128>(1) << 62)) {
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || n > (uint64_t{1} << 62)) {
       return Status(ErrorCode::kLimitExceeded, "tensor size overflows");
     }
   }
-  return static_cast<uint64_t>(n);
+  return n;
 }
 
 Expected<TensorSpec> ParseTensorSpec(const std::string& text) {
