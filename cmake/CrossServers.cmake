@@ -1,0 +1,66 @@
+# Builds crosstune-server for the ARM boards as part of the host build: this same source tree,
+# configured again with cmake/<arch>.cmake, CROSSTUNE_SERVER_ONLY=ON and no tests. The results,
+#   <build>/cross/aarch64/rpc_server/crosstune-server
+#   <build>/cross/armhf/rpc_server/crosstune-server
+# run under qemu-user as remote boards in the qemu tests and in scripts/demo.sh.
+#
+# Sets CROSSTUNE_CROSS_SERVER_<arch> (the binary's path) and CROSSTUNE_QEMU_<arch> for each
+# architecture it builds.
+include(ExternalProject)
+
+find_program(CROSSTUNE_AARCH64_CXX aarch64-linux-gnu-g++)
+find_program(CROSSTUNE_ARMHF_CXX arm-linux-gnueabihf-g++)
+find_program(CROSSTUNE_QEMU_AARCH64 qemu-aarch64)
+find_program(CROSSTUNE_QEMU_ARMHF qemu-arm)
+
+set(_ct_cross_default OFF)
+if(CROSSTUNE_AARCH64_CXX AND CROSSTUNE_ARMHF_CXX AND CROSSTUNE_QEMU_AARCH64 AND CROSSTUNE_QEMU_ARMHF)
+  set(_ct_cross_default ON)
+endif()
+option(CROSSTUNE_CROSS_SERVERS "Also build crosstune-server for aarch64 and armhf (qemu tests)"
+       ${_ct_cross_default})
+
+if(NOT CROSSTUNE_CROSS_SERVERS)
+  message(STATUS "Cross servers: off (needs aarch64-linux-gnu-g++, arm-linux-gnueabihf-g++, "
+                 "qemu-aarch64 and qemu-arm; scripts/install-deps.sh installs them)")
+  return()
+endif()
+
+if(DEFINED ENV{CROSSTUNE_CROSS_SYSROOT})
+  set(_ct_cross_sysroot "$ENV{CROSSTUNE_CROSS_SYSROOT}")
+else()
+  set(_ct_cross_sysroot /opt/crosstune/cross)
+endif()
+
+# arch name, Debian arch of the OpenSSL sysroot
+foreach(pair "aarch64;arm64" "armhf;armhf")
+  list(GET pair 0 arch)
+  list(GET pair 1 deb_arch)
+  if(NOT EXISTS ${_ct_cross_sysroot}/${deb_arch}/usr/include/openssl/sha.h)
+    message(WARNING "Cross servers: no ${deb_arch} OpenSSL in ${_ct_cross_sysroot}/${deb_arch}; "
+                    "run scripts/install-deps.sh. Skipping the ${arch} server.")
+    continue()
+  endif()
+  set(bin_dir ${CMAKE_BINARY_DIR}/cross/${arch})
+  set(server ${bin_dir}/rpc_server/crosstune-server)
+  ExternalProject_Add(crosstune-server-${arch}
+    SOURCE_DIR ${PROJECT_SOURCE_DIR}
+    BINARY_DIR ${bin_dir}
+    CMAKE_GENERATOR ${CMAKE_GENERATOR}
+    CMAKE_ARGS
+      -DCMAKE_TOOLCHAIN_FILE=${PROJECT_SOURCE_DIR}/cmake/${arch}.cmake
+      -DCMAKE_BUILD_TYPE=Release
+      -DCROSSTUNE_SERVER_ONLY=ON
+      -DBUILD_TESTING=OFF
+      -DCROSSTUNE_CROSS_SYSROOT=${_ct_cross_sysroot}
+    # The sub-build tracks its own sources; let it decide what is out of date on every build.
+    BUILD_ALWAYS TRUE
+    # One cross build at a time: each already runs its own parallel jobs.
+    USES_TERMINAL_BUILD TRUE
+    USES_TERMINAL_CONFIGURE TRUE
+    INSTALL_COMMAND ""
+    BUILD_BYPRODUCTS ${server}
+    EXCLUDE_FROM_ALL FALSE)
+  string(TOUPPER ${arch} ARCH)
+  set(CROSSTUNE_CROSS_SERVER_${ARCH} ${server})
+endforeach()
