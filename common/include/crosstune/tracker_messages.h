@@ -1,0 +1,172 @@
+// Payloads of the tracker opcodes (protocol.h kRegister .. kCheckLease), shared by the tracker,
+// the rpc server's tracker link and the client library. Same rules as messages.h: msgpack arrays,
+// fields only ever appended.
+//
+// Who sends what, after the usual handshake (Hello with role kServer / kClient / kAdmin):
+//
+//   server -> tracker  kRegister     Register          -> RegisterReply
+//   server -> tracker  kHeartbeat    ServerHeartbeat   -> Empty          (every heartbeat_ms)
+//   server -> tracker  kCheckLease   LeaseRef          -> Empty | error  (a client opened a
+//                                                        session with this token: grant claimed)
+//   server -> tracker  kSessionEnded SessionEnded      -> Empty
+//   tracker -> server  kGrant        SetLease          -> Empty          (accept only this token
+//                                                        from now on; "" accepts none)
+//   tracker -> server  kAdmin        SelfCheck         -> Empty | error  (quarantine re-admission)
+//
+//   client -> tracker  kRequestDevice DeviceRequest    -> kQueueUpdate QueueUpdate notifications
+//                                                        (same request id), then Grant | error
+//   client -> tracker  kCancelRequest CancelRequest    -> Empty (the request itself then fails)
+//   client -> tracker  kRenewLease   RenewLease        -> LeaseInfo (also re-attaches a lease to
+//                                                        this connection after a tracker restart)
+//   client -> tracker  kReleaseLease ReleaseLease      -> Empty
+//   client -> tracker  kHeartbeat    Empty             -> Empty          (keep-alive while queued)
+//   any    -> tracker  kQuery        Empty             -> QueryReply (the /api/summary JSON)
+//   admin  -> tracker  kAdmin        AdminRequest      -> Empty | error
+//
+// Lease tokens: the tracker pushes the current token of a device to its server over the
+// registration connection (SetLease) before the client hears of the grant, and the server
+// accepts a session only with that token. The server keeps the token it was last told, so
+// sessions keep working while the tracker restarts; a revoked (expired, kicked, released)
+// lease is pushed as "" and refused from then on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "crosstune/messages.h"
+
+namespace crosstune::msg {
+
+struct Register {
+  std::string key;                          // e.g. "rpi4"
+  std::map<std::string, std::string> tags;  // --tag k=v
+  DeviceInfo info;
+  std::string custom_addr;  // "host" or "host:port" clients can reach; empty: the address the
+                            // tracker sees, with `port`
+  uint16_t port = 0;        // the server's session port
+  std::string lease_token;  // the token the server accepts now (re-registration after restart)
+  bool session_active = false;
+  MSGPACK_DEFINE(key, tags, info, custom_addr, port, lease_token, session_active)
+};
+
+struct RegisterReply {
+  std::string device;         // the device's name at the tracker ("host:port")
+  uint32_t heartbeat_ms = 0;  // send a ServerHeartbeat this often
+  std::string lease_token;    // the token to accept now ("" none)
+  MSGPACK_DEFINE(device, heartbeat_ms, lease_token)
+};
+
+struct ServerHeartbeat {
+  bool session_active = false;
+  std::string lease_token;
+  MSGPACK_DEFINE(session_active, lease_token)
+};
+
+struct SetLease {
+  std::string lease_token;  // "" revokes
+  std::string holder;       // for the server's log
+  MSGPACK_DEFINE(lease_token, holder)
+};
+
+struct SelfCheck {
+  MSGPACK_DEFINE()
+};
+
+struct LeaseRef {
+  std::string lease_token;
+  MSGPACK_DEFINE(lease_token)
+};
+
+// How a session or a lease ended, as the server or the client reports it. Infrastructure
+// failures count towards quarantine; kernel errors and crashes of uploaded code do not.
+enum class Outcome : uint8_t {
+  kOk = 0,
+  kUserError = 1,        // the client's code failed (RemoteCrash, KernelError, ...)
+  kInfraFailure = 2,     // the server itself failed (session child lost, workspace error, ...)
+  kUnreachable = 3,      // the client could not reach the granted address
+};
+
+struct SessionEnded {
+  std::string lease_token;
+  uint8_t outcome = 0;  // an Outcome
+  std::string message;
+  MSGPACK_DEFINE(lease_token, outcome, message)
+};
+
+// A constraint is "name=value", "name!=value", "name>=number", "name<=number" or "+feature",
+// where name is a tag of the device or one of its attributes: arch, triple, cpu, cores,
+// memory_mb, gpus, gpu_arch, os, version.
+struct DeviceRequest {
+  std::string key;
+  std::vector<std::string> constraints;
+  int32_t priority = 0;           // higher first
+  uint32_t queue_timeout_ms = 0;  // 0: the tracker's default
+  uint32_t lease_ms = 0;          // 0: the tracker's default; renew before it runs out
+  std::string holder;             // user@host, shown on the status page
+  // false: the lease ends with the first session on the device (a `crosstune run`);
+  // true: it lasts until released, expired or disconnected (a `crosstune lease` hold).
+  bool multi_session = false;
+  MSGPACK_DEFINE(key, constraints, priority, queue_timeout_ms, lease_ms, holder, multi_session)
+};
+
+struct QueueUpdate {
+  uint32_t position = 0;  // 1: next in line
+  uint32_t queue_length = 0;
+  uint64_t waited_ms = 0;
+  std::string note;  // e.g. "every matching device is busy"
+  MSGPACK_DEFINE(position, queue_length, waited_ms, note)
+};
+
+struct Grant {
+  std::string device;
+  std::string address;  // host:port of the server
+  std::string lease_token;
+  uint32_t lease_ms = 0;
+  std::string key;
+  MSGPACK_DEFINE(device, address, lease_token, lease_ms, key)
+};
+
+struct CancelRequest {
+  uint32_t request_id = 0;  // of the DeviceRequest frame on this connection
+  MSGPACK_DEFINE(request_id)
+};
+
+struct RenewLease {
+  std::string lease_token;
+  uint32_t lease_ms = 0;  // 0: the lease's own length
+  MSGPACK_DEFINE(lease_token, lease_ms)
+};
+
+struct LeaseInfo {
+  std::string device;
+  std::string address;
+  uint64_t remaining_ms = 0;
+  MSGPACK_DEFINE(device, address, remaining_ms)
+};
+
+struct ReleaseLease {
+  std::string lease_token;
+  uint8_t outcome = 0;  // an Outcome (kUnreachable when the granted address did not answer)
+  std::string message;
+  MSGPACK_DEFINE(lease_token, outcome, message)
+};
+
+struct QueryReply {
+  std::string json;
+  MSGPACK_DEFINE(json)
+};
+
+// proof = HMAC-SHA256(admin token, session_id + "\n" + action + "\n" + device), with the
+// session_id of this connection's HelloReply, so a captured proof is useless elsewhere.
+struct AdminRequest {
+  std::string action;  // drain, undrain, kick
+  std::string device;
+  std::string proof;
+  MSGPACK_DEFINE(action, device, proof)
+};
+
+}  // namespace crosstune::msg
