@@ -1,8 +1,8 @@
 #include "connect.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+
+#include "crosstune/crypto.h"
 
 namespace crosstune::cli {
 
@@ -20,25 +20,9 @@ void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags) {
       ->check(CLI::PositiveNumber);
 }
 
-Expected<std::string> ReadAuthToken(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(ErrorCode::kIoError, path + ": cannot read the auth token file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string token = ss.str();
-  const char* ws = " \t\r\n";
-  token.erase(0, token.find_first_not_of(ws));
-  auto end = token.find_last_not_of(ws);
-  token.erase(end == std::string::npos ? 0 : end + 1);
-  if (token.empty()) return Status(ErrorCode::kInvalidArgument, path + ": the auth token file is empty");
-  return token;
-}
-
 Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags) {
+  // --tracker/--key win over --server (which may come from CROSSTUNE_SERVER).
   if (!flags.tracker.empty() || !flags.key.empty()) {
-    if (!flags.server.empty()) {
-      return Status(ErrorCode::kInvalidArgument, "give either --server or --tracker/--key, not both");
-    }
     return Status(ErrorCode::kNoDevice,
                   "--tracker/--key: connecting through a tracker is not available yet; "
                   "use --server HOST:PORT");
@@ -50,7 +34,7 @@ Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags
   client::ConnectOptions options;
   options.server = flags.server;
   if (!flags.auth_token_file.empty()) {
-    CT_ASSIGN_OR_RETURN(options.auth_secret, ReadAuthToken(flags.auth_token_file));
+    CT_ASSIGN_OR_RETURN(options.auth_secret, ReadSecretFile(flags.auth_token_file));
   }
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
   options.request_timeout = timeout;

@@ -25,9 +25,6 @@ struct ConnectFlags {
 // the parse.
 void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags);
 
-// Reads the shared secret from a token file (surrounding whitespace stripped).
-Expected<std::string> ReadAuthToken(const std::string& path);
-
 // Connects as the flags say: straight to --server, or (later) through the tracker.
 Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags);
 
