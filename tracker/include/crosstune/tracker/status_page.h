@@ -1,0 +1,21 @@
+// What the tracker shows: the /api/summary JSON (also the reply to kQuery), the /metrics
+// Prometheus text, and the self-contained HTML status page that polls /api/summary.
+// Pure functions of a Snapshot; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "crosstune/tracker/scheduler.h"
+#include "crosstune/tracker/store.h"
+
+namespace crosstune::tracker {
+
+nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& history);
+std::string MetricsText(const Snapshot& snap);
+std::string_view StatusPageHtml();
+
+}  // namespace crosstune::tracker

@@ -1,0 +1,43 @@
+// The tracker's SQLite database: session history (who, key, device, start, end, outcome) and the
+// leases active right now, so that a restarted tracker hands no running lease to someone else.
+//
+// Thread-safety: none; the tracker uses its Store from its io_context thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crosstune/status.h"
+#include "crosstune/tracker/scheduler.h"
+
+struct sqlite3;
+
+namespace crosstune::tracker {
+
+struct HistoryRow {
+  std::string holder, key, device, outcome;
+  int64_t start_unix_ms = 0, end_unix_ms = 0;  // end 0: still running
+};
+
+class Store {
+ public:
+  // "" or ":memory:" keeps everything in memory (nothing survives a restart).
+  static Expected<std::unique_ptr<Store>> Open(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  Status LeaseStarted(const LeaseRecord& lease);
+  Status LeaseRenewed(const LeaseRecord& lease);
+  Status LeaseEnded(const LeaseRecord& lease, const std::string& outcome, int64_t end_unix_ms);
+  Expected<std::vector<LeaseRecord>> ActiveLeases();
+  Expected<std::vector<HistoryRow>> RecentHistory(int limit);
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  Status Exec(const char* sql);
+  sqlite3* db_;
+};
+
+}  // namespace crosstune::tracker

@@ -1,0 +1,58 @@
+// crosstune-tracker as a library: the Asio front end over the Scheduler. One io_context, one
+// thread: every handler runs on it, so the Scheduler and the Store need no locks.
+//
+// Connections speak the framed protocol of common/ (tracker_messages.h lists the exchanges).
+// Every wait has a deadline: handshakes, server heartbeats, idle clients and each write are
+// swept by a periodic timer; one write is in flight per socket, the rest queue behind it.
+//
+// Thread-safety: construct, Start, Stop and destroy on the io_context's thread (or before it runs).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "crosstune/status.h"
+#include "crosstune/tracker/scheduler.h"
+
+namespace crosstune::tracker {
+
+struct TrackerOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 9190;            // 0: any free port (see Tracker::port())
+  int http_port = -1;              // -1: no HTTP; 0: any free port
+  std::string db_path;             // "": in memory, nothing survives a restart
+  std::string auth_secret;         // non-empty: servers and clients must answer the HMAC challenge
+  std::string admin_secret;        // non-empty: enables drain/undrain/kick for holders of it
+  SchedulerOptions scheduler;
+  Ms handshake_timeout{10'000};
+  Ms client_idle_timeout{120'000};  // clients send something (renew, heartbeat) more often
+  Ms write_timeout{10'000};
+  Ms probe_timeout{3'000};          // self-check: connect + Hello to the device's address
+  Ms tick{100};
+};
+
+class Tracker {
+ public:
+  Tracker(boost::asio::io_context& io, TrackerOptions options);
+  ~Tracker();
+  Tracker(const Tracker&) = delete;
+  Tracker& operator=(const Tracker&) = delete;
+
+  // Opens the database, restores active leases, binds the listeners and starts accepting.
+  Status Start();
+  // Closes listeners and connections; pending handlers finish with operation_aborted.
+  void Stop();
+
+  uint16_t port() const;
+  uint16_t http_port() const;  // 0 when HTTP is off
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace crosstune::tracker

@@ -1,0 +1,231 @@
+#include "crosstune/tracker/status_page.h"
+
+#include <fmt/format.h>
+
+namespace crosstune::tracker {
+namespace {
+
+// Prometheus label values escape backslash, quote and newline.
+std::string Label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& history) {
+  nlohmann::json j;
+  j["uptime_seconds"] = snap.uptime_seconds;
+  j["leases_active"] = snap.leases_active;
+  j["devices"] = nlohmann::json::array();
+  for (const auto& d : snap.devices) {
+    j["devices"].push_back({{"name", d.name},
+                            {"key", d.key},
+                            {"address", d.address},
+                            {"state", d.state},
+                            {"holder", d.holder},
+                            {"arch", d.arch},
+                            {"triple", d.triple},
+                            {"cpu", d.cpu},
+                            {"tags", d.tags},
+                            {"draining", d.draining},
+                            {"quarantined", d.quarantined},
+                            {"consecutive_failures", d.consecutive_failures},
+                            {"infra_failures", d.infra_failures},
+                            {"sessions", d.sessions},
+                            {"lease_remaining_ms", d.lease_remaining_ms},
+                            {"busy_seconds", d.busy_seconds},
+                            {"utilisation", d.utilisation}});
+  }
+  j["keys"] = nlohmann::json::array();
+  for (const auto& k : snap.keys) {
+    nlohmann::json q = nlohmann::json::array();
+    for (const auto& w : k.queue) {
+      q.push_back({{"holder", w.holder},
+                   {"priority", w.priority},
+                   {"effective_priority", w.effective_priority},
+                   {"waited_ms", w.waited_ms}});
+    }
+    j["keys"].push_back({{"key", k.key},
+                         {"queue", q},
+                         {"grants", k.grants},
+                         {"wait_seconds_sum", k.wait_seconds_sum},
+                         {"wait_seconds_max", k.wait_seconds_max},
+                         {"timeouts", k.timeouts},
+                         {"no_device", k.no_device}});
+  }
+  j["quarantined_offline"] = snap.quarantined_offline;
+  j["history"] = nlohmann::json::array();
+  for (const auto& h : history) {
+    j["history"].push_back({{"holder", h.holder},
+                            {"key", h.key},
+                            {"device", h.device},
+                            {"start_unix_ms", h.start_unix_ms},
+                            {"end_unix_ms", h.end_unix_ms},
+                            {"outcome", h.outcome}});
+  }
+  return j;
+}
+
+std::string MetricsText(const Snapshot& snap) {
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  family("crosstune_tracker_uptime_seconds", "gauge", "Seconds since the tracker started.");
+  out += fmt::format("crosstune_tracker_uptime_seconds {:.3f}\n", snap.uptime_seconds);
+  family("crosstune_leases_active", "gauge", "Leases held now.");
+  out += fmt::format("crosstune_leases_active {}\n", snap.leases_active);
+
+  family("crosstune_queue_depth", "gauge", "Requests waiting, per key.");
+  for (const auto& k : snap.keys) {
+    out += fmt::format("crosstune_queue_depth{{key=\"{}\"}} {}\n", Label(k.key), k.queue.size());
+  }
+  family("crosstune_queue_oldest_wait_seconds", "gauge",
+         "How long the longest-waiting request of a key has waited.");
+  for (const auto& k : snap.keys) {
+    int64_t oldest = 0;
+    for (const auto& w : k.queue) oldest = std::max(oldest, w.waited_ms);
+    out += fmt::format("crosstune_queue_oldest_wait_seconds{{key=\"{}\"}} {:.3f}\n", Label(k.key),
+                       oldest / 1000.0);
+  }
+  family("crosstune_queue_wait_seconds", "summary", "Time from request to grant, per key.");
+  for (const auto& k : snap.keys) {
+    out += fmt::format("crosstune_queue_wait_seconds_sum{{key=\"{}\"}} {:.3f}\n", Label(k.key),
+                       k.wait_seconds_sum);
+    out += fmt::format("crosstune_queue_wait_seconds_count{{key=\"{}\"}} {}\n", Label(k.key),
+                       k.grants);
+  }
+  family("crosstune_queue_wait_seconds_max", "gauge", "Longest time from request to grant.");
+  for (const auto& k : snap.keys) {
+    out += fmt::format("crosstune_queue_wait_seconds_max{{key=\"{}\"}} {:.3f}\n", Label(k.key),
+                       k.wait_seconds_max);
+  }
+  family("crosstune_requests_timed_out_total", "counter", "Requests that waited past their timeout.");
+  for (const auto& k : snap.keys) {
+    out += fmt::format("crosstune_requests_timed_out_total{{key=\"{}\"}} {}\n", Label(k.key),
+                       k.timeouts);
+  }
+  family("crosstune_requests_no_device_total", "counter",
+         "Requests no registered device could ever match.");
+  for (const auto& k : snap.keys) {
+    out += fmt::format("crosstune_requests_no_device_total{{key=\"{}\"}} {}\n", Label(k.key),
+                       k.no_device);
+  }
+
+  family("crosstune_device_up", "gauge", "1 per registered device, by state.");
+  for (const auto& d : snap.devices) {
+    out += fmt::format("crosstune_device_up{{device=\"{}\",key=\"{}\",state=\"{}\"}} 1\n",
+                       Label(d.name), Label(d.key), d.state);
+  }
+  family("crosstune_device_utilisation", "gauge",
+         "Fraction of its registered time a device has been leased.");
+  for (const auto& d : snap.devices) {
+    out += fmt::format("crosstune_device_utilisation{{device=\"{}\",key=\"{}\"}} {:.4f}\n",
+                       Label(d.name), Label(d.key), d.utilisation);
+  }
+  family("crosstune_device_busy_seconds_total", "counter", "Seconds a device has been leased.");
+  for (const auto& d : snap.devices) {
+    out += fmt::format("crosstune_device_busy_seconds_total{{device=\"{}\",key=\"{}\"}} {:.3f}\n",
+                       Label(d.name), Label(d.key), d.busy_seconds);
+  }
+  family("crosstune_device_infra_failures_total", "counter",
+         "Sessions that failed for infrastructure reasons (server crash, unreachable).");
+  for (const auto& d : snap.devices) {
+    out += fmt::format("crosstune_device_infra_failures_total{{device=\"{}\",key=\"{}\"}} {}\n",
+                       Label(d.name), Label(d.key), d.infra_failures);
+  }
+  family("crosstune_device_quarantined", "gauge", "1 while a device is quarantined.");
+  for (const auto& d : snap.devices) {
+    out += fmt::format("crosstune_device_quarantined{{device=\"{}\",key=\"{}\"}} {}\n",
+                       Label(d.name), Label(d.key), d.quarantined ? 1 : 0);
+  }
+  return out;
+}
+
+std::string_view StatusPageHtml() {
+  static constexpr std::string_view kPage = R"html(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>crosstune tracker</title>
+<style>
+ body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
+ h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
+ table { border-collapse: collapse; } td, th { padding: .25em .8em; border-bottom: 1px solid #ddd; text-align: left; }
+ th { background: #f4f4f4; }
+ .free { color: #17803d; } .quarantined { color: #b91c1c; font-weight: bold; } .drained { color: #a16207; }
+ .leased, .in-session, .granting, .reserved { color: #1d4ed8; }
+ #status { color: #666; }
+</style>
+</head>
+<body>
+<h1>crosstune tracker</h1>
+<div id="status">loading…</div>
+<h2>Devices</h2>
+<table id="devices"><thead><tr><th>device</th><th>key</th><th>state</th><th>holder</th><th>arch</th>
+<th>tags</th><th>lease left</th><th>utilisation</th><th>failures</th></tr></thead><tbody></tbody></table>
+<h2>Queues</h2>
+<table id="queues"><thead><tr><th>key</th><th>waiting</th><th>who (in grant order)</th><th>grants</th>
+<th>max wait</th></tr></thead><tbody></tbody></table>
+<h2>Recent sessions</h2>
+<table id="history"><thead><tr><th>holder</th><th>key</th><th>device</th><th>start</th><th>end</th>
+<th>outcome</th></tr></thead><tbody></tbody></table>
+<script>
+function cell(row, text, cls) {
+  const td = document.createElement('td');
+  td.textContent = text;
+  if (cls) td.className = cls;
+  row.appendChild(td);
+}
+function fill(id, rows, render) {
+  const body = document.querySelector('#' + id + ' tbody');
+  body.replaceChildren();
+  for (const r of rows) { const tr = document.createElement('tr'); render(tr, r); body.appendChild(tr); }
+}
+function when(ms) { return ms ? new Date(ms).toLocaleString() : '…'; }
+async function refresh() {
+  try {
+    const s = await (await fetch('/api/summary', {cache: 'no-store'})).json();
+    fill('devices', s.devices, (tr, d) => {
+      tr.id = 'device-' + d.name;
+      cell(tr, d.name); cell(tr, d.key); cell(tr, d.state, d.state); cell(tr, d.holder);
+      cell(tr, d.arch);
+      cell(tr, Object.entries(d.tags).map(([k, v]) => k + '=' + v).join(' '));
+      cell(tr, d.lease_remaining_ms ? Math.round(d.lease_remaining_ms / 1000) + ' s' : '');
+      cell(tr, (100 * d.utilisation).toFixed(0) + ' %');
+      cell(tr, d.infra_failures + (d.consecutive_failures ? ' (' + d.consecutive_failures + ' in a row)' : ''));
+    });
+    fill('queues', s.keys, (tr, k) => {
+      cell(tr, k.key); cell(tr, k.queue.length);
+      cell(tr, k.queue.map(w => w.holder + ' [p' + w.priority + ', ' + Math.round(w.waited_ms / 1000) + ' s]').join(', '));
+      cell(tr, k.grants); cell(tr, k.wait_seconds_max.toFixed(1) + ' s');
+    });
+    fill('history', s.history, (tr, h) => {
+      cell(tr, h.holder); cell(tr, h.key); cell(tr, h.device); cell(tr, when(h.start_unix_ms));
+      cell(tr, when(h.end_unix_ms)); cell(tr, h.outcome);
+    });
+    document.getElementById('status').textContent =
+      s.devices.length + ' devices, ' + s.leases_active + ' leases; updated ' + new Date().toLocaleTimeString();
+  } catch (e) {
+    document.getElementById('status').textContent = 'tracker unreachable: ' + e;
+  }
+}
+refresh();
+setInterval(refresh, 2000);
+</script>
+</body>
+</html>
+)html";
+  return kPage;
+}
+
+}  // namespace crosstune::tracker

@@ -1,0 +1,194 @@
+#include "crosstune/tracker/store.h"
+
+#include <sqlite3.h>
+
+namespace crosstune::tracker {
+namespace {
+
+// The one checking helper for the sqlite C API: anything but the expected codes is kIoError with
+// sqlite's own message.
+Status Check(sqlite3* db, int rc, const char* what, int ok1 = SQLITE_OK, int ok2 = SQLITE_DONE) {
+  if (rc == ok1 || rc == ok2) return Status::Ok();
+  return Status(ErrorCode::kIoError,
+                std::string("tracker database: ") + what + ": " +
+                    (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+}
+
+// A prepared statement that finalizes itself.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    status_ = Check(db, sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr), "prepare");
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt& Bind(int i, const std::string& v) {
+    if (status_.ok()) {
+      status_ = Check(db_, sqlite3_bind_text(stmt_, i, v.data(), int(v.size()), SQLITE_TRANSIENT),
+                      "bind");
+    }
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    if (status_.ok()) status_ = Check(db_, sqlite3_bind_int64(stmt_, i, v), "bind");
+    return *this;
+  }
+  // Runs a statement that returns no rows.
+  Status Run() {
+    CT_RETURN_IF_ERROR(status_);
+    return Check(db_, sqlite3_step(stmt_), "step");
+  }
+  // Steps once: true with a row, false when done.
+  Expected<bool> Next() {
+    CT_RETURN_IF_ERROR(status_);
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    CT_RETURN_IF_ERROR(Check(db_, rc, "step"));
+    return false;
+  }
+  std::string Text(int col) {
+    auto p = sqlite3_column_text(stmt_, col);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  Status status_;
+};
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS sessions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  token TEXT NOT NULL,
+  holder TEXT NOT NULL,
+  key TEXT NOT NULL,
+  device TEXT NOT NULL,
+  start_ms INTEGER NOT NULL,
+  end_ms INTEGER,
+  outcome TEXT
+);
+CREATE INDEX IF NOT EXISTS sessions_token ON sessions(token);
+CREATE TABLE IF NOT EXISTS active_leases (
+  token TEXT PRIMARY KEY,
+  device TEXT NOT NULL,
+  key TEXT NOT NULL,
+  holder TEXT NOT NULL,
+  granted_ms INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  lease_ms INTEGER NOT NULL,
+  multi_session INTEGER NOT NULL
+);
+)sql";
+
+}  // namespace
+
+Expected<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  std::string p = path.empty() ? ":memory:" : path;
+  int rc = sqlite3_open_v2(p.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = Check(db, rc, ("open " + p).c_str());
+    sqlite3_close(db);
+    return s;
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  // WAL + NORMAL: a commit costs no fsync of the main file; a crash loses at most the last
+  // transactions, never the database.
+  CT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  CT_RETURN_IF_ERROR(store->Exec(kSchema));
+  return store;
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string m = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    return Status(ErrorCode::kIoError, "tracker database: " + m);
+  }
+  return Status::Ok();
+}
+
+Status Store::LeaseStarted(const LeaseRecord& l) {
+  CT_RETURN_IF_ERROR(Stmt(db_,
+                          "INSERT OR REPLACE INTO active_leases(token, device, key, holder, "
+                          "granted_ms, expires_ms, lease_ms, multi_session) "
+                          "VALUES(?,?,?,?,?,?,?,?)")
+                         .Bind(1, l.token)
+                         .Bind(2, l.device)
+                         .Bind(3, l.key)
+                         .Bind(4, l.holder)
+                         .Bind(5, l.granted_unix_ms)
+                         .Bind(6, l.expires_unix_ms)
+                         .Bind(7, int64_t{l.lease_ms})
+                         .Bind(8, int64_t{l.multi_session})
+                         .Run());
+  return Stmt(db_,
+              "INSERT INTO sessions(token, holder, key, device, start_ms) VALUES(?,?,?,?,?)")
+      .Bind(1, l.token)
+      .Bind(2, l.holder)
+      .Bind(3, l.key)
+      .Bind(4, l.device)
+      .Bind(5, l.granted_unix_ms)
+      .Run();
+}
+
+Status Store::LeaseRenewed(const LeaseRecord& l) {
+  return Stmt(db_, "UPDATE active_leases SET expires_ms=? WHERE token=?")
+      .Bind(1, l.expires_unix_ms)
+      .Bind(2, l.token)
+      .Run();
+}
+
+Status Store::LeaseEnded(const LeaseRecord& l, const std::string& outcome, int64_t end_unix_ms) {
+  CT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM active_leases WHERE token=?").Bind(1, l.token).Run());
+  return Stmt(db_, "UPDATE sessions SET end_ms=?, outcome=? WHERE token=? AND end_ms IS NULL")
+      .Bind(1, end_unix_ms)
+      .Bind(2, outcome)
+      .Bind(3, l.token)
+      .Run();
+}
+
+Expected<std::vector<LeaseRecord>> Store::ActiveLeases() {
+  Stmt q(db_,
+         "SELECT token, device, key, holder, granted_ms, expires_ms, lease_ms, multi_session "
+         "FROM active_leases");
+  std::vector<LeaseRecord> out;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(bool row, q.Next());
+    if (!row) break;
+    LeaseRecord r;
+    r.token = q.Text(0);
+    r.device = q.Text(1);
+    r.key = q.Text(2);
+    r.holder = q.Text(3);
+    r.granted_unix_ms = q.Int(4);
+    r.expires_unix_ms = q.Int(5);
+    r.lease_ms = static_cast<uint32_t>(q.Int(6));
+    r.multi_session = q.Int(7) != 0;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Expected<std::vector<HistoryRow>> Store::RecentHistory(int limit) {
+  Stmt q(db_,
+         "SELECT holder, key, device, start_ms, COALESCE(end_ms, 0), COALESCE(outcome, '') "
+         "FROM sessions ORDER BY id DESC LIMIT ?");
+  q.Bind(1, int64_t{limit});
+  std::vector<HistoryRow> out;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(bool row, q.Next());
+    if (!row) break;
+    out.push_back({q.Text(0), q.Text(1), q.Text(2), q.Text(5), q.Int(3), q.Int(4)});
+  }
+  return out;
+}
+
+}  // namespace crosstune::tracker

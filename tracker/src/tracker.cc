@@ -1,0 +1,725 @@
+#include "crosstune/tracker/tracker.h"
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <map>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include "crosstune/crypto.h"
+#include "crosstune/frame.h"
+#include "crosstune/tracker/status_page.h"
+#include "crosstune/tracker/store.h"
+#include "crosstune/tracker_messages.h"
+
+namespace crosstune::tracker {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+std::string HostPort(const asio::ip::address& a, uint16_t port) {
+  std::string h = a.to_string();
+  if (a.is_v6()) h = "[" + h + "]";
+  return h + ":" + std::to_string(port);
+}
+
+// A connection: framed reads one after another, a queue of writes with one in flight.
+struct Conn : std::enable_shared_from_this<Conn> {
+  enum class Stage { kHello, kAuth, kReady, kClosed };
+  Conn(tcp::socket s, uint64_t i) : socket(std::move(s)), id(i) {}
+
+  tcp::socket socket;
+  uint64_t id;
+  Stage stage = Stage::kHello;
+  PeerRole role = PeerRole::kClient;
+  bool is_device = false;
+  std::string peer_name, nonce, session_id;
+  asio::ip::address remote;
+  std::array<unsigned char, 4> header{};
+  std::vector<char> body;
+  std::deque<std::string> out;
+  bool writing = false;
+  bool close_after_write = false;
+  SteadyClock::time_point read_deadline = SteadyClock::time_point::max();
+  SteadyClock::time_point write_started;
+  uint32_t next_request_id = 1;
+  // Replies to requests the tracker sent this peer (SetLease, SelfCheck).
+  std::map<uint32_t, std::function<void(const Frame&)>> pending;
+};
+
+// One HTTP/1.1 connection to the status page; its lifetime follows its pending I/O.
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  using Handler = std::function<http::response<http::string_body>(
+      const http::request<http::string_body>&)>;
+  HttpSession(tcp::socket s, Handler h) : stream_(std::move(s)), handler_(std::move(h)) {}
+
+  void Read() {
+    req_ = {};
+    stream_.expires_after(std::chrono::seconds(15));
+    http::async_read(stream_, buffer_, req_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->Shut();
+                       self->Respond();
+                     });
+  }
+
+ private:
+  void Respond() {
+    auto res = std::make_shared<http::response<http::string_body>>(handler_(req_));
+    res->keep_alive(req_.keep_alive());
+    res->prepare_payload();
+    stream_.expires_after(std::chrono::seconds(15));
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, size_t) {
+                        if (ec || res->need_eof()) return self->Shut();
+                        self->Read();
+                      });
+  }
+  void Shut() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  http::request<http::string_body> req_;
+  Handler handler_;
+};
+
+}  // namespace
+
+struct Tracker::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::io_context& io, TrackerOptions o)
+      : io(io),
+        options(std::move(o)),
+        sched(options.scheduler, SteadyClock::now()),
+        acceptor(io),
+        http_acceptor(io),
+        tick_timer(io),
+        backoff_timer(io) {}
+
+  asio::io_context& io;
+  TrackerOptions options;
+  Scheduler sched;
+  std::unique_ptr<Store> store;
+  tcp::acceptor acceptor;
+  tcp::acceptor http_acceptor;
+  asio::steady_timer tick_timer;
+  asio::steady_timer backoff_timer;
+  std::map<uint64_t, std::shared_ptr<Conn>> conns;
+  uint64_t next_conn_id = 1;
+  bool stopped = false;
+
+  // --- listeners --------------------------------------------------------------------------------
+
+  Status Listen(tcp::acceptor& a, uint16_t port) {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(options.host, ec);
+    if (ec) return Status(ErrorCode::kInvalidArgument, "bad --host '" + options.host + "'");
+    tcp::endpoint ep(addr, port);
+    a.open(ep.protocol(), ec);
+    if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) a.bind(ep, ec);
+    if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status(ErrorCode::kIoError,
+                    "cannot listen on " + HostPort(addr, port) + ": " + ec.message());
+    }
+    return Status::Ok();
+  }
+
+  void Accept() {
+    acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec,
+                                                      tcp::socket s) {
+      if (self->stopped) return;
+      if (ec) {
+        // Out of descriptors and the like: back off instead of spinning.
+        spdlog::warn("tracker: accept: {}", ec.message());
+        self->backoff_timer.expires_after(std::chrono::milliseconds(100));
+        self->backoff_timer.async_wait([self](boost::system::error_code e) {
+          if (!e) self->Accept();
+        });
+        return;
+      }
+      boost::system::error_code ignored;
+      s.set_option(tcp::no_delay(true), ignored);
+      s.set_option(asio::socket_base::keep_alive(true), ignored);
+      auto c = std::make_shared<Conn>(std::move(s), self->next_conn_id++);
+      c->remote = c->socket.remote_endpoint(ignored).address();
+      self->conns[c->id] = c;
+      self->StartRead(c);
+      self->Accept();
+    });
+  }
+
+  void AcceptHttp() {
+    http_acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec,
+                                                           tcp::socket s) {
+      if (self->stopped) return;
+      if (!ec) {
+        std::weak_ptr<Impl> weak = self;
+        std::make_shared<HttpSession>(std::move(s), [weak](const auto& req) {
+          if (auto me = weak.lock()) return me->HandleHttp(req);
+          return http::response<http::string_body>(http::status::service_unavailable, 11);
+        })->Read();
+        self->AcceptHttp();
+      } else {
+        self->backoff_timer.expires_after(std::chrono::milliseconds(100));
+        self->backoff_timer.async_wait([self](boost::system::error_code e) {
+          if (!e) self->AcceptHttp();
+        });
+      }
+    });
+  }
+
+  void Tick() {
+    tick_timer.expires_after(options.tick);
+    tick_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->stopped) return;
+      self->Sweep();
+      self->Tick();
+    });
+  }
+
+  // Deadlines of every connection, then the scheduler's own clock work.
+  void Sweep() {
+    auto now = SteadyClock::now();
+    std::vector<std::shared_ptr<Conn>> late;
+    for (auto& [id, c] : conns) {
+      if (now >= c->read_deadline ||
+          (c->writing && now - c->write_started >= options.write_timeout)) {
+        late.push_back(c);
+      }
+    }
+    for (auto& c : late) Close(c, "deadline passed");
+    sched.Tick(now);
+    Drain();
+  }
+
+  // --- frames -----------------------------------------------------------------------------------
+
+  Ms ReadTimeout(const Conn& c) const {
+    if (c.stage != Conn::Stage::kReady) return options.handshake_timeout;
+    if (c.is_device) return options.scheduler.heartbeat_timeout + Ms(1000);
+    return options.client_idle_timeout;
+  }
+
+  void StartRead(const std::shared_ptr<Conn>& c) {
+    c->read_deadline = SteadyClock::now() + ReadTimeout(*c);
+    asio::async_read(c->socket, asio::buffer(c->header),
+                     [self = shared_from_this(), c](boost::system::error_code ec, size_t) {
+                       if (c->stage == Conn::Stage::kClosed) return;
+                       if (ec) return self->Close(c, ec.message());
+                       auto len = DecodeFrameLength(c->header.data());
+                       if (!len.ok()) {
+                         self->SendError(c, 0, len.status());
+                         c->close_after_write = true;
+                         return;
+                       }
+                       c->body.resize(*len);
+                       asio::async_read(
+                           c->socket, asio::buffer(c->body),
+                           [self, c](boost::system::error_code ec2, size_t) {
+                             if (c->stage == Conn::Stage::kClosed) return;
+                             if (ec2) return self->Close(c, ec2.message());
+                             auto f = DecodeFrameBody(c->body.data(), c->body.size());
+                             if (!f.ok()) {
+                               self->SendError(c, 0, f.status());
+                               c->close_after_write = true;
+                               return;
+                             }
+                             self->OnFrame(c, *f);
+                             self->Drain();
+                             if (c->stage != Conn::Stage::kClosed && !c->close_after_write) {
+                               self->StartRead(c);
+                             }
+                           });
+                     });
+  }
+
+  void Send(const std::shared_ptr<Conn>& c, std::string bytes) {
+    if (c->stage == Conn::Stage::kClosed) return;
+    c->out.push_back(std::move(bytes));
+    if (!c->writing) Write(c);
+  }
+  template <typename T>
+  void Reply(const std::shared_ptr<Conn>& c, uint32_t id, const T& payload) {
+    Send(c, EncodeFrame(Opcode::kResult, id, payload));
+  }
+  void SendError(const std::shared_ptr<Conn>& c, uint32_t id, const Status& s) {
+    Send(c, EncodeError(id, s));
+  }
+  // A request from the tracker to the peer; `on_reply` sees the reply frame, or a kError frame
+  // made up here when the connection goes first (never called after Stop).
+  template <typename T>
+  void Ask(const std::shared_ptr<Conn>& c, Opcode op, const T& payload,
+           std::function<void(const Frame&)> on_reply) {
+    uint32_t id = c->next_request_id++;
+    c->pending[id] = std::move(on_reply);
+    Send(c, EncodeFrame(op, id, payload));
+  }
+
+  void Write(const std::shared_ptr<Conn>& c) {
+    c->writing = true;
+    c->write_started = SteadyClock::now();
+    asio::async_write(c->socket, asio::buffer(c->out.front()),
+                      [self = shared_from_this(), c](boost::system::error_code ec, size_t) {
+                        if (c->stage == Conn::Stage::kClosed) return;
+                        if (ec) return self->Close(c, ec.message());
+                        c->out.pop_front();
+                        if (!c->out.empty()) return self->Write(c);
+                        c->writing = false;
+                        if (c->close_after_write) self->Close(c, "closed after error");
+                      });
+  }
+
+  void Close(const std::shared_ptr<Conn>& c, const std::string& why) {
+    if (c->stage == Conn::Stage::kClosed) return;
+    bool was_ready = c->stage == Conn::Stage::kReady;
+    c->stage = Conn::Stage::kClosed;
+    boost::system::error_code ignored;
+    c->socket.shutdown(tcp::socket::shutdown_both, ignored);
+    c->socket.close(ignored);
+    conns.erase(c->id);
+    auto pending = std::move(c->pending);
+    c->pending.clear();
+    if (stopped) return;
+    auto now = SteadyClock::now();
+    if (c->is_device) {
+      spdlog::info("tracker: server {} disconnected: {}", c->peer_name, why);
+      sched.DeviceDisconnected(now, c->id);
+    } else if (was_ready) {
+      sched.ClientDisconnected(now, c->id);
+    }
+    Frame lost;
+    lost.op = Opcode::kError;
+    for (auto& [id, cb] : pending) {
+      auto handle = std::make_shared<msgpack::object_handle>();
+      msgpack::sbuffer buf;
+      msgpack::pack(buf, msg::Error{uint8_t(ErrorCode::kDisconnected), "peer went away"});
+      *handle = msgpack::unpack(buf.data(), buf.size());
+      lost.handle = handle;
+      lost.payload = handle->get();
+      lost.request_id = id;
+      cb(lost);
+    }
+    Drain();
+  }
+
+  void OnFrame(const std::shared_ptr<Conn>& c, const Frame& f) {
+    switch (c->stage) {
+      case Conn::Stage::kHello:
+        return OnHello(c, f);
+      case Conn::Stage::kAuth:
+        return OnAuth(c, f);
+      case Conn::Stage::kReady:
+        break;
+      case Conn::Stage::kClosed:
+        return;
+    }
+    if (f.op == Opcode::kResult || f.op == Opcode::kError) {
+      auto it = c->pending.find(f.request_id);
+      if (it == c->pending.end()) return;  // a reply nobody waits for any more
+      auto cb = std::move(it->second);
+      c->pending.erase(it);
+      cb(f);
+      return;
+    }
+    Dispatch(c, f);
+  }
+
+  void Refuse(const std::shared_ptr<Conn>& c, uint32_t id, const Status& s) {
+    spdlog::info("tracker: refused {} ({}): {}", c->remote.to_string(), c->peer_name,
+                 s.ToString());
+    SendError(c, id, s);
+    c->close_after_write = true;
+  }
+
+  void OnHello(const std::shared_ptr<Conn>& c, const Frame& f) {
+    if (f.op != Opcode::kHello) {
+      return Refuse(c, f.request_id,
+                    Status(ErrorCode::kProtocolError, "expected Hello as the first frame, got " +
+                                                          std::string(OpcodeName(f.op))));
+    }
+    auto hello = f.As<msg::Hello>();
+    if (!hello.ok()) return Refuse(c, f.request_id, hello.status());
+    if (hello->magic != kProtocolMagic) {
+      return Refuse(c, f.request_id,
+                    Status(ErrorCode::kProtocolError, "bad magic: not a crosstune peer"));
+    }
+    if (hello->major != kProtocolMajor) {
+      return Refuse(c, f.request_id,
+                    Status(ErrorCode::kVersionMismatch,
+                           "peer speaks protocol " + std::to_string(hello->major) + "." +
+                               std::to_string(hello->minor) + ", this tracker " +
+                               std::to_string(kProtocolMajor) + "." +
+                               std::to_string(kProtocolMinor)));
+    }
+    c->role = static_cast<PeerRole>(hello->role);
+    c->peer_name = hello->peer_name.empty() ? c->remote.to_string() : hello->peer_name;
+    msg::HelloReply reply;
+    reply.version = std::string(kCrosstuneVersion);
+    reply.session_id = c->session_id = RandomHex(16);
+    reply.auth_required = !options.auth_secret.empty();
+    if (reply.auth_required) reply.nonce = c->nonce = RandomHex(32);
+    c->stage = reply.auth_required ? Conn::Stage::kAuth : Conn::Stage::kReady;
+    Reply(c, f.request_id, reply);
+  }
+
+  void OnAuth(const std::shared_ptr<Conn>& c, const Frame& f) {
+    auto auth = f.op == Opcode::kAuth ? f.As<msg::Auth>()
+                                      : Expected<msg::Auth>(Status(ErrorCode::kUnauthorized, ""));
+    if (!auth.ok() ||
+        !ConstantTimeEquals(auth->hmac_hex, HmacSha256Hex(options.auth_secret, c->nonce))) {
+      return Refuse(c, f.request_id,
+                    Status(ErrorCode::kUnauthorized,
+                           "authentication failed: wrong or missing shared secret"));
+    }
+    c->stage = Conn::Stage::kReady;
+    Reply(c, f.request_id, msg::Empty{});
+  }
+
+  template <typename T, typename Fn>
+  void With(const std::shared_ptr<Conn>& c, const Frame& f, Fn fn) {
+    auto m = f.As<T>();
+    if (!m.ok()) return SendError(c, f.request_id, m.status());
+    fn(*m);
+  }
+
+  void Dispatch(const std::shared_ptr<Conn>& c, const Frame& f) {
+    auto now = SteadyClock::now();
+    switch (f.op) {
+      case Opcode::kRegister:
+        return With<msg::Register>(c, f, [&](const msg::Register& reg) {
+          if (c->role != PeerRole::kServer) {
+            return SendError(c, f.request_id,
+                             Status(ErrorCode::kInvalidArgument, "only servers register"));
+          }
+          std::string address;
+          if (!reg.custom_addr.empty()) {
+            bool has_port = reg.custom_addr.back() != ']' &&
+                            reg.custom_addr.find(':') != std::string::npos &&
+                            (reg.custom_addr[0] == '[' ||
+                             reg.custom_addr.find(':') == reg.custom_addr.rfind(':'));
+            address = has_port ? reg.custom_addr
+                               : reg.custom_addr + ":" + std::to_string(reg.port);
+          } else {
+            auto ip = c->remote;
+            if (ip.is_v6() && ip.to_v6().is_v4_mapped()) {
+              ip = asio::ip::make_address_v4(asio::ip::v4_mapped, ip.to_v6());
+            }
+            address = HostPort(ip, reg.port);
+          }
+          auto r = sched.RegisterDevice(now, c->id, reg, address);
+          if (!r.ok()) return SendError(c, f.request_id, r.status());
+          c->is_device = true;
+          c->peer_name = r->device;
+          spdlog::info("tracker: registered {} key={} arch={}", r->device, reg.key,
+                       reg.info.arch);
+          Reply(c, f.request_id, *r);
+        });
+      case Opcode::kHeartbeat:
+        if (c->is_device) {
+          return With<msg::ServerHeartbeat>(c, f, [&](const msg::ServerHeartbeat& hb) {
+            sched.Heartbeat(now, c->id, hb);
+            Reply(c, f.request_id, msg::Empty{});
+          });
+        }
+        return Reply(c, f.request_id, msg::Empty{});
+      case Opcode::kCheckLease:
+        return With<msg::LeaseRef>(c, f, [&](const msg::LeaseRef& ref) {
+          Status s = sched.SessionStarted(now, c->id, ref.lease_token);
+          if (!s.ok()) return SendError(c, f.request_id, s);
+          Reply(c, f.request_id, msg::Empty{});
+        });
+      case Opcode::kSessionEnded:
+        return With<msg::SessionEnded>(c, f, [&](const msg::SessionEnded& e) {
+          sched.SessionEnded(now, c->id, e);
+          Reply(c, f.request_id, msg::Empty{});
+        });
+      case Opcode::kRequestDevice:
+        return With<msg::DeviceRequest>(c, f, [&](msg::DeviceRequest req) {
+          if (req.holder.empty()) req.holder = c->peer_name;
+          sched.Request(now, c->id, f.request_id, req);
+        });
+      case Opcode::kCancelRequest:
+        return With<msg::CancelRequest>(c, f, [&](const msg::CancelRequest& r) {
+          Status s = sched.Cancel(now, c->id, r.request_id);
+          if (!s.ok()) return SendError(c, f.request_id, s);
+          Reply(c, f.request_id, msg::Empty{});
+        });
+      case Opcode::kRenewLease:
+        return With<msg::RenewLease>(c, f, [&](const msg::RenewLease& r) {
+          auto info = sched.Renew(now, c->id, r);
+          if (!info.ok()) return SendError(c, f.request_id, info.status());
+          Reply(c, f.request_id, *info);
+        });
+      case Opcode::kReleaseLease:
+        return With<msg::ReleaseLease>(c, f, [&](const msg::ReleaseLease& r) {
+          Status s = sched.Release(now, r);
+          if (!s.ok()) return SendError(c, f.request_id, s);
+          Reply(c, f.request_id, msg::Empty{});
+        });
+      case Opcode::kQuery:
+        return Reply(c, f.request_id, msg::QueryReply{Summary().dump()});
+      case Opcode::kAdmin:
+        return With<msg::AdminRequest>(c, f, [&](const msg::AdminRequest& a) {
+          if (options.admin_secret.empty()) {
+            return SendError(c, f.request_id,
+                             Status(ErrorCode::kUnauthorized,
+                                    "admin operations are off: the tracker has no "
+                                    "--admin-token-file"));
+          }
+          std::string want =
+              HmacSha256Hex(options.admin_secret, c->session_id + "\n" + a.action + "\n" + a.device);
+          if (!ConstantTimeEquals(a.proof, want)) {
+            spdlog::warn("tracker: refused admin {} {} from {}: wrong admin token", a.action,
+                         a.device, c->peer_name);
+            return SendError(c, f.request_id,
+                             Status(ErrorCode::kUnauthorized, "wrong admin token"));
+          }
+          Status s = sched.Admin(now, a.action, a.device);
+          if (!s.ok()) return SendError(c, f.request_id, s);
+          spdlog::info("tracker: admin {} {} by {}", a.action, a.device, c->peer_name);
+          Reply(c, f.request_id, msg::Empty{});
+        });
+      default:
+        return SendError(c, f.request_id,
+                         Status(ErrorCode::kProtocolError,
+                                "the tracker does not serve " + std::string(OpcodeName(f.op))));
+    }
+  }
+
+  // --- actions ----------------------------------------------------------------------------------
+
+  std::shared_ptr<Conn> ConnById(uint64_t id) {
+    auto it = conns.find(id);
+    return it == conns.end() ? nullptr : it->second;
+  }
+
+  void Drain() {
+    while (sched.HasActions()) {
+      for (Action& a : sched.TakeActions()) Execute(a);
+    }
+  }
+
+  void Execute(Action& a) {
+    using K = Action::Kind;
+    auto c = ConnById(a.conn);
+    int64_t unix_now = sched.unix_ms();
+    switch (a.kind) {
+      case K::kPushToken: {
+        if (!c) return;
+        uint64_t cid = c->id;
+        std::string token = a.token;
+        Ask(c, Opcode::kGrant, msg::SetLease{a.token, a.holder},
+            [this, cid, token](const Frame& f) {
+              if (f.op == Opcode::kResult && !token.empty()) {
+                sched.TokenAcked(SteadyClock::now(), cid, token);
+              }
+            });
+        return;
+      }
+      case K::kGrant:
+        if (c) Reply(c, a.request_id, a.grant);
+        spdlog::info("tracker: granted {} to {}", a.device, c ? c->peer_name : "(gone)");
+        return;
+      case K::kQueueUpdate:
+        if (c) Send(c, EncodeFrame(Opcode::kQueueUpdate, a.request_id, a.update));
+        return;
+      case K::kFail:
+        if (c) SendError(c, a.request_id, a.status);
+        return;
+      case K::kSelfCheck:
+        return SelfCheck(c, a.device);
+      case K::kCloseConn:
+        if (c) Close(c, "replaced or timed out");
+        return;
+      case K::kLeaseStarted:
+        if (Status s = store->LeaseStarted(a.lease); !s.ok()) spdlog::warn("{}", s.ToString());
+        return;
+      case K::kLeaseRenewed:
+        if (Status s = store->LeaseRenewed(a.lease); !s.ok()) spdlog::warn("{}", s.ToString());
+        return;
+      case K::kLeaseEnded:
+        spdlog::info("tracker: lease on {} by {} ended: {}", a.device, a.lease.holder, a.outcome);
+        if (Status s = store->LeaseEnded(a.lease, a.outcome, unix_now); !s.ok()) {
+          spdlog::warn("{}", s.ToString());
+        }
+        return;
+    }
+  }
+
+  // Self-check of a quarantined device: the server checks itself (SelfCheck over its
+  // registration connection), then the tracker checks that the address clients are given
+  // answers a Hello.
+  void SelfCheck(const std::shared_ptr<Conn>& c, const std::string& device) {
+    auto done = [this, device](Status s) {
+      spdlog::info("tracker: self-check of {}: {}", device, s.ok() ? "passed" : s.ToString());
+      sched.SelfCheckResult(SteadyClock::now(), device, s);
+      Drain();
+    };
+    if (!c) return done(Status(ErrorCode::kDisconnected, "not connected"));
+    Ask(c, Opcode::kAdmin, msg::SelfCheck{}, [this, device, done](const Frame& f) {
+      Status s = f.AsStatus();
+      if (!s.ok()) return done(s);
+      Probe(device, done);
+    });
+  }
+
+  void Probe(const std::string& address, std::function<void(Status)> done) {
+    struct State {
+      explicit State(asio::io_context& io) : socket(io), resolver(io), timer(io) {}
+      tcp::socket socket;
+      tcp::resolver resolver;
+      asio::steady_timer timer;
+      std::string hello;
+      std::array<unsigned char, 4> header{};
+      bool finished = false;
+      std::function<void(Status)> done;
+      void Finish(Status s) {
+        if (finished) return;
+        finished = true;
+        timer.cancel();
+        boost::system::error_code ignored;
+        socket.close(ignored);
+        done(std::move(s));
+      }
+    };
+    auto st = std::make_shared<State>(io);
+    st->done = std::move(done);
+    std::string host, port_text;
+    size_t colon = address.rfind(':');
+    host = address.substr(0, colon);
+    port_text = address.substr(colon + 1);
+    if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
+    msg::Hello hello;
+    hello.role = static_cast<uint8_t>(PeerRole::kTracker);
+    hello.peer_name = "tracker self-check";
+    st->hello = EncodeFrame(Opcode::kHello, 1, hello);
+    st->timer.expires_after(options.probe_timeout);
+    st->timer.async_wait([st](boost::system::error_code ec) {
+      if (!ec) st->Finish(Status(ErrorCode::kTimeout, "no answer from the device's address"));
+    });
+    st->resolver.async_resolve(
+        host, port_text, [st](boost::system::error_code ec, tcp::resolver::results_type r) {
+          if (ec) return st->Finish(Status(ErrorCode::kDisconnected, ec.message()));
+          asio::async_connect(st->socket, r, [st](boost::system::error_code ec2,
+                                                  const tcp::endpoint&) {
+            if (ec2) return st->Finish(Status(ErrorCode::kDisconnected, ec2.message()));
+            asio::async_write(st->socket, asio::buffer(st->hello), [st](boost::system::error_code
+                                                                            ec3,
+                                                                        size_t) {
+              if (ec3) return st->Finish(Status(ErrorCode::kDisconnected, ec3.message()));
+              asio::async_read(st->socket, asio::buffer(st->header),
+                               [st](boost::system::error_code ec4, size_t) {
+                                 if (ec4) {
+                                   return st->Finish(
+                                       Status(ErrorCode::kDisconnected, ec4.message()));
+                                 }
+                                 // Any well-formed frame (even a refusal) proves a live server.
+                                 auto len = DecodeFrameLength(st->header.data());
+                                 st->Finish(len.ok() ? Status::Ok() : len.status());
+                               });
+            });
+          });
+        });
+  }
+
+  // --- views ------------------------------------------------------------------------------------
+
+  nlohmann::json Summary() {
+    std::vector<HistoryRow> history;
+    if (auto h = store->RecentHistory(20); h.ok()) history = std::move(*h);
+    return SummaryJson(sched.Snap(SteadyClock::now()), history);
+  }
+
+  http::response<http::string_body> HandleHttp(const http::request<http::string_body>& req) {
+    http::response<http::string_body> res(http::status::ok, req.version());
+    res.set(http::field::server, "crosstune-tracker");
+    res.set(http::field::cache_control, "no-store");
+    std::string target(req.target());
+    if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      res.result(http::status::method_not_allowed);
+      res.body() = "GET only\n";
+    } else if (target == "/" || target == "/index.html") {
+      res.set(http::field::content_type, "text/html; charset=utf-8");
+      res.body() = std::string(StatusPageHtml());
+    } else if (target == "/api/summary") {
+      res.set(http::field::content_type, "application/json");
+      res.body() = Summary().dump(1);
+    } else if (target == "/metrics") {
+      res.set(http::field::content_type, "text/plain; version=0.0.4");
+      res.body() = MetricsText(sched.Snap(SteadyClock::now()));
+    } else {
+      res.result(http::status::not_found);
+      res.set(http::field::content_type, "text/plain");
+      res.body() = "not found: / /api/summary /metrics\n";
+    }
+    return res;
+  }
+};
+
+Tracker::Tracker(asio::io_context& io, TrackerOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(options))) {}
+
+Tracker::~Tracker() { Stop(); }
+
+Status Tracker::Start() {
+  Impl& m = *impl_;
+  CT_ASSIGN_OR_RETURN(m.store, Store::Open(m.options.db_path));
+  CT_ASSIGN_OR_RETURN(auto leases, m.store->ActiveLeases());
+  auto now = SteadyClock::now();
+  for (const auto& l : leases) {
+    spdlog::info("tracker: restored lease on {} held by {}", l.device, l.holder);
+    m.sched.RestoreLease(now, l, m.sched.unix_ms());
+  }
+  CT_RETURN_IF_ERROR(m.Listen(m.acceptor, m.options.port));
+  if (m.options.http_port >= 0) {
+    CT_RETURN_IF_ERROR(m.Listen(m.http_acceptor, static_cast<uint16_t>(m.options.http_port)));
+    m.AcceptHttp();
+  }
+  m.Accept();
+  m.Tick();
+  m.Drain();
+  return Status::Ok();
+}
+
+void Tracker::Stop() {
+  Impl& m = *impl_;
+  if (m.stopped) return;
+  m.stopped = true;
+  boost::system::error_code ignored;
+  m.acceptor.close(ignored);
+  m.http_acceptor.close(ignored);
+  m.tick_timer.cancel();
+  m.backoff_timer.cancel();
+  auto conns = m.conns;
+  for (auto& [id, c] : conns) m.Close(c, "tracker stopping");
+}
+
+uint16_t Tracker::port() const {
+  boost::system::error_code ec;
+  auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+uint16_t Tracker::http_port() const {
+  if (!impl_->http_acceptor.is_open()) return 0;
+  boost::system::error_code ec;
+  auto ep = impl_->http_acceptor.local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+}  // namespace crosstune::tracker
