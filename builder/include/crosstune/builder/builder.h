@@ -1,0 +1,100 @@
+// The builder: compiles kernel sources for a target in a pool of worker processes, with a
+// content-addressed cache, and packages the results as .ctpkg files.
+//
+//   auto builder = Builder::Create({.workers = 0, .cache_dir = "~/.cache/crosstune"});
+//   std::vector<BuildResult> results = (*builder)->BuildMany(requests);   // in request order
+//   WriteBuildPackage(requests[0], results[0], "kernel.ctpkg");
+//
+// Each worker is a long-lived child process (fork) that compiles one request at a time with the
+// in-process compilers of compiler.h. A compiler crash or a build past its timeout costs one worker,
+// which is killed and respawned; the caller gets a failed BuildResult, never a crash or a hang.
+//
+// Thread-safety: Build and BuildMany may be called from any number of threads at once; requests
+// queue for the next free worker. Builder must outlive those calls. The workers are forked from the
+// calling process, so create the Builder before starting threads that hold locks across fork (a
+// worker respawn forks too; it then only runs the worker loop).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/target.h"
+#include "crosstune/package.h"
+#include "crosstune/status.h"
+
+namespace crosstune::builder {
+
+struct BuildRequest {
+  std::string source;               // kernel source text (C for llvm targets, CUDA C for cuda)
+  Target target;
+  std::vector<std::string> flags;   // see CompileCpu / CompileCuda
+  std::string name = "kernel";      // library file stem in the package
+  std::chrono::milliseconds timeout{0};  // 0: BuilderOptions::default_timeout
+
+  // Test hooks, applied inside the worker: kCrash dies by SIGSEGV, kHang never answers.
+  enum class DebugAction : uint8_t { kNone = 0, kCrash = 1, kHang = 2 };
+  DebugAction debug_action = DebugAction::kNone;
+};
+
+struct BuildResult {
+  Status status;                    // kBuildError (message = diagnostics), kTimeout, kInvalidArgument
+  std::string diagnostics;          // compiler warnings/errors, also on success
+  std::string library;              // .so / .cubin bytes
+  std::string ptx;                  // CUDA only
+  std::vector<pkg::Function> functions;
+  std::vector<std::string> required_features;
+  double build_seconds = 0;         // wall time in the worker (0 for cache hits)
+  bool cache_hit = false;
+  std::string cache_key;            // SHA-256 hex
+  bool ok() const { return status.ok(); }
+};
+
+struct BuilderOptions {
+  int workers = 0;                  // 0: one per core
+  std::string cache_dir;            // empty: no cache
+  std::chrono::milliseconds default_timeout{60'000};
+};
+
+struct BuilderStats {
+  uint64_t builds = 0;
+  uint64_t cache_hits = 0;
+  uint64_t worker_restarts = 0;     // crashes and timeouts
+};
+
+class Builder {
+ public:
+  static Expected<std::unique_ptr<Builder>> Create(const BuilderOptions& options = {});
+  ~Builder();  // stops the workers
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+
+  BuildResult Build(const BuildRequest& request);
+  // Builds all requests in parallel on the pool; results[i] answers requests[i].
+  std::vector<BuildResult> BuildMany(const std::vector<BuildRequest>& requests);
+
+  int workers() const;
+  BuilderStats stats() const;
+
+ private:
+  class Pool;
+  explicit Builder(std::unique_ptr<Pool> pool);
+  std::unique_ptr<Pool> pool_;
+};
+
+// The cache key of a request: SHA-256 over source, target, flags, name and compiler versions.
+std::string BuildCacheKey(const BuildRequest& request);
+
+// Builds in this process, without the pool (what a worker runs).
+BuildResult BuildInProcess(const BuildRequest& request);
+
+// Writes a .ctpkg for a successful build: lib/<name>.so or lib/<name>.cubin (+ lib/<name>.ptx),
+// optional graph.json text and params.bin bytes (stamped with the library's build id).
+Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const BuildResult& result,
+                                          const std::string& out_path,
+                                          const std::string& graph_json = "",
+                                          const std::string& params_bin = "");
+
+}  // namespace crosstune::builder

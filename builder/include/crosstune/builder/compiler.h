@@ -1,0 +1,53 @@
+// The compilers behind the builder, used in-process: clang + LLVM 14 + lld for CPU kernels, NVRTC
+// for CUDA kernels. The worker pool (builder.h) runs these in its worker processes; call them
+// directly only where a crash may take the caller down.
+//
+// Thread-safety: CompileCpu and CompileCuda may be called from any thread; each compiler is
+// serialized by a process-wide mutex (lld's ELF driver keeps global state, and one process per
+// core is how the pool gets parallelism).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/target.h"
+#include "crosstune/package.h"
+#include "crosstune/status.h"
+
+namespace crosstune::builder {
+
+struct CompileOutput {
+  std::string library;                       // .so bytes (CPU) or .cubin bytes (CUDA)
+  std::string ptx;                           // CUDA: PTX of the same source, for newer GPUs
+  std::vector<pkg::Function> functions;      // from the module table / the kernel annotations
+  std::vector<std::string> required_features;
+  std::string diagnostics;                   // warnings, also on success
+};
+
+// Compiles freestanding C (kernel_abi.h module) to a shared library for `target`. The include path
+// holds only kernel_abi.h and dlpack/dlpack.h (plus clang's builtin headers). `flags` are extra
+// compiler flags: -D, -U, -O0..-O3, -f(no-)fast-math, -W*. Errors are kBuildError with clang's
+// diagnostics as the message.
+Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
+                                   const std::vector<std::string>& flags);
+
+// Compiles CUDA C with NVRTC to a cubin for target.cuda_arch (and PTX). Kernels are declared for
+// the manifest by comment lines in the source, one per kernel:
+//   // crosstune: kernel vadd(ttti) grid=a3/256 block=256
+//   // crosstune: kernel mm(ttt) grid=16,16,1 block=16,16 shared=0
+// grid/block take up to three comma-separated dims, each a number, "aK" (int argument K) or
+// "aK/N" (ceil of argument K over N); missing dims are 1. See pkg::Function.
+Expected<CompileOutput> CompileCuda(const std::string& source, const Target& target,
+                                    const std::vector<std::string>& flags);
+
+// Parses the "// crosstune: kernel" lines (exposed for tests).
+Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::string& source);
+
+std::string LlvmVersion();   // "14.0.6"
+std::string NvrtcVersion();  // "13.0", or "" when NVRTC is not built in
+bool HasNvrtc();
+
+// The directory holding kernel_abi.h and dlpack/dlpack.h for kernels.
+std::string KernelIncludeDir();
+
+}  // namespace crosstune::builder

@@ -1,0 +1,467 @@
+#include "crosstune/builder/builder.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include <msgpack.hpp>
+
+#include "crosstune/builder/compiler.h"
+#include "crosstune/channel.h"
+#include "crosstune/crypto.h"
+#include "crosstune/kernel_abi.h"
+
+namespace crosstune::builder {
+namespace {
+
+namespace fs = std::filesystem;
+using SteadyClock = std::chrono::steady_clock;
+
+// What travels between the caller and a worker over their socketpair (and sits in the cache).
+struct WireFunction {
+  std::string name, signature, symbol;
+  std::vector<std::string> grid, block;
+  uint32_t shared_mem_bytes = 0;
+  MSGPACK_DEFINE(name, signature, symbol, grid, block, shared_mem_bytes)
+};
+
+struct WireRequest {
+  std::string source;
+  bool cuda = false;
+  std::string triple, cpu, cuda_arch;
+  std::vector<std::string> attrs, flags;
+  std::string name;
+  uint8_t debug_action = 0;
+  MSGPACK_DEFINE(source, cuda, triple, cpu, cuda_arch, attrs, flags, name, debug_action)
+};
+
+struct WireResult {
+  uint8_t code = 0;
+  std::string message, diagnostics, library, ptx;
+  std::vector<WireFunction> functions;
+  std::vector<std::string> features;
+  double seconds = 0;
+  MSGPACK_DEFINE(code, message, diagnostics, library, ptx, functions, features, seconds)
+};
+
+constexpr uint32_t kMaxWorkerFrame = 1u << 30;
+
+WireRequest ToWire(const BuildRequest& r) {
+  WireRequest w;
+  w.source = r.source;
+  w.cuda = r.target.is_cuda();
+  w.triple = r.target.triple;
+  w.cpu = r.target.cpu;
+  w.cuda_arch = r.target.cuda_arch;
+  w.attrs = r.target.attrs;
+  w.flags = r.flags;
+  w.name = r.name;
+  w.debug_action = static_cast<uint8_t>(r.debug_action);
+  return w;
+}
+
+BuildRequest FromWire(const WireRequest& w) {
+  BuildRequest r;
+  r.source = w.source;
+  r.target.kind = w.cuda ? TargetKind::kCuda : TargetKind::kCpu;
+  r.target.triple = w.triple;
+  r.target.cpu = w.cpu;
+  r.target.cuda_arch = w.cuda_arch;
+  r.target.attrs = w.attrs;
+  r.flags = w.flags;
+  r.name = w.name;
+  r.debug_action = static_cast<BuildRequest::DebugAction>(w.debug_action);
+  return r;
+}
+
+WireResult ToWire(const BuildResult& r) {
+  WireResult w;
+  w.code = static_cast<uint8_t>(r.status.code());
+  w.message = r.status.message();
+  w.diagnostics = r.diagnostics;
+  w.library = r.library;
+  w.ptx = r.ptx;
+  for (const auto& f : r.functions) {
+    w.functions.push_back({f.name, f.signature, f.symbol, f.grid, f.block, f.shared_mem_bytes});
+  }
+  w.features = r.required_features;
+  w.seconds = r.build_seconds;
+  return w;
+}
+
+BuildResult FromWire(WireResult w) {
+  BuildResult r;
+  r.status = w.code == 0 ? Status::Ok() : Status(static_cast<ErrorCode>(w.code), w.message);
+  r.diagnostics = std::move(w.diagnostics);
+  r.library = std::move(w.library);
+  r.ptx = std::move(w.ptx);
+  for (auto& f : w.functions) {
+    r.functions.push_back({f.name, f.signature, f.symbol, f.grid, f.block, f.shared_mem_bytes});
+  }
+  r.required_features = std::move(w.features);
+  r.build_seconds = w.seconds;
+  return r;
+}
+
+BuildResult Failed(Status st) {
+  BuildResult r;
+  r.status = std::move(st);
+  return r;
+}
+
+std::string SignalName(int sig) {
+  const char* s = ::sigabbrev_np(sig);
+  return s ? std::string("SIG") + s : "signal " + std::to_string(sig);
+}
+
+// The worker process: answers build requests on fd until the caller closes it. Never returns.
+[[noreturn]] void WorkerMain(int fd) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::signal(SIGPIPE, SIG_IGN);
+  if (fd != 3) {
+    ::dup2(fd, 3);
+    ::close(fd);
+  }
+  // Drop every other descriptor of the caller (sockets to servers, other workers' pipes): a worker
+  // must not keep them open after the caller closes them.
+  ::close_range(4, ~0u, 0);
+  Channel ch(3);
+  for (;;) {
+    auto frame = ch.ReadFrame(NoDeadline(), kMaxWorkerFrame);
+    if (!frame.ok()) ::_exit(0);
+    auto req = frame->As<WireRequest>();
+    if (!req.ok()) ::_exit(2);
+    BuildRequest r = FromWire(*req);
+    if (r.debug_action == BuildRequest::DebugAction::kCrash) ::raise(SIGSEGV);
+    if (r.debug_action == BuildRequest::DebugAction::kHang) {
+      for (;;) ::pause();
+    }
+    BuildResult result = BuildInProcess(r);
+    if (!ch.Send(Opcode::kResult, frame->request_id, ToWire(result), NoDeadline()).ok()) ::_exit(0);
+  }
+}
+
+// --- cache --------------------------------------------------------------------------------------
+
+std::string CachePath(const std::string& dir, const std::string& key) {
+  return dir + "/" + key.substr(0, 2) + "/" + key + ".msgpack";
+}
+
+bool CacheLoad(const std::string& dir, const std::string& key, BuildResult* out) {
+  std::ifstream f(CachePath(dir, key), std::ios::binary);
+  if (!f) return false;
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  try {
+    msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+    WireResult w;
+    oh.get().convert(w);
+    *out = FromWire(std::move(w));
+    return out->ok();
+  } catch (const std::exception&) {
+    return false;  // a damaged entry is a miss; the next build overwrites it
+  }
+}
+
+void CacheStore(const std::string& dir, const std::string& key, const BuildResult& r) {
+  std::string path = CachePath(dir, key);
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" +
+                    std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, ToWire(r));
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (!f) return;
+  }
+  fs::rename(tmp, path, ec);  // atomic: readers see the old entry or the whole new one
+  if (ec) fs::remove(tmp, ec);
+}
+
+}  // namespace
+
+// --- the pool -----------------------------------------------------------------------------------
+
+class Builder::Pool {
+ public:
+  explicit Pool(const BuilderOptions& options) : options_(options) {
+    int n = options.workers > 0 ? options.workers
+                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    workers_.resize(static_cast<size_t>(n));
+  }
+
+  ~Pool() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Worker& w : workers_) Stop(&w);
+  }
+
+  Status Start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Worker& w : workers_) CT_RETURN_IF_ERROR(SpawnLocked(&w));
+    return Status::Ok();
+  }
+
+  int size() const { return static_cast<int>(workers_.size()); }
+  BuilderStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  BuildResult Run(const BuildRequest& request) {
+    if (request.target.is_cuda() ? request.target.cuda_arch.empty() : request.target.triple.empty()) {
+      return Failed(Status(ErrorCode::kInvalidArgument, "build request has no target"));
+    }
+    std::string key = BuildCacheKey(request);
+    bool use_cache = !options_.cache_dir.empty() &&
+                     request.debug_action == BuildRequest::DebugAction::kNone;
+    if (use_cache) {
+      BuildResult hit;
+      if (CacheLoad(options_.cache_dir, key, &hit)) {
+        hit.cache_hit = true;
+        hit.cache_key = key;
+        hit.build_seconds = 0;
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.builds;
+        ++stats_.cache_hits;
+        return hit;
+      }
+    }
+    auto timeout = request.timeout.count() > 0 ? request.timeout : options_.default_timeout;
+    Worker* w = Acquire();
+    BuildResult result = RunOn(w, request, timeout);
+    Release(w);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.builds;
+    }
+    result.cache_key = key;
+    if (use_cache && result.ok()) CacheStore(options_.cache_dir, key, result);
+    return result;
+  }
+
+ private:
+  struct Worker {
+    pid_t pid = -1;
+    Channel ch;
+    bool busy = false;
+  };
+
+  Worker* Acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      for (Worker& w : workers_) {
+        if (!w.busy) {
+          w.busy = true;
+          if (w.pid < 0) {
+            Status st = SpawnLocked(&w);
+            (void)st;  // RunOn reports a worker that could not start
+          }
+          return &w;
+        }
+      }
+      cv_.wait(lock);
+    }
+  }
+
+  void Release(Worker* w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    w->busy = false;
+    cv_.notify_one();
+  }
+
+  BuildResult RunOn(Worker* w, const BuildRequest& request, std::chrono::milliseconds timeout) {
+    if (w->pid < 0) return Failed(Status(ErrorCode::kInternal, "cannot start a build worker"));
+    Deadline deadline = DeadlineIn(timeout);
+    uint32_t id = w->ch.NextRequestId();
+    Status sent = w->ch.Send(Opcode::kCall, id, ToWire(request), deadline);
+    Expected<Frame> reply = sent.ok() ? w->ch.ReadFrame(deadline, kMaxWorkerFrame)
+                                      : Expected<Frame>(sent);
+    if (reply.ok()) {
+      auto wire = reply->As<WireResult>();
+      if (wire.ok()) return FromWire(std::move(*wire));
+      reply = wire.status();
+    }
+    // The worker is lost: timed out, crashed, or spoke garbage. Kill it, say why, start another.
+    Status why = reply.status();
+    int wstatus = 0;
+    bool timed_out = why.code() == ErrorCode::kTimeout;
+    if (timed_out) ::kill(w->pid, SIGKILL);
+    pid_t got = ::waitpid(w->pid, &wstatus, 0);
+    std::string text;
+    if (timed_out) {
+      text = "build ran past its timeout of " + std::to_string(timeout.count()) +
+             " ms; the worker was killed";
+      why = Status(ErrorCode::kTimeout, text);
+    } else if (got == w->pid && WIFSIGNALED(wstatus)) {
+      why = Status(ErrorCode::kBuildError,
+                   "the compiler crashed (" + SignalName(WTERMSIG(wstatus)) + "); worker restarted");
+    } else {
+      why = Status(ErrorCode::kBuildError, "build worker failed: " + why.message());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    w->ch.Close();
+    w->pid = -1;
+    ++stats_.worker_restarts;
+    (void)SpawnLocked(w);
+    return Failed(why);
+  }
+
+  Status SpawnLocked(Worker* w) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      return Status(ErrorCode::kInternal, std::string("socketpair: ") + std::strerror(errno));
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(sv[0]);
+      ::close(sv[1]);
+      return Status(ErrorCode::kInternal, std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) WorkerMain(sv[1]);
+    ::close(sv[1]);
+    w->pid = pid;
+    w->ch = Channel(sv[0]);
+    return Status::Ok();
+  }
+
+  void Stop(Worker* w) {
+    if (w->pid < 0) return;
+    w->ch.Close();  // the worker sees EOF and exits
+    int st = 0;
+    for (int i = 0; i < 100; ++i) {
+      if (::waitpid(w->pid, &st, WNOHANG) == w->pid) {
+        w->pid = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(w->pid, SIGKILL);
+    ::waitpid(w->pid, &st, 0);
+    w->pid = -1;
+  }
+
+  BuilderOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Worker> workers_;
+  BuilderStats stats_;
+};
+
+Builder::Builder(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}
+Builder::~Builder() = default;
+
+Expected<std::unique_ptr<Builder>> Builder::Create(const BuilderOptions& options) {
+  auto pool = std::make_unique<Pool>(options);
+  CT_RETURN_IF_ERROR(pool->Start());
+  return std::unique_ptr<Builder>(new Builder(std::move(pool)));
+}
+
+BuildResult Builder::Build(const BuildRequest& request) {
+  return pool_->Run(request);
+}
+
+std::vector<BuildResult> Builder::BuildMany(const std::vector<BuildRequest>& requests) {
+  std::vector<BuildResult> results(requests.size());
+  std::atomic<size_t> next{0};
+  size_t nthreads = std::min(requests.size(), static_cast<size_t>(pool_->size()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < nthreads; ++t) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < requests.size(); i = next++) results[i] = Build(requests[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+int Builder::workers() const { return pool_->size(); }
+BuilderStats Builder::stats() const { return pool_->stats(); }
+
+std::string BuildCacheKey(const BuildRequest& r) {
+  Sha256 h;
+  auto add = [&h](std::string_view s) {
+    uint64_t n = s.size();
+    h.Update(&n, sizeof(n));  // length-prefixed, so field boundaries cannot shift
+    h.Update(s.data(), s.size());
+  };
+  add("crosstune-build-v1");
+  add(kCrosstuneVersion);
+  add(r.target.is_cuda() ? "nvrtc " + NvrtcVersion() : "clang " + LlvmVersion());
+  add(r.target.ToString());
+  add(r.source);
+  for (const auto& f : r.flags) add(f);
+  add(r.name);
+  return h.FinalHex();
+}
+
+BuildResult BuildInProcess(const BuildRequest& request) {
+  auto start = SteadyClock::now();
+  Expected<CompileOutput> out = Status(ErrorCode::kInternal, "not built");
+  try {
+    out = request.target.is_cuda() ? CompileCuda(request.source, request.target, request.flags)
+                                   : CompileCpu(request.source, request.target, request.flags);
+  } catch (const std::exception& e) {
+    out = Status(ErrorCode::kBuildError, std::string("compiler threw: ") + e.what());
+  }
+  BuildResult r;
+  r.build_seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  if (!out.ok()) {
+    r.status = out.status();
+    if (r.status.code() == ErrorCode::kBuildError) r.diagnostics = r.status.message();
+    return r;
+  }
+  r.library = std::move(out->library);
+  r.ptx = std::move(out->ptx);
+  r.functions = std::move(out->functions);
+  r.required_features = std::move(out->required_features);
+  r.diagnostics = std::move(out->diagnostics);
+  return r;
+}
+
+Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const BuildResult& result,
+                                          const std::string& out_path,
+                                          const std::string& graph_json,
+                                          const std::string& params_bin) {
+  if (!result.ok()) return result.status;
+  static const std::regex kName("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$");
+  if (!std::regex_match(request.name, kName)) {
+    return Status(ErrorCode::kInvalidArgument, "library name '" + request.name +
+                                                   "' must be 1-64 of [A-Za-z0-9_.-]");
+  }
+  const Target& t = request.target;
+  pkg::Manifest m;
+  m.kind = t.is_cuda() ? "cuda" : "cpu";
+  m.target = t.ToString();
+  m.triple = t.is_cuda() ? "nvptx64-nvidia-cuda" : t.triple;
+  m.arch = t.Arch();
+  m.cpu = t.is_cuda() ? "" : t.cpu;
+  m.required_features = result.required_features;
+  m.abi_version = CT_ABI_VERSION;
+  m.builder_version = std::string(kCrosstuneVersion);
+  m.compiler = t.is_cuda() ? "nvrtc" : "clang+lld";
+  m.compiler_version = t.is_cuda() ? NvrtcVersion() : LlvmVersion();
+  m.library = "lib/" + request.name + (t.is_cuda() ? ".cubin" : ".so");
+  m.functions = result.functions;
+  std::vector<pkg::PackageInput> files = {{m.library, result.library, ""}};
+  if (!result.ptx.empty()) {
+    m.ptx = "lib/" + request.name + ".ptx";
+    files.push_back({m.ptx, result.ptx, ""});
+  }
+  if (!graph_json.empty()) files.push_back({std::string(pkg::kGraphPath), graph_json, ""});
+  if (!params_bin.empty()) files.push_back({std::string(pkg::kParamsPath), params_bin, ""});
+  return pkg::WritePackage(out_path, std::move(m), files);
+}
+
+}  // namespace crosstune::builder

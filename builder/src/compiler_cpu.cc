@@ -1,0 +1,274 @@
+// CPU kernels: clang (libclang-cpp) compiles C to LLVM IR, the module table is read from the IR,
+// LLVM emits the object, lld links it -shared. All in-process; no cross toolchain or sysroot.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/CodeGen/BackendUtil.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Lex/PreprocessorOptions.h>
+#include <lld/Common/Driver.h>
+#include <llvm/ADT/SmallString.h>
+#include <llvm/Analysis/ValueTracking.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "crosstune/builder/compiler.h"
+#include "crosstune/kernel_abi.h"
+
+#ifndef CROSSTUNE_KERNEL_INCLUDE_DIR
+#error "CROSSTUNE_KERNEL_INCLUDE_DIR must name the kernel include tree"
+#endif
+#ifndef CROSSTUNE_CLANG_RESOURCE_DIR
+#error "CROSSTUNE_CLANG_RESOURCE_DIR must name clang's resource dir"
+#endif
+
+namespace crosstune::builder {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::mutex g_cpu_mutex;
+
+void InitLlvmOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+    llvm::InitializeAllAsmParsers();
+  });
+}
+
+Status BuildError(std::string text) { return Status(ErrorCode::kBuildError, std::move(text)); }
+
+// User flags allowed through to cc1, and what the driver would expand them to.
+Status TranslateFlags(const std::vector<std::string>& flags, std::vector<std::string>* out,
+                      bool* has_opt) {
+  for (const std::string& f : flags) {
+    if (f == "-ffast-math") {
+      out->insert(out->end(), {"-ffast-math", "-menable-no-infs", "-menable-no-nans",
+                               "-menable-unsafe-fp-math", "-fno-signed-zeros", "-mreassociate",
+                               "-freciprocal-math", "-ffp-contract=fast", "-fapprox-func"});
+    } else if (f == "-O0" || f == "-O1" || f == "-O2" || f == "-O3" || f == "-Os") {
+      *has_opt = true;
+      out->push_back(f);
+    } else if ((f.rfind("-D", 0) == 0 || f.rfind("-U", 0) == 0) && f.size() > 2) {
+      out->push_back(f);
+    } else if (f.rfind("-W", 0) == 0 || f == "-w" || f == "-funroll-loops" ||
+               f == "-fno-unroll-loops" || f == "-fno-vectorize" || f == "-fno-slp-vectorize") {
+      out->push_back(f);
+    } else {
+      return Status(ErrorCode::kInvalidArgument,
+                    "unsupported compiler flag '" + f +
+                        "' (allowed: -DNAME[=V] -UNAME -O0..-O3 -Os -W... -w -ffast-math "
+                        "-funroll-loops -fno-unroll-loops -fno-vectorize -fno-slp-vectorize)");
+    }
+  }
+  return Status::Ok();
+}
+
+// Reads the ct_module table that CT_DEFINE_MODULE put behind crosstune_module_v1().
+Expected<std::vector<pkg::Function>> ReadModuleTable(llvm::Module& mod) {
+  llvm::Function* entry = mod.getFunction(CT_MODULE_SYMBOL);
+  if (entry == nullptr || entry->isDeclaration()) {
+    return BuildError(std::string("the kernel defines no ") + CT_MODULE_SYMBOL +
+                      "() (declare its functions with CT_DEFINE_MODULE from kernel_abi.h)");
+  }
+  const llvm::GlobalVariable* table = nullptr;
+  for (const auto& bb : *entry) {
+    for (const auto& inst : bb) {
+      if (const auto* ret = llvm::dyn_cast<llvm::ReturnInst>(&inst); ret && ret->getReturnValue()) {
+        table = llvm::dyn_cast<llvm::GlobalVariable>(ret->getReturnValue()->stripPointerCasts());
+      }
+    }
+  }
+  auto unreadable = [] {
+    return BuildError(std::string(CT_MODULE_SYMBOL) +
+                      "() must return a constant table (use CT_DEFINE_MODULE from kernel_abi.h)");
+  };
+  if (table == nullptr || !table->hasInitializer()) return unreadable();
+  const auto* init = llvm::dyn_cast<llvm::ConstantStruct>(table->getInitializer());
+  if (init == nullptr || init->getNumOperands() < 4) return unreadable();
+  const auto* abi = llvm::dyn_cast<llvm::ConstantInt>(init->getOperand(0));
+  if (abi == nullptr || abi->getZExtValue() != CT_ABI_VERSION) {
+    return BuildError("the module table has another ABI version than this builder's (" +
+                      std::to_string(CT_ABI_VERSION) + ")");
+  }
+  const auto* count = llvm::dyn_cast<llvm::ConstantInt>(init->getOperand(2));
+  std::vector<pkg::Function> out;
+  if (count == nullptr) return unreadable();
+  if (count->getZExtValue() == 0) return out;
+  const auto* arr_gv =
+      llvm::dyn_cast<llvm::GlobalVariable>(init->getOperand(3)->stripPointerCasts());
+  if (arr_gv == nullptr || !arr_gv->hasInitializer()) return unreadable();
+  const llvm::Constant* arr = arr_gv->getInitializer();
+  for (uint64_t i = 0; i < count->getZExtValue(); ++i) {
+    const llvm::Constant* elem = arr->getAggregateElement(static_cast<unsigned>(i));
+    if (elem == nullptr) return unreadable();
+    llvm::StringRef name, sig;
+    const llvm::Constant* name_c = elem->getAggregateElement(0u);
+    const llvm::Constant* sig_c = elem->getAggregateElement(2u);
+    if (name_c == nullptr || sig_c == nullptr || !llvm::getConstantStringInfo(name_c, name) ||
+        !llvm::getConstantStringInfo(sig_c, sig)) {
+      return BuildError("function " + std::to_string(i) +
+                        " of the module table has no constant name or signature");
+    }
+    for (char c : sig) {
+      if (c != 't' && c != 'i' && c != 'f') {
+        return BuildError("function '" + name.str() + "' has signature '" + sig.str() +
+                          "'; only t (tensor), i (int64) and f (float64) are allowed");
+      }
+    }
+    pkg::Function fn;
+    fn.name = name.str();
+    fn.signature = sig.str();
+    out.push_back(std::move(fn));
+  }
+  return out;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "crosstune-build-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+Expected<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status(ErrorCode::kIoError, path + ": cannot open");
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+}  // namespace
+
+std::string LlvmVersion() { return LLVM_VERSION_STRING; }
+
+std::string KernelIncludeDir() {
+  if (const char* env = ::getenv("CROSSTUNE_KERNEL_INCLUDE_DIR"); env != nullptr && *env) return env;
+  return CROSSTUNE_KERNEL_INCLUDE_DIR;
+}
+
+Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
+                                   const std::vector<std::string>& flags) {
+  if (target.is_cuda()) return Status(ErrorCode::kInvalidArgument, "CompileCpu needs an llvm target");
+  std::vector<std::string> user_flags;
+  bool has_opt = false;
+  CT_RETURN_IF_ERROR(TranslateFlags(flags, &user_flags, &has_opt));
+  CT_ASSIGN_OR_RETURN(std::vector<std::string> features, RequiredFeatures(target));
+
+  std::lock_guard<std::mutex> lock(g_cpu_mutex);
+  InitLlvmOnce();
+
+  const std::string arch = target.Arch();
+  const std::string input = "kernel.c";
+  std::vector<std::string> args = {"-triple", target.triple, "-emit-obj", "-ffreestanding",
+                                   "-mrelocation-model", "pic", "-pic-level", "2",
+                                   "-mframe-pointer=none", "-ffp-contract=on", "-fno-rounding-math",
+                                   "-resource-dir", CROSSTUNE_CLANG_RESOURCE_DIR,
+                                   "-internal-isystem",
+                                   std::string(CROSSTUNE_CLANG_RESOURCE_DIR) + "/include",
+                                   "-nostdsysteminc", "-I", KernelIncludeDir(),
+                                   "-fmessage-length=0", "-ferror-limit", "20",
+                                   "-fgnuc-version=4.2.1", "-vectorize-loops", "-vectorize-slp"};
+  if (!has_opt) args.push_back("-O3");
+  if (arch != "x86_64") args.push_back("-fno-signed-char");
+  for (auto& a : Cc1TargetArgs(target)) args.push_back(a);
+  for (auto& a : user_flags) args.push_back(a);
+  args.insert(args.end(), {"-x", "c", input});
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+
+  std::string diag_text;
+  llvm::raw_string_ostream diag_os(diag_text);
+  llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_opts(new clang::DiagnosticOptions());
+  diag_opts->ShowColors = false;
+  auto* printer = new clang::TextDiagnosticPrinter(diag_os, diag_opts.get());
+
+  clang::CompilerInstance ci;
+  ci.createDiagnostics(printer, /*ShouldOwnClient=*/true);
+  auto invocation = std::make_shared<clang::CompilerInvocation>();
+  if (!clang::CompilerInvocation::CreateFromArgs(*invocation, argv, ci.getDiagnostics())) {
+    diag_os.flush();
+    return BuildError("bad compiler arguments: " + diag_text);
+  }
+  // ExecuteAction prints "N errors generated." to stderr when carets are on; the printer keeps its
+  // own options (with carets), so only that summary line goes away.
+  invocation->getDiagnosticOpts().ShowCarets = false;
+  ci.setInvocation(invocation);
+  ci.getPreprocessorOpts().addRemappedFile(
+      input, llvm::MemoryBuffer::getMemBufferCopy(source, input).release());
+
+  llvm::LLVMContext context;
+  clang::EmitLLVMOnlyAction action(&context);
+  bool ok = ci.ExecuteAction(action);
+  diag_os.flush();
+  if (!ok || ci.getDiagnostics().hasErrorOccurred()) {
+    return BuildError(diag_text.empty() ? "compile failed" : diag_text);
+  }
+  std::unique_ptr<llvm::Module> mod = action.takeModule();
+  if (!mod) return BuildError("compile produced no module\n" + diag_text);
+  CompileOutput out;
+  CT_ASSIGN_OR_RETURN(out.functions, ReadModuleTable(*mod));
+
+  // The IR is optimized already (EmitLLVMOnly runs the -O pipeline); only code generation is left.
+  llvm::SmallString<0> object;
+  ci.getCodeGenOpts().DisableLLVMPasses = true;
+  clang::EmitBackendOutput(ci.getDiagnostics(), ci.getHeaderSearchOpts(), ci.getCodeGenOpts(),
+                           ci.getTargetOpts(), ci.getLangOpts(), mod->getDataLayoutStr(),
+                           mod.get(), clang::Backend_EmitObj,
+                           std::make_unique<llvm::raw_svector_ostream>(object));
+  diag_os.flush();
+  if (ci.getDiagnostics().hasErrorOccurred()) return BuildError(diag_text);
+
+  TempDir tmp;
+  if (tmp.path().empty()) return Status(ErrorCode::kIoError, "cannot create a temporary directory");
+  const std::string obj_path = tmp.path() + "/kernel.o";
+  const std::string so_path = tmp.path() + "/kernel.so";
+  {
+    std::ofstream f(obj_path, std::ios::binary);
+    f.write(object.data(), static_cast<std::streamsize>(object.size()));
+    if (!f) return Status(ErrorCode::kIoError, obj_path + ": write failed");
+  }
+  std::vector<const char*> lld_args = {"ld.lld", "-shared", "--build-id=sha1", "-z", "noexecstack",
+                                       "-o", so_path.c_str(), obj_path.c_str()};
+  std::string link_out, link_err;
+  llvm::raw_string_ostream link_out_os(link_out), link_err_os(link_err);
+  bool linked = lld::elf::link(lld_args, link_out_os, link_err_os, /*exitEarly=*/false,
+                               /*disableOutput=*/false);
+  lld::CommonLinkerContext::destroy();
+  link_err_os.flush();
+  if (!linked) return BuildError("link failed: " + link_err);
+  CT_ASSIGN_OR_RETURN(out.library, ReadWholeFile(so_path));
+  out.required_features = std::move(features);
+  out.diagnostics = diag_text;
+  return out;
+}
+
+}  // namespace crosstune::builder

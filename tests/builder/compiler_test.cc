@@ -1,0 +1,148 @@
+#include "crosstune/builder/compiler.h"
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "test_kernels.h"
+
+namespace crosstune::builder {
+namespace {
+
+struct ElfId {
+  int elf_class = 0;  // 1: 32-bit, 2: 64-bit
+  uint16_t machine = 0;
+  uint32_t flags = 0;
+  uint16_t type = 0;
+};
+
+ElfId ReadElf(const std::string& b) {
+  ElfId id;
+  if (b.size() < 52 || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0) return id;
+  id.elf_class = b[4];
+  std::memcpy(&id.type, b.data() + 16, 2);
+  std::memcpy(&id.machine, b.data() + 18, 2);
+  std::memcpy(&id.flags, b.data() + (id.elf_class == 2 ? 48 : 36), 4);
+  return id;
+}
+
+Target T(const std::string& s) {
+  auto t = ParseTarget(s);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return *t;
+}
+
+struct TripleCase {
+  const char* target;
+  int elf_class;
+  uint16_t machine;
+};
+
+std::string TripleName(const ::testing::TestParamInfo<TripleCase>& info) {
+  static const char* kNames[] = {"x86_64", "aarch64", "armv7", "riscv64"};
+  return kNames[info.index];
+}
+
+class CpuCompileTest : public ::testing::TestWithParam<TripleCase> {};
+
+TEST_P(CpuCompileTest, CompilesSharedObjectForTheTriple) {
+  const TripleCase& c = GetParam();
+  auto out = CompileCpu(testing::kVaddSource, T(c.target), {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ElfId elf = ReadElf(out->library);
+  EXPECT_EQ(elf.elf_class, c.elf_class);
+  EXPECT_EQ(elf.machine, c.machine);
+  EXPECT_EQ(elf.type, 3) << "ET_DYN: a shared object";
+  if (c.machine == 40) EXPECT_NE(elf.flags & 0x400, 0u) << "armv7 must be hard-float (EF_ARM_ABI_FLOAT_HARD)";
+  ASSERT_EQ(out->functions.size(), 2u);
+  EXPECT_EQ(out->functions[0].name, "vadd");
+  EXPECT_EQ(out->functions[0].signature, "ttti");
+  EXPECT_EQ(out->functions[1].name, "scale");
+  EXPECT_EQ(out->functions[1].signature, "tif");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Triples, CpuCompileTest,
+    ::testing::Values(TripleCase{"llvm -mtriple=x86_64-linux-gnu", 2, 62},
+                      TripleCase{"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", 2, 183},
+                      TripleCase{"armv7-neon", 1, 40},
+                      TripleCase{"riscv64", 2, 243}),
+    TripleName);
+
+TEST(CompilerTest, ReturnsClangDiagnosticsAsBuildError) {
+  auto out = CompileCpu("int f(void) { return undeclared_thing; }\n", T("aarch64"), {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), ErrorCode::kBuildError);
+  EXPECT_NE(out.status().message().find("kernel.c:1:"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("undeclared_thing"), std::string::npos);
+}
+
+TEST(CompilerTest, KernelsDoNotSeeHostHeaders) {
+  auto out = CompileCpu("#include <stdio.h>\n", T("x86-64"), {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("stdio.h"), std::string::npos);
+}
+
+TEST(CompilerTest, RefusesSourceWithoutModuleTable) {
+  auto out = CompileCpu("int f(int x) { return x; }\n", T("x86-64"), {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("CT_DEFINE_MODULE"), std::string::npos);
+}
+
+TEST(CompilerTest, AcceptsDefinesAndRefusesUnknownFlags) {
+  std::string src = std::string("#ifndef N\n#error N missing\n#endif\n") + testing::kVaddSource;
+  EXPECT_TRUE(CompileCpu(src, T("x86-64"), {"-DN=4", "-ffast-math", "-O2"}).ok());
+  auto bad = CompileCpu(testing::kVaddSource, T("x86-64"), {"-fplugin=evil.so"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(CompilerTest, RecordsRequiredFeatures) {
+  auto out = CompileCpu(testing::kVaddSource, T("x86-avx512"), {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_NE(std::find(out->required_features.begin(), out->required_features.end(), "avx512f"),
+            out->required_features.end());
+}
+
+class CudaCompileTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaCompileTest, CompilesCubinAndPtxWithNvrtc) {
+  if (!HasNvrtc()) GTEST_SKIP() << "built without the CUDA toolkit (NVRTC)";
+  std::string arch = GetParam();
+  auto out = CompileCuda(testing::kCudaVaddSource, T("cuda -arch=" + arch), {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->library.substr(0, 4), "\x7f" "ELF") << "a cubin is an ELF file";
+  EXPECT_NE(out->ptx.find(".target " + arch), std::string::npos);
+  ASSERT_EQ(out->functions.size(), 1u);
+  const pkg::Function& f = out->functions[0];
+  EXPECT_EQ(f.name, "vadd");
+  EXPECT_EQ(f.symbol, "vadd");
+  EXPECT_EQ(f.signature, "ttti");
+  EXPECT_EQ(f.grid, (std::vector<std::string>{"a3/256", "1", "1"}));
+  EXPECT_EQ(f.block, (std::vector<std::string>{"256", "1", "1"}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Arches, CudaCompileTest, ::testing::Values("sm_80", "sm_90"));
+
+TEST(CudaCompilerTest, ReturnsNvrtcLogAsBuildError) {
+  if (!HasNvrtc()) GTEST_SKIP() << "built without the CUDA toolkit (NVRTC)";
+  auto out = CompileCuda("// crosstune: kernel k(t) block=32\nextern \"C\" __global__ void k(float* x) { x[0] = nope; }\n",
+                         T("sm_90"), {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), ErrorCode::kBuildError);
+  EXPECT_NE(out.status().message().find("nope"), std::string::npos) << out.status().message();
+}
+
+TEST(CudaCompilerTest, ParsesAndRefusesAnnotations) {
+  auto ok = ParseCudaKernelAnnotations("// crosstune: kernel mm(ttti) grid=a3/16,a3/16 block=16,16 shared=1024\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)[0].grid, (std::vector<std::string>{"a3/16", "a3/16", "1"}));
+  EXPECT_EQ((*ok)[0].shared_mem_bytes, 1024u);
+  EXPECT_FALSE(ParseCudaKernelAnnotations("__global__ void k() {}").ok());  // none declared
+  EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(t) grid=a0/2 block=1\n").ok());  // a0 is a tensor
+  EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(ti) grid=a5 block=1\n").ok());
+  EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(ti) grid=1\n").ok());  // no block
+}
+
+}  // namespace
+}  // namespace crosstune::builder
