@@ -31,7 +31,8 @@ bool ParseDouble(const std::string& s, double* out) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // IEEE binary16 from a float (round to nearest even; the values generated here are small).
@@ -152,9 +153,9 @@ Expected<client::NpyArray> MakeHostTensor(const ArgSpec& spec, uint64_t seed) {
   out.shape = spec.shape;
   out.dtype = spec.dtype;
   bool is_float = spec.dtype.code == kDLFloat;
-  bool supported = spec.dtype.lanes == 1 &&
-                   (spec.dtype.code == kDLFloat || spec.dtype.code == kDLInt ||
-                    spec.dtype.code == kDLUInt);
+  bool supported =
+      spec.dtype.lanes == 1 &&
+      (spec.dtype.code == kDLFloat || spec.dtype.code == kDLInt || spec.dtype.code == kDLUInt);
   if (!supported) {
     return Status(ErrorCode::kInvalidArgument,
                   "--arg '" + spec.text + "': cannot generate " + DTypeName(spec.dtype) + " data");
@@ -189,16 +190,16 @@ Expected<std::map<int, std::string>> ParseOutSpecs(const std::vector<std::string
     int64_t n = 0;
     if (eq != std::string::npos && ParseInt(out.substr(0, eq), &n)) {
       if (n < 0 || n >= static_cast<int64_t>(args.size())) {
-        return Status(ErrorCode::kInvalidArgument,
-                      "--out '" + out + "': there are " + std::to_string(args.size()) +
-                          " arguments (0-based index)");
+        return Status(ErrorCode::kInvalidArgument, "--out '" + out + "': there are " +
+                                                       std::to_string(args.size()) +
+                                                       " arguments (0-based index)");
       }
       index = static_cast<int>(n);
       path = out.substr(eq + 1);
       if (!args[index].is_tensor()) {
-        return Status(ErrorCode::kInvalidArgument,
-                      "--out '" + out + "': argument " + std::to_string(index) + " ('" +
-                          args[index].text + "') is not a tensor");
+        return Status(ErrorCode::kInvalidArgument, "--out '" + out + "': argument " +
+                                                       std::to_string(index) + " ('" +
+                                                       args[index].text + "') is not a tensor");
       }
     } else {
       for (int i = static_cast<int>(args.size()) - 1; i >= 0; --i) {
@@ -208,10 +209,12 @@ Expected<std::map<int, std::string>> ParseOutSpecs(const std::vector<std::string
         }
       }
       if (index < 0) {
-        return Status(ErrorCode::kInvalidArgument, "--out '" + out + "': no tensor argument to save");
+        return Status(ErrorCode::kInvalidArgument,
+                      "--out '" + out + "': no tensor argument to save");
       }
     }
-    if (path.empty()) return Status(ErrorCode::kInvalidArgument, "--out '" + out + "': no file name");
+    if (path.empty())
+      return Status(ErrorCode::kInvalidArgument, "--out '" + out + "': no file name");
     if (result.count(index)) {
       return Status(ErrorCode::kInvalidArgument,
                     "--out: argument " + std::to_string(index) + " is saved twice");
@@ -233,7 +236,8 @@ Status MatchSignature(const std::string& function, const std::string& signature,
     ArgSpec& a = (*args)[i];
     char want = signature[i];
     std::string where = function + " argument " + std::to_string(i) + " ('" + a.text + "')";
-    if (want == 't' && !a.is_tensor()) return Status(ErrorCode::kInvalidArgument, where + " must be a tensor");
+    if (want == 't' && !a.is_tensor())
+      return Status(ErrorCode::kInvalidArgument, where + " must be a tensor");
     if (want == 'i' && a.kind != ArgSpec::Kind::kInt) {
       return Status(ErrorCode::kInvalidArgument, where + " must be an integer");
     }

@@ -8,12 +8,12 @@
 //   2.5, 1e-3, f:2          a float64 (a plain number with '.' or an exponent)
 #pragma once
 
+#include <dlpack/dlpack.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <dlpack/dlpack.h>
 
 #include "crosstune/client/npy.h"
 #include "crosstune/status.h"
@@ -24,8 +24,8 @@ struct ArgSpec {
   enum class Kind { kNpy, kGenerated, kInt, kFloat };
   enum class Fill { kRandom, kZeros, kOnes };
   Kind kind = Kind::kInt;
-  std::string text;        // as given
-  std::string path;        // kNpy
+  std::string text;            // as given
+  std::string path;            // kNpy
   std::vector<int64_t> shape;  // kGenerated
   DLDataType dtype{kDLFloat, 32, 1};
   Fill fill = Fill::kZeros;

@@ -2,9 +2,8 @@
 // main.cc stays a thin parser; the work happens in the libraries.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace crosstune::cli {
 

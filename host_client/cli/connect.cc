@@ -12,8 +12,9 @@ void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags) {
       ->envname("CROSSTUNE_SERVER");
   group->add_option("--tracker", flags->tracker, "crosstune-tracker as HOST:PORT");
   group->add_option("--key", flags->key, "device key to request from the tracker");
-  group->add_option("--auth-token-file", flags->auth_token_file,
-                    "file holding the server's shared secret (HMAC challenge)")
+  group
+      ->add_option("--auth-token-file", flags->auth_token_file,
+                   "file holding the server's shared secret (HMAC challenge)")
       ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
   group->add_option("--timeout", flags->timeout_s, "seconds to wait for each reply")
       ->capture_default_str()

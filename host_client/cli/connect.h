@@ -2,10 +2,9 @@
 // device is (--server, or --tracker with --key), how to authenticate, how long to wait.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "crosstune/client/session.h"
 #include "crosstune/status.h"

@@ -1,10 +1,9 @@
 // crosstune: the host command line. A thin parser: each area registers its subcommands
 // (commands.h) and the work happens in the libraries.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "commands.h"
 
@@ -41,6 +40,12 @@ int main(int argc, char** argv) {
     return e.get_exit_code();  // the command printed its error already (Fail)
   } catch (const CLI::ParseError& e) {
     // Usage errors get the same one-line form as every other error.
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({})) names += " " + sub->get_name();
+      return crosstune::cli::PrintError(std::string("unknown command '") + argv[1] +
+                                        "' (commands:" + names + ")");
+    }
     return crosstune::cli::PrintError(e.what());
   } catch (const std::exception& e) {
     return crosstune::cli::PrintError(e.what());

@@ -1,16 +1,16 @@
 // info, upload, download, ls, rm, run, bench: the commands that talk to one crosstune-server.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "commands.h"
@@ -36,7 +36,9 @@ T Check(Expected<T> value) {
   return std::move(value).value();
 }
 
-std::unique_ptr<client::Session> Open(const ConnectFlags& flags) { return Check(OpenSession(flags)); }
+std::unique_ptr<client::Session> Open(const ConnectFlags& flags) {
+  return Check(OpenSession(flags));
+}
 
 std::string Bytes(uint64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -95,12 +97,14 @@ void RegisterInfo(CLI::App& app) {
     for (const auto& f : d.cpu_features) features += (features.empty() ? "" : " ") + f;
     std::string gpus;
     for (const auto& g : d.gpus) {
-      gpus += (gpus.empty() ? "" : ", ") + fmt::format("{} ({}, {})", g.name, g.arch, Bytes(g.memory_bytes));
+      gpus += (gpus.empty() ? "" : ", ") +
+              fmt::format("{} ({}, {})", g.name, g.arch, Bytes(g.memory_bytes));
     }
     if (gpus.empty()) gpus = d.gpu_status.empty() ? "none" : "none (" + d.gpu_status + ")";
     std::printf("server    %s\n", o->conn.server.c_str());
     std::printf("arch      %s (%s)\n", d.arch.c_str(), d.triple.c_str());
-    std::printf("cpu       %s, %u cores\n", d.cpu_model.empty() ? "unknown" : d.cpu_model.c_str(), d.cores);
+    std::printf("cpu       %s, %u cores\n", d.cpu_model.empty() ? "unknown" : d.cpu_model.c_str(),
+                d.cores);
     std::printf("features  %s\n", features.empty() ? "-" : features.c_str());
     std::printf("memory    %s\n", Bytes(d.memory_bytes).c_str());
     std::printf("os        %s\n", d.os.c_str());
@@ -111,8 +115,10 @@ void RegisterInfo(CLI::App& app) {
 }
 
 void RegisterFileCommands(CLI::App& app) {
+  // Each crosstune invocation is one session, and a session's workspace ends with it.
   const char* kWorkspaceNote =
-      " (the server gives each session a fresh workspace and removes it when the session ends)";
+      "Note: the server gives each session a fresh workspace and removes it when the session "
+      "ends; `crosstune run` and `bench` upload their module themselves.";
 
   struct UploadOpts {
     ConnectFlags conn;
@@ -120,14 +126,16 @@ void RegisterFileCommands(CLI::App& app) {
     bool json = false;
   };
   auto up = std::make_shared<UploadOpts>();
-  auto* upload = app.add_subcommand("upload", std::string("Upload a file to a device") + kWorkspaceNote);
+  auto* upload = app.add_subcommand("upload", "Upload a file to a device (SHA-256 checked)");
+  upload->footer(kWorkspaceNote);
   AddConnectOptions(upload, &up->conn);
   upload->add_option("file", up->file, "local file")->required()->check(CLI::ExistingFile);
   upload->add_option("--as", up->as, "name in the workspace (default: the file's name)");
   upload->add_flag("--json", up->json, "machine-readable output");
   upload->callback([up] {
     auto session = Open(up->conn);
-    std::string remote = up->as.empty() ? std::filesystem::path(up->file).filename().string() : up->as;
+    std::string remote =
+        up->as.empty() ? std::filesystem::path(up->file).filename().string() : up->as;
     msg::FileEntry f = Check(session->Upload(up->file, remote));
     if (up->json) {
       std::printf("%s\n", FileJson(f).dump().c_str());
@@ -142,7 +150,8 @@ void RegisterFileCommands(CLI::App& app) {
     std::string remote, local;
   };
   auto down = std::make_shared<DownloadOpts>();
-  auto* download = app.add_subcommand("download", std::string("Download a file from a device") + kWorkspaceNote);
+  auto* download = app.add_subcommand("download", "Download a file from a device workspace");
+  download->footer(kWorkspaceNote);
   AddConnectOptions(download, &down->conn);
   download->add_option("remote", down->remote, "path in the workspace")->required();
   download->add_option("local", down->local, "local file (default: the remote file's name)");
@@ -159,7 +168,8 @@ void RegisterFileCommands(CLI::App& app) {
     bool json = false;
   };
   auto ls_o = std::make_shared<LsOpts>();
-  auto* ls = app.add_subcommand("ls", std::string("List the workspace's files") + kWorkspaceNote);
+  auto* ls = app.add_subcommand("ls", "List the files in a device workspace");
+  ls->footer(kWorkspaceNote);
   AddConnectOptions(ls, &ls_o->conn);
   ls->add_flag("--json", ls_o->json, "machine-readable output");
   ls->callback([ls_o] {
@@ -171,7 +181,8 @@ void RegisterFileCommands(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    for (const auto& f : files) std::printf("%12llu  %s\n", static_cast<unsigned long long>(f.size), f.path.c_str());
+    for (const auto& f : files)
+      std::printf("%12llu  %s\n", static_cast<unsigned long long>(f.size), f.path.c_str());
   });
 
   struct RmOpts {
@@ -179,7 +190,8 @@ void RegisterFileCommands(CLI::App& app) {
     std::vector<std::string> paths;
   };
   auto rm_o = std::make_shared<RmOpts>();
-  auto* rm = app.add_subcommand("rm", std::string("Remove files from the workspace") + kWorkspaceNote);
+  auto* rm = app.add_subcommand("rm", "Remove files from a device workspace");
+  rm->footer(kWorkspaceNote);
   AddConnectOptions(rm, &rm_o->conn);
   rm->add_option("paths", rm_o->paths, "paths in the workspace")->required();
   rm->callback([rm_o] {
@@ -256,7 +268,8 @@ PreparedCall Prepare(const CallFlags& f) {
   c.module = Check(std::move(module));
 
   const auto& fns = c.module.info().functions;
-  auto fn = std::find_if(fns.begin(), fns.end(), [&](const auto& x) { return x.name == f.function; });
+  auto fn =
+      std::find_if(fns.begin(), fns.end(), [&](const auto& x) { return x.name == f.function; });
   if (fn == fns.end()) {
     std::string names;
     for (const auto& x : fns) names += (names.empty() ? "" : ", ") + x.name;
@@ -290,7 +303,8 @@ json SaveOutputs(PreparedCall& c, bool quiet) {
     std::vector<uint8_t> data(t.nbytes());
     Check(t.CopyTo(data.data(), data.size()));
     Check(client::WriteNpy(path, t.shape(), t.dtype(), data.data(), data.size(), c.is_bool[index]));
-    saved.push_back({{"arg", index}, {"path", path}, {"shape", t.shape()}, {"dtype", DTypeName(t.dtype())}});
+    saved.push_back(
+        {{"arg", index}, {"path", path}, {"shape", t.shape()}, {"dtype", DTypeName(t.dtype())}});
     if (!quiet) {
       std::printf("saved     arg %d (%sx%s) -> %s\n", index, ShapeString(t.shape()).c_str(),
                   DTypeName(t.dtype()).c_str(), path.c_str());
@@ -315,8 +329,12 @@ void RegisterRun(CLI::App& app) {
     }
     json saved = SaveOutputs(c, f->json);
     if (f->json) {
-      json j = {{"function", f->function}, {"server", f->conn.server}, {"arch", c.device.arch},
-                {"seconds", r.seconds},    {"ret", r.ret},              {"outputs", saved}};
+      json j = {{"function", f->function},
+                {"server", f->conn.server},
+                {"arch", c.device.arch},
+                {"seconds", r.seconds},
+                {"ret", r.ret},
+                {"outputs", saved}};
       std::printf("%s\n", j.dump().c_str());
     }
   });
@@ -331,14 +349,19 @@ void RegisterBench(CLI::App& app) {
   auto b = std::make_shared<BenchFlags>();
   b->time.number = 10;
   b->time.repeat = 5;
-  auto* cmd = app.add_subcommand("bench", "Time a function on the device (the server's time evaluator)");
+  auto* cmd =
+      app.add_subcommand("bench", "Time a function on the device (the server's time evaluator)");
   AddCallOptions(cmd, &b->call);
   cmd->add_option("--number", b->time.number, "calls per round (grows to reach --min-repeat-ms)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeat", b->time.repeat, "rounds")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--min-repeat-ms", b->time.min_repeat_ms, "shortest round in ms")->capture_default_str();
-  cmd->add_option("--cooldown-ms", b->time.cooldown_ms, "pause between rounds in ms")->capture_default_str();
+  cmd->add_option("--repeat", b->time.repeat, "rounds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-repeat-ms", b->time.min_repeat_ms, "shortest round in ms")
+      ->capture_default_str();
+  cmd->add_option("--cooldown-ms", b->time.cooldown_ms, "pause between rounds in ms")
+      ->capture_default_str();
   cmd->add_flag("--flush-cache", b->time.flush_cache, "flush the CPU caches before each round");
   cmd->add_option("--flops", b->flops, "floating-point operations per call, to report GFLOP/s");
   cmd->callback([b] {
@@ -358,15 +381,18 @@ void RegisterBench(CLI::App& app) {
     double gflops = b->flops > 0 && median > 0 ? b->flops / median / 1e9 : 0;
     json saved = SaveOutputs(c, f.json);
     if (f.json) {
-      json j = {{"function", f.function}, {"server", f.conn.server},   {"arch", c.device.arch},
-                {"number", r.number},     {"repeat", s.size()},        {"seconds_per_call", r.seconds_per_call},
-                {"mean_s", mean},         {"median_s", median},        {"min_s", s.front()},
-                {"max_s", s.back()},      {"std_s", stddev},           {"outputs", saved}};
+      json j = {{"function", f.function}, {"server", f.conn.server},
+                {"arch", c.device.arch},  {"number", r.number},
+                {"repeat", s.size()},     {"seconds_per_call", r.seconds_per_call},
+                {"mean_s", mean},         {"median_s", median},
+                {"min_s", s.front()},     {"max_s", s.back()},
+                {"std_s", stddev},        {"outputs", saved}};
       if (gflops > 0) j["gflops"] = gflops;
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("function  %s on %s (%s)\n", f.function.c_str(), f.conn.server.c_str(), c.device.arch.c_str());
+    std::printf("function  %s on %s (%s)\n", f.function.c_str(), f.conn.server.c_str(),
+                c.device.arch.c_str());
     std::printf("rounds    %zu x %u calls\n", s.size(), r.number);
     std::printf("time      median %.4f ms  mean %.4f ms  min %.4f ms  max %.4f ms  std %.4f ms\n",
                 median * 1e3, mean * 1e3, s.front() * 1e3, s.back() * 1e3, stddev * 1e3);

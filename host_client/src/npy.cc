@@ -90,11 +90,13 @@ Expected<Header> ParseHeader(std::string_view text, const std::string& what) {
     if (!p.String(&key)) return bad("expected a key");
     if (!p.Eat(':')) return bad("expected ':' after '" + key + "'");
     if (key == "descr") {
-      if (!p.String(&h.descr)) return bad("descr is not a string (structured dtypes are not supported)");
+      if (!p.String(&h.descr))
+        return bad("descr is not a string (structured dtypes are not supported)");
       have_descr = true;
     } else if (key == "fortran_order") {
       std::string w;
-      if (!p.Word(&w) || (w != "True" && w != "False")) return bad("fortran_order is not True/False");
+      if (!p.Word(&w) || (w != "True" && w != "False"))
+        return bad("fortran_order is not True/False");
       h.fortran_order = w == "True";
       have_order = true;
     } else if (key == "shape") {
@@ -132,8 +134,9 @@ Expected<DLDataType> DTypeFromDescr(const std::string& descr, bool* is_bool,
     if (size > 64) return Bad(what, "unsupported dtype '" + descr + "'");
   }
   if (order == '>' && size > 1) {
-    return Bad(what, "big-endian data ('" + descr + "') is not supported; save it little-endian "
-                     "(arr.astype(arr.dtype.newbyteorder('<')))");
+    return Bad(what, "big-endian data ('" + descr +
+                         "') is not supported; save it little-endian "
+                         "(arr.astype(arr.dtype.newbyteorder('<')))");
   }
   if (order != '<' && order != '|' && order != '=' && order != '>') {
     return Bad(what, "unsupported dtype '" + descr + "'");
@@ -160,8 +163,8 @@ Expected<DLDataType> DTypeFromDescr(const std::string& descr, bool* is_bool,
     default:
       break;
   }
-  return Bad(what, "unsupported dtype '" + descr +
-                       "' (supported: f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1)");
+  return Bad(what,
+             "unsupported dtype '" + descr + "' (supported: f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1)");
 }
 
 }  // namespace
@@ -261,10 +264,10 @@ Expected<std::string> EncodeNpy(const std::vector<int64_t>& shape, DLDataType dt
   CT_ASSIGN_OR_RETURN(std::string descr, NpyDescr(dtype, is_bool));
   CT_ASSIGN_OR_RETURN(uint64_t want, TensorBytes(shape, dtype));
   if (want != nbytes) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "npy: " + std::to_string(nbytes) + " bytes given for shape " +
-                      ShapeString(shape) + " of " + DTypeName(dtype) + " (needs " +
-                      std::to_string(want) + ")");
+    return Status(ErrorCode::kInvalidArgument, "npy: " + std::to_string(nbytes) +
+                                                   " bytes given for shape " + ShapeString(shape) +
+                                                   " of " + DTypeName(dtype) + " (needs " +
+                                                   std::to_string(want) + ")");
   }
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); ++i) {

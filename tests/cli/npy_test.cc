@@ -17,7 +17,8 @@ std::string NumpyImage(const std::string& dict, const std::string& data, int maj
   size_t prefix = major == 1 ? 10 : 12;
   size_t total = (prefix + dict.size() + 1 + 63) / 64 * 64;
   size_t hlen = total - prefix;
-  for (size_t i = 0; i < (major == 1 ? 2u : 4u); ++i) out += static_cast<char>((hlen >> (8 * i)) & 0xff);
+  for (size_t i = 0; i < (major == 1 ? 2u : 4u); ++i)
+    out += static_cast<char>((hlen >> (8 * i)) & 0xff);
   std::string h = dict;
   h.append(hlen - h.size() - 1, ' ');
   h += '\n';
@@ -51,8 +52,8 @@ TEST(Npy, ReadsVersionTwoHeader) {
 }
 
 TEST(Npy, ReadsScalarAndEmptyArrays) {
-  auto s = ParseNpy(NumpyImage("{'descr': '<f8', 'fortran_order': False, 'shape': (), }",
-                               std::string(8, '\0')));
+  auto s = ParseNpy(
+      NumpyImage("{'descr': '<f8', 'fortran_order': False, 'shape': (), }", std::string(8, '\0')));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_TRUE(s->shape.empty());
   EXPECT_EQ(s->num_elements(), 1u);
@@ -73,7 +74,8 @@ TEST(Npy, MapsEveryIntegerFloatAndBoolDType) {
                         Case{"<i4", kDLInt, 32, false}, Case{"|u1", kDLUInt, 8, false},
                         Case{"<u2", kDLUInt, 16, false}, Case{"<u4", kDLUInt, 32, false},
                         Case{"<u8", kDLUInt, 64, false}, Case{"|b1", kDLUInt, 8, true}}) {
-    std::string dict = std::string("{'descr': '") + c.descr + "', 'fortran_order': False, 'shape': (2,), }";
+    std::string dict =
+        std::string("{'descr': '") + c.descr + "', 'fortran_order': False, 'shape': (2,), }";
     auto a = ParseNpy(NumpyImage(dict, std::string(2 * c.bits / 8, '\0')));
     ASSERT_TRUE(a.ok()) << c.descr << ": " << a.status().ToString();
     EXPECT_EQ(a->dtype.code, c.code) << c.descr;
@@ -107,22 +109,23 @@ TEST(Npy, WritesHeaderNumpyCanRead) {
 
 TEST(Npy, RefusesFortranOrder) {
   auto a = ParseNpy(NumpyImage("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
-                               Floats({1, 2, 3, 4})), "a.npy");
+                               Floats({1, 2, 3, 4})),
+                    "a.npy");
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.status().message().find("Fortran"), std::string::npos) << a.status().message();
   EXPECT_EQ(a.status().message().rfind("a.npy: ", 0), 0u);
 }
 
 TEST(Npy, RefusesBigEndian) {
-  auto a = ParseNpy(NumpyImage("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }",
-                               Floats({1})));
+  auto a = ParseNpy(
+      NumpyImage("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", Floats({1})));
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.status().message().find("big-endian"), std::string::npos) << a.status().message();
 }
 
 TEST(Npy, RefusesTruncatedData) {
-  auto a = ParseNpy(NumpyImage("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
-                               Floats({1, 2, 3})));
+  auto a = ParseNpy(
+      NumpyImage("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", Floats({1, 2, 3})));
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.status().message().find("truncated data"), std::string::npos) << a.status().message();
   EXPECT_NE(a.status().message().find("needs 16 bytes"), std::string::npos);
@@ -133,12 +136,17 @@ TEST(Npy, RefusesBadHeaders) {
   EXPECT_FALSE(ParseNpy(NumpyImage("not a dict", "")).ok());
   EXPECT_FALSE(ParseNpy(NumpyImage("{'descr': '<f4', 'shape': (1,), }", Floats({1}))).ok());
   EXPECT_FALSE(ParseNpy(NumpyImage("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
-                                   std::string(8, '\0'))).ok());
-  EXPECT_FALSE(ParseNpy(NumpyImage("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
-                                   Floats({1}))).ok());
+                                   std::string(8, '\0')))
+                   .ok());
+  EXPECT_FALSE(
+      ParseNpy(NumpyImage("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+                          Floats({1})))
+          .ok());
   EXPECT_FALSE(ParseNpy(NumpyImage("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }",
-                                   Floats({1}))).ok());
-  std::string image = NumpyImage("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", Floats({1}));
+                                   Floats({1})))
+                   .ok());
+  std::string image =
+      NumpyImage("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", Floats({1}));
   EXPECT_FALSE(ParseNpy(image.substr(0, 20)).ok());  // header cut short
   std::string v9 = image;
   v9[6] = 9;

@@ -5,12 +5,12 @@
 // order, big-endian data, other dtypes, truncated data and malformed headers are clear errors.
 #pragma once
 
+#include <dlpack/dlpack.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <dlpack/dlpack.h>
 
 #include "crosstune/status.h"
 
@@ -19,8 +19,8 @@ namespace crosstune::client {
 struct NpyArray {
   std::vector<int64_t> shape;  // empty: a scalar (one element)
   DLDataType dtype{kDLFloat, 32, 1};
-  bool is_bool = false;        // numpy '|b1' (dtype is u8, as crosstune's "bool")
-  std::vector<uint8_t> data;   // C order, little-endian, exactly shape x itemsize bytes
+  bool is_bool = false;       // numpy '|b1' (dtype is u8, as crosstune's "bool")
+  std::vector<uint8_t> data;  // C order, little-endian, exactly shape x itemsize bytes
 
   uint64_t num_elements() const;
 };
