@@ -1,0 +1,96 @@
+// The client side of crosstune-tracker: ask for a device and wait in its queue, renew and release
+// leases, query the farm, and the admin operations (drain, undrain, kick).
+//
+// Thread-safety: one TrackerClient may be used from several threads; calls are serialised on its
+// connection. RequestDevice blocks its caller (and every other call) until the grant comes;
+// CancelRequest() may be called from any thread (or a signal-safe flag setter) to give up.
+// The auto-renew thread is the client's own; it stops in StopAutoRenew() and the destructor.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "crosstune/channel.h"
+#include "crosstune/messages.h"
+#include "crosstune/status.h"
+#include "crosstune/tracker_messages.h"
+
+namespace crosstune::client {
+
+struct TrackerOptions {
+  std::string tracker;      // "host:port"
+  std::string auth_secret;  // the farm's shared secret (HMAC challenge); empty: none
+  std::string peer_name;    // shown as the lease holder; default user@host
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds request_timeout{30'000};
+};
+
+struct LeaseRequest {
+  std::string key;
+  std::vector<std::string> constraints;  // "soc=bcm2711", "memory_mb>=2048", "+neon", ...
+  int32_t priority = 0;
+  std::chrono::milliseconds wait{600'000};   // queue timeout
+  std::chrono::milliseconds hold{1'800'000};  // lease length; renew before it runs out
+  bool multi_session = false;  // true: hold the device across sessions until released
+  std::function<void(const msg::QueueUpdate&)> on_queue_update;
+};
+
+// "user@host" of this process.
+std::string DefaultPeerName();
+
+class TrackerClient {
+ public:
+  static Expected<std::unique_ptr<TrackerClient>> Connect(const TrackerOptions& options);
+  // Stops renewing and closes the connection, which ends every lease this connection holds
+  // except one-session leases whose session is running (those end with the session).
+  ~TrackerClient();
+
+  // Waits in the key's queue until a device is granted. Timeout when `wait` passes; NoDevice when
+  // no registered device could ever match; Busy after CancelRequest().
+  Expected<msg::Grant> RequestDevice(const LeaseRequest& request);
+  void CancelRequest() { cancel_.store(true); }
+
+  // Extends a lease by `lease_ms` (0: its own length) from now; also re-attaches a lease to this
+  // connection (after a tracker restart).
+  Expected<msg::LeaseInfo> Renew(const std::string& token, uint32_t lease_ms = 0);
+  Status Release(const std::string& token, msg::Outcome outcome = msg::Outcome::kOk,
+                 const std::string& message = "");
+  // The /api/summary JSON.
+  Expected<std::string> Query();
+  // drain, undrain or kick `device`; `admin_secret` is the tracker's --admin-token-file content.
+  Status Admin(const std::string& action, const std::string& device,
+               const std::string& admin_secret);
+
+  // Renews `token` every `interval` on a thread of its own until StopAutoRenew(). When the
+  // tracker goes away it reconnects (with backoff) and re-attaches the lease.
+  void StartAutoRenew(const std::string& token, std::chrono::milliseconds interval);
+  void StopAutoRenew();
+  // The last renewal's result (Ok before the first).
+  Status renew_status() const;
+
+ private:
+  TrackerClient() = default;
+  Status Open();  // connects and handshakes (under mu_)
+  template <typename Reply, typename Req>
+  Expected<Reply> Call(Opcode op, const Req& req);
+
+  TrackerOptions options_;
+  mutable std::mutex mu_;
+  Channel channel_;
+  msg::HelloReply hello_;
+  std::atomic<bool> cancel_{false};
+  std::thread renewer_;
+  mutable std::mutex renew_mu_;
+  std::condition_variable renew_cv_;
+  bool stop_renew_ = false;
+  Status renew_status_;
+};
+
+}  // namespace crosstune::client

@@ -1,0 +1,209 @@
+#include "crosstune/client/tracker_client.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+
+#include "crosstune/crypto.h"
+#include "crosstune/handshake.h"
+
+namespace crosstune::client {
+namespace {
+
+using std::chrono::milliseconds;
+
+// How often a waiting client says it is alive (the tracker drops clients idle for two minutes).
+constexpr milliseconds kKeepAlive{20'000};
+
+}  // namespace
+
+std::string DefaultPeerName() {
+  const char* user = std::getenv("USER");
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  return std::string(user && *user ? user : "user") + "@" + (host[0] ? host : "localhost");
+}
+
+Expected<std::unique_ptr<TrackerClient>> TrackerClient::Connect(const TrackerOptions& options) {
+  std::unique_ptr<TrackerClient> c(new TrackerClient());
+  c->options_ = options;
+  if (c->options_.peer_name.empty()) c->options_.peer_name = DefaultPeerName();
+  std::lock_guard<std::mutex> lock(c->mu_);
+  CT_RETURN_IF_ERROR(c->Open());
+  return c;
+}
+
+Status TrackerClient::Open() {
+  std::string host;
+  uint16_t port = 0;
+  CT_RETURN_IF_ERROR(Channel::ParseHostPort(options_.tracker, &host, &port));
+  auto deadline = DeadlineIn(options_.connect_timeout);
+  auto ch = Channel::Connect(host, port, deadline);
+  if (!ch.ok()) {
+    return Status(ch.status().code(), "tracker " + options_.tracker + ": " + ch.status().message());
+  }
+  msg::Hello hello;
+  hello.role = static_cast<uint8_t>(PeerRole::kClient);
+  hello.peer_name = options_.peer_name;
+  auto reply = ClientHandshake(*ch, hello, options_.auth_secret, deadline);
+  if (!reply.ok()) {
+    return Status(reply.status().code(),
+                  "tracker " + options_.tracker + ": " + reply.status().message());
+  }
+  channel_ = std::move(ch).value();
+  hello_ = std::move(reply).value();
+  return Status::Ok();
+}
+
+TrackerClient::~TrackerClient() {
+  StopAutoRenew();
+  std::lock_guard<std::mutex> lock(mu_);
+  channel_.Close();
+}
+
+template <typename Reply, typename Req>
+Expected<Reply> TrackerClient::Call(Opcode op, const Req& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!channel_.is_open()) return Status(ErrorCode::kDisconnected, "not connected to the tracker");
+  auto r = channel_.Call<Reply>(op, req, DeadlineIn(options_.request_timeout));
+  if (!r.ok() && (r.status().code() == ErrorCode::kDisconnected ||
+                  r.status().code() == ErrorCode::kTimeout ||
+                  r.status().code() == ErrorCode::kProtocolError)) {
+    channel_.Close();
+  }
+  return r;
+}
+
+Expected<msg::Grant> TrackerClient::RequestDevice(const LeaseRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!channel_.is_open()) return Status(ErrorCode::kDisconnected, "not connected to the tracker");
+  cancel_.store(false);
+  msg::DeviceRequest req;
+  req.key = request.key;
+  req.constraints = request.constraints;
+  req.priority = request.priority;
+  req.queue_timeout_ms = static_cast<uint32_t>(request.wait.count());
+  req.lease_ms = static_cast<uint32_t>(request.hold.count());
+  req.holder = options_.peer_name;
+  req.multi_session = request.multi_session;
+  uint32_t id = channel_.NextRequestId();
+  auto fail = [&](Status s) -> Expected<msg::Grant> {
+    channel_.Close();
+    return s;
+  };
+  CT_RETURN_IF_ERROR(channel_.Send(Opcode::kRequestDevice, id, req,
+                                   DeadlineIn(options_.request_timeout)));
+  // The tracker answers a timed-out request itself; this is the backstop if it never does.
+  auto give_up = Clock::now() + request.wait + options_.request_timeout;
+  auto last_sent = Clock::now();
+  bool cancel_sent = false;
+  for (;;) {
+    auto now = Clock::now();
+    if (now >= give_up) {
+      return fail(Status(ErrorCode::kTimeout, "no answer from the tracker about the request"));
+    }
+    if (cancel_.load() && !cancel_sent) {
+      CT_RETURN_IF_ERROR(channel_.Send(Opcode::kCancelRequest, channel_.NextRequestId(),
+                                       msg::CancelRequest{id}, DeadlineIn(options_.request_timeout)));
+      cancel_sent = true;
+    }
+    if (now - last_sent >= kKeepAlive) {
+      CT_RETURN_IF_ERROR(channel_.Send(Opcode::kHeartbeat, channel_.NextRequestId(), msg::Empty{},
+                                       DeadlineIn(options_.request_timeout)));
+      last_sent = now;
+    }
+    pollfd p{channel_.fd(), POLLIN, 0};
+    int n = ::poll(&p, 1, 200);
+    if (n <= 0) continue;
+    auto f = channel_.ReadFrame(DeadlineIn(options_.request_timeout));
+    if (!f.ok()) return fail(f.status());
+    if (f->request_id != id) continue;  // replies to keep-alives and the cancel
+    if (f->op == Opcode::kQueueUpdate) {
+      if (request.on_queue_update) {
+        auto u = f->As<msg::QueueUpdate>();
+        if (u.ok()) request.on_queue_update(*u);
+      }
+      continue;
+    }
+    CT_RETURN_IF_ERROR(f->AsStatus());
+    return f->As<msg::Grant>();
+  }
+}
+
+Expected<msg::LeaseInfo> TrackerClient::Renew(const std::string& token, uint32_t lease_ms) {
+  return Call<msg::LeaseInfo>(Opcode::kRenewLease, msg::RenewLease{token, lease_ms});
+}
+
+Status TrackerClient::Release(const std::string& token, msg::Outcome outcome,
+                              const std::string& message) {
+  return Call<msg::Empty>(Opcode::kReleaseLease,
+                          msg::ReleaseLease{token, static_cast<uint8_t>(outcome), message})
+      .status();
+}
+
+Expected<std::string> TrackerClient::Query() {
+  CT_ASSIGN_OR_RETURN(auto reply, Call<msg::QueryReply>(Opcode::kQuery, msg::Empty{}));
+  return reply.json;
+}
+
+Status TrackerClient::Admin(const std::string& action, const std::string& device,
+                            const std::string& admin_secret) {
+  msg::AdminRequest req;
+  req.action = action;
+  req.device = device;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    req.proof = HmacSha256Hex(admin_secret, hello_.session_id + "\n" + action + "\n" + device);
+  }
+  return Call<msg::Empty>(Opcode::kAdmin, req).status();
+}
+
+void TrackerClient::StartAutoRenew(const std::string& token, milliseconds interval) {
+  StopAutoRenew();
+  {
+    std::lock_guard<std::mutex> lock(renew_mu_);
+    stop_renew_ = false;
+  }
+  renewer_ = std::thread([this, token, interval] {
+    milliseconds backoff{250};
+    std::unique_lock<std::mutex> lock(renew_mu_);
+    milliseconds wait = interval;
+    while (!renew_cv_.wait_for(lock, wait, [this] { return stop_renew_; })) {
+      lock.unlock();
+      Status s;
+      {
+        std::lock_guard<std::mutex> cl(mu_);
+        if (!channel_.is_open()) s = Open();  // the tracker restarted: re-attach below
+      }
+      if (s.ok()) s = Renew(token).status();
+      lock.lock();
+      renew_status_ = s;
+      if (s.ok() || s.code() == ErrorCode::kNotFound) {
+        backoff = milliseconds(250);
+        wait = interval;
+        if (!s.ok()) break;  // the lease is gone; nothing more to renew
+      } else {
+        wait = backoff;
+        backoff = std::min(backoff * 2, milliseconds(5'000));
+      }
+    }
+  });
+}
+
+void TrackerClient::StopAutoRenew() {
+  {
+    std::lock_guard<std::mutex> lock(renew_mu_);
+    stop_renew_ = true;
+  }
+  renew_cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+Status TrackerClient::renew_status() const {
+  std::lock_guard<std::mutex> lock(renew_mu_);
+  return renew_status_;
+}
+
+}  // namespace crosstune::client

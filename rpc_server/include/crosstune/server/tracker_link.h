@@ -1,0 +1,65 @@
+// The server's side of the tracker: registers this device, heartbeats, takes the lease token the
+// tracker pushes, reports sessions starting and ending, answers self-checks, and reconnects with
+// backoff, forever, when the tracker goes away.
+//
+// Lease tokens are pushed, not asked for: the tracker sends the current token over the
+// registration connection before it tells the client, and the server keeps the token it was last
+// told. A tracker restart therefore never blocks sessions of a running lease; when the tracker is
+// back, this link re-registers with that token and the tracker re-adopts the lease.
+//
+// Thread-safety: the link runs its own thread. AcceptHello runs in forked session children (and in
+// the server with --no-fork): it reads a MAP_SHARED page with atomics only, takes no lock, and is
+// safe after fork(). OnSessionEnd may be called from any thread of the server process.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "crosstune/messages.h"
+#include "crosstune/status.h"
+
+namespace crosstune::server {
+
+struct TrackerLinkOptions {
+  std::string tracker;  // "host:port"
+  std::string key;
+  std::map<std::string, std::string> tags;
+  std::string custom_addr;  // what clients should dial; empty: the address the tracker sees
+  std::string auth_secret;  // the farm's shared secret; empty: none
+  msg::DeviceInfo info;
+  // Runs when the tracker asks a quarantined device to check itself; Ok re-admits it (after the
+  // tracker also reaches the device's address).
+  std::function<Status()> self_check;
+  std::chrono::milliseconds max_backoff{30'000};
+};
+
+class TrackerLink {
+ public:
+  explicit TrackerLink(TrackerLinkOptions options);
+  ~TrackerLink();  // Stop()
+  TrackerLink(const TrackerLink&) = delete;
+  TrackerLink& operator=(const TrackerLink&) = delete;
+
+  // Starts registering; `port` is the server's session port.
+  void Start(uint16_t port);
+  void Stop();
+
+  // For SessionOptions::accept_hello: admits a Hello only with the current lease token, and
+  // records the claim (by pid) for the tracker.
+  Status AcceptHello(const msg::Hello& hello);
+  // For Server::set_on_session_end: the session of process `pid` ended with `reported`.
+  void OnSessionEnd(int pid, const Status& reported);
+
+  std::string current_token() const;
+  bool registered() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace crosstune::server
