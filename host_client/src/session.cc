@@ -1,0 +1,423 @@
+// The client side of a crosstune-server session (session.h).
+#include "crosstune/client/session.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "crosstune/crypto.h"
+#include "crosstune/handshake.h"
+
+namespace crosstune::client {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string DefaultPeerName() {
+  const char* user = std::getenv("USER");
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(user && *user ? user : "user") + "@" + host;
+}
+
+// Closes an fd on scope exit.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Status ErrnoStatus(const std::string& what) {
+  int e = errno;
+  return Status(e == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIoError,
+                what + ": " + std::strerror(e));
+}
+
+// Error codes after which the server has ended the session (it sends them from the parent
+// process, then closes): the channel is closed here too so later calls fail fast.
+bool EndsSession(const Status& s, uint32_t reply_id) {
+  return reply_id == 0 || s.code() == ErrorCode::kRemoteCrash || s.code() == ErrorCode::kTimeout;
+}
+
+// Transport failures: the byte stream can no longer be trusted.
+bool IsTransportFailure(const Status& s) {
+  switch (s.code()) {
+    case ErrorCode::kDisconnected:
+    case ErrorCode::kTimeout:
+    case ErrorCode::kIoError:
+    case ErrorCode::kProtocolError:
+    case ErrorCode::kLimitExceeded:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// --- Arguments ------------------------------------------------------------------------------
+
+msg::Arg CallArg::Int(int64_t v) {
+  msg::Arg a;
+  a.kind = static_cast<uint8_t>(msg::ArgKind::kInt64);
+  a.i = v;
+  return a;
+}
+
+msg::Arg CallArg::Float(double v) {
+  msg::Arg a;
+  a.kind = static_cast<uint8_t>(msg::ArgKind::kFloat64);
+  a.f = v;
+  return a;
+}
+
+msg::Arg CallArg::Tensor(const RemoteTensor& t) {
+  msg::Arg a;
+  a.kind = static_cast<uint8_t>(msg::ArgKind::kTensor);
+  a.tensor_id = t.id();
+  return a;
+}
+
+// --- Session ----------------------------------------------------------------------------------
+
+Expected<std::unique_ptr<Session>> Session::Connect(const ConnectOptions& options) {
+  std::string host;
+  uint16_t port = 0;
+  CT_RETURN_IF_ERROR(Channel::ParseHostPort(options.server, &host, &port));
+  CT_ASSIGN_OR_RETURN(Channel ch, Channel::Connect(host, port, DeadlineIn(options.connect_timeout)));
+  msg::Hello hello;
+  hello.role = static_cast<uint8_t>(PeerRole::kClient);
+  hello.peer_name = options.peer_name.empty() ? DefaultPeerName() : options.peer_name;
+  hello.lease_token = options.lease_token;
+  auto reply = ClientHandshake(ch, hello, options.auth_secret, DeadlineIn(options.connect_timeout));
+  if (!reply.ok()) {
+    Status s = reply.status();
+    return Status(s.code(), options.server + ": " + s.message());
+  }
+  std::unique_ptr<Session> session(new Session());
+  session->channel_ = std::move(ch);
+  session->options_ = options;
+  session->hello_ = std::move(reply).value();
+  return session;
+}
+
+Session::~Session() {
+  if (channel_.is_open()) (void)Close();
+}
+
+// Fails a request on a closed channel, naming why it closed.
+static Status ClosedStatus() {
+  return Status(ErrorCode::kDisconnected, "the session is closed");
+}
+
+template <typename Reply, typename Req>
+Expected<Reply> Session::Request(Opcode op, const Req& req, std::chrono::milliseconds extra) {
+  if (!channel_.is_open()) return ClosedStatus();
+  Deadline deadline = DeadlineIn(options_.request_timeout + extra);
+  uint32_t id = channel_.NextRequestId();
+  Status sent = channel_.Send(op, id, req, deadline);
+  if (!sent.ok()) {
+    channel_.Close();
+    return sent;
+  }
+  auto frame = channel_.ReadFrame(deadline);
+  if (!frame.ok()) {
+    channel_.Close();
+    return frame.status();
+  }
+  if (frame->op != Opcode::kResult && frame->op != Opcode::kError) {
+    channel_.Close();
+    return Status(ErrorCode::kProtocolError,
+                  "expected a reply, got " + std::string(OpcodeName(frame->op)));
+  }
+  if (frame->request_id != id && frame->request_id != 0) {
+    channel_.Close();
+    return Status(ErrorCode::kProtocolError, "reply to request " +
+                                                 std::to_string(frame->request_id) + ", expected " +
+                                                 std::to_string(id));
+  }
+  Status s = frame->AsStatus();
+  if (!s.ok()) {
+    if (EndsSession(s, frame->request_id)) channel_.Close();
+    return s;
+  }
+  auto out = frame->template As<Reply>();
+  if (!out.ok()) channel_.Close();
+  return out;
+}
+
+Status Session::Ping() { return Request<msg::Empty>(Opcode::kPing, msg::Empty{}).status(); }
+
+Expected<msg::DeviceInfo> Session::Info() {
+  return Request<msg::DeviceInfo>(Opcode::kInfo, msg::Empty{});
+}
+
+Status Session::Close() {
+  if (!channel_.is_open()) return Status::Ok();
+  auto r = Request<msg::Empty>(Opcode::kClose, msg::Empty{}, milliseconds(0));
+  channel_.Close();
+  if (!r.ok() && r.status().code() == ErrorCode::kDisconnected) return Status::Ok();
+  return r.status();
+}
+
+// Uploads: the header carries the SHA-256 the server checks after the last byte, so the file is
+// hashed in a first pass, then streamed in chunks.
+Expected<msg::FileEntry> Session::Upload(const std::string& local_path,
+                                         const std::string& remote_path) {
+  int fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(local_path);
+  FdCloser closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(local_path);
+  if (!S_ISREG(st.st_mode)) return Status(ErrorCode::kInvalidArgument, local_path + ": not a file");
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  CT_ASSIGN_OR_RETURN(std::string hex, Sha256FileHex(local_path));
+  if (!channel_.is_open()) return ClosedStatus();
+  Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(size / 1024));
+  uint32_t id = channel_.NextRequestId();
+  Status s = channel_.Send(Opcode::kUpload, id, msg::UploadRequest{remote_path, size, hex}, deadline);
+  if (s.ok()) s = channel_.SendFromFd(fd, size, deadline);
+  if (!s.ok()) {
+    // The server may have refused the upload and closed; its reason beats "connection reset".
+    auto why = channel_.ReadReply<msg::FileEntry>(id, DeadlineIn(milliseconds(1000)));
+    channel_.Close();
+    if (!why.ok() && why.status().code() != ErrorCode::kDisconnected &&
+        why.status().code() != ErrorCode::kTimeout && why.status().code() != ErrorCode::kIoError) {
+      return why.status();
+    }
+    return s;
+  }
+  auto reply = channel_.ReadFrame(deadline);
+  if (!reply.ok()) {
+    channel_.Close();
+    return reply.status();
+  }
+  Status rs = reply->AsStatus();
+  if (!rs.ok()) {
+    if (EndsSession(rs, reply->request_id)) channel_.Close();
+    return rs;
+  }
+  return reply->As<msg::FileEntry>();
+}
+
+Expected<msg::FileEntry> Session::UploadBytes(std::string_view data, const std::string& remote_path) {
+  if (!channel_.is_open()) return ClosedStatus();
+  Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(data.size() / 1024));
+  uint32_t id = channel_.NextRequestId();
+  msg::UploadRequest req{remote_path, data.size(), Sha256Hex(data)};
+  Status s = channel_.Send(Opcode::kUpload, id, req, deadline);
+  if (s.ok()) s = channel_.WriteBytes(data.data(), data.size(), deadline);
+  if (!s.ok()) {
+    auto why = channel_.ReadReply<msg::FileEntry>(id, DeadlineIn(milliseconds(1000)));
+    channel_.Close();
+    if (!why.ok() && why.status().code() != ErrorCode::kDisconnected &&
+        why.status().code() != ErrorCode::kTimeout && why.status().code() != ErrorCode::kIoError) {
+      return why.status();
+    }
+    return s;
+  }
+  auto reply = channel_.ReadFrame(deadline);
+  if (!reply.ok()) {
+    channel_.Close();
+    return reply.status();
+  }
+  Status rs = reply->AsStatus();
+  if (!rs.ok()) {
+    if (EndsSession(rs, reply->request_id)) channel_.Close();
+    return rs;
+  }
+  return reply->As<msg::FileEntry>();
+}
+
+Expected<msg::FileEntry> Session::Download(const std::string& remote_path,
+                                           const std::string& local_path) {
+  CT_ASSIGN_OR_RETURN(msg::FileEntry entry,
+                      Request<msg::FileEntry>(Opcode::kDownload, msg::FileRef{remote_path}));
+  // The bytes follow the header whatever happens here, so a local failure still has to read
+  // them (or drop the connection).
+  std::string part = local_path + ".part";
+  int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(entry.size / 1024));
+  if (fd < 0) {
+    Status open_error = ErrnoStatus(part);
+    if (!channel_.Discard(entry.size, deadline).ok()) channel_.Close();
+    return open_error;
+  }
+  Sha256 sha;
+  Status s = channel_.ReceiveToFd(fd, entry.size, deadline, &sha);
+  if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(part);
+  if (!s.ok()) {
+    if (IsTransportFailure(s)) channel_.Close();
+    ::unlink(part.c_str());
+    return s;
+  }
+  std::string hex = sha.FinalHex();
+  if (hex != entry.sha256_hex) {
+    ::unlink(part.c_str());
+    return Status(ErrorCode::kBadHash, "download of '" + remote_path + "': SHA-256 mismatch, got " +
+                                           hex + ", server said " + entry.sha256_hex);
+  }
+  if (::rename(part.c_str(), local_path.c_str()) != 0) {
+    Status e = ErrnoStatus("rename " + part);
+    ::unlink(part.c_str());
+    return e;
+  }
+  return entry;
+}
+
+Expected<std::vector<msg::FileEntry>> Session::ListFiles() {
+  CT_ASSIGN_OR_RETURN(msg::FileList list, Request<msg::FileList>(Opcode::kListFiles, msg::Empty{}));
+  return std::move(list.files);
+}
+
+Status Session::RemoveFile(const std::string& remote_path) {
+  return Request<msg::Empty>(Opcode::kRemoveFile, msg::FileRef{remote_path}).status();
+}
+
+Expected<RemoteModule> Session::LoadModule(const std::string& remote_path) {
+  CT_ASSIGN_OR_RETURN(msg::ModuleInfo info,
+                      Request<msg::ModuleInfo>(Opcode::kLoadModule, msg::LoadModuleRequest{remote_path}));
+  RemoteModule m;
+  m.session_ = this;
+  m.info_ = std::move(info);
+  return m;
+}
+
+Expected<RemoteTensor> Session::AllocTensor(const std::vector<int64_t>& shape, DLDataType dtype,
+                                            DLDevice device) {
+  msg::TensorAllocRequest req;
+  req.shape = shape;
+  req.dtype_code = dtype.code;
+  req.dtype_bits = dtype.bits;
+  req.dtype_lanes = dtype.lanes;
+  req.device_type = static_cast<int32_t>(device.device_type);
+  req.device_id = device.device_id;
+  CT_ASSIGN_OR_RETURN(msg::TensorRef ref, Request<msg::TensorRef>(Opcode::kTensorAlloc, req));
+  RemoteTensor t;
+  t.session_ = this;
+  t.id_ = ref.tensor_id;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.nbytes_ = ref.nbytes;
+  return t;
+}
+
+// --- Modules ----------------------------------------------------------------------------------
+
+Expected<msg::CallReply> RemoteModule::Call(const std::string& function,
+                                            const std::vector<msg::Arg>& args,
+                                            uint32_t timeout_ms) {
+  if (!session_) return Status(ErrorCode::kInvalidArgument, "module handle is empty");
+  msg::CallRequest req{info_.module_id, function, args, timeout_ms};
+  // The kernel's own time comes on top of the request timeout.
+  auto extra = timeout_ms ? milliseconds(timeout_ms) : session_->options_.request_timeout;
+  return session_->Request<msg::CallReply>(Opcode::kCall, req, extra);
+}
+
+Expected<msg::TimeReply> RemoteModule::Time(const std::string& function,
+                                            const std::vector<msg::Arg>& args,
+                                            const TimeOptions& options) {
+  if (!session_) return Status(ErrorCode::kInvalidArgument, "module handle is empty");
+  msg::TimeRequest req;
+  req.call = msg::CallRequest{info_.module_id, function, args, options.timeout_ms};
+  req.number = options.number;
+  req.repeat = options.repeat;
+  req.min_repeat_ms = options.min_repeat_ms;
+  req.cooldown_ms = options.cooldown_ms;
+  req.flush_cache = options.flush_cache;
+  // Warm-up plus every round (min_repeat_ms can make a round re-run a few times), each bounded by
+  // the device's per-call limit; the server enforces that, this only keeps the client from giving
+  // up first.
+  milliseconds per_call = options.timeout_ms ? milliseconds(options.timeout_ms)
+                                             : session_->options_.request_timeout;
+  uint64_t rounds = uint64_t{options.repeat} * (uint64_t{options.number} + 4);
+  milliseconds extra = per_call * (1 + std::min<uint64_t>(rounds, 1'000'000)) +
+                       milliseconds(uint64_t{options.repeat} *
+                                    (options.cooldown_ms + 4ull * options.min_repeat_ms));
+  return session_->Request<msg::TimeReply>(Opcode::kTimeCall, req, extra);
+}
+
+Status RemoteModule::Unload() {
+  if (!session_) return Status(ErrorCode::kInvalidArgument, "module handle is empty");
+  Status s =
+      session_->Request<msg::Empty>(Opcode::kUnloadModule, msg::ModuleRef{info_.module_id}).status();
+  if (s.ok()) session_ = nullptr;
+  return s;
+}
+
+// --- Tensors ----------------------------------------------------------------------------------
+
+Status RemoteTensor::CopyFrom(const void* data, uint64_t nbytes) {
+  if (nbytes != nbytes_) {
+    return Status(ErrorCode::kInvalidArgument, "copy of " + std::to_string(nbytes) +
+                                                   " bytes into a tensor of " +
+                                                   std::to_string(nbytes_));
+  }
+  return CopyFrom(data, 0, nbytes);
+}
+
+Status RemoteTensor::CopyTo(void* data, uint64_t nbytes) const {
+  if (nbytes != nbytes_) {
+    return Status(ErrorCode::kInvalidArgument, "copy of a tensor of " + std::to_string(nbytes_) +
+                                                   " bytes into " + std::to_string(nbytes));
+  }
+  return CopyTo(data, 0, nbytes);
+}
+
+Status RemoteTensor::CopyFrom(const void* data, uint64_t offset, uint64_t nbytes) {
+  if (!session_) return Status(ErrorCode::kInvalidArgument, "tensor handle is empty");
+  Channel& ch = session_->channel_;
+  if (!ch.is_open()) return ClosedStatus();
+  Deadline deadline = DeadlineIn(session_->options_.request_timeout + milliseconds(nbytes / 1024));
+  uint32_t id = ch.NextRequestId();
+  // Header, then the bytes straight from the caller's buffer.
+  Status s = ch.Send(Opcode::kTensorCopyIn, id, msg::TensorCopy{id_, offset, nbytes}, deadline);
+  if (s.ok()) s = ch.WriteBytes(data, nbytes, deadline);
+  if (!s.ok()) {
+    auto why = ch.ReadReply<msg::Empty>(id, DeadlineIn(milliseconds(1000)));
+    ch.Close();
+    if (!why.ok() && !IsTransportFailure(why.status())) return why.status();
+    return s;
+  }
+  auto frame = ch.ReadFrame(deadline);
+  if (!frame.ok()) {
+    ch.Close();
+    return frame.status();
+  }
+  Status rs = frame->AsStatus();
+  if (!rs.ok() && EndsSession(rs, frame->request_id)) ch.Close();
+  return rs;
+}
+
+Status RemoteTensor::CopyTo(void* data, uint64_t offset, uint64_t nbytes) const {
+  if (!session_) return Status(ErrorCode::kInvalidArgument, "tensor handle is empty");
+  CT_ASSIGN_OR_RETURN(msg::TensorCopy header,
+                      session_->Request<msg::TensorCopy>(Opcode::kTensorCopyOut,
+                                                         msg::TensorCopy{id_, offset, nbytes},
+                                                         milliseconds(nbytes / 1024)));
+  Channel& ch = session_->channel_;
+  if (header.nbytes != nbytes) {
+    ch.Close();
+    return Status(ErrorCode::kProtocolError, "server announced " + std::to_string(header.nbytes) +
+                                                 " bytes, asked for " + std::to_string(nbytes));
+  }
+  // Straight from the socket into the caller's buffer.
+  Status s = ch.ReadBytes(data, nbytes,
+                          DeadlineIn(session_->options_.request_timeout + milliseconds(nbytes / 1024)));
+  if (!s.ok()) ch.Close();
+  return s;
+}
+
+Status RemoteTensor::Free() {
+  if (!session_) return Status::Ok();
+  Status s = session_->Request<msg::Empty>(Opcode::kTensorFree, msg::TensorRef{id_, nbytes_}).status();
+  if (s.ok()) session_ = nullptr;
+  return s;
+}
+
+}  // namespace crosstune::client

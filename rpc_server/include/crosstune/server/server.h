@@ -1,0 +1,68 @@
+// crosstune-server's process model: a parent that accepts connections and forks one child per
+// session (session.h runs in the child), reaps children, turns a child's death into an error for
+// its client, enforces the session limit and timeout, and removes each session's workspace.
+//
+// Thread-safety: Run() runs the server on the calling thread; Stop() may be called from any
+// thread. Everything else is for the thread that calls Run().
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "crosstune/server/session.h"
+#include "crosstune/status.h"
+
+namespace crosstune::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;      // 0: ephemeral
+  uint16_t port_end = 0;  // > port: try port..port_end until one binds
+  // Session workspaces are made under here (created if missing). Empty: a fresh directory under
+  // $TMPDIR (or /tmp), removed at shutdown.
+  std::string work_dir;
+  bool fork = true;  // false: sessions in-process, one at a time (debugging; no crash isolation)
+  std::chrono::seconds session_timeout{0};  // 0: none
+  uint32_t max_sessions = 16;
+  SessionOptions session;  // what each session gets (auth, limits, hooks)
+};
+
+// What the parent knows when a session ends; see Server::set_on_session_end.
+struct SessionEnd {
+  std::string session_id;
+  pid_t pid = 0;
+  Status reported;  // what the client was told about an abnormal end; Ok for a normal one
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens; afterwards port() is the bound port.
+  Status Listen();
+  uint16_t port() const;
+  const std::string& host() const;
+
+  // Serves until Stop() or SIGINT/SIGTERM; then kills live sessions and removes their workspaces.
+  void Run();
+  void Stop();
+
+  // Called in the parent after each session ends (e.g. to tell the tracker the lease is free).
+  void set_on_session_end(std::function<void(const SessionEnd&)> fn);
+  // Live sessions right now.
+  size_t active_sessions() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace crosstune::server

@@ -1,0 +1,59 @@
+// The time evaluator of design.md, runs on the device.
+//
+// One warm-up call, then `repeat` rounds of `number` calls each. A round shorter than
+// min_repeat_ms grows `number` to max(number * 1.618, number * min_repeat_ms / elapsed) (at least
+// number + 1) and is measured again; the grown number carries over to later rounds. An optional
+// cooldown sleeps between rounds; an optional cache flush runs before every measured round. The
+// result is each round's seconds per call and the final number.
+//
+// The clock, the sleep and the cache flush are injected so the growth logic is testable without
+// real time. Not thread-safe; one evaluation at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "crosstune/status.h"
+
+namespace crosstune::server {
+
+struct TimeEvaluatorOptions {
+  uint32_t number = 1;
+  uint32_t repeat = 1;
+  uint32_t min_repeat_ms = 0;
+  uint32_t cooldown_ms = 0;
+  bool flush_cache = false;
+};
+
+struct TimeEvaluatorHooks {
+  std::function<double()> now_seconds;             // monotonic
+  std::function<void(uint32_t ms)> sleep_ms;       // cooldown
+  std::function<void()> flush_cache;               // touch a buffer bigger than the last-level cache
+  // Called before the warm-up (number 1) and before each measured round with that round's number
+  // (e.g. to arm a watchdog for number calls).
+  std::function<void(uint64_t calls)> before_batch;
+};
+
+struct TimeEvaluatorResult {
+  std::vector<double> seconds_per_call;
+  uint64_t number = 0;
+};
+
+// Runs `run_batch(n)` (n calls back to back) as described above. An error from run_batch stops
+// the evaluation and is returned.
+Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimeEvaluatorOptions& options,
+                                               const TimeEvaluatorHooks& hooks,
+                                               const std::function<Status(uint64_t n)>& run_batch);
+
+// The next `number` after a round of `elapsed_s` that was shorter than min_repeat_ms.
+uint64_t GrowNumber(uint64_t number, double elapsed_s, uint32_t min_repeat_ms);
+
+// Default hooks: steady_clock, nanosleep, and a flush over a buffer twice the largest CPU cache
+// sysfs reports (64 MiB when it reports none). The buffer is allocated on first use.
+TimeEvaluatorHooks DefaultTimeEvaluatorHooks();
+
+// Upper bound on calls per round, so a zero-cost function and a coarse clock cannot grow forever.
+inline constexpr uint64_t kMaxNumber = uint64_t{1} << 32;
+
+}  // namespace crosstune::server

@@ -1,0 +1,104 @@
+#include "crosstune/server/call_slot.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <new>
+
+namespace crosstune::server {
+
+static_assert(kCallTimerSignal == SIGALRM);
+
+void CallSlot::Begin(uint32_t request, const std::string& fn, uint32_t limit_ms, uint64_t n,
+                     bool is_timing) {
+  request_id = request;
+  timeout_ms = limit_ms;
+  calls = n;
+  timing = is_timing;
+  size_t len = std::min(fn.size(), sizeof(function) - 1);
+  std::memcpy(function, fn.data(), len);
+  function[len] = '\0';
+  in_call.store(1, std::memory_order_release);
+}
+
+CallSlot* MapCallSlot() {
+  void* p = ::mmap(nullptr, sizeof(CallSlot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return new (p) CallSlot();
+}
+
+void UnmapCallSlot(CallSlot* slot) {
+  if (!slot) return;
+  slot->~CallSlot();
+  ::munmap(slot, sizeof(CallSlot));
+}
+
+std::string DescribeSignal(int sig) {
+  const char* name = nullptr;
+  const char* what = nullptr;
+  switch (sig) {
+    case SIGSEGV: name = "SIGSEGV"; what = "segmentation fault"; break;
+    case SIGBUS: name = "SIGBUS"; what = "bus error"; break;
+    case SIGILL: name = "SIGILL"; what = "illegal instruction"; break;
+    case SIGFPE: name = "SIGFPE"; what = "arithmetic exception"; break;
+    case SIGABRT: name = "SIGABRT"; what = "aborted"; break;
+    case SIGKILL: name = "SIGKILL"; what = "killed; out of memory?"; break;
+    case SIGTERM: name = "SIGTERM"; what = "terminated"; break;
+    case SIGALRM: name = "SIGALRM"; what = "alarm"; break;
+    case SIGTRAP: name = "SIGTRAP"; what = "trace trap"; break;
+    case SIGSYS: name = "SIGSYS"; what = "bad system call"; break;
+    case SIGPIPE: name = "SIGPIPE"; what = "broken pipe"; break;
+    case SIGXCPU: name = "SIGXCPU"; what = "CPU time limit exceeded"; break;
+    default: break;
+  }
+  if (!name) {
+    const char* d = ::strsignal(sig);
+    return "signal " + std::to_string(sig) + (d ? std::string(" (") + d + ")" : "");
+  }
+  return std::string(name) + " (" + what + ")";
+}
+
+Status DescribeChildEnd(const CallSlot& slot, int wait_status, bool session_timed_out,
+                        int64_t session_timeout_s) {
+  bool in_call = slot.in_call.load(std::memory_order_acquire) != 0;
+  std::string fn = slot.function;
+  if (session_timed_out) {
+    std::string s = "session ran past its " + std::to_string(session_timeout_s) + " s limit";
+    if (in_call) s += " in '" + fn + "'";
+    return Status(ErrorCode::kTimeout, s);
+  }
+  if (!WIFSIGNALED(wait_status)) return Status::Ok();
+  int sig = WTERMSIG(wait_status);
+  if (in_call && sig == kCallTimerSignal) {
+    if (slot.timing) {
+      return Status(ErrorCode::kTimeout,
+                    "timing '" + fn + "' ran past " + std::to_string(slot.timeout_ms) +
+                        " ms per call (" + std::to_string(slot.calls) + " calls in a round)");
+    }
+    return Status(ErrorCode::kTimeout,
+                  "call '" + fn + "' ran past " + std::to_string(slot.timeout_ms) + " ms");
+  }
+  if (in_call) {
+    return Status(ErrorCode::kRemoteCrash, "kernel '" + fn + "' died by " + DescribeSignal(sig));
+  }
+  return Status(ErrorCode::kRemoteCrash, "session process died by " + DescribeSignal(sig) +
+                                             " outside a kernel call");
+}
+
+void ArmCallTimer(uint64_t ms) {
+  constexpr uint64_t kDayMs = 24ull * 3600 * 1000;
+  ms = std::min(ms, kDayMs);
+  itimerval t{};
+  t.it_value.tv_sec = static_cast<time_t>(ms / 1000);
+  t.it_value.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+  ::setitimer(ITIMER_REAL, &t, nullptr);
+}
+
+}  // namespace crosstune::server

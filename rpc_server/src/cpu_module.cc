@@ -1,0 +1,160 @@
+// The CPU backend: ELF shared objects that export the kernel_abi.h module table.
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "crosstune/server/elf.h"
+#include "crosstune/server/module.h"
+
+namespace crosstune::server {
+namespace {
+
+// The one checking helper for the dl* API: dlerror() text, or a fallback.
+std::string DlError(const char* fallback) {
+  const char* e = ::dlerror();
+  return e ? e : fallback;
+}
+
+class CpuModule final : public Module {
+ public:
+  CpuModule(void* handle, const ct_module* table) : handle_(handle), table_(table) {
+    target_ = table->target ? table->target : "";
+    for (uint32_t i = 0; i < table->num_functions; ++i) {
+      const ct_function& f = table->functions[i];
+      functions_.push_back(msg::FunctionInfo{f.name ? f.name : "", f.signature ? f.signature : ""});
+    }
+  }
+  ~CpuModule() override {
+    if (handle_) ::dlclose(handle_);
+  }
+
+  std::string_view kind() const override { return "cpu"; }
+  const std::string& target() const override { return target_; }
+  const std::vector<msg::FunctionInfo>& functions() const override { return functions_; }
+
+  Status Invoke(size_t index, const ct_arg* args, int32_t num_args, uint64_t times,
+                int32_t* ret) override {
+    ct_packed_fn fn = table_->functions[index].fn;
+    *ret = 0;
+    for (uint64_t i = 0; i < times; ++i) {
+      int32_t r = fn(args, num_args);
+      if (r != 0) {
+        *ret = r;
+        break;
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::string LastError() const override {
+    if (!table_->last_error) return "";
+    const char* e = table_->last_error();
+    return e ? e : "";
+  }
+
+ private:
+  void* handle_;
+  const ct_module* table_;
+  std::string target_;
+  std::vector<msg::FunctionInfo> functions_;
+};
+
+class CpuLoader final : public ModuleLoader {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  bool Accepts(const LoadRequest& request) const override {
+    // Anything that is not claimed by a more specific loader lands here, so a non-ELF file gets
+    // the ELF check's "not an ELF file" rather than "no loader".
+    (void)request;
+    return true;
+  }
+
+  Expected<std::unique_ptr<Module>> Load(const LoadRequest& request) override {
+    const std::string& name = request.display_name;
+    CT_RETURN_IF_ERROR(CheckElfForHost(request.head, name));
+    ::dlerror();
+    void* handle = ::dlopen(request.abs_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      return Status(ErrorCode::kInvalidArgument, name + ": cannot load: " + DlError("dlopen failed"));
+    }
+    auto entry = reinterpret_cast<ct_module_entry>(::dlsym(handle, CT_MODULE_SYMBOL));
+    if (!entry) {
+      std::string why = DlError("symbol not found");
+      ::dlclose(handle);
+      return Status(ErrorCode::kInvalidArgument,
+                    name + ": not a crosstune module (no " CT_MODULE_SYMBOL "): " + why);
+    }
+    const ct_module* table = entry();
+    if (!table) {
+      ::dlclose(handle);
+      return Status(ErrorCode::kInvalidArgument, name + ": " CT_MODULE_SYMBOL "() returned null");
+    }
+    if (table->abi_version != CT_ABI_VERSION) {
+      uint32_t v = table->abi_version;
+      ::dlclose(handle);
+      return Status(ErrorCode::kVersionMismatch,
+                    name + ": kernel ABI version " + std::to_string(v) + ", this server speaks " +
+                        std::to_string(CT_ABI_VERSION));
+    }
+    for (uint32_t i = 0; i < table->num_functions; ++i) {
+      const ct_function& f = table->functions[i];
+      if (!f.name || !f.fn || !f.signature) {
+        ::dlclose(handle);
+        return Status(ErrorCode::kInvalidArgument,
+                      name + ": function " + std::to_string(i) + " has no name, pointer or signature");
+      }
+    }
+    return std::unique_ptr<Module>(std::make_unique<CpuModule>(handle, table));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ModuleLoader> MakeCpuLoader() { return std::make_unique<CpuLoader>(); }
+
+Expected<std::unique_ptr<Module>> LoaderRegistry::Load(const LoadRequest& request) {
+  for (auto& loader : loaders_) {
+    if (loader->Accepts(request)) return loader->Load(request);
+  }
+  return Status(ErrorCode::kInvalidArgument, request.display_name + ": no loader for this file");
+}
+
+void RegisterDefaultLoaders(LoaderRegistry& registry) {
+  // More specific loaders (".ctpkg" packages, CUDA cubin/PTX) go before the CPU loader, which
+  // accepts everything so that unknown files get its "not an ELF file" message.
+  registry.Add(MakeCpuLoader());
+}
+
+Status CheckSignature(const std::string& function, const std::string& signature,
+                      const std::vector<msg::Arg>& args) {
+  if (args.size() != signature.size()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "'" + function + "' takes " + std::to_string(signature.size()) +
+                      " arguments (signature \"" + signature + "\"), got " +
+                      std::to_string(args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    char want = signature[i];
+    auto kind = static_cast<msg::ArgKind>(args[i].kind);
+    char got = kind == msg::ArgKind::kInt64     ? 'i'
+               : kind == msg::ArgKind::kFloat64 ? 'f'
+               : kind == msg::ArgKind::kTensor  ? 't'
+                                                : '?';
+    if (want != 'i' && want != 'f' && want != 't') {
+      return Status(ErrorCode::kInvalidArgument, "'" + function + "' has a bad signature \"" +
+                                                     signature + "\"");
+    }
+    if (got != want) {
+      auto kind_name = [](char c) {
+        return c == 'i' ? "an int64" : c == 'f' ? "a float64" : c == 't' ? "a tensor" : "an unknown kind";
+      };
+      return Status(ErrorCode::kInvalidArgument, "'" + function + "' argument " +
+                                                     std::to_string(i) + " must be " +
+                                                     kind_name(want) + ", got " + kind_name(got));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace crosstune::server

@@ -1,0 +1,351 @@
+#include "crosstune/server/server.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "crosstune/channel.h"
+#include "crosstune/crypto.h"
+#include "crosstune/server/call_slot.h"
+
+namespace crosstune::server {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using std::chrono::milliseconds;
+
+// Sends one error frame on a socket the parent holds and closes it. The socket is shut down for
+// writing and drained first, so unread client bytes do not turn the close into a reset that would
+// destroy the error frame before the client reads it.
+void SendErrorAndClose(int fd, uint32_t request_id, const Status& status) {
+  Channel ch(fd);
+  (void)ch.SendError(request_id, status, DeadlineIn(milliseconds(500)));
+  ::shutdown(fd, SHUT_WR);
+  char buf[4096];
+  while (::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+  }
+}
+
+}  // namespace
+
+class Server::Impl {
+ public:
+  explicit Impl(ServerOptions options)
+      : options_(std::move(options)),
+        acceptor_(io_),
+        signals_(io_, SIGINT, SIGTERM),
+        child_signals_(io_, SIGCHLD),
+        backoff_(io_) {}
+
+  ~Impl() { Shutdown(); }
+
+  Status Listen() {
+    CT_RETURN_IF_ERROR(PrepareWorkDir());
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(options_.host, ec);
+    if (ec) {
+      // A name rather than an address: resolve it.
+      tcp::resolver resolver(io_);
+      auto results = resolver.resolve(options_.host, "", ec);
+      if (ec || results.empty()) {
+        return Status(ErrorCode::kInvalidArgument,
+                      "cannot resolve --host '" + options_.host + "': " + ec.message());
+      }
+      addr = results.begin()->endpoint().address();
+    }
+    uint16_t first = options_.port;
+    uint16_t last = options_.port_end > first ? options_.port_end : first;
+    std::string last_error;
+    for (uint32_t p = first; p <= last; ++p) {
+      boost::system::error_code e;
+      tcp::acceptor a(io_);
+      tcp::endpoint ep(addr, static_cast<uint16_t>(p));
+      a.open(ep.protocol(), e);
+      if (!e) a.set_option(asio::socket_base::reuse_address(true), e);
+      if (!e) a.bind(ep, e);
+      if (!e) a.listen(asio::socket_base::max_listen_connections, e);
+      if (!e) {
+        acceptor_ = std::move(a);
+        port_ = acceptor_.local_endpoint().port();
+        return Status::Ok();
+      }
+      last_error = e.message();
+    }
+    std::string range = std::to_string(first) + (last != first ? "-" + std::to_string(last) : "");
+    return Status(ErrorCode::kIoError,
+                  "cannot listen on " + options_.host + ":" + range + ": " + last_error);
+  }
+
+  void Run() {
+    if (!acceptor_.is_open()) {
+      Status s = Listen();
+      if (!s.ok()) {
+        spdlog::error("{}", s.message());
+        return;
+      }
+    }
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      spdlog::info("signal {}: shutting down", sig);
+      Shutdown();
+    });
+    WaitForChildren();
+    Accept();
+    io_.run();
+    Shutdown();
+  }
+
+  void Stop() {
+    asio::post(io_, [this] { Shutdown(); });
+  }
+
+  uint16_t port() const { return port_; }
+  const std::string& host() const { return options_.host; }
+  size_t active() const { return sessions_.size(); }
+  void set_on_session_end(std::function<void(const SessionEnd&)> fn) {
+    on_session_end_ = std::move(fn);
+  }
+
+ private:
+  struct Live {
+    std::string id;
+    int fd = -1;  // the parent's copy of the client socket, for the crash report
+    CallSlot* slot = nullptr;
+    std::string workspace;
+    std::unique_ptr<asio::steady_timer> timer;
+    bool timed_out = false;
+  };
+
+  Status PrepareWorkDir() {
+    std::error_code ec;
+    if (options_.work_dir.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string base = tmp && *tmp ? tmp : "/tmp";
+      options_.work_dir = base + "/crosstune-server-" + std::to_string(::getpid()) + "-" +
+                          RandomHex(4);
+      owns_work_dir_ = true;
+    }
+    std::filesystem::create_directories(options_.work_dir, ec);
+    if (ec) {
+      return Status(ErrorCode::kIoError,
+                    "cannot create --work-dir " + options_.work_dir + ": " + ec.message());
+    }
+    return Status::Ok();
+  }
+
+  void Accept() {
+    acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted || stopping_) return;
+      if (ec) {
+        // Out of fds and the like: wait before trying again instead of spinning on the error.
+        backoff_ms_ = std::min(backoff_ms_ ? backoff_ms_ * 2 : 50, 2000);
+        spdlog::warn("accept failed: {}; retrying in {} ms", ec.message(), backoff_ms_);
+        backoff_.expires_after(milliseconds(backoff_ms_));
+        backoff_.async_wait([this](const boost::system::error_code& e) {
+          if (!e && !stopping_) Accept();
+        });
+        return;
+      }
+      backoff_ms_ = 0;
+      OnConnection(std::move(socket));
+      if (!stopping_) Accept();
+    });
+  }
+
+  void OnConnection(tcp::socket socket) {
+    boost::system::error_code ec;
+    socket.set_option(tcp::no_delay(true), ec);
+    auto peer = socket.remote_endpoint(ec);
+    std::string peer_str = ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
+    int fd = socket.release(ec);
+    if (ec || fd < 0) return;
+    // Blocking-mode flags do not matter to Channel (it polls), but the fd must not leak into
+    // children of other sessions: those close it explicitly (see RunChild).
+    if (sessions_.size() >= options_.max_sessions) {
+      spdlog::warn("refusing {}: {} sessions already running (--max-sessions)", peer_str,
+                   sessions_.size());
+      SendErrorAndClose(fd, 0,
+                        Status(ErrorCode::kBusy, "server busy: " + std::to_string(sessions_.size()) +
+                                                     " sessions running (--max-sessions " +
+                                                     std::to_string(options_.max_sessions) + ")"));
+      return;
+    }
+    std::string id = RandomHex(6);
+    std::string ws = options_.work_dir + "/session-" + id;
+    std::error_code fec;
+    std::filesystem::create_directories(ws, fec);
+    if (fec) {
+      SendErrorAndClose(fd, 0, Status(ErrorCode::kIoError, "cannot create a workspace: " + fec.message()));
+      return;
+    }
+    spdlog::info("session {}: connection from {}", id, peer_str);
+
+    if (!options_.fork) {
+      SessionOptions so = options_.session;
+      so.guard_calls = false;
+      so.session_timeout = options_.session_timeout;
+      Status s = RunSession(fd, ws, id, so, nullptr);
+      if (!s.ok()) spdlog::info("session {} ended: {}", id, s.ToString());
+      std::filesystem::remove_all(ws, fec);
+      if (on_session_end_) on_session_end_(SessionEnd{id, ::getpid(), Status::Ok()});
+      return;
+    }
+
+    CallSlot* slot = MapCallSlot();
+    if (!slot) {
+      SendErrorAndClose(fd, 0, Status(ErrorCode::kInternal, "cannot map the call page"));
+      std::filesystem::remove_all(ws, fec);
+      return;
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      SendErrorAndClose(fd, 0, Status(ErrorCode::kBusy, "cannot fork a session process"));
+      UnmapCallSlot(slot);
+      std::filesystem::remove_all(ws, fec);
+      return;
+    }
+    if (pid == 0) RunChild(fd, ws, id, slot);  // never returns
+
+    Live live;
+    live.id = id;
+    live.fd = fd;
+    live.slot = slot;
+    live.workspace = ws;
+    if (options_.session_timeout.count() > 0) {
+      live.timer = std::make_unique<asio::steady_timer>(io_, options_.session_timeout);
+      live.timer->async_wait([this, pid](const boost::system::error_code& e) {
+        if (e) return;
+        auto it = sessions_.find(pid);
+        if (it == sessions_.end()) return;
+        spdlog::warn("session {}: ran past {} s, killing it", it->second.id,
+                     options_.session_timeout.count());
+        it->second.timed_out = true;
+        ::kill(pid, SIGKILL);
+      });
+    }
+    sessions_.emplace(pid, std::move(live));
+  }
+
+  [[noreturn]] void RunChild(int fd, const std::string& ws, const std::string& id, CallSlot* slot) {
+    // The parent's asio objects are not touched here: the child only closes the descriptors it
+    // must not hold (raw close leaves the parent's epoll registrations alone) and restores the
+    // signal dispositions asio changed.
+    ::close(acceptor_.native_handle());
+    for (auto& [pid, live] : sessions_) ::close(live.fd);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGALRM, SIGSEGV, SIGBUS, SIGILL, SIGFPE}) {
+      ::sigaction(sig, &dfl, nullptr);
+    }
+    ::signal(SIGPIPE, SIG_IGN);
+    sigset_t all;
+    sigemptyset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, nullptr);
+    SessionOptions so = options_.session;
+    so.session_timeout = options_.session_timeout;
+    Status s = RunSession(fd, ws, id, so, slot);
+    if (!s.ok()) spdlog::info("session {} ended: {}", id, s.ToString());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(0);
+  }
+
+  void WaitForChildren() {
+    child_signals_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      Reap(/*block=*/false);
+      if (!stopping_) WaitForChildren();
+    });
+  }
+
+  void Reap(bool block) {
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, block ? 0 : WNOHANG);
+      if (pid <= 0) return;
+      auto it = sessions_.find(pid);
+      if (it == sessions_.end()) continue;
+      Finish(it->first, it->second, status);
+      sessions_.erase(it);
+      if (block && sessions_.empty()) return;
+    }
+  }
+
+  void Finish(pid_t pid, Live& live, int status) {
+    if (live.timer) live.timer->cancel();
+    Status report = DescribeChildEnd(*live.slot, status, live.timed_out,
+                                     options_.session_timeout.count());
+    if (!report.ok() && !stopping_) {
+      uint32_t request = live.slot->in_call.load() ? live.slot->request_id : 0;
+      spdlog::warn("session {}: {}", live.id, report.ToString());
+      SendErrorAndClose(live.fd, request, report);
+    } else {
+      ::close(live.fd);
+    }
+    UnmapCallSlot(live.slot);
+    std::error_code ec;
+    std::filesystem::remove_all(live.workspace, ec);
+    if (ec) spdlog::warn("session {}: cannot remove {}: {}", live.id, live.workspace, ec.message());
+    spdlog::info("session {} ended", live.id);
+    if (on_session_end_) on_session_end_(SessionEnd{live.id, pid, report});
+  }
+
+  void Shutdown() {
+    if (stopping_) return;
+    stopping_ = true;
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    signals_.cancel(ec);
+    child_signals_.cancel(ec);
+    backoff_.cancel();
+    for (auto& [pid, live] : sessions_) ::kill(pid, SIGKILL);
+    if (!sessions_.empty()) Reap(/*block=*/true);
+    if (owns_work_dir_) {
+      std::error_code fec;
+      std::filesystem::remove_all(options_.work_dir, fec);
+    }
+    io_.stop();
+  }
+
+  ServerOptions options_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::signal_set child_signals_;
+  asio::steady_timer backoff_;
+  int backoff_ms_ = 0;
+  uint16_t port_ = 0;
+  bool owns_work_dir_ = false;
+  std::atomic<bool> stopping_{false};
+  std::map<pid_t, Live> sessions_;
+  std::function<void(const SessionEnd&)> on_session_end_;
+};
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Server::~Server() = default;
+Status Server::Listen() { return impl_->Listen(); }
+uint16_t Server::port() const { return impl_->port(); }
+const std::string& Server::host() const { return impl_->host(); }
+void Server::Run() { impl_->Run(); }
+void Server::Stop() { impl_->Stop(); }
+void Server::set_on_session_end(std::function<void(const SessionEnd&)> fn) {
+  impl_->set_on_session_end(std::move(fn));
+}
+size_t Server::active_sessions() const { return impl_->active(); }
+
+}  // namespace crosstune::server

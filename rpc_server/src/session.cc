@@ -1,0 +1,443 @@
+#include "crosstune/server/session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "crosstune/channel.h"
+#include "crosstune/crypto.h"
+#include "crosstune/handshake.h"
+#include "crosstune/server/call_slot.h"
+#include "crosstune/server/device_info.h"
+#include "crosstune/server/module.h"
+#include "crosstune/server/tensor_store.h"
+#include "crosstune/server/time_evaluator.h"
+#include "crosstune/server/workspace.h"
+
+namespace crosstune::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A refused bulk body this small is read and dropped so the session goes on; a larger one ends
+// the session instead (reading gigabytes only to discard them helps nobody).
+constexpr uint64_t kMaxDiscardBytes = uint64_t{256} << 20;
+
+// Reply sent, or the transport broke (then the session ends).
+using Outcome = Status;
+
+class SessionHandler {
+ public:
+  SessionHandler(Channel channel, Workspace workspace, const SessionOptions& options,
+                 CallSlot* slot)
+      : ch_(std::move(channel)),
+        ws_(std::move(workspace)),
+        options_(options),
+        slot_(slot),
+        tensors_(options.max_tensor_bytes) {
+    RegisterDefaultLoaders(loaders_);
+    if (options_.add_loaders) options_.add_loaders(loaders_);
+    if (options_.session_timeout.count() > 0) {
+      session_deadline_ = Clock::now() + options_.session_timeout;
+    }
+  }
+
+  Status Serve(const std::string& session_id) {
+    ServerHandshakeOptions hs{options_.auth_secret, session_id, options_.accept_hello};
+    auto hello = ServerHandshake(ch_, hs, DeadlineIn(options_.handshake_timeout));
+    if (!hello.ok()) return hello.status();
+    spdlog::info("session {}: {} connected", session_id, hello->peer_name);
+    for (;;) {
+      auto frame = ch_.ReadFrame(session_deadline_);
+      if (!frame.ok()) {
+        const Status& s = frame.status();
+        if (s.code() == ErrorCode::kDisconnected) return Status::Ok();
+        if (s.code() == ErrorCode::kTimeout) {
+          Status t(ErrorCode::kTimeout, "session ran past its " +
+                                            std::to_string(options_.session_timeout.count() / 1000) +
+                                            " s limit");
+          (void)ch_.SendError(0, t, DeadlineIn(milliseconds(500)));
+          return t;
+        }
+        // Garbage or an oversize frame: we cannot find the next frame boundary, so say why and
+        // close.
+        (void)ch_.SendError(0, s, DeadlineIn(milliseconds(500)));
+        return s;
+      }
+      bool done = false;
+      Status st = Dispatch(*frame, &done);
+      if (!st.ok()) return st;
+      if (done) return Status::Ok();
+    }
+  }
+
+ private:
+  Deadline IoDeadline(uint64_t bytes = 0) const {
+    // The io timeout plus a floor rate of 1 MiB/s for bulk bytes, never past the session's end.
+    Deadline d = Clock::now() + options_.io_timeout + milliseconds(bytes / 1024);
+    return std::min(d, session_deadline_);
+  }
+
+  template <typename T>
+  Outcome Reply(uint32_t id, const T& value) {
+    return ch_.Send(Opcode::kResult, id, value, IoDeadline());
+  }
+  Outcome ReplyError(uint32_t id, const Status& s) { return ch_.SendError(id, s, IoDeadline()); }
+  template <typename T>
+  Outcome ReplyOr(uint32_t id, const Expected<T>& v) {
+    return v.ok() ? Reply(id, *v) : ReplyError(id, v.status());
+  }
+  Outcome ReplyStatus(uint32_t id, const Status& s) {
+    return s.ok() ? Reply(id, msg::Empty{}) : ReplyError(id, s);
+  }
+
+  // After refusing a request whose body bytes are already on their way: drop them so the stream
+  // stays in step, or end the session when there are too many.
+  Outcome RefuseBody(uint32_t id, const Status& why, uint64_t body_bytes) {
+    CT_RETURN_IF_ERROR(ReplyError(id, why));
+    if (body_bytes > kMaxDiscardBytes) {
+      return Status(why.code(), why.message() + " (connection closed rather than reading " +
+                                    std::to_string(body_bytes) + " refused bytes)");
+    }
+    return ch_.Discard(body_bytes, IoDeadline(body_bytes));
+  }
+
+  Status Dispatch(const Frame& f, bool* done) {
+    const uint32_t id = f.request_id;
+    if (slot_) slot_->request_id = id;
+    switch (f.op) {
+      case Opcode::kPing: return Reply(id, msg::Empty{});
+      case Opcode::kClose:
+        *done = true;
+        return Reply(id, msg::Empty{});
+      case Opcode::kInfo:
+        if (!info_) info_ = CollectDeviceInfo();
+        return Reply(id, *info_);
+      case Opcode::kUpload: return HandleUpload(f);
+      case Opcode::kDownload: return HandleDownload(f);
+      case Opcode::kListFiles: {
+        auto files = ws_.List();
+        if (!files.ok()) return ReplyError(id, files.status());
+        return Reply(id, msg::FileList{std::move(files).value()});
+      }
+      case Opcode::kRemoveFile: {
+        auto ref = f.As<msg::FileRef>();
+        if (!ref.ok()) return ReplyError(id, ref.status());
+        return ReplyStatus(id, ws_.Remove(ref->path));
+      }
+      case Opcode::kLoadModule: return HandleLoad(f);
+      case Opcode::kUnloadModule: {
+        auto ref = f.As<msg::ModuleRef>();
+        if (!ref.ok()) return ReplyError(id, ref.status());
+        if (modules_.erase(ref->module_id) == 0) {
+          return ReplyError(id, Status(ErrorCode::kNotFound,
+                                       "no module " + std::to_string(ref->module_id)));
+        }
+        return Reply(id, msg::Empty{});
+      }
+      case Opcode::kListFunctions: {
+        auto ref = f.As<msg::ModuleRef>();
+        if (!ref.ok()) return ReplyError(id, ref.status());
+        auto m = FindModule(ref->module_id);
+        if (!m.ok()) return ReplyError(id, m.status());
+        return Reply(id, Describe(ref->module_id, **m));
+      }
+      case Opcode::kCall: return HandleCall(f);
+      case Opcode::kTimeCall: return HandleTime(f);
+      case Opcode::kTensorAlloc: {
+        auto req = f.As<msg::TensorAllocRequest>();
+        if (!req.ok()) return ReplyError(id, req.status());
+        return ReplyOr(id, tensors_.Alloc(*req));
+      }
+      case Opcode::kTensorFree: {
+        auto ref = f.As<msg::TensorRef>();
+        if (!ref.ok()) return ReplyError(id, ref.status());
+        return ReplyStatus(id, tensors_.Free(ref->tensor_id));
+      }
+      case Opcode::kTensorCopyIn: return HandleCopyIn(f);
+      case Opcode::kTensorCopyOut: return HandleCopyOut(f);
+      default: break;
+    }
+    uint16_t op = static_cast<uint16_t>(f.op);
+    std::string what = IsKnownOpcode(op) ? std::string(OpcodeName(f.op)) + " (opcode " +
+                                               std::to_string(op) + ") is not a session request"
+                                         : "unknown opcode " + std::to_string(op);
+    return ReplyError(id, Status(ErrorCode::kProtocolError, what));
+  }
+
+  // --- Files ----------------------------------------------------------------------------------
+
+  Outcome HandleUpload(const Frame& f) {
+    auto req = f.As<msg::UploadRequest>();
+    // Without a readable header we do not know how many bytes follow: the stream is lost.
+    if (!req.ok()) {
+      (void)ReplyError(f.request_id, req.status());
+      return req.status();
+    }
+    if (req->size > options_.max_upload_bytes) {
+      return RefuseBody(f.request_id,
+                        Status(ErrorCode::kLimitExceeded,
+                               "upload of '" + req->path + "' is " + std::to_string(req->size) +
+                                   " bytes, over the server's limit of " +
+                                   std::to_string(options_.max_upload_bytes) +
+                                   " (--max-upload-bytes)"),
+                        req->size);
+    }
+    auto pending = ws_.CreateTemp(req->path);
+    if (!pending.ok()) return RefuseBody(f.request_id, pending.status(), req->size);
+    Sha256 sha;
+    Status recv = ch_.ReceiveToFd(pending->fd.get(), req->size, IoDeadline(req->size), &sha);
+    if (!recv.ok()) {
+      ws_.Abort(*pending);
+      return recv;
+    }
+    std::string hex = sha.FinalHex();
+    std::string want = req->sha256_hex;
+    std::transform(want.begin(), want.end(), want.begin(), ::tolower);
+    if (!want.empty() && want != hex) {
+      ws_.Abort(*pending);
+      return ReplyError(f.request_id,
+                        Status(ErrorCode::kBadHash, "upload of '" + req->path +
+                                                        "': SHA-256 mismatch, received " + hex +
+                                                        ", expected " + want + "; nothing kept"));
+    }
+    ws_.RememberHash(pending->fd.get(), pending->normalized, hex);
+    Status commit = ws_.Commit(*pending);
+    if (!commit.ok()) return ReplyError(f.request_id, commit);
+    return Reply(f.request_id, msg::FileEntry{pending->normalized, req->size, hex});
+  }
+
+  Outcome HandleDownload(const Frame& f) {
+    auto ref = f.As<msg::FileRef>();
+    if (!ref.ok()) return ReplyError(f.request_id, ref.status());
+    auto file = ws_.OpenForRead(ref->path);
+    if (!file.ok()) return ReplyError(f.request_id, file.status());
+    auto hex = ws_.HashOf(file->fd.get(), file->normalized);
+    if (!hex.ok()) return ReplyError(f.request_id, hex.status());
+    CT_RETURN_IF_ERROR(Reply(f.request_id, msg::FileEntry{file->normalized, file->size, *hex}));
+    // The header promised `size` bytes; if the file cannot deliver them the stream is broken
+    // and the session ends.
+    return ch_.SendFromFd(file->fd.get(), file->size, IoDeadline(file->size));
+  }
+
+  // --- Modules and calls ------------------------------------------------------------------------
+
+  struct LoadedModule {
+    std::unique_ptr<Module> module;
+    std::string path;
+  };
+
+  Expected<Module*> FindModule(uint32_t id) {
+    auto it = modules_.find(id);
+    if (it == modules_.end()) {
+      return Status(ErrorCode::kNotFound, "no module " + std::to_string(id) + " in this session");
+    }
+    return it->second.module.get();
+  }
+
+  static msg::ModuleInfo Describe(uint32_t id, const Module& m) {
+    return msg::ModuleInfo{id, m.target(), m.functions(), std::string(m.kind())};
+  }
+
+  Outcome HandleLoad(const Frame& f) {
+    auto req = f.As<msg::LoadModuleRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto file = ws_.OpenForRead(req->path);
+    if (!file.ok()) return ReplyError(f.request_id, file.status());
+    for (const auto& [mid, loaded] : modules_) {
+      // dlopen hands back the already-loaded library for the same path, which would run stale
+      // code after a re-upload under the same name.
+      if (loaded.path == file->normalized) {
+        return ReplyError(f.request_id,
+                          Status(ErrorCode::kInvalidArgument,
+                                 "'" + file->normalized + "' is already loaded as module " +
+                                     std::to_string(mid) + "; unload it first"));
+      }
+    }
+    LoadRequest lr;
+    lr.display_name = req->path;
+    lr.abs_path = file->abs_path;
+    lr.fd = file->fd.get();
+    lr.workspace = &ws_;
+    char head[64];
+    ssize_t n = ::pread(lr.fd, head, sizeof(head), 0);
+    lr.head.assign(head, n > 0 ? static_cast<size_t>(n) : 0);
+    auto module = loaders_.Load(lr);
+    if (!module.ok()) return ReplyError(f.request_id, module.status());
+    uint32_t id = next_module_id_++;
+    msg::ModuleInfo info = Describe(id, **module);
+    modules_[id] = LoadedModule{std::move(module).value(), file->normalized};
+    spdlog::debug("loaded '{}' as module {} ({} functions)", req->path, id, info.functions.size());
+    return Reply(f.request_id, info);
+  }
+
+  // Resolves a call's module, function and arguments into packed args (in args_).
+  Expected<size_t> Prepare(const msg::CallRequest& call, Module** module) {
+    CT_ASSIGN_OR_RETURN(*module, FindModule(call.module_id));
+    const auto& fns = (*module)->functions();
+    size_t index = fns.size();
+    for (size_t i = 0; i < fns.size(); ++i) {
+      if (fns[i].name == call.function) {
+        index = i;
+        break;
+      }
+    }
+    if (index == fns.size()) {
+      std::string names;
+      for (const auto& fn : fns) names += (names.empty() ? "" : ", ") + fn.name;
+      return Status(ErrorCode::kNotFound, "module " + std::to_string(call.module_id) +
+                                              " has no function '" + call.function +
+                                              "' (it has: " + names + ")");
+    }
+    if (call.args.size() > static_cast<size_t>(Limits::kMaxCallArgs)) {
+      return Status(ErrorCode::kLimitExceeded, "too many arguments");
+    }
+    CT_RETURN_IF_ERROR(CheckSignature(call.function, fns[index].signature, call.args));
+    args_.resize(call.args.size());
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      const msg::Arg& a = call.args[i];
+      ct_arg& out = args_[i];
+      out.reserved = 0;
+      switch (static_cast<msg::ArgKind>(a.kind)) {
+        case msg::ArgKind::kInt64:
+          out.kind = CT_ARG_INT64;
+          out.value.v_int64 = a.i;
+          break;
+        case msg::ArgKind::kFloat64:
+          out.kind = CT_ARG_FLOAT64;
+          out.value.v_float64 = a.f;
+          break;
+        case msg::ArgKind::kTensor: {
+          CT_ASSIGN_OR_RETURN(DLTensor * t, tensors_.Get(a.tensor_id));
+          out.kind = CT_ARG_TENSOR;
+          out.value.v_tensor = t;
+          break;
+        }
+      }
+    }
+    return index;
+  }
+
+  uint32_t CallLimitMs(const msg::CallRequest& call) const {
+    return call.timeout_ms ? call.timeout_ms : static_cast<uint32_t>(options_.call_timeout.count());
+  }
+
+  // Runs `times` calls under the watchdog: the page says what runs, the timer kills the process if
+  // it runs too long, and the parent turns either death into the client's answer.
+  Status Guarded(uint32_t request_id, const std::string& fn, uint32_t limit_ms, uint64_t times,
+                 bool timing, Module* m, size_t index, int32_t* ret) {
+    if (slot_) slot_->Begin(request_id, fn, limit_ms, times, timing);
+    if (options_.guard_calls && limit_ms) ArmCallTimer(uint64_t{limit_ms} * times);
+    Status s = m->Invoke(index, args_.data(), static_cast<int32_t>(args_.size()), times, ret);
+    if (options_.guard_calls && limit_ms) ArmCallTimer(0);
+    if (slot_) slot_->End();
+    return s;
+  }
+
+  Status KernelError(Module* m, const std::string& fn, int32_t ret) {
+    std::string text = m->LastError();
+    return Status(ErrorCode::kKernelError, "kernel '" + fn + "' returned " + std::to_string(ret) +
+                                               (text.empty() ? "" : ": " + text));
+  }
+
+  Outcome HandleCall(const Frame& f) {
+    auto call = f.As<msg::CallRequest>();
+    if (!call.ok()) return ReplyError(f.request_id, call.status());
+    Module* m = nullptr;
+    auto index = Prepare(*call, &m);
+    if (!index.ok()) return ReplyError(f.request_id, index.status());
+    int32_t ret = 0;
+    auto t0 = Clock::now();
+    Status s = Guarded(f.request_id, call->function, CallLimitMs(*call), 1, false, m, *index, &ret);
+    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!s.ok()) return ReplyError(f.request_id, s);
+    if (ret != 0) return ReplyError(f.request_id, KernelError(m, call->function, ret));
+    return Reply(f.request_id, msg::CallReply{ret, seconds});
+  }
+
+  Outcome HandleTime(const Frame& f) {
+    auto req = f.As<msg::TimeRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    Module* m = nullptr;
+    auto index = Prepare(req->call, &m);
+    if (!index.ok()) return ReplyError(f.request_id, index.status());
+    if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
+    TimeEvaluatorOptions opt{req->number, req->repeat, req->min_repeat_ms, req->cooldown_ms,
+                             req->flush_cache};
+    uint32_t limit = CallLimitMs(req->call);
+    const std::string& fn = req->call.function;
+    int32_t ret = 0;
+    bool warm_up = true;
+    auto run = [&](uint64_t n) -> Status {
+      // The warm-up is one ordinary call; rounds get the limit per call times their length.
+      CT_RETURN_IF_ERROR(Guarded(f.request_id, fn, limit, n, !warm_up, m, *index, &ret));
+      warm_up = false;
+      if (ret != 0) return KernelError(m, fn, ret);
+      return Status::Ok();
+    };
+    auto result = RunTimeEvaluator(opt, *hooks_, run);
+    if (!result.ok()) return ReplyError(f.request_id, result.status());
+    msg::TimeReply reply;
+    reply.seconds_per_call = std::move(result->seconds_per_call);
+    reply.number = static_cast<uint32_t>(std::min<uint64_t>(result->number, UINT32_MAX));
+    return Reply(f.request_id, reply);
+  }
+
+  // --- Tensors --------------------------------------------------------------------------------
+
+  Outcome HandleCopyIn(const Frame& f) {
+    auto req = f.As<msg::TensorCopy>();
+    if (!req.ok()) {
+      (void)ReplyError(f.request_id, req.status());
+      return req.status();
+    }
+    auto dst = tensors_.Range(req->tensor_id, req->offset, req->nbytes);
+    if (!dst.ok()) return RefuseBody(f.request_id, dst.status(), req->nbytes);
+    // Straight from the socket into tensor memory.
+    CT_RETURN_IF_ERROR(ch_.ReadBytes(*dst, req->nbytes, IoDeadline(req->nbytes)));
+    return Reply(f.request_id, msg::Empty{});
+  }
+
+  Outcome HandleCopyOut(const Frame& f) {
+    auto req = f.As<msg::TensorCopy>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto src = tensors_.Range(req->tensor_id, req->offset, req->nbytes);
+    if (!src.ok()) return ReplyError(f.request_id, src.status());
+    CT_RETURN_IF_ERROR(Reply(f.request_id, *req));
+    return ch_.WriteBytes(*src, req->nbytes, IoDeadline(req->nbytes));
+  }
+
+  Channel ch_;
+  Workspace ws_;
+  const SessionOptions& options_;
+  CallSlot* slot_;
+  Deadline session_deadline_ = NoDeadline();
+  LoaderRegistry loaders_;
+  TensorStore tensors_;
+  std::map<uint32_t, LoadedModule> modules_;
+  uint32_t next_module_id_ = 1;
+  std::vector<ct_arg> args_;
+  std::optional<msg::DeviceInfo> info_;
+  std::optional<TimeEvaluatorHooks> hooks_;
+};
+
+}  // namespace
+
+Status RunSession(int fd, const std::string& workspace_dir, const std::string& session_id,
+                  const SessionOptions& options, CallSlot* slot) {
+  Channel ch(fd);
+  auto ws = Workspace::Open(workspace_dir);
+  if (!ws.ok()) {
+    (void)ch.SendError(0, ws.status(), DeadlineIn(std::chrono::milliseconds(500)));
+    return ws.status();
+  }
+  SessionHandler handler(std::move(ch), std::move(ws).value(), options, slot);
+  return handler.Serve(session_id);
+}
+
+}  // namespace crosstune::server

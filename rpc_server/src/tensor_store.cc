@@ -1,0 +1,82 @@
+#include "crosstune/server/tensor_store.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "crosstune/tensor.h"
+
+namespace crosstune::server {
+
+void TensorStore::Entry::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+Expected<msg::TensorRef> TensorStore::Alloc(const msg::TensorAllocRequest& request) {
+  if (request.device_type != kDLCPU) {
+    return Status(ErrorCode::kNoDevice, "this server allocates tensors on the CPU only (device type " +
+                                            std::to_string(request.device_type) + ")");
+  }
+  DLDataType dtype{request.dtype_code, request.dtype_bits, request.dtype_lanes};
+  CT_ASSIGN_OR_RETURN(uint64_t nbytes, TensorBytes(request.shape, dtype));
+  if (nbytes > max_total_bytes_ || total_bytes_ > max_total_bytes_ - nbytes) {
+    return Status(ErrorCode::kLimitExceeded,
+                  "tensor of " + std::to_string(nbytes) + " bytes would take the session past its " +
+                      std::to_string(max_total_bytes_) + "-byte tensor limit (" +
+                      std::to_string(total_bytes_) + " in use)");
+  }
+  constexpr uint64_t kAlign = 64;
+  uint64_t alloc = (std::max<uint64_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, alloc);
+  if (!p) {
+    return Status(ErrorCode::kLimitExceeded,
+                  "out of memory allocating a tensor of " + std::to_string(nbytes) + " bytes");
+  }
+  auto e = std::make_unique<Entry>();
+  e->data.reset(p);
+  e->shape = request.shape;
+  e->nbytes = nbytes;
+  e->tensor.data = p;
+  e->tensor.device = DLDevice{kDLCPU, 0};
+  e->tensor.ndim = static_cast<int32_t>(e->shape.size());
+  e->tensor.dtype = dtype;
+  e->tensor.shape = e->shape.data();
+  e->tensor.strides = nullptr;
+  e->tensor.byte_offset = 0;
+  uint32_t id = next_id_++;
+  total_bytes_ += nbytes;
+  tensors_.emplace(id, std::move(e));
+  return msg::TensorRef{id, nbytes};
+}
+
+Status TensorStore::Free(uint32_t id) {
+  auto it = tensors_.find(id);
+  if (it == tensors_.end()) {
+    return Status(ErrorCode::kNotFound, "no tensor " + std::to_string(id) + " in this session");
+  }
+  total_bytes_ -= it->second->nbytes;
+  tensors_.erase(it);
+  return Status::Ok();
+}
+
+Expected<DLTensor*> TensorStore::Get(uint32_t id) {
+  auto it = tensors_.find(id);
+  if (it == tensors_.end()) {
+    return Status(ErrorCode::kNotFound, "no tensor " + std::to_string(id) + " in this session");
+  }
+  return &it->second->tensor;
+}
+
+Expected<char*> TensorStore::Range(uint32_t id, uint64_t offset, uint64_t nbytes) {
+  auto it = tensors_.find(id);
+  if (it == tensors_.end()) {
+    return Status(ErrorCode::kNotFound, "no tensor " + std::to_string(id) + " in this session");
+  }
+  uint64_t size = it->second->nbytes;
+  if (offset > size || nbytes > size - offset) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "copy of " + std::to_string(nbytes) + " bytes at offset " + std::to_string(offset) +
+                      " is outside tensor " + std::to_string(id) + " of " + std::to_string(size) +
+                      " bytes");
+  }
+  return static_cast<char*>(it->second->data.get()) + offset;
+}
+
+}  // namespace crosstune::server

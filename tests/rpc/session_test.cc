@@ -1,0 +1,343 @@
+// Loopback integration tests: the real crosstune-server binary and the client library.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "crosstune/channel.h"
+#include "crosstune/crypto.h"
+#include "crosstune/handshake.h"
+#include "test_util.h"
+
+namespace crosstune::testing {
+namespace {
+
+using client::CallArg;
+using client::Session;
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = StartServer(ServerArgs());
+    ASSERT_TRUE(server_);
+    session_ = Connect(*server_);
+    ASSERT_TRUE(session_);
+    local_dir_ = MakeTempDir();
+  }
+  void TearDown() override {
+    session_.reset();
+    server_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(local_dir_, ec);
+  }
+  virtual std::vector<std::string> ServerArgs() { return {}; }
+
+  client::RemoteModule LoadTestKernels() {
+    auto up = session_->Upload(CT_TEST_KERNELS, "test_kernels.so");
+    EXPECT_TRUE(up.ok()) << up.status().ToString();
+    auto m = session_->LoadModule("test_kernels.so");
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? *m : client::RemoteModule();
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Session> session_;
+  std::string local_dir_;
+};
+
+TEST_F(SessionTest, ReportsDeviceInfo) {
+  auto info = session_->Info();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+#if defined(__x86_64__)
+  EXPECT_EQ(info->arch, "x86_64");
+  EXPECT_EQ(info->triple, "x86_64-linux-gnu");
+  EXPECT_FALSE(info->cpu_features.empty());
+#endif
+  EXPECT_GT(info->cores, 0u);
+  EXPECT_GT(info->memory_bytes, 0u);
+  EXPECT_FALSE(info->os.empty());
+  EXPECT_EQ(info->version, std::string(kCrosstuneVersion));
+  if (info->gpus.empty()) EXPECT_FALSE(info->gpu_status.empty());
+}
+
+TEST_F(SessionTest, UploadsDownloadsListsAndRemovesFiles) {
+  std::string data(3 * 1024 * 1024 + 17, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 9));
+  std::string local = WriteFile(local_dir_ + "/data.bin", data);
+  auto up = session_->Upload(local, "dir/sub/data.bin");
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_EQ(up->path, "dir/sub/data.bin");
+  EXPECT_EQ(up->size, data.size());
+  EXPECT_EQ(up->sha256_hex, Sha256Hex(data));
+
+  auto small = session_->UploadBytes("hello", "hello.txt");
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+
+  auto list = session_->ListFiles();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].path, "dir/sub/data.bin");
+  EXPECT_EQ((*list)[0].sha256_hex, Sha256Hex(data));
+  EXPECT_EQ((*list)[1].path, "hello.txt");
+  EXPECT_EQ((*list)[1].size, 5u);
+
+  auto down = session_->Download("dir/sub/data.bin", local_dir_ + "/back.bin");
+  ASSERT_TRUE(down.ok()) << down.status().ToString();
+  EXPECT_EQ(ReadFile(local_dir_ + "/back.bin"), data);
+
+  ASSERT_TRUE(session_->RemoveFile("dir/sub/data.bin").ok());
+  auto missing = session_->Download("dir/sub/data.bin", local_dir_ + "/gone.bin");
+  EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound) << missing.status().ToString();
+  EXPECT_EQ(session_->RemoveFile("nope").code(), ErrorCode::kNotFound);
+  list = session_->ListFiles();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 1u);
+}
+
+TEST_F(SessionTest, RefusesPathsOutsideTheWorkspace) {
+  for (std::string path : std::vector<std::string>{"/etc/passwd", "../escape.txt", "a/../../escape.txt", "", "a/.."}) {
+    auto up = session_->UploadBytes("x", path);
+    EXPECT_EQ(up.status().code(), ErrorCode::kInvalidArgument) << path << ": " << up.status().ToString();
+    EXPECT_NE(up.status().message().find("refusing path"), std::string::npos);
+  }
+  auto down = session_->Download("/etc/passwd", local_dir_ + "/passwd");
+  EXPECT_EQ(down.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(session_->LoadModule("../../lib/libc.so.6").status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(session_->RemoveFile("..").code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(server_->work_dir() + "/escape.txt"));
+  EXPECT_TRUE(session_->Ping().ok());
+}
+
+TEST_F(SessionTest, RefusesUploadWithBadHashAndKeepsNothing) {
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(Channel::ParseHostPort(server_->address(), &host, &port).ok());
+  auto ch = Channel::Connect(host, port, DeadlineIn(std::chrono::seconds(10)));
+  ASSERT_TRUE(ch.ok());
+  auto hello = ClientHandshake(*ch, msg::Hello{}, "", DeadlineIn(std::chrono::seconds(10)));
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  std::string body = "these are not the bytes you hashed";
+  uint32_t id = ch->NextRequestId();
+  ASSERT_TRUE(ch->Send(Opcode::kUpload, id, msg::UploadRequest{"k.so", body.size(), Sha256Hex("other")},
+                       NoDeadline()).ok());
+  ASSERT_TRUE(ch->WriteBytes(body.data(), body.size(), NoDeadline()).ok());
+  auto reply = ch->ReadReply<msg::FileEntry>(id, DeadlineIn(std::chrono::seconds(10)));
+  EXPECT_EQ(reply.status().code(), ErrorCode::kBadHash) << reply.status().ToString();
+  auto list = ch->Call<msg::FileList>(Opcode::kListFiles, msg::Empty{}, DeadlineIn(std::chrono::seconds(10)));
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_TRUE(list->files.empty());
+}
+
+TEST_F(SessionTest, LoadsAModuleAndRunsVaddOnRemoteTensors) {
+  auto m = LoadTestKernels();
+  ASSERT_NE(m.id(), 0u);
+  EXPECT_EQ(m.info().kind, "cpu");
+  bool has_vadd = false;
+  for (const auto& f : m.info().functions) has_vadd |= (f.name == "vadd" && f.signature == "ttt");
+  EXPECT_TRUE(has_vadd);
+
+  const int n = 1000;
+  DLDataType f32{kDLFloat, 32, 1};
+  auto a = session_->AllocTensor({n}, f32);
+  auto b = session_->AllocTensor({n}, f32);
+  auto c = session_->AllocTensor({n}, f32);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status().ToString();
+  EXPECT_EQ(a->nbytes(), n * 4u);
+  std::vector<float> ha(n), hb(n), hc(n, -1);
+  std::iota(ha.begin(), ha.end(), 0.0f);
+  std::iota(hb.begin(), hb.end(), 100.0f);
+  ASSERT_TRUE(a->CopyFrom(ha.data(), ha.size() * 4).ok());
+  ASSERT_TRUE(b->CopyFrom(hb.data(), hb.size() * 4).ok());
+  auto r = m.Call("vadd", {CallArg::Tensor(*a), CallArg::Tensor(*b), CallArg::Tensor(*c)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ret, 0);
+  ASSERT_TRUE(c->CopyTo(hc.data(), hc.size() * 4).ok());
+  for (int i = 0; i < n; ++i) ASSERT_EQ(hc[i], ha[i] + hb[i]) << i;
+
+  // Partial copies at an offset.
+  float four[4];
+  ASSERT_TRUE(c->CopyTo(four, 8 * 4, sizeof(four)).ok());
+  EXPECT_EQ(four[0], ha[8] + hb[8]);
+  float ones[2] = {1, 1};
+  ASSERT_TRUE(a->CopyFrom(ones, 4 * 4, sizeof(ones)).ok());
+  ASSERT_TRUE(a->CopyTo(four, 4 * 4, sizeof(four)).ok());
+  EXPECT_EQ(four[0], 1.0f);
+  EXPECT_EQ(four[2], ha[6]);
+
+  auto x = session_->AllocTensor({2, 3}, f32);
+  ASSERT_TRUE(x.ok());
+  std::vector<float> hx = {1, 2, 3, 4, 5, 6}, back(6);
+  ASSERT_TRUE(x->CopyFrom(hx.data(), 24).ok());
+  ASSERT_TRUE(m.Call("axpb", {CallArg::Tensor(*x), CallArg::Float(2.5), CallArg::Int(-1)}).ok());
+  ASSERT_TRUE(x->CopyTo(back.data(), 24).ok());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(back[i], hx[i] * 2.5f - 1);
+
+  EXPECT_TRUE(x->Free().ok());
+  EXPECT_TRUE(m.Unload().ok());
+}
+
+TEST_F(SessionTest, RefusesCallsThatDoNotMatchTheSignature) {
+  auto m = LoadTestKernels();
+  auto a = session_->AllocTensor({4}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(a.ok());
+  auto few = m.Call("vadd", {CallArg::Tensor(*a)});
+  EXPECT_EQ(few.status().code(), ErrorCode::kInvalidArgument) << few.status().ToString();
+  auto kind = m.Call("vadd", {CallArg::Tensor(*a), CallArg::Int(1), CallArg::Tensor(*a)});
+  EXPECT_EQ(kind.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(kind.status().message().find("argument 1 must be a tensor"), std::string::npos)
+      << kind.status().message();
+  auto missing_fn = m.Call("nope", {});
+  EXPECT_EQ(missing_fn.status().code(), ErrorCode::kNotFound);
+  client::RemoteTensor ghost;
+  auto ghost_call = m.Call("vadd", {CallArg::Tensor(*a), CallArg::Tensor(*a), CallArg::Tensor(ghost)});
+  EXPECT_EQ(ghost_call.status().code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(session_->Ping().ok());
+}
+
+TEST_F(SessionTest, ReportsKernelErrorsWithTheModulesText) {
+  auto m = LoadTestKernels();
+  auto r = m.Call("fail", {});
+  EXPECT_EQ(r.status().code(), ErrorCode::kKernelError);
+  EXPECT_NE(r.status().message().find("asked to fail"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(m.Call("empty", {}).ok());
+}
+
+TEST_F(SessionTest, ChecksTensorCopyBounds) {
+  auto a = session_->AllocTensor({16}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(a.ok());
+  std::vector<char> buf(128);
+  EXPECT_EQ(a->CopyFrom(buf.data(), 60, 8).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a->CopyTo(buf.data(), 0, 65).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a->CopyFrom(buf.data(), 100).code(), ErrorCode::kInvalidArgument);  // local size check
+  EXPECT_TRUE(a->CopyFrom(buf.data(), 56, 8).ok());
+  EXPECT_TRUE(session_->Ping().ok());
+  auto huge = session_->AllocTensor({int64_t{1} << 40}, DLDataType{kDLFloat, 32, 1});
+  EXPECT_EQ(huge.status().code(), ErrorCode::kLimitExceeded) << huge.status().ToString();
+}
+
+TEST_F(SessionTest, TimesAFunctionAndGrowsNumberToMinRepeat) {
+  auto m = LoadTestKernels();
+  client::TimeOptions opt;
+  opt.number = 2;
+  opt.repeat = 3;
+  auto t = m.Time("busy_us", {CallArg::Int(300)}, opt);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->seconds_per_call.size(), 3u);
+  EXPECT_EQ(t->number, 2u);
+  for (double s : t->seconds_per_call) EXPECT_GE(s, 300e-6);
+
+  opt.number = 1;
+  opt.repeat = 2;
+  opt.min_repeat_ms = 20;
+  opt.cooldown_ms = 5;
+  opt.flush_cache = true;
+  t = m.Time("busy_us", {CallArg::Int(1000)}, opt);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_GE(t->number, 20u);
+  EXPECT_EQ(t->seconds_per_call.size(), 2u);
+
+  auto err = m.Time("fail", {}, opt);
+  EXPECT_EQ(err.status().code(), ErrorCode::kKernelError);
+}
+
+TEST_F(SessionTest, RefusesAModuleBuiltForAnotherArchitectureBeforeLoadingIt) {
+#if defined(__x86_64__)
+  ASSERT_TRUE(session_->Upload(CT_AARCH64_KERNEL, "kernel.so").ok());
+  auto m = session_->LoadModule("kernel.so");
+  EXPECT_EQ(m.status().code(), ErrorCode::kWrongArch) << m.status().ToString();
+  EXPECT_EQ(m.status().message(), "kernel.so: built for aarch64, device is x86_64");
+#else
+  GTEST_SKIP() << "the wrong-arch kernel is aarch64";
+#endif
+}
+
+TEST_F(SessionTest, RefusesFilesThatAreNotModules) {
+  ASSERT_TRUE(session_->UploadBytes("#!/bin/sh\necho hi\n", "script.sh").ok());
+  auto m = session_->LoadModule("script.sh");
+  EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument) << m.status().ToString();
+  EXPECT_NE(m.status().message().find("not an ELF file"), std::string::npos);
+
+  ASSERT_TRUE(session_->Upload(CT_BAD_ABI_KERNEL, "bad_abi.so").ok());
+  auto bad = session_->LoadModule("bad_abi.so");
+  EXPECT_EQ(bad.status().code(), ErrorCode::kVersionMismatch) << bad.status().ToString();
+  EXPECT_EQ(session_->LoadModule("missing.so").status().code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(session_->Ping().ok());
+}
+
+TEST_F(SessionTest, RemovesTheWorkspaceWhenTheSessionEnds) {
+  ASSERT_TRUE(session_->UploadBytes("bytes", "f.txt").ok());
+  EXPECT_EQ(server_->Workspaces().size(), 1u);
+  EXPECT_TRUE(session_->Close().ok());
+  EXPECT_FALSE(session_->connected());
+  EXPECT_EQ(session_->Ping().code(), ErrorCode::kDisconnected);
+  EXPECT_TRUE(server_->WaitForNoWorkspaces(20));
+}
+
+class LimitsTest : public SessionTest {
+  std::vector<std::string> ServerArgs() override {
+    return {"--max-upload-bytes", "1048576", "--max-tensor-bytes", "4096", "--max-sessions", "1"};
+  }
+};
+
+TEST_F(LimitsTest, RefusesAnOversizeUploadAndGoesOn) {
+  std::string big(2 * 1024 * 1024, 'x');
+  auto up = session_->UploadBytes(big, "big.bin");
+  EXPECT_EQ(up.status().code(), ErrorCode::kLimitExceeded) << up.status().ToString();
+  EXPECT_NE(up.status().message().find("--max-upload-bytes"), std::string::npos);
+  EXPECT_TRUE(session_->Ping().ok());
+  auto list = session_->ListFiles();
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty());
+  EXPECT_TRUE(session_->UploadBytes(std::string(1024, 'y'), "ok.bin").ok());
+}
+
+TEST_F(LimitsTest, LimitsTensorMemoryPerSession) {
+  DLDataType f32{kDLFloat, 32, 1};
+  auto a = session_->AllocTensor({600}, f32);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = session_->AllocTensor({600}, f32);
+  EXPECT_EQ(b.status().code(), ErrorCode::kLimitExceeded) << b.status().ToString();
+  ASSERT_TRUE(a->Free().ok());
+  EXPECT_TRUE(session_->AllocTensor({1024}, f32).ok());
+}
+
+TEST_F(LimitsTest, RefusesSessionsPastTheLimitWithBusy) {
+  auto second = Session::Connect(Options(*server_));
+  EXPECT_EQ(second.status().code(), ErrorCode::kBusy) << second.status().ToString();
+  ASSERT_TRUE(session_->Close().ok());
+  ASSERT_TRUE(server_->WaitForNoWorkspaces(20));
+  // The slot frees once the parent has reaped the first session.
+  auto third = Session::Connect(Options(*server_));
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_TRUE((*third)->Ping().ok());
+}
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    WriteFile(dir_ + "/secret", "s3cret\n");
+    server_ = StartServer({"--auth-token-file", dir_ + "/secret"});
+    ASSERT_TRUE(server_);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(AuthTest, RefusesClientsWithoutTheSecret) {
+  auto none = Session::Connect(Options(*server_));
+  EXPECT_EQ(none.status().code(), ErrorCode::kUnauthorized) << none.status().ToString();
+  auto wrong = Session::Connect(Options(*server_, "guess"));
+  EXPECT_EQ(wrong.status().code(), ErrorCode::kUnauthorized) << wrong.status().ToString();
+  auto right = Session::Connect(Options(*server_, "s3cret"));
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  EXPECT_TRUE((*right)->Ping().ok());
+}
+
+}  // namespace
+}  // namespace crosstune::testing
