@@ -1,6 +1,7 @@
 #include "connect.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "crosstune/crypto.h"
 
@@ -23,17 +24,17 @@ void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags) {
 
 Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags) {
   // --tracker/--key win over --server (which may come from CROSSTUNE_SERVER).
-  if (!flags.tracker.empty() || !flags.key.empty()) {
-    return Status(ErrorCode::kNoDevice,
-                  "--tracker/--key: connecting through a tracker is not available yet; "
-                  "use --server HOST:PORT");
-  }
+  if (!flags.tracker.empty() || !flags.key.empty()) return OpenTrackerSession(flags);
   if (flags.server.empty()) {
     return Status(ErrorCode::kInvalidArgument,
                   "no device given: pass --server HOST:PORT (or set CROSSTUNE_SERVER)");
   }
   client::ConnectOptions options;
   options.server = flags.server;
+  // Set by `crosstune lease` for the command it runs (with CROSSTUNE_SERVER).
+  if (const char* lease = std::getenv("CROSSTUNE_LEASE"); lease && *lease) {
+    options.lease_token = lease;
+  }
   if (!flags.auth_token_file.empty()) {
     CT_ASSIGN_OR_RETURN(options.auth_secret, ReadSecretFile(flags.auth_token_file));
   }

@@ -24,7 +24,11 @@ struct ConnectFlags {
 // the parse.
 void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags);
 
-// Connects as the flags say: straight to --server, or (later) through the tracker.
+// Connects as the flags say: straight to --server, or through the tracker (--tracker/--key).
 Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags);
+
+// Requests a --key device from --tracker, connects with the lease token and keeps the lease
+// renewed until the process exits (tracker_commands.cc).
+Expected<std::unique_ptr<client::Session>> OpenTrackerSession(const ConnectFlags& flags);
 
 }  // namespace crosstune::cli

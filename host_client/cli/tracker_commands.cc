@@ -1,9 +1,304 @@
-// `crosstune query / lease / drain / undrain / kick` (the tracker). Registers nothing until the
-// tracker lands; the tracker work owns this file.
+// `crosstune query / lease / drain / undrain / kick` (the tracker), and OpenTrackerSession: how
+// every session command reaches a device through --tracker/--key.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "connect.h"
+#include "crosstune/client/tracker_client.h"
+#include "crosstune/crypto.h"
 
 namespace crosstune::cli {
+namespace {
 
-void RegisterTrackerCommands(CLI::App& /*app*/) {}
+using std::chrono::milliseconds;
+
+void Check(const Status& status) {
+  if (!status.ok()) {
+    Fail(status.message().empty() ? std::string(ErrorCodeName(status.code())) : status.message());
+  }
+}
+template <typename T>
+T Check(Expected<T> value) {
+  Check(value.status());
+  return std::move(value).value();
+}
+
+struct TrackerFlags {
+  std::string tracker;
+  std::string auth_token_file;
+};
+
+void AddTrackerFlags(CLI::App* cmd, TrackerFlags* f) {
+  cmd->add_option("--tracker", f->tracker, "crosstune-tracker as HOST:PORT")
+      ->envname("CROSSTUNE_TRACKER")
+      ->required();
+  cmd->add_option("--auth-token-file", f->auth_token_file,
+                  "file holding the farm's shared secret (HMAC challenge)")
+      ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
+}
+
+std::unique_ptr<client::TrackerClient> ConnectTracker(const std::string& tracker,
+                                                      const std::string& auth_token_file) {
+  client::TrackerOptions o;
+  o.tracker = tracker;
+  if (!auth_token_file.empty()) o.auth_secret = Check(ReadSecretFile(auth_token_file));
+  return Check(client::TrackerClient::Connect(o));
+}
+
+void PrintQueueUpdate(const std::string& key, const msg::QueueUpdate& u) {
+  std::fprintf(stderr, "crosstune: waiting for a '%s' device: position %u of %u (%s)\n",
+               key.c_str(), u.position, u.queue_length, u.note.c_str());
+}
+
+// The renewal period: a third of the lease, and often enough to count as alive.
+milliseconds RenewEvery(milliseconds hold) {
+  return std::max(milliseconds(200), std::min(hold / 3, milliseconds(20'000)));
+}
+
+// --- query --------------------------------------------------------------------------------------
+
+void RegisterQuery(CLI::App& app) {
+  struct Opts {
+    TrackerFlags t;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("query", "list the farm's devices, their state and the queues");
+  AddTrackerFlags(cmd, &o->t);
+  cmd->add_flag("--json", o->json, "print the tracker's summary as JSON");
+  cmd->callback([o] {
+    auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
+    std::string text = Check(tracker->Query());
+    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) Fail("tracker sent a summary that is not JSON");
+    if (o->json) {
+      std::printf("%s\n", j.dump(2).c_str());
+      return;
+    }
+    std::printf("%-24s %-10s %-12s %-22s %-8s %s\n", "DEVICE", "KEY", "STATE", "HOLDER", "ARCH",
+                "TAGS");
+    for (const auto& d : j["devices"]) {
+      std::string tags;
+      for (const auto& [k, v] : d["tags"].items()) {
+        tags += (tags.empty() ? "" : " ") + k + "=" + v.get<std::string>();
+      }
+      std::printf("%-24s %-10s %-12s %-22s %-8s %s\n", d["name"].get<std::string>().c_str(),
+                  d["key"].get<std::string>().c_str(), d["state"].get<std::string>().c_str(),
+                  d["holder"].get<std::string>().c_str(), d["arch"].get<std::string>().c_str(),
+                  tags.c_str());
+    }
+    if (j["devices"].empty()) std::printf("(no devices registered)\n");
+    std::printf("\n%-10s %-8s %-8s %s\n", "KEY", "WAITING", "GRANTS", "QUEUE");
+    for (const auto& k : j["keys"]) {
+      std::string who;
+      for (const auto& w : k["queue"]) {
+        who += (who.empty() ? "" : ", ") +
+               fmt::format("{} [p{}, {} s]", w["holder"].get<std::string>(),
+                           w["priority"].get<int>(), w["waited_ms"].get<int64_t>() / 1000);
+      }
+      std::printf("%-10s %-8zu %-8llu %s\n", k["key"].get<std::string>().c_str(),
+                  k["queue"].size(),
+                  static_cast<unsigned long long>(k["grants"].get<uint64_t>()), who.c_str());
+    }
+  });
+}
+
+// --- lease --------------------------------------------------------------------------------------
+
+std::atomic<pid_t> g_child{0};
+
+void ForwardSignal(int sig) {
+  pid_t pid = g_child.load();
+  if (pid > 0) ::kill(pid, sig);
+}
+
+int RunLeased(client::TrackerClient& tracker, const msg::Grant& grant,
+              const std::vector<std::string>& command, milliseconds hold) {
+  tracker.StartAutoRenew(grant.lease_token, RenewEvery(hold));
+  ::setenv("CROSSTUNE_SERVER", grant.address.c_str(), 1);
+  ::setenv("CROSSTUNE_LEASE", grant.lease_token.c_str(), 1);
+  ::setenv("CROSSTUNE_DEVICE", grant.device.c_str(), 1);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    PrintError(std::string("fork: ") + std::strerror(errno));
+    return 1;
+  }
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "crosstune: error: %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  g_child.store(pid);
+  struct sigaction sa {};
+  sa.sa_handler = ForwardSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child.store(0);
+  tracker.StopAutoRenew();
+  if (Status r = tracker.renew_status(); !r.ok()) {
+    std::fprintf(stderr, "crosstune: warning: the lease was lost while the command ran: %s\n",
+                 r.message().c_str());
+  }
+  Status rel = tracker.Release(grant.lease_token);
+  if (!rel.ok() && rel.code() != ErrorCode::kNotFound) {
+    std::fprintf(stderr, "crosstune: warning: release: %s\n", rel.message().c_str());
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void RegisterLease(CLI::App& app) {
+  struct Opts {
+    TrackerFlags t;
+    std::string key;
+    std::vector<std::string> constraints;
+    int32_t priority = 0;
+    double wait_s = 600, hold_s = 1800;
+    std::vector<std::string> command;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "lease",
+      "wait for a device, run a command holding it (CROSSTUNE_SERVER and CROSSTUNE_LEASE set), "
+      "release it when the command exits; exits with the command's status");
+  AddTrackerFlags(cmd, &o->t);
+  cmd->add_option("--key", o->key, "device key")->required();
+  cmd->add_option("--constraint,-c", o->constraints,
+                  "tag or attribute: name=value, name!=value, name>=N, name<=N, +feature");
+  cmd->add_option("--priority", o->priority, "higher is served first")->capture_default_str();
+  cmd->add_option("--wait", o->wait_s, "seconds to wait in the queue")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--hold", o->hold_s, "lease length in seconds (renewed while the command runs)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("command", o->command, "the command to run (after --)")->required();
+  cmd->callback([o] {
+    auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
+    client::LeaseRequest req;
+    req.key = o->key;
+    req.constraints = o->constraints;
+    req.priority = o->priority;
+    req.wait = milliseconds(static_cast<int64_t>(o->wait_s * 1000));
+    req.hold = milliseconds(static_cast<int64_t>(o->hold_s * 1000));
+    req.multi_session = true;
+    std::string key = o->key;
+    req.on_queue_update = [key](const msg::QueueUpdate& u) { PrintQueueUpdate(key, u); };
+    msg::Grant grant = Check(tracker->RequestDevice(req));
+    std::fprintf(stderr, "crosstune: leased %s (%s) for %.0f s\n", grant.device.c_str(),
+                 grant.address.c_str(), o->hold_s);
+    int rc = RunLeased(*tracker, grant, o->command, req.hold);
+    tracker.reset();
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+// --- admin --------------------------------------------------------------------------------------
+
+void RegisterAdmin(CLI::App& app, const std::string& action, const std::string& help) {
+  struct Opts {
+    TrackerFlags t;
+    std::string device;
+    std::string admin_token_file;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(action, help);
+  AddTrackerFlags(cmd, &o->t);
+  cmd->add_option("device", o->device, "device name as `crosstune query` shows it (HOST:PORT)")
+      ->required();
+  cmd->add_option("--admin-token-file", o->admin_token_file, "file holding the admin token")
+      ->required();
+  cmd->callback([o, action] {
+    std::string admin = Check(ReadSecretFile(o->admin_token_file));
+    auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
+    Check(tracker->Admin(action, o->device, admin));
+    std::printf("%s: %s\n", o->device.c_str(), action == "kick" ? "kicked" : (action + "ed").c_str());
+  });
+}
+
+// The tracker connection that holds the lease of this process's session; it lives until exit
+// (closing it ends the lease, or the session's end does).
+std::unique_ptr<client::TrackerClient>& SessionLeaseHolder() {
+  static auto* holder = new std::unique_ptr<client::TrackerClient>();
+  return *holder;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<client::Session>> OpenTrackerSession(const ConnectFlags& flags) {
+  if (flags.tracker.empty() || flags.key.empty()) {
+    return Status(ErrorCode::kInvalidArgument, "--tracker and --key go together");
+  }
+  client::TrackerOptions to;
+  to.tracker = flags.tracker;
+  client::ConnectOptions options;
+  if (!flags.auth_token_file.empty()) {
+    CT_ASSIGN_OR_RETURN(options.auth_secret, ReadSecretFile(flags.auth_token_file));
+    to.auth_secret = options.auth_secret;
+  }
+  auto timeout = milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
+  options.request_timeout = timeout;
+  options.connect_timeout = std::min(timeout, options.connect_timeout);
+  CT_ASSIGN_OR_RETURN(auto tracker, client::TrackerClient::Connect(to));
+  client::LeaseRequest req;
+  req.key = flags.key;
+  std::string key = flags.key;
+  req.on_queue_update = [key](const msg::QueueUpdate& u) { PrintQueueUpdate(key, u); };
+  // A device whose address does not answer is reported (it counts towards its quarantine) and
+  // the next one is tried.
+  Status last;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    CT_ASSIGN_OR_RETURN(msg::Grant grant, tracker->RequestDevice(req));
+    options.server = grant.address;
+    options.lease_token = grant.lease_token;
+    auto session = client::Session::Connect(options);
+    if (session.ok()) {
+      tracker->StartAutoRenew(grant.lease_token, RenewEvery(req.hold));
+      SessionLeaseHolder() = std::move(tracker);
+      return std::move(session).value();
+    }
+    last = Status(session.status().code(), grant.device + " (" + grant.address +
+                                               ", from tracker " + flags.tracker +
+                                               "): " + session.status().message());
+    bool unreachable = session.status().code() == ErrorCode::kDisconnected ||
+                       session.status().code() == ErrorCode::kTimeout;
+    (void)tracker->Release(grant.lease_token,
+                           unreachable ? msg::Outcome::kUnreachable : msg::Outcome::kOk,
+                           session.status().message());
+    if (!unreachable) break;
+  }
+  return last;
+}
+
+void RegisterTrackerCommands(CLI::App& app) {
+  RegisterQuery(app);
+  RegisterLease(app);
+  RegisterAdmin(app, "drain", "stop granting a device (its current lease runs on)");
+  RegisterAdmin(app, "undrain", "grant a drained device again");
+  RegisterAdmin(app, "kick", "end a device's current lease now");
+}
 
 }  // namespace crosstune::cli
