@@ -3,12 +3,15 @@
 #include <dlfcn.h>
 #include <sys/auxv.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#include <msgpack.hpp>
 
 namespace crosstune::server {
 namespace {
@@ -208,7 +211,8 @@ std::vector<std::string> X86FlagsToLlvmFeatures(const std::string& flags_line) {
   return out;
 }
 
-msg::DeviceInfo CollectDeviceInfo() {
+// Everything but the GPUs (safe in a process that forks later).
+static msg::DeviceInfo CollectHostInfo() {
   msg::DeviceInfo info;
   info.arch = Arch();
   info.triple = Triple();
@@ -219,7 +223,69 @@ msg::DeviceInfo CollectDeviceInfo() {
   if (pages > 0 && page > 0) info.memory_bytes = static_cast<uint64_t>(pages) * page;
   info.os = OsName();
   info.version = std::string(kCrosstuneVersion);
+  return info;
+}
+
+msg::DeviceInfo CollectDeviceInfo() {
+  msg::DeviceInfo info = CollectHostInfo();
   CollectGpus(&info);
+  return info;
+}
+
+}  // namespace crosstune::server
+
+namespace crosstune::server {
+
+msg::DeviceInfo CollectDeviceInfoInChild() {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    msg::DeviceInfo info = CollectHostInfo();
+    info.gpu_status = "not probed (pipe failed)";
+    return info;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    msg::DeviceInfo info = CollectHostInfo();
+    info.gpu_status = "not probed (fork failed)";
+    return info;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    msgpack::sbuffer buf;
+    msgpack::pack(buf, CollectDeviceInfo());
+    const char* p = buf.data();
+    size_t left = buf.size();
+    while (left > 0) {
+      ssize_t n = ::write(fds[1], p, left);
+      if (n <= 0) break;
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string bytes;
+  char chunk[4096];
+  for (;;) {
+    ssize_t n = ::read(fds[0], chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    bytes.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  try {
+    msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+    return oh.get().as<msg::DeviceInfo>();
+  } catch (const std::exception&) {
+    // The probe died (a broken driver can crash it): describe the CPU without GPUs.
+  }
+  msg::DeviceInfo info = CollectHostInfo();
+  info.gpu_status = "GPU probe failed (exit status " + std::to_string(status) + ")";
   return info;
 }
 

@@ -13,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "crosstune/channel.h"
@@ -113,9 +114,19 @@ class Server::Impl {
 
   uint16_t port() const { return port_; }
   const std::string& host() const { return options_.host; }
+  const std::string& work_dir() const { return options_.work_dir; }
   size_t active() const { return sessions_.size(); }
   void set_on_session_end(std::function<void(const SessionEnd&)> fn) {
     on_session_end_ = std::move(fn);
+  }
+
+  void EndSession(pid_t pid, Status reason) {
+    asio::post(io_, [this, pid, reason = std::move(reason)] {
+      auto it = sessions_.find(pid);
+      if (it == sessions_.end()) return;
+      it->second.end_reason = reason;
+      ::kill(pid, SIGKILL);
+    });
   }
 
  private:
@@ -126,6 +137,7 @@ class Server::Impl {
     std::string workspace;
     std::unique_ptr<asio::steady_timer> timer;
     bool timed_out = false;
+    Status end_reason;  // set when the parent ended the session on purpose (EndSession)
   };
 
   Status PrepareWorkDir() {
@@ -253,6 +265,14 @@ class Server::Impl {
       ::sigaction(sig, &dfl, nullptr);
     }
     ::signal(SIGPIPE, SIG_IGN);
+    // Another thread of the parent (the tracker link) may have held a logger's mutex at fork
+    // time; that mutex stays locked in this copy forever. A fresh logger has fresh mutexes.
+    auto level = spdlog::default_logger_raw()->level();
+    auto logger = std::make_shared<spdlog::logger>(
+        "crosstune-session", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    logger->set_level(level);
+    logger->set_pattern(kLogPattern);
+    spdlog::set_default_logger(std::move(logger));
     sigset_t all;
     sigemptyset(&all);
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -288,8 +308,10 @@ class Server::Impl {
 
   void Finish(pid_t pid, Live& live, int status) {
     if (live.timer) live.timer->cancel();
-    Status report = DescribeChildEnd(*live.slot, status, live.timed_out,
-                                     options_.session_timeout.count());
+    Status report = !live.end_reason.ok()
+                        ? live.end_reason
+                        : DescribeChildEnd(*live.slot, status, live.timed_out,
+                                           options_.session_timeout.count());
     if (!report.ok() && !stopping_) {
       uint32_t request = live.slot->in_call.load() ? live.slot->request_id : 0;
       spdlog::warn("session {}: {}", live.id, report.ToString());
@@ -341,11 +363,13 @@ Server::~Server() = default;
 Status Server::Listen() { return impl_->Listen(); }
 uint16_t Server::port() const { return impl_->port(); }
 const std::string& Server::host() const { return impl_->host(); }
+const std::string& Server::work_dir() const { return impl_->work_dir(); }
 void Server::Run() { impl_->Run(); }
 void Server::Stop() { impl_->Stop(); }
 void Server::set_on_session_end(std::function<void(const SessionEnd&)> fn) {
   impl_->set_on_session_end(std::move(fn));
 }
 size_t Server::active_sessions() const { return impl_->active(); }
+void Server::EndSession(pid_t pid, Status reason) { impl_->EndSession(pid, std::move(reason)); }
 
 }  // namespace crosstune::server

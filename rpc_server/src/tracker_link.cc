@@ -152,7 +152,11 @@ struct TrackerLink::Impl {
       int pid = c.pid.load();
       if (pid > 0 && pid != ::getpid()) {
         spdlog::info("tracker link: lease revoked; ending session process {}", pid);
-        ::kill(pid, SIGKILL);
+        if (options.end_session) {
+          options.end_session(pid);
+        } else {
+          ::kill(pid, SIGKILL);
+        }
       }
     }
   }

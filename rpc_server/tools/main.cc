@@ -1,13 +1,47 @@
 // crosstune-server: serves sessions on a device. A thin main over crosstune::server.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "crosstune/crypto.h"
+#include "crosstune/server/device_info.h"
 #include "crosstune/server/server.h"
+#include "crosstune/server/tracker_link.h"
+
+namespace {
+
+// What the tracker asks before it re-admits a quarantined device: the work dir takes files and a
+// session process can be forked.
+crosstune::Status SelfCheck(const std::string& work_dir) {
+  using crosstune::ErrorCode;
+  using crosstune::Status;
+  std::string probe = work_dir + "/.self-check";
+  {
+    std::ofstream f(probe);
+    f << "ok";
+    if (!f) return Status(ErrorCode::kIoError, "cannot write to the work dir " + work_dir);
+  }
+  std::error_code ec;
+  std::filesystem::remove(probe, ec);
+  pid_t pid = ::fork();
+  if (pid < 0) return Status(ErrorCode::kBusy, "cannot fork a session process");
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return Status::Ok();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using crosstune::server::Server;
@@ -19,6 +53,8 @@ int main(int argc, char** argv) {
   uint64_t max_upload = opt.session.max_upload_bytes, max_tensor = opt.session.max_tensor_bytes;
   std::string token_file, log_level = "info";
   bool no_fork = false;
+  crosstune::server::TrackerLinkOptions link;
+  std::vector<std::string> tags;
   app.add_option("--host", opt.host, "address to listen on")->capture_default_str();
   app.add_option("--port", opt.port, "port to listen on (0: any free port)")->capture_default_str();
   app.add_option("--port-end", opt.port_end, "try ports --port..--port-end until one is free");
@@ -46,12 +82,31 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--tracker", link.tracker, "register with this tracker (host:port) and accept "
+                 "only sessions holding its current lease token");
+  app.add_option("--key", link.key, "the device key clients ask the tracker for (e.g. rpi4)");
+  app.add_option("--tag", tags, "k=v device tag for the tracker (repeatable)");
+  app.add_option("--custom-addr", link.custom_addr,
+                 "address clients should dial (host or host:port), when the tracker would see "
+                 "another one");
   CLI11_PARSE(app, argc, argv);
+  if (!link.tracker.empty() && link.key.empty()) {
+    std::cerr << "crosstune-server: error: --tracker needs --key\n";
+    return 1;
+  }
+  for (const auto& t : tags) {
+    auto eq = t.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "crosstune-server: error: --tag '" << t << "': expected key=value\n";
+      return 1;
+    }
+    link.tags[t.substr(0, eq)] = t.substr(eq + 1);
+  }
 
   auto logger = spdlog::stderr_color_mt("crosstune-server");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%P] [%l] %v");
+  spdlog::set_pattern(crosstune::server::kLogPattern);
 
   auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
   opt.fork = !no_fork;
@@ -69,16 +124,38 @@ int main(int argc, char** argv) {
     opt.session.auth_secret = *secret;
   }
 
+  // The tracker link runs a thread, so it is made before any session is forked, and the
+  // device is described by a probe process: the parent itself never loads the CUDA driver.
+  std::unique_ptr<crosstune::server::TrackerLink> tracker;
+  std::string work_dir;  // known after Listen(); read by the self-check on the link thread later
+  if (!link.tracker.empty()) {
+    link.self_check = [&work_dir] { return SelfCheck(work_dir); };
+    link.auth_secret = opt.session.auth_secret;
+    link.info = crosstune::server::CollectDeviceInfoInChild();
+    tracker = std::make_unique<crosstune::server::TrackerLink>(link);
+    opt.session.accept_hello = [t = tracker.get()](const crosstune::msg::Hello& hello) {
+      return t->AcceptHello(hello);
+    };
+  }
+
   Server server(opt);
   auto st = server.Listen();
   if (!st.ok()) {
     std::cerr << "crosstune-server: error: " << st.message() << "\n";
     return 1;
   }
+  work_dir = server.work_dir();
+  if (tracker) {
+    server.set_on_session_end([t = tracker.get()](const crosstune::server::SessionEnd& end) {
+      t->OnSessionEnd(end.pid, end.reported);
+    });
+  }
   // Scripts and tests read the port from this line.
   std::printf("crosstune-server: listening on %s:%u\n", server.host().c_str(),
               static_cast<unsigned>(server.port()));
   std::fflush(stdout);
+  if (tracker) tracker->Start(server.port());
   server.Run();
+  if (tracker) tracker->Stop();
   return 0;
 }

@@ -16,6 +16,11 @@ namespace crosstune::server {
 // session child, never in the parent that forks.
 msg::DeviceInfo CollectDeviceInfo();
 
+// CollectDeviceInfo in a short-lived child process, for a parent that will fork sessions later
+// and so must never load the CUDA driver itself. Falls back to the description without GPUs when
+// the child fails.
+msg::DeviceInfo CollectDeviceInfoInChild();
+
 // Maps x86 /proc/cpuinfo flag names to LLVM feature names; unknown flags are dropped.
 std::vector<std::string> X86FlagsToLlvmFeatures(const std::string& flags_line);
 

@@ -19,6 +19,9 @@
 
 namespace crosstune::server {
 
+// The log line pattern of crosstune-server (the session child re-creates its logger with it).
+inline constexpr const char* kLogPattern = "[%Y-%m-%d %H:%M:%S.%e] [%P] [%l] %v";
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;      // 0: ephemeral
@@ -50,6 +53,8 @@ class Server {
   Status Listen();
   uint16_t port() const;
   const std::string& host() const;
+  // Where session workspaces go (valid after Listen()).
+  const std::string& work_dir() const;
 
   // Serves until Stop() or SIGINT/SIGTERM; then kills live sessions and removes their workspaces.
   void Run();
@@ -57,6 +62,9 @@ class Server {
 
   // Called in the parent after each session ends (e.g. to tell the tracker the lease is free).
   void set_on_session_end(std::function<void(const SessionEnd&)> fn);
+  // Ends the session served by process `pid` (e.g. its lease was revoked) and tells its client
+  // `reason` instead of a crash report. Thread-safe; does nothing for an unknown pid.
+  void EndSession(pid_t pid, Status reason);
   // Live sessions right now.
   size_t active_sessions() const;
 

@@ -34,6 +34,9 @@ struct TrackerLinkOptions {
   // Runs when the tracker asks a quarantined device to check itself; Ok re-admits it (after the
   // tracker also reaches the device's address).
   std::function<Status()> self_check;
+  // Ends the session of process `pid` whose lease was revoked (expired, kicked, released) while it
+  // ran, e.g. Server::EndSession; called on the link's thread. Default: SIGKILL the process.
+  std::function<void(int pid)> end_session;
   std::chrono::milliseconds max_backoff{30'000};
 };
 
