@@ -1,0 +1,319 @@
+// crosstune-bench-rpc: what the RPC layer costs over plain TCP on loopback, measured side by side.
+//
+// Starts a real crosstune-server (child process, port 0) and a raw TCP echo/sink server (a forked
+// child), then alternates the two sides for --rounds rounds:
+//   raw_tcp_rtt_us       ping-pong of a small message over a plain socket
+//   rpc_call_rtt_us      calling the empty `noop` kernel through a session
+//   raw_tcp_stream_mb_s  one-way stream into the sink
+//   upload_mb_s          Session::Upload of a --mib file (SHA-256 checked)
+//   tensor_copy_mb_s     a --mib tensor copied in and out (RemoteTensor::CopyFrom / CopyTo)
+// and prints one JSON object with the medians, their ratios and the targets. MB = 1e6 bytes.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "crosstune/client/session.h"
+#include "crosstune/crypto.h"
+#include "server_process.h"
+
+namespace crosstune::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kPingBytes = 64;  // about the size of an RPC call frame
+constexpr size_t kChunk = 1 << 20;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "crosstune-bench-rpc: error: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const Status& s, const char* what) {
+  if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
+}
+
+bool ReadFull(int fd, void* buf, size_t n) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteFull(int fd, const void* buf, size_t n) {
+  auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    ssize_t r = write(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void NoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// The raw baseline server, one connection at a time. The first byte picks the mode:
+//   'P': echo kPingBytes messages until the peer closes;
+//   'S': read a u64 size, then that many bytes, then answer one byte.
+[[noreturn]] void RawServerMain(int listen_fd) {
+  std::vector<char> buf(kChunk);
+  for (;;) {
+    int fd = accept(listen_fd, nullptr, nullptr);
+    if (fd < 0) continue;
+    NoDelay(fd);
+    char mode = 0;
+    if (ReadFull(fd, &mode, 1)) {
+      if (mode == 'P') {
+        while (ReadFull(fd, buf.data(), kPingBytes) && WriteFull(fd, buf.data(), kPingBytes)) {
+        }
+      } else if (mode == 'S') {
+        uint64_t size = 0;
+        while (ReadFull(fd, &size, sizeof(size))) {
+          while (size > 0) {
+            size_t n = static_cast<size_t>(std::min<uint64_t>(size, buf.size()));
+            ssize_t r = read(fd, buf.data(), n);
+            if (r <= 0) break;
+            size -= static_cast<uint64_t>(r);
+          }
+          char ack = 1;
+          if (!WriteFull(fd, &ack, 1)) break;
+        }
+      }
+    }
+    close(fd);
+  }
+}
+
+int ConnectRaw(uint16_t port, char mode) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) Die("raw connect failed");
+  NoDelay(fd);
+  WriteFull(fd, &mode, 1);
+  return fd;
+}
+
+double RawRttUs(uint16_t port, int iters) {
+  int fd = ConnectRaw(port, 'P');
+  char msg[kPingBytes] = {};
+  for (int i = 0; i < 10; ++i) WriteFull(fd, msg, kPingBytes), ReadFull(fd, msg, kPingBytes);
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    if (!WriteFull(fd, msg, kPingBytes) || !ReadFull(fd, msg, kPingBytes)) Die("raw ping failed");
+  }
+  double s = Seconds(t0);
+  close(fd);
+  return s / iters * 1e6;
+}
+
+double RawStreamMbS(uint16_t port, uint64_t bytes) {
+  int fd = ConnectRaw(port, 'S');
+  std::vector<char> buf(kChunk, 'x');
+  auto t0 = Clock::now();
+  WriteFull(fd, &bytes, sizeof(bytes));
+  for (uint64_t left = bytes; left > 0;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+    if (!WriteFull(fd, buf.data(), n)) Die("raw stream failed");
+    left -= n;
+  }
+  char ack;
+  if (!ReadFull(fd, &ack, 1)) Die("raw stream ack missing");
+  double s = Seconds(t0);
+  close(fd);
+  return bytes / s / 1e6;
+}
+
+}  // namespace
+}  // namespace crosstune::bench
+
+int main(int argc, char** argv) {
+  using namespace crosstune;
+  using namespace crosstune::bench;
+  CLI::App app{"crosstune-bench-rpc: RPC cost over raw TCP on loopback, as one JSON object"};
+  std::string server_bin = CT_DEFAULT_SERVER;
+  std::string noop_so = CT_DEFAULT_NOOP;
+  uint64_t mib = 256;
+  int rounds = 3;
+  int rtt_iters = 2000;
+  app.add_option("--server-bin", server_bin, "crosstune-server to start")->capture_default_str();
+  app.add_option("--noop", noop_so, "module with an empty `noop` function")->capture_default_str();
+  app.add_option("--mib", mib, "MiB per upload and per tensor copy")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "rounds, alternating raw and RPC")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rtt-iters", rtt_iters, "round trips per RTT measurement")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  const uint64_t bytes = mib << 20;
+
+  // The raw server is a forked child, as the RPC server is a separate process.
+  int listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd, 8) != 0 ||
+      getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    Die("cannot listen for the raw server");
+  }
+  uint16_t raw_port = ntohs(addr.sin_port);
+  pid_t raw_pid = fork();
+  if (raw_pid == 0) RawServerMain(listen_fd);
+  close(listen_fd);
+
+  std::string work =
+      std::filesystem::temp_directory_path() / ("crosstune-bench-rpc-" + std::to_string(getpid()));
+  std::filesystem::create_directories(work + "/server");
+  ServerProcess server;
+  Check(
+      server.Start({server_bin, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+                    work + "/server", "--max-upload-bytes", std::to_string(bytes * 2 + (64 << 20))},
+                   std::chrono::seconds(20)),
+      "start crosstune-server");
+  auto cleanup = [&] {
+    server.Stop();
+    kill(raw_pid, SIGKILL);
+    waitpid(raw_pid, nullptr, 0);
+    std::filesystem::remove_all(work);
+  };
+
+  client::ConnectOptions options;
+  options.server = server.address();
+  options.request_timeout = std::chrono::seconds(120);
+  auto session_or = client::Session::Connect(options);
+  Check(session_or.status(), "connect");
+  auto session = std::move(session_or).value();
+  Check(session->Upload(noop_so, "noop.so").status(), "upload noop");
+  auto module_or = session->LoadModule("noop.so");
+  Check(module_or.status(), "load noop");
+  client::RemoteModule noop = *module_or;
+
+  // The upload source: a file of `bytes` pseudo-random bytes.
+  std::string blob = work + "/blob.bin";
+  auto write_t0 = Clock::now();
+  {
+    std::ofstream out(blob, std::ios::binary);
+    std::vector<uint64_t> chunk(kChunk / 8);
+    std::mt19937_64 rng(1);
+    for (uint64_t left = bytes; left > 0;) {
+      for (auto& x : chunk) x = rng();
+      size_t n = static_cast<size_t>(std::min<uint64_t>(left, kChunk));
+      out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n));
+      left -= n;
+    }
+    out.flush();
+  }
+  double file_write_mb_s = bytes / Seconds(write_t0) / 1e6;
+  // Context for upload_mb_s: an upload hashes the file here and hashes and writes it there.
+  auto hash_t0 = Clock::now();
+  Check(Sha256FileHex(blob).status(), "hash");
+  double sha256_mb_s = bytes / Seconds(hash_t0) / 1e6;
+  auto tensor_or =
+      session->AllocTensor({static_cast<int64_t>(bytes / 4)}, DLDataType{kDLFloat, 32, 1});
+  Check(tensor_or.status(), "alloc tensor");
+  client::RemoteTensor tensor = *tensor_or;
+  std::vector<char> host(bytes, 1);
+
+  std::vector<double> raw_rtt, rpc_rtt, raw_stream, upload, copy, copy_in, copy_out;
+  for (int i = 0; i < 10; ++i) Check(noop.Call("noop", {}).status(), "warm-up call");
+  for (int r = 0; r < rounds; ++r) {
+    raw_rtt.push_back(RawRttUs(raw_port, rtt_iters));
+    auto t0 = Clock::now();
+    for (int i = 0; i < rtt_iters; ++i) Check(noop.Call("noop", {}).status(), "call noop");
+    rpc_rtt.push_back(Seconds(t0) / rtt_iters * 1e6);
+
+    raw_stream.push_back(RawStreamMbS(raw_port, bytes));
+    t0 = Clock::now();
+    Check(session->Upload(blob, "blob.bin").status(), "upload");
+    upload.push_back(bytes / Seconds(t0) / 1e6);
+    Check(session->RemoveFile("blob.bin"), "remove upload");
+
+    t0 = Clock::now();
+    Check(tensor.CopyFrom(host.data(), bytes), "tensor copy in");
+    double in_s = Seconds(t0);
+    t0 = Clock::now();
+    Check(tensor.CopyTo(host.data(), bytes), "tensor copy out");
+    double out_s = Seconds(t0);
+    copy_in.push_back(bytes / in_s / 1e6);
+    copy_out.push_back(bytes / out_s / 1e6);
+    copy.push_back(2.0 * bytes / (in_s + out_s) / 1e6);
+  }
+  session.reset();
+  cleanup();
+
+  nlohmann::ordered_json j;  // keys in the order written: figures, ratios, targets, detail
+  j["raw_tcp_rtt_us"] = Median(raw_rtt);
+  j["rpc_call_rtt_us"] = Median(rpc_rtt);
+  j["raw_tcp_stream_mb_s"] = Median(raw_stream);
+  j["upload_mb_s"] = Median(upload);
+  j["tensor_copy_mb_s"] = Median(copy);
+  j["tensor_copy_in_mb_s"] = Median(copy_in);
+  j["tensor_copy_out_mb_s"] = Median(copy_out);
+  double rtt_ratio = Median(rpc_rtt) / Median(raw_rtt);
+  double upload_ratio = Median(upload) / Median(raw_stream);
+  double tensor_ratio = Median(copy) / Median(raw_stream);
+  j["rpc_over_raw_rtt"] = rtt_ratio;
+  j["upload_over_raw_stream"] = upload_ratio;
+  j["tensor_over_raw_stream"] = tensor_ratio;
+  j["targets"] = {{"rpc_over_raw_rtt_max", 1.5},
+                  {"upload_over_raw_stream_min", 0.7},
+                  {"tensor_over_raw_stream_min", 0.7}};
+  j["targets_met"] = {{"rpc_over_raw_rtt", rtt_ratio <= 1.5},
+                      {"upload_over_raw_stream", upload_ratio >= 0.7},
+                      {"tensor_over_raw_stream", tensor_ratio >= 0.7}};
+  j["context"] = {{"local_sha256_mb_s", sha256_mb_s}, {"local_file_write_mb_s", file_write_mb_s}};
+  j["rounds"] = {{"raw_tcp_rtt_us", raw_rtt},
+                 {"rpc_call_rtt_us", rpc_rtt},
+                 {"raw_tcp_stream_mb_s", raw_stream},
+                 {"upload_mb_s", upload},
+                 {"tensor_copy_mb_s", copy}};
+  j["config"] = {{"mib", mib},
+                 {"rounds", rounds},
+                 {"rtt_iters", rtt_iters},
+                 {"ping_bytes", kPingBytes},
+                 {"units", "us per round trip; MB = 1e6 bytes"}};
+  std::printf("%s\n", j.dump(2).c_str());
+  return 0;
+}

@@ -1,0 +1,113 @@
+#include "server_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace crosstune {
+
+ServerProcess::~ServerProcess() { Stop(); }
+
+Status ServerProcess::Start(const std::vector<std::string>& argv,
+                            std::chrono::milliseconds timeout) {
+  Stop();
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Status(ErrorCode::kIoError, std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Its own process group, so Stop() reaches the session children too.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int rc = posix_spawnp(&pid_, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    pid_ = -1;
+    return Status(ErrorCode::kIoError, argv[0] + ": cannot start: " + std::strerror(rc));
+  }
+  stdout_fd_ = out[0];
+
+  const std::string kPrefix = "listening on ";
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      Stop();
+      return Status(ErrorCode::kTimeout, argv[0] + ": no 'listening on' line within " +
+                                             std::to_string(timeout.count()) + " ms");
+    }
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char c;
+    ssize_t n = read(stdout_fd_, &c, 1);
+    if (n <= 0) {
+      Stop();
+      return Status(ErrorCode::kDisconnected, argv[0] + ": exited before listening");
+    }
+    if (c != '\n') {
+      line += c;
+      continue;
+    }
+    auto at = line.find(kPrefix);
+    if (at != std::string::npos) {
+      auto colon = line.rfind(':');
+      port_ = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
+      break;
+    }
+    line.clear();
+  }
+  // Keep the pipe drained so a chatty server never blocks on a full pipe.
+  int fd = stdout_fd_;
+  drain_ = std::thread([fd] {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+      ssize_t ignored = write(STDERR_FILENO, buf, static_cast<size_t>(n));
+      (void)ignored;
+    }
+  });
+  return Status::Ok();
+}
+
+void ServerProcess::Stop() {
+  if (pid_ > 0) {
+    int group = pid_;
+    kill(-group, SIGTERM);
+    // Give it a moment to remove its workspaces, then make sure.
+    bool reaped = false;
+    for (int i = 0; i < 100 && !reaped; ++i) {
+      reaped = waitpid(pid_, nullptr, WNOHANG) == pid_;
+      if (!reaped) usleep(20'000);
+    }
+    // Session children left behind (the group outlives its leader while they run).
+    kill(-group, SIGKILL);
+    if (!reaped) waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  if (drain_.joinable()) drain_.join();
+  if (stdout_fd_ >= 0) {
+    close(stdout_fd_);
+    stdout_fd_ = -1;
+  }
+  port_ = 0;
+}
+
+}  // namespace crosstune
