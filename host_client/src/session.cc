@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "crosstune/crypto.h"
 #include "crosstune/handshake.h"
@@ -55,6 +59,89 @@ bool IsTransportFailure(const Status& s) {
     default:
       return false;
   }
+}
+
+// Files at least this big are hashed while they are sent rather than in a pass before.
+constexpr uint64_t kStreamHashMinBytes = uint64_t{8} << 20;
+
+// Sends `size` bytes of `file_fd` while a helper thread hashes the chunks already sent, so reading,
+// sending and hashing overlap. At most kBuffers chunks are held.
+Status SendFileHashing(Channel& ch, int file_fd, uint64_t size, Deadline deadline, Sha256* sha) {
+  constexpr size_t kBuffers = 6;
+  struct Chunk {
+    std::vector<char> data;
+    size_t size = 0;
+  };
+  std::vector<Chunk> chunks(kBuffers);
+  std::deque<Chunk*> free_list, full;
+  for (auto& c : chunks) {
+    c.data.resize(Limits::kStreamChunkBytes);
+    free_list.push_back(&c);
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread hasher([&] {
+    for (;;) {
+      Chunk* c = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !full.empty() || done; });
+        if (full.empty()) return;
+        c = full.front();
+        full.pop_front();
+      }
+      sha->Update(c->data.data(), c->size);
+      std::lock_guard<std::mutex> lock(mu);
+      free_list.push_back(c);
+      cv.notify_all();
+    }
+  });
+  Status status;
+  uint64_t left = size;
+  while (left > 0 && status.ok()) {
+    Chunk* c = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return !free_list.empty(); });
+      c = free_list.front();
+      free_list.pop_front();
+    }
+    size_t want = static_cast<size_t>(std::min<uint64_t>(left, c->data.size()));
+    c->size = 0;
+    while (c->size < want) {
+      ssize_t n = ::read(file_fd, c->data.data() + c->size, want - c->size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        status = n == 0 ? Status(ErrorCode::kIoError, "file ended early (changed while uploading?)")
+                        : ErrnoStatus("read");
+        break;
+      }
+      c->size += static_cast<size_t>(n);
+    }
+    if (status.ok()) status = ch.WriteBytes(c->data.data(), c->size, deadline);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!status.ok()) {
+      free_list.push_back(c);
+      break;
+    }
+    left -= c->size;
+    full.push_back(c);
+    cv.notify_all();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_all();
+  }
+  hasher.join();
+  return status;
+}
+
+// Why a read of the server's reply failed on our side rather than with the server's answer.
+bool IsConnectionFailure(const Status& s) {
+  return s.code() == ErrorCode::kDisconnected || s.code() == ErrorCode::kTimeout ||
+         s.code() == ErrorCode::kIoError;
 }
 
 }  // namespace
@@ -164,8 +251,11 @@ Status Session::Close() {
   return r.status();
 }
 
-// Uploads: the header carries the SHA-256 the server checks after the last byte, so the file is
-// hashed in a first pass, then streamed in chunks.
+// Uploads. Small files are hashed in a pass before sending and the header carries the SHA-256,
+// which the server checks before it keeps anything. Large files are hashed while they stream (the
+// header's hash left empty) and the server's hash of what it stored, in the reply, is compared
+// here: on a mismatch the file is removed again and the upload fails BadHash. Either way no
+// mismatched file survives and the whole file is never in memory.
 Expected<msg::FileEntry> Session::Upload(const std::string& local_path,
                                          const std::string& remote_path) {
   int fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -175,21 +265,26 @@ Expected<msg::FileEntry> Session::Upload(const std::string& local_path,
   if (::fstat(fd, &st) != 0) return ErrnoStatus(local_path);
   if (!S_ISREG(st.st_mode)) return Status(ErrorCode::kInvalidArgument, local_path + ": not a file");
   uint64_t size = static_cast<uint64_t>(st.st_size);
-  CT_ASSIGN_OR_RETURN(std::string hex, Sha256FileHex(local_path));
+  const bool stream_hash = size >= kStreamHashMinBytes;
+  msg::UploadRequest req{remote_path, size, ""};
+  if (!stream_hash) {
+    CT_ASSIGN_OR_RETURN(req.sha256_hex, Sha256FileHex(local_path));
+  }
   if (!channel_.is_open()) return ClosedStatus();
   Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(size / 1024));
   uint32_t id = channel_.NextRequestId();
-  Status s = channel_.Send(Opcode::kUpload, id, msg::UploadRequest{remote_path, size, hex}, deadline);
-  if (s.ok()) s = channel_.SendFromFd(fd, size, deadline);
+  Sha256 sha;
+  Status s = channel_.Send(Opcode::kUpload, id, req, deadline);
+  if (s.ok()) {
+    s = stream_hash ? SendFileHashing(channel_, fd, size, deadline, &sha)
+                    : channel_.SendFromFd(fd, size, deadline);
+  }
   if (!s.ok()) {
     // The server may have refused the upload and closed; its reason beats "connection reset".
     auto why = channel_.ReadReply<msg::FileEntry>(id, DeadlineIn(milliseconds(1000)));
     channel_.Close();
-    if (!why.ok() && why.status().code() != ErrorCode::kDisconnected &&
-        why.status().code() != ErrorCode::kTimeout && why.status().code() != ErrorCode::kIoError) {
-      return why.status();
-    }
-    return s;
+    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
+    return Status(s.code(), "upload of " + local_path + ": " + s.message());
   }
   auto reply = channel_.ReadFrame(deadline);
   if (!reply.ok()) {
@@ -201,7 +296,21 @@ Expected<msg::FileEntry> Session::Upload(const std::string& local_path,
     if (EndsSession(rs, reply->request_id)) channel_.Close();
     return rs;
   }
-  return reply->As<msg::FileEntry>();
+  auto entry = reply->As<msg::FileEntry>();
+  if (!entry.ok()) {
+    channel_.Close();
+    return entry.status();
+  }
+  if (stream_hash) {
+    std::string mine = sha.FinalHex();
+    if (entry->sha256_hex != mine) {
+      (void)RemoveFile(entry->path);
+      return Status(ErrorCode::kBadHash, "upload of " + local_path + ": SHA-256 mismatch, sent " +
+                                             mine + ", server stored " + entry->sha256_hex +
+                                             "; removed");
+    }
+  }
+  return entry;
 }
 
 Expected<msg::FileEntry> Session::UploadBytes(std::string_view data, const std::string& remote_path) {
@@ -214,10 +323,7 @@ Expected<msg::FileEntry> Session::UploadBytes(std::string_view data, const std::
   if (!s.ok()) {
     auto why = channel_.ReadReply<msg::FileEntry>(id, DeadlineIn(milliseconds(1000)));
     channel_.Close();
-    if (!why.ok() && why.status().code() != ErrorCode::kDisconnected &&
-        why.status().code() != ErrorCode::kTimeout && why.status().code() != ErrorCode::kIoError) {
-      return why.status();
-    }
+    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
     return s;
   }
   auto reply = channel_.ReadFrame(deadline);
@@ -381,7 +487,7 @@ Status RemoteTensor::CopyFrom(const void* data, uint64_t offset, uint64_t nbytes
   if (!s.ok()) {
     auto why = ch.ReadReply<msg::Empty>(id, DeadlineIn(milliseconds(1000)));
     ch.Close();
-    if (!why.ok() && !IsTransportFailure(why.status())) return why.status();
+    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
     return s;
   }
   auto frame = ch.ReadFrame(deadline);

@@ -18,6 +18,7 @@
 #include "crosstune/server/tensor_store.h"
 #include "crosstune/server/time_evaluator.h"
 #include "crosstune/server/workspace.h"
+#include "receive_file.h"
 
 namespace crosstune::server {
 namespace {
@@ -191,9 +192,14 @@ class SessionHandler {
     auto pending = ws_.CreateTemp(req->path);
     if (!pending.ok()) return RefuseBody(f.request_id, pending.status(), req->size);
     Sha256 sha;
-    Status recv = ch_.ReceiveToFd(pending->fd.get(), req->size, IoDeadline(req->size), &sha);
+    Status recv = ReceiveFile(ch_, pending->fd.get(), req->size, IoDeadline(req->size), &sha);
     if (!recv.ok()) {
       ws_.Abort(*pending);
+      // A local write failure (disk full) read every byte, so the session can go on.
+      if (recv.code() == ErrorCode::kIoError && ch_.is_open()) {
+        return ReplyError(f.request_id, Status(ErrorCode::kIoError, "upload of '" + req->path +
+                                                                        "': " + recv.message()));
+      }
       return recv;
     }
     std::string hex = sha.FinalHex();

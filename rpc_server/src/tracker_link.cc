@@ -332,6 +332,11 @@ void TrackerLink::OnSessionEnd(int pid, const Status& reported) {
     if (st < 2 || c.pid.load() != pid) continue;
     msg::SessionEnded e;
     e.lease_token = ClaimToken(c);
+    // Freed before the end is queued: the link never reports a start after its end.
+    bool freed = false;
+    while (st >= 2 && !(freed = c.state.compare_exchange_weak(st, 0))) {
+    }
+    if (!freed) continue;
     e.outcome = static_cast<uint8_t>(OutcomeOf(reported));
     e.message = reported.ok() ? "" : reported.ToString();
     {
@@ -339,7 +344,6 @@ void TrackerLink::OnSessionEnd(int pid, const Status& reported) {
       std::lock_guard<std::mutex> lock(impl_->mu);
       impl_->ended.push_back(std::move(e));
     }
-    c.state.store(0, std::memory_order_release);
   }
 }
 

@@ -95,6 +95,20 @@ TEST_F(SessionTest, UploadsDownloadsListsAndRemovesFiles) {
   EXPECT_EQ(list->size(), 1u);
 }
 
+TEST_F(SessionTest, StreamsALargeUploadWhileHashingOnBothSides) {
+  // Over the size where both ends pipeline hashing with the transfer.
+  std::string data(9 * 1024 * 1024 + 5, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 7919) >> 3);
+  std::string local = WriteFile(local_dir_ + "/large.bin", data);
+  auto up = session_->Upload(local, "large.bin");
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_EQ(up->sha256_hex, Sha256Hex(data));
+  EXPECT_EQ(up->size, data.size());
+  auto down = session_->Download("large.bin", local_dir_ + "/large.back");
+  ASSERT_TRUE(down.ok()) << down.status().ToString();
+  EXPECT_EQ(ReadFile(local_dir_ + "/large.back"), data);
+}
+
 TEST_F(SessionTest, RefusesPathsOutsideTheWorkspace) {
   for (std::string path : std::vector<std::string>{"/etc/passwd", "../escape.txt", "a/../../escape.txt", "", "a/.."}) {
     auto up = session_->UploadBytes("x", path);
