@@ -143,7 +143,10 @@ std::string SignalName(int sig) {
     auto req = frame->As<WireRequest>();
     if (!req.ok()) ::_exit(2);
     BuildRequest r = FromWire(*req);
-    if (r.debug_action == BuildRequest::DebugAction::kCrash) ::raise(SIGSEGV);
+    if (r.debug_action == BuildRequest::DebugAction::kCrash) {
+      ::signal(SIGSEGV, SIG_DFL);  // LLVM's crash handlers may be installed; die like a real fault
+      ::raise(SIGSEGV);
+    }
     if (r.debug_action == BuildRequest::DebugAction::kHang) {
       for (;;) ::pause();
     }

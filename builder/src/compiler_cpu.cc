@@ -256,7 +256,9 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
     f.write(object.data(), static_cast<std::streamsize>(object.size()));
     if (!f) return Status(ErrorCode::kIoError, obj_path + ": write failed");
   }
-  std::vector<const char*> lld_args = {"ld.lld", "-shared", "--build-id=sha1", "-z", "noexecstack",
+  // --threads=1: lld's parallel loops would start LLVM's thread pool, which a forked worker inherits
+  // without its threads (and then waits on forever); one build per core is the pool's parallelism.
+  std::vector<const char*> lld_args = {"ld.lld", "-shared", "--threads=1", "--build-id=sha1", "-z", "noexecstack",
                                        "-o", so_path.c_str(), obj_path.c_str()};
   std::string link_out, link_err;
   llvm::raw_string_ostream link_out_os(link_out), link_err_os(link_err);

@@ -326,7 +326,16 @@ Expected<std::vector<TarMember>> ListTar(const std::string& path) {
     UstarHeader h;
     CT_RETURN_IF_ERROR(PreadAll(fd.get(), &h, kBlock, off));
     static const char kZeros[kBlock] = {};
-    if (std::memcmp(&h, kZeros, kBlock) == 0) break;  // end marker
+    if (std::memcmp(&h, kZeros, kBlock) == 0) {
+      // The end marker is two zero blocks; one alone means the archive was cut.
+      char second[kBlock];
+      if (off + 2 * kBlock > file_size || !PreadAll(fd.get(), second, kBlock, off + kBlock).ok() ||
+          std::memcmp(second, kZeros, kBlock) != 0) {
+        return Status(ErrorCode::kInvalidArgument,
+                      "truncated archive (the end-of-archive marker is cut short)");
+      }
+      break;
+    }
     uint64_t sum = 0;
     if (!ParseOctal(h.chksum, sizeof(h.chksum), &sum) || sum != HeaderChecksum(h)) {
       return Status(ErrorCode::kInvalidArgument,

@@ -1,0 +1,269 @@
+#include "crosstune/package.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "crosstune/crypto.h"
+#include "crosstune/params.h"
+#include "package_helpers.h"
+
+namespace crosstune::pkg {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::X86Device;
+
+class PackageTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("crosstune-package-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    x86_ = (dir_ / "x86.ctpkg").string();
+    testing::BuildPackage("x86-64", x86_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  static fs::path dir_;
+  static std::string x86_;
+};
+fs::path PackageTest::dir_;
+std::string PackageTest::x86_;
+
+TEST_F(PackageTest, WritesManifestWithTargetFunctionsVersionsAndHashes) {
+  auto m = VerifyPackage(x86_, X86Device());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->format_version, kFormatVersion);
+  EXPECT_EQ(m->kind, "cpu");
+  EXPECT_EQ(m->target, "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64");
+  EXPECT_EQ(m->triple, "x86_64-linux-gnu");
+  EXPECT_EQ(m->arch, "x86_64");
+  EXPECT_EQ(m->abi_version, 1u);
+  EXPECT_EQ(m->compiler, "clang+lld");
+  EXPECT_EQ(m->compiler_version, "14.0.6");
+  EXPECT_EQ(m->library, "lib/vadd.so");
+  ASSERT_EQ(m->functions.size(), 2u);
+  EXPECT_EQ(m->functions[0].name, "vadd");
+  ASSERT_EQ(m->files.size(), 1u);
+  EXPECT_EQ(m->files[0].sha256, m->build_id);
+  EXPECT_EQ(m->files[0].sha256.size(), 64u);
+}
+
+TEST_F(PackageTest, ExtractsVerifiedFiles) {
+  std::string out = Path("extract");
+  auto m = ExtractPackage(x86_, out, X86Device());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto h = Sha256FileHex(out + "/lib/vadd.so");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(*h, m->build_id);
+}
+
+TEST_F(PackageTest, RefusesBadHash) {
+  std::string bad = Path("badhash.ctpkg");
+  std::string bytes = testing::ReadFile(x86_);
+  auto members = ListTar(x86_);
+  for (const auto& mem : *members) {
+    if (mem.path == "lib/vadd.so") bytes[mem.offset + mem.size / 2] ^= 0x5a;
+  }
+  testing::WriteFile(bad, bytes);
+  auto m = VerifyPackage(bad, X86Device());
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kBadHash);
+  EXPECT_NE(m.status().message().find("lib/vadd.so: SHA-256 mismatch"), std::string::npos);
+}
+
+TEST_F(PackageTest, RefusesTruncatedArchive) {
+  std::string bytes = testing::ReadFile(x86_);
+  for (size_t keep : {bytes.size() / 2, bytes.size() - 512, size_t{100}}) {
+    std::string cut = Path("cut.ctpkg");
+    testing::WriteFile(cut, bytes.substr(0, keep));
+    auto m = VerifyPackage(cut, X86Device());
+    ASSERT_FALSE(m.ok()) << keep;
+    EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.status().message().find("truncated archive"), std::string::npos) << m.status().message();
+  }
+}
+
+TEST_F(PackageTest, RefusesGarbage) {
+  std::string junk = Path("junk.ctpkg");
+  testing::WriteFile(junk, std::string(4096, 'x'));
+  auto m = VerifyPackage(junk, X86Device());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("corrupt archive"), std::string::npos) << m.status().message();
+}
+
+TEST_F(PackageTest, RefusesWrongArchitecture) {
+  std::string arm = Path("arm.ctpkg");
+  testing::BuildPackage("aarch64", arm);
+  auto m = VerifyPackage(arm, X86Device());
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kWrongArch);
+  EXPECT_EQ(m.status().message(), "built for aarch64, device is x86_64");
+  msg::DeviceInfo board;
+  board.arch = "aarch64";
+  EXPECT_TRUE(VerifyPackage(arm, board).ok());
+  board.arch = "armv7l";
+  EXPECT_EQ(VerifyPackage(arm, board).status().code(), ErrorCode::kWrongArch);
+}
+
+TEST_F(PackageTest, RefusesCpuFeatureTheDeviceLacks) {
+  std::string avx512 = Path("avx512.ctpkg");
+  testing::BuildPackage("x86-avx512", avx512);
+  auto m = VerifyPackage(avx512, X86Device({"sse4.2", "avx", "avx2", "fma", "bmi2"}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kWrongArch);
+  EXPECT_NE(m.status().message().find("avx512"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("lacks"), std::string::npos);
+}
+
+TEST_F(PackageTest, RefusesUnknownFormatAndAbiVersion) {
+  std::string fmt = Path("fmt.ctpkg");
+  testing::RewritePackage(x86_, fmt, [](Manifest* m, std::vector<PackageInput>* files) {
+    files->insert(files->begin(), {"manifest.json", testing::SetManifestField(*m, "format_version", 99), ""});
+  });
+  auto a = VerifyPackage(fmt, X86Device());
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), ErrorCode::kVersionMismatch);
+  EXPECT_NE(a.status().message().find("format version 99"), std::string::npos);
+
+  std::string abi = Path("abi.ctpkg");
+  testing::RewritePackage(x86_, abi, [](Manifest* m, std::vector<PackageInput>*) { m->abi_version = 7; });
+  auto b = VerifyPackage(abi, X86Device());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), ErrorCode::kVersionMismatch);
+  EXPECT_NE(b.status().message().find("ABI version 7"), std::string::npos);
+}
+
+TEST_F(PackageTest, RefusesParamsAndGraphFromAnotherBuild) {
+  ParamsWriter w;
+  float data[4] = {1, 2, 3, 4};
+  ASSERT_TRUE(w.Add("weight", {kDLFloat, 32, 1}, {4}, data, sizeof(data)).ok());
+  std::string with = Path("with_params.ctpkg");
+  testing::BuildPackage("x86-64", with, R"({"nodes": []})", w.Serialize());
+  ASSERT_TRUE(VerifyPackage(with, X86Device()).ok());
+  // Swap in params stamped for another library, with the manifest hash updated to match: only the
+  // build id tells them apart.
+  std::string foreign = Path("foreign_params.ctpkg");
+  testing::RewritePackage(with, foreign, [&](Manifest* m, std::vector<PackageInput>* files) {
+    for (auto& f : *files) {
+      if (f.path != "params.bin") continue;
+      f.data = *RestampParams(f.data, std::string(64, 'b'));
+      for (auto& h : m->files) {
+        if (h.path == f.path) h.sha256 = Sha256Hex(f.data);
+      }
+    }
+  });
+  auto p = VerifyPackage(foreign, X86Device());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), ErrorCode::kBadHash);
+  EXPECT_NE(p.status().message().find("params.bin belongs to build bbbbbbbbbbbb"), std::string::npos)
+      << p.status().message();
+
+  std::string graph = Path("foreign_graph.ctpkg");
+  testing::RewritePackage(with, graph, [&](Manifest* m, std::vector<PackageInput>* files) {
+    for (auto& f : *files) {
+      if (f.path != "graph.json") continue;
+      f.data = R"({"build_id": "cccccccccccccccc", "nodes": []})";
+      for (auto& h : m->files) {
+        if (h.path == f.path) {
+          h.sha256 = Sha256Hex(f.data);
+          h.size = f.data.size();
+        }
+      }
+    }
+  });
+  auto g = VerifyPackage(graph, X86Device());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), ErrorCode::kBadHash);
+  EXPECT_NE(g.status().message().find("graph.json belongs to build"), std::string::npos);
+}
+
+TEST_F(PackageTest, RefusesUnlistedMembersAndUnsafeNames) {
+  std::string extra = Path("extra.ctpkg");
+  testing::RewritePackage(x86_, extra, [](Manifest*, std::vector<PackageInput>* files) {
+    files->push_back({"lib/evil.so", "x", ""});
+  });
+  auto e = VerifyPackage(extra, X86Device());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), ErrorCode::kBadHash);
+  EXPECT_NE(e.status().message().find("lib/evil.so: not listed"), std::string::npos);
+  EXPECT_FALSE(WriteTar(Path("dotdot.tar"), {{"../escape", "x", ""}}).ok());
+}
+
+TEST_F(PackageTest, CudaPackagesNeedAMatchingGpu) {
+  Manifest m;
+  m.kind = "cuda";
+  m.arch = "sm_90";
+  msg::DeviceInfo d = X86Device();
+  d.gpu_status = "no CUDA driver";
+  Status none = CheckDevice(m, d);
+  EXPECT_EQ(none.code(), ErrorCode::kNoDevice);
+  EXPECT_NE(none.message().find("no CUDA driver"), std::string::npos);
+  d.gpus.push_back({"A100", "sm_80", 0});
+  EXPECT_EQ(CheckDevice(m, d).code(), ErrorCode::kWrongArch);
+  d.gpus.push_back({"H100", "sm_90", 0});
+  EXPECT_TRUE(CheckDevice(m, d).ok());
+  m.arch = "sm_80";
+  d.gpus = {{"H100", "sm_90", 0}};
+  EXPECT_EQ(CheckDevice(m, d).code(), ErrorCode::kWrongArch);  // sm_80 cubin, no PTX
+  m.ptx = "lib/k.ptx";
+  EXPECT_TRUE(CheckDevice(m, d).ok());  // PTX is JIT-compiled for the newer GPU
+}
+
+TEST(ParamsTest, RoundTripsAlignedTensorsThroughMmap) {
+  ParamsWriter w;
+  std::vector<float> a(100, 1.5f);
+  std::vector<int32_t> b = {1, 2, 3};
+  ASSERT_TRUE(w.Add("a", {kDLFloat, 32, 1}, {10, 10}, a.data(), a.size() * 4).ok());
+  ASSERT_TRUE(w.Add("b", {kDLInt, 32, 1}, {3}, b.data(), b.size() * 4).ok());
+  w.set_build_id(std::string(64, 'a'));
+  std::string path = fs::temp_directory_path() / ("params-" + std::to_string(::getpid()) + ".bin");
+  ASSERT_TRUE(w.Write(path).ok());
+  auto p = ParamsFile::Open(path);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ((*p)->build_id(), std::string(64, 'a'));
+  ASSERT_EQ((*p)->tensors().size(), 2u);
+  const ParamTensor* t = (*p)->Find("b");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->offset % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*p)->data(*t)) % 64, 0u);
+  EXPECT_EQ(static_cast<const int32_t*>((*p)->data(*t))[2], 3);
+  EXPECT_EQ(static_cast<const float*>((*p)->data(*(*p)->Find("a")))[99], 1.5f);
+  fs::remove(path);
+}
+
+TEST(ParamsTest, RefusesTruncatedMisalignedAndGarbage) {
+  ParamsWriter w;
+  std::vector<float> a(64, 2.0f);
+  ASSERT_TRUE(w.Add("a", {kDLFloat, 32, 1}, {64}, a.data(), a.size() * 4).ok());
+  std::string good = w.Serialize();
+  alignas(64) static char buf[1 << 16];
+  auto check = [&](const std::string& bytes, const std::string& want) {
+    std::memcpy(buf, bytes.data(), bytes.size());
+    auto p = ParamsFile::FromBuffer(buf, bytes.size());
+    ASSERT_FALSE(p.ok()) << want;
+    EXPECT_NE(p.status().message().find(want), std::string::npos) << p.status().message();
+  };
+  check(good.substr(0, good.size() - 10), "truncated");
+  check(good.substr(0, 40), "truncated");
+  check(std::string(200, 'z'), "bad magic");
+  std::string garbage_index = good;
+  garbage_index[88] = 'x';
+  check(garbage_index, "not JSON");
+  std::string misaligned = good;
+  size_t at = misaligned.find("\"offset\":");
+  misaligned[at + 9] = misaligned[at + 9] == '9' ? '8' : static_cast<char>(misaligned[at + 9] + 1);
+  std::memcpy(buf, misaligned.data(), misaligned.size());
+  auto p = ParamsFile::FromBuffer(buf, misaligned.size());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("aligned"), std::string::npos) << p.status().message();
+  // A size that does not match the shape.
+  ParamsWriter bad;
+  EXPECT_FALSE(bad.Add("x", {kDLFloat, 32, 1}, {4}, a.data(), 12).ok());
+}
+
+}  // namespace
+}  // namespace crosstune::pkg

@@ -1,0 +1,125 @@
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "crosstune/builder/builder.h"
+#include "test_kernels.h"
+
+namespace crosstune::builder {
+namespace {
+
+namespace fs = std::filesystem;
+
+BuildRequest Request(const std::string& target, std::vector<std::string> flags = {}) {
+  BuildRequest r;
+  r.source = testing::kVaddSource;
+  r.target = *ParseTarget(target);
+  r.flags = std::move(flags);
+  return r;
+}
+
+class PoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cache_dir_ = fs::temp_directory_path() / ("crosstune-pool-test-" + std::to_string(::getpid()));
+    fs::remove_all(cache_dir_);
+  }
+  void TearDown() override { fs::remove_all(cache_dir_); }
+  std::unique_ptr<Builder> Make(int workers, bool cache) {
+    BuilderOptions o;
+    o.workers = workers;
+    if (cache) o.cache_dir = cache_dir_.string();
+    auto b = Builder::Create(o);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return std::move(*b);
+  }
+  fs::path cache_dir_;
+};
+
+TEST_F(PoolTest, BuildManyAnswersEveryRequestInOrder) {
+  auto builder = Make(2, false);
+  std::vector<BuildRequest> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(Request(i % 2 ? "aarch64" : "x86-64", {"-DV=" + std::to_string(i)}));
+  reqs.push_back(Request("aarch64"));
+  reqs.back().source = "int broken(";
+  auto results = builder->BuildMany(reqs);
+  ASSERT_EQ(results.size(), reqs.size());
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status.ToString();
+    EXPECT_EQ(results[i].library[18], i % 2 ? static_cast<char>(183) : static_cast<char>(62));
+    EXPECT_GT(results[i].build_seconds, 0);
+    EXPECT_FALSE(results[i].cache_hit);
+  }
+  EXPECT_EQ(results[6].status.code(), ErrorCode::kBuildError);
+  EXPECT_NE(results[6].diagnostics.find("kernel.c:1:"), std::string::npos);
+}
+
+TEST_F(PoolTest, CompilerCrashCostsOneWorkerNotTheCaller) {
+  auto builder = Make(1, false);
+  BuildRequest crash = Request("x86-64");
+  crash.debug_action = BuildRequest::DebugAction::kCrash;
+  BuildResult r = builder->Build(crash);
+  EXPECT_EQ(r.status.code(), ErrorCode::kBuildError);
+  EXPECT_NE(r.status.message().find("crashed (SIGSEGV)"), std::string::npos) << r.status.ToString();
+  BuildResult after = builder->Build(Request("x86-64"));
+  EXPECT_TRUE(after.ok()) << after.status.ToString();
+  EXPECT_EQ(builder->stats().worker_restarts, 1u);
+}
+
+TEST_F(PoolTest, BuildPastItsTimeoutIsKilledAndTheWorkerReplaced) {
+  auto builder = Make(1, false);
+  BuildRequest hang = Request("x86-64");
+  hang.debug_action = BuildRequest::DebugAction::kHang;
+  hang.timeout = std::chrono::milliseconds(300);
+  BuildResult r = builder->Build(hang);
+  EXPECT_EQ(r.status.code(), ErrorCode::kTimeout);
+  EXPECT_NE(r.status.message().find("timeout of 300 ms"), std::string::npos);
+  EXPECT_TRUE(builder->Build(Request("x86-64")).ok());
+}
+
+TEST_F(PoolTest, RepeatedBuildComesFromTheCache) {
+  auto builder = Make(1, true);
+  BuildResult first = builder->Build(Request("aarch64"));
+  ASSERT_TRUE(first.ok()) << first.status.ToString();
+  EXPECT_FALSE(first.cache_hit);
+  BuildResult second = builder->Build(Request("aarch64"));
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.library, first.library);
+  EXPECT_EQ(second.functions.size(), 2u);
+  EXPECT_EQ(second.cache_key, first.cache_key);
+  // Another flag, target or source is another key.
+  EXPECT_FALSE(builder->Build(Request("aarch64", {"-DX=1"})).cache_hit);
+  EXPECT_FALSE(builder->Build(Request("cortex-a72")).cache_hit);
+  EXPECT_EQ(builder->stats().cache_hits, 1u);
+  // A new builder on the same directory hits too.
+  auto again = Make(1, true);
+  EXPECT_TRUE(again->Build(Request("aarch64")).cache_hit);
+}
+
+TEST_F(PoolTest, FailedBuildsAreNotCached) {
+  auto builder = Make(1, true);
+  BuildRequest bad = Request("x86-64");
+  bad.source = "#error nope\n";
+  EXPECT_FALSE(builder->Build(bad).ok());
+  BuildResult again = builder->Build(bad);
+  EXPECT_FALSE(again.ok());
+  EXPECT_FALSE(again.cache_hit);
+}
+
+TEST(BuildCacheKeyTest, DependsOnEveryInput) {
+  BuildRequest a = Request("aarch64");
+  BuildRequest b = a;
+  EXPECT_EQ(BuildCacheKey(a), BuildCacheKey(b));
+  b.flags = {"-O2"};
+  EXPECT_NE(BuildCacheKey(a), BuildCacheKey(b));
+  b = a;
+  b.source += " ";
+  EXPECT_NE(BuildCacheKey(a), BuildCacheKey(b));
+  b = a;
+  b.name = "other";
+  EXPECT_NE(BuildCacheKey(a), BuildCacheKey(b));
+}
+
+}  // namespace
+}  // namespace crosstune::builder
