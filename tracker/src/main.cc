@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "crosstune/crypto.h"
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
   int64_t default_lease_s = 1800, default_wait_s = 600;
 
   CLI::App app{"crosstune-tracker: pools a farm of crosstune-server devices"};
+  // A later flag overrides an earlier one (scripts append overrides to a base command line).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "tracker port (0: any free port)")->capture_default_str();
   app.add_option("--http-port", o.http_port,
@@ -58,6 +61,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  // Logs go to stderr: stdout carries only the "listening on" line scripts read.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("crosstune-tracker"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   auto fail = [](const std::string& what) {
     std::fprintf(stderr, "crosstune-tracker: error: %s\n", what.c_str());

@@ -262,6 +262,10 @@ void Scheduler::TokenAcked(TimePoint now, uint64_t conn, const std::string& toke
   ks.grants++;
   ks.wait_sum += waited;
   ks.wait_max = std::max(ks.wait_max, waited);
+  // Persisted before the client hears of it: a tracker killed in between must still know the
+  // lease when it restarts.
+  Push({.kind = Action::Kind::kLeaseStarted, .device = d->name, .token = token,
+        .lease = Record(now, l)});
   Action a{.kind = Action::Kind::kGrant, .conn = w.conn, .request_id = w.request_id,
            .device = d->name, .token = token};
   a.grant.device = d->name;
@@ -270,8 +274,6 @@ void Scheduler::TokenAcked(TimePoint now, uint64_t conn, const std::string& toke
   a.grant.lease_ms = static_cast<uint32_t>(l.lease_ms.count());
   a.grant.key = l.key;
   Push(std::move(a));
-  Push({.kind = Action::Kind::kLeaseStarted, .device = d->name, .token = token,
-        .lease = Record(now, l)});
 }
 
 Status Scheduler::SessionStarted(TimePoint now, uint64_t conn, const std::string& token) {

@@ -1,0 +1,270 @@
+// The tracker with real crosstune-server processes on loopback: grants, lease tokens enforced by
+// the server, disconnects, dead and flaky servers, restart, auth and admin.
+#include <gtest/gtest.h>
+
+#include "crosstune/client/session.h"
+#include "farm.h"
+
+namespace crosstune::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+client::LeaseRequest Hold(const std::string& key, std::chrono::milliseconds wait = 10s) {
+  client::LeaseRequest r;
+  r.key = key;
+  r.wait = wait;
+  r.hold = 60s;
+  r.multi_session = true;
+  return r;
+}
+
+Status Connect(const std::string& server, const std::string& token) {
+  client::ConnectOptions o;
+  o.server = server;
+  o.lease_token = token;
+  o.connect_timeout = 5s;
+  o.request_timeout = 5s;
+  auto s = client::Session::Connect(o);
+  if (!s.ok()) return s.status();
+  return (*s)->Ping();
+}
+
+class TrackerFarmTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(farm_.StartTracker()); }
+  Farm farm_;
+};
+
+TEST_F(TrackerFarmTest, GrantsARegisteredServerWhichAcceptsOnlyTheCurrentToken) {
+  int s = farm_.StartServer("cpu", {"--tag", "rack=a"});
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto dev = farm_.Device(farm_.server_addr(s));
+  ASSERT_FALSE(dev.is_null());
+  EXPECT_EQ(dev["tags"]["rack"], "a");
+  EXPECT_EQ(dev["state"], "free");
+
+  auto c = farm_.Client();
+  ASSERT_TRUE(c);
+  auto req = Hold("cpu");
+  req.constraints = {"rack=a"};
+  auto grant = c->RequestDevice(req);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  EXPECT_EQ(grant->address, farm_.server_addr(s));
+
+  EXPECT_TRUE(Connect(grant->address, grant->lease_token).ok());
+  Status forged = Connect(grant->address, std::string(grant->lease_token.size(), 'f'));
+  EXPECT_EQ(forged.code(), ErrorCode::kUnauthorized) << forged.ToString();
+  Status none = Connect(grant->address, "");
+  EXPECT_EQ(none.code(), ErrorCode::kUnauthorized) << none.ToString();
+  EXPECT_NE(none.message().find("--tracker"), std::string::npos) << none.message();
+
+  // Released: the old token is stale and refused.
+  ASSERT_TRUE(c->Release(grant->lease_token).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return Connect(grant->address, grant->lease_token).code() == ErrorCode::kUnauthorized;
+  }));
+  auto summary = farm_.Summary();
+  ASSERT_FALSE(summary["history"].empty());
+  EXPECT_EQ(summary["history"][0]["outcome"], "released");
+}
+
+TEST_F(TrackerFarmTest, ReportsARequestNoDeviceCouldEverMatch) {
+  ASSERT_GE(farm_.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto c = farm_.Client();
+  auto req = Hold("cpu");
+  req.constraints = {"arch=riscv64"};
+  auto grant = c->RequestDevice(req);
+  ASSERT_FALSE(grant.ok());
+  EXPECT_EQ(grant.status().code(), ErrorCode::kNoDevice) << grant.status().ToString();
+}
+
+TEST_F(TrackerFarmTest, QueuesASecondClientAndHandsOverWhenTheFirstDisconnects) {
+  ASSERT_GE(farm_.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto first = farm_.Client("first");
+  auto g1 = first->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(g1.ok());
+
+  auto second = farm_.Client("second");
+  std::vector<msg::QueueUpdate> updates;
+  auto req = Hold("cpu");
+  req.on_queue_update = [&](const msg::QueueUpdate& u) {
+    updates.push_back(u);
+    first.reset();  // the holder goes away while the second waits
+  };
+  auto g2 = second->RequestDevice(req);
+  ASSERT_TRUE(g2.ok()) << g2.status().ToString();
+  ASSERT_FALSE(updates.empty());
+  EXPECT_EQ(updates[0].position, 1u);
+  EXPECT_NE(g2->lease_token, g1->lease_token);
+  EXPECT_TRUE(Connect(g2->address, g2->lease_token).ok());
+  EXPECT_EQ(Connect(g1->address, g1->lease_token).code(), ErrorCode::kUnauthorized);
+}
+
+TEST_F(TrackerFarmTest, ExpiredLeaseIsRefusedAndRenewedLeaseIsKept) {
+  ASSERT_GE(farm_.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto c = farm_.Client();
+  auto req = Hold("cpu");
+  req.hold = 1500ms;
+  auto grant = c->RequestDevice(req);
+  ASSERT_TRUE(grant.ok());
+  // Renewed past its first expiry, it still works.
+  c->StartAutoRenew(grant->lease_token, 300ms);
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(c->renew_status().ok()) << c->renew_status().ToString();
+  EXPECT_TRUE(Connect(grant->address, grant->lease_token).ok());
+  // Unrenewed, it expires and the server refuses the token.
+  c->StopAutoRenew();
+  EXPECT_TRUE(Eventually([&] {
+    return Connect(grant->address, grant->lease_token).code() == ErrorCode::kUnauthorized;
+  }));
+  EXPECT_EQ(c->Renew(grant->lease_token).status().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(TrackerFarmTest, OneSessionGrantEndsWithItsSessionAndUnclaimedGrantsReturn) {
+  ASSERT_GE(farm_.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto c = farm_.Client();
+  auto req = Hold("cpu");
+  req.multi_session = false;
+  auto g1 = c->RequestDevice(req);
+  ASSERT_TRUE(g1.ok());
+  ASSERT_TRUE(Connect(g1->address, g1->lease_token).ok());  // the session opens and closes
+  auto g2 = c->RequestDevice(req);  // free again at once
+  ASSERT_TRUE(g2.ok()) << g2.status().ToString();
+  // Nobody opens a session with g2: it goes back to the pool by itself.
+  auto other = farm_.Client("other");
+  auto g3 = other->RequestDevice(req);
+  ASSERT_TRUE(g3.ok()) << g3.status().ToString();
+  auto summary = farm_.Summary();
+  bool unclaimed = false;
+  for (auto& h : summary["history"]) {
+    if (h["outcome"].get<std::string>().find("unclaimed") == 0) unclaimed = true;
+  }
+  EXPECT_TRUE(unclaimed) << summary["history"].dump();
+}
+
+TEST_F(TrackerFarmTest, DropsADeadServer) {
+  int s = farm_.StartServer("cpu");
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  farm_.server(s).Kill(SIGKILL);
+  EXPECT_TRUE(farm_.WaitRegistered(0));
+}
+
+TEST_F(TrackerFarmTest, QuarantinesAServerWhoseAddressDoesNotAnswer) {
+  // Registered with an address where nothing listens: every client fails to reach it.
+  int s = farm_.StartServer("cpu", {"--custom-addr", "127.0.0.1:1"});
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto c = farm_.Client();
+  auto req = Hold("cpu", 3s);
+  req.multi_session = false;
+  for (int i = 0; i < 3; ++i) {
+    auto g = c->RequestDevice(req);
+    ASSERT_TRUE(g.ok()) << "round " << i << ": " << g.status().ToString();
+    Status st = Connect(g->address, g->lease_token);
+    ASSERT_EQ(st.code(), ErrorCode::kDisconnected) << st.ToString();
+    ASSERT_TRUE(c->Release(g->lease_token, msg::Outcome::kUnreachable, st.message()).ok());
+  }
+  auto dev = farm_.Device("127.0.0.1:1");
+  ASSERT_FALSE(dev.is_null());
+  EXPECT_EQ(dev["state"], "quarantined");
+  EXPECT_EQ(dev["infra_failures"], 3);
+  // Its self-checks keep failing (the address still does not answer): no grant.
+  auto g = c->RequestDevice(req);
+  EXPECT_EQ(g.status().code(), ErrorCode::kTimeout) << g.status().ToString();
+  EXPECT_EQ(farm_.Device("127.0.0.1:1")["state"], "quarantined");
+}
+
+TEST_F(TrackerFarmTest, RestartedTrackerKeepsRunningLeasesAndServersReRegister) {
+  Farm farm;
+  std::string db = farm.Path("tracker.sqlite");
+  ASSERT_TRUE(farm.StartTracker({"--db", db}));
+  int s = farm.StartServer("cpu");
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm.WaitRegistered(1));
+  auto holder = farm.Client("holder");
+  auto grant = holder->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(grant.ok());
+
+  uint16_t port = farm.tracker_port();
+  farm.KillTracker(SIGKILL);
+  // While the tracker is down the server keeps honouring the lease it was told about.
+  EXPECT_TRUE(Connect(grant->address, grant->lease_token).ok());
+  ASSERT_TRUE(farm.StartTracker({"--db", db, "--startup-grace-s", "5"}, port));
+  ASSERT_TRUE(farm.WaitRegistered(1));
+  EXPECT_TRUE(Eventually([&] { return farm.Device(grant->address)["state"] == "leased"; }))
+      << farm.Summary().dump();
+
+  // Someone else asks: the leased device is not handed out.
+  auto other = farm.Client("other");
+  auto g2 = other->RequestDevice(Hold("cpu", 1500ms));
+  EXPECT_EQ(g2.status().code(), ErrorCode::kTimeout) << g2.status().ToString();
+
+  // The holder re-attaches with its token on a new connection and goes on.
+  holder.reset();
+  auto again = farm.Client("holder");
+  auto info = again->Renew(grant->lease_token);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->address, grant->address);
+  EXPECT_TRUE(Connect(grant->address, grant->lease_token).ok());
+  EXPECT_EQ(farm.Device(grant->address)["holder"], "holder");
+}
+
+TEST_F(TrackerFarmTest, AdminCanDrainUndrainAndKickWithTheAdminTokenOnly) {
+  Farm farm;
+  std::string admin = farm.WriteFile("admin", "admin-secret\n");
+  ASSERT_TRUE(farm.StartTracker({"--admin-token-file", admin}));
+  int s = farm.StartServer("cpu");
+  ASSERT_TRUE(farm.WaitRegistered(1));
+  std::string dev = farm.server_addr(s);
+  auto c = farm.Client();
+  auto grant = c->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(grant.ok());
+
+  auto admin_client = farm.Client("admin");
+  EXPECT_EQ(admin_client->Admin("kick", dev, "wrong").code(), ErrorCode::kUnauthorized);
+  ASSERT_TRUE(admin_client->Admin("drain", dev, "admin-secret").ok());
+  ASSERT_TRUE(admin_client->Admin("kick", dev, "admin-secret").ok());
+  EXPECT_TRUE(Eventually([&] {
+    return Connect(grant->address, grant->lease_token).code() == ErrorCode::kUnauthorized;
+  }));
+  EXPECT_EQ(farm.Device(dev)["state"], "drained");
+  auto g2 = c->RequestDevice(Hold("cpu", 1s));
+  EXPECT_EQ(g2.status().code(), ErrorCode::kTimeout);
+  ASSERT_TRUE(admin_client->Admin("undrain", dev, "admin-secret").ok());
+  EXPECT_TRUE(c->RequestDevice(Hold("cpu")).ok());
+}
+
+TEST(TrackerAuthTest, RefusesUnauthenticatedClientsAndServers) {
+  Farm farm;
+  std::string secret_file = farm.WriteFile("secret", "farm-secret\n");
+  std::string wrong_file = farm.WriteFile("wrong", "not-the-secret\n");
+  ASSERT_TRUE(farm.StartTracker({"--auth-token-file", secret_file}));
+  // A server with the wrong secret never registers; one with the right one does.
+  ASSERT_GE(farm.StartServer("cpu", {"--auth-token-file", wrong_file}), 0);
+  ASSERT_GE(farm.StartServer("cpu", {"--auth-token-file", secret_file}), 0);
+  ASSERT_TRUE(farm.WaitRegistered(1, "farm-secret"));
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(farm.Summary("farm-secret")["devices"].size(), 1u);
+
+  client::TrackerOptions o;
+  o.tracker = farm.tracker();
+  auto none = client::TrackerClient::Connect(o);
+  EXPECT_EQ(none.status().code(), ErrorCode::kUnauthorized);
+  o.auth_secret = "not-the-secret";
+  auto wrong = client::TrackerClient::Connect(o);
+  EXPECT_EQ(wrong.status().code(), ErrorCode::kUnauthorized);
+  o.auth_secret = "farm-secret";
+  auto right = client::TrackerClient::Connect(o);
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  EXPECT_TRUE((*right)->RequestDevice(Hold("cpu")).ok());
+}
+
+}  // namespace
+}  // namespace crosstune::testing
