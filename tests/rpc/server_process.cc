@@ -25,9 +25,26 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
                                                     const std::string& binary) {
   auto p = std::unique_ptr<ServerProcess>(new ServerProcess());
   p->work_dir_ = MakeTempDir();
-  std::string bin = binary.empty() ? CT_SERVER_BIN : binary;
-  std::vector<std::string> argv = {bin, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+  // CROSSTUNE_TEST_SERVER / CROSSTUNE_TEST_SERVER_PREFIX run the same tests against another
+  // build, e.g. the aarch64 server under "qemu-aarch64 -L /usr/aarch64-linux-gnu".
+  const char* env_bin = std::getenv("CROSSTUNE_TEST_SERVER");
+  std::string bin = !binary.empty() ? binary : env_bin && *env_bin ? env_bin : CT_SERVER_BIN;
+  std::vector<std::string> argv;
+  if (const char* prefix = std::getenv("CROSSTUNE_TEST_SERVER_PREFIX")) {
+    std::string word;
+    for (const char* p = prefix;; ++p) {
+      if (*p == ' ' || *p == '\0') {
+        if (!word.empty()) argv.push_back(word);
+        word.clear();
+        if (*p == '\0') break;
+      } else {
+        word += *p;
+      }
+    }
+  }
+  std::vector<std::string> own = {bin, "--host", "127.0.0.1", "--port", "0", "--work-dir",
                                    p->work_dir_};
+  argv.insert(argv.end(), own.begin(), own.end());
   argv.insert(argv.end(), args.begin(), args.end());
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -44,7 +61,7 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
-    ::execv(cargv[0], cargv.data());
+    ::execvp(cargv[0], cargv.data());
     ::_exit(127);
   }
   ::close(out[1]);

@@ -34,7 +34,7 @@ class SessionTest : public ::testing::Test {
   virtual std::vector<std::string> ServerArgs() { return {}; }
 
   client::RemoteModule LoadTestKernels() {
-    auto up = session_->Upload(CT_TEST_KERNELS, "test_kernels.so");
+    auto up = session_->Upload(TestKernels(), "test_kernels.so");
     EXPECT_TRUE(up.ok()) << up.status().ToString();
     auto m = session_->LoadModule("test_kernels.so");
     EXPECT_TRUE(m.ok()) << m.status().ToString();
@@ -47,6 +47,7 @@ class SessionTest : public ::testing::Test {
 };
 
 TEST_F(SessionTest, ReportsDeviceInfo) {
+  if (ForeignServer()) GTEST_SKIP() << "host-architecture expectations";
   auto info = session_->Info();
   ASSERT_TRUE(info.ok()) << info.status().ToString();
 #if defined(__x86_64__)
@@ -248,14 +249,17 @@ TEST_F(SessionTest, TimesAFunctionAndGrowsNumberToMinRepeat) {
   opt.flush_cache = true;
   t = m.Time("busy_us", {CallArg::Int(1000)}, opt);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_GE(t->number, 20u);
-  EXPECT_EQ(t->seconds_per_call.size(), 2u);
+  EXPECT_GT(t->number, 1u);
+  ASSERT_EQ(t->seconds_per_call.size(), 2u);
+  // Each measured round lasted at least min_repeat_ms.
+  for (double s : t->seconds_per_call) EXPECT_GE(s * t->number, 0.020);
 
   auto err = m.Time("fail", {}, opt);
   EXPECT_EQ(err.status().code(), ErrorCode::kKernelError);
 }
 
 TEST_F(SessionTest, RefusesAModuleBuiltForAnotherArchitectureBeforeLoadingIt) {
+  if (ForeignServer()) GTEST_SKIP() << "host-architecture expectations";
 #if defined(__x86_64__)
   ASSERT_TRUE(session_->Upload(CT_AARCH64_KERNEL, "kernel.so").ok());
   auto m = session_->LoadModule("kernel.so");
@@ -267,6 +271,7 @@ TEST_F(SessionTest, RefusesAModuleBuiltForAnotherArchitectureBeforeLoadingIt) {
 }
 
 TEST_F(SessionTest, RefusesFilesThatAreNotModules) {
+  if (ForeignServer()) GTEST_SKIP() << "host-architecture expectations";
   ASSERT_TRUE(session_->UploadBytes("#!/bin/sh\necho hi\n", "script.sh").ok());
   auto m = session_->LoadModule("script.sh");
   EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument) << m.status().ToString();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -11,6 +12,20 @@
 #include "server_process.h"
 
 namespace crosstune::testing {
+
+// The host kernels the tests load (CROSSTUNE_TEST_KERNELS: the same kernels built for the server
+// under test when that is another architecture).
+inline std::string TestKernels() {
+  const char* env = std::getenv("CROSSTUNE_TEST_KERNELS");
+  return env && *env ? env : CT_TEST_KERNELS;
+}
+
+// True when the tests run against a server given by CROSSTUNE_TEST_SERVER, which may be built for
+// another architecture than this test (the host-architecture checks then do not apply).
+inline bool ForeignServer() {
+  const char* env = std::getenv("CROSSTUNE_TEST_SERVER");
+  return env && *env;
+}
 
 // Starts a server with `args` or fails the test.
 inline std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& args = {}) {

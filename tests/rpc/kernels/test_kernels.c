@@ -98,11 +98,17 @@ static int32_t trap(const ct_arg* args, int32_t num_args) {
 static int32_t fpe(const ct_arg* args, int32_t num_args) {
   (void)args;
   (void)num_args;
+#if defined(__x86_64__) || defined(__i386__)
   /* Both operands volatile: gcc turns 1 / x into a compare, which would not trap. */
   volatile int zero = 0;
   volatile int seven = 7;
   volatile int x = seven / zero;
   return x;
+#else
+  /* ARM integer division by zero yields 0 instead of trapping. */
+  raise(SIGFPE);
+  return 0;
+#endif
 }
 
 /* A real bus error: touch a mapping past the end of an empty file. */
