@@ -43,7 +43,10 @@ Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags
   options.connect_timeout = std::min(timeout, options.connect_timeout);
   auto session = client::Session::Connect(options);
   if (!session.ok()) {
-    return Status(session.status().code(), flags.server + ": " + session.status().message());
+    const Status& st = session.status();
+    // Name the server once, whether or not the client library's message already does.
+    if (st.message().find(flags.server) != std::string::npos) return st;
+    return Status(st.code(), flags.server + ": " + st.message());
   }
   return std::move(session).value();
 }
