@@ -74,6 +74,12 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, bool session_time
     if (in_call) s += " in '" + fn + "'";
     return Status(ErrorCode::kTimeout, s);
   }
+  if (WIFEXITED(wait_status)) {
+    if (!in_call) return Status::Ok();
+    // The kernel called exit(): the session is gone, and the client should hear why.
+    return Status(ErrorCode::kRemoteCrash, "kernel '" + fn + "' ended the session process (exit status " +
+                                               std::to_string(WEXITSTATUS(wait_status)) + ")");
+  }
   if (!WIFSIGNALED(wait_status)) return Status::Ok();
   int sig = WTERMSIG(wait_status);
   if (in_call && sig == kCallTimerSignal) {

@@ -6,6 +6,7 @@
 
 #include "crosstune/server/elf.h"
 #include "crosstune/server/module.h"
+#include "package_loader.h"
 
 namespace crosstune::server {
 namespace {
@@ -123,6 +124,7 @@ Expected<std::unique_ptr<Module>> LoaderRegistry::Load(const LoadRequest& reques
 void RegisterDefaultLoaders(LoaderRegistry& registry) {
   // More specific loaders (".ctpkg" packages, CUDA cubin/PTX) go before the CPU loader, which
   // accepts everything so that unknown files get its "not an ELF file" message.
+  registry.Add(MakePackageLoader());
   registry.Add(MakeCpuLoader());
 }
 

@@ -1,6 +1,8 @@
 #include "crosstune/server/server.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/io_context.hpp>
@@ -36,6 +39,26 @@ void SendErrorAndClose(int fd, uint32_t request_id, const Status& status) {
   ::shutdown(fd, SHUT_WR);
   char buf[4096];
   while (::recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+  }
+}
+
+// Closes every socket but `keep`: a session must not hold other clients' connections or the
+// tracker link's socket open (their peers would never see them close). Only sockets: under
+// qemu-user the emulator's own descriptors are in this table too and must stay.
+void CloseOtherSockets(int keep) {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return;
+  std::vector<int> fds;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    if (fd > 2 && fd != keep && fd != ::dirfd(d)) fds.push_back(static_cast<int>(fd));
+  }
+  ::closedir(d);
+  for (int fd : fds) {
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) ::close(fd);
   }
 }
 
@@ -258,6 +281,7 @@ class Server::Impl {
     // signal dispositions asio changed.
     ::close(acceptor_.native_handle());
     for (auto& [pid, live] : sessions_) ::close(live.fd);
+    CloseOtherSockets(fd);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);

@@ -99,6 +99,16 @@ TEST_F(FaultTest, DivisionByZeroIsARemoteCrash) {
 
 TEST_F(FaultTest, BusErrorIsARemoteCrash) { ExpectCrash("bus", "SIGBUS (bus error)"); }
 
+TEST_F(FaultTest, KernelThatExitsTheProcessIsARemoteCrash) {
+  client::RemoteModule m;
+  auto s = SessionWithKernels(&m);
+  ASSERT_TRUE(s);
+  auto r = m.Call("quit", {});
+  EXPECT_EQ(r.status().code(), ErrorCode::kRemoteCrash) << r.status().ToString();
+  EXPECT_EQ(r.status().message(), "kernel 'quit' ended the session process (exit status 3)");
+  ExpectServerAnswers(*server_);
+}
+
 TEST_F(FaultTest, CrashWhileTimingIsARemoteCrash) {
   client::RemoteModule m;
   auto s = SessionWithKernels(&m);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -42,8 +43,10 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
       }
     }
   }
-  std::vector<std::string> own = {bin, "--host", "127.0.0.1", "--port", "0", "--work-dir",
-                                   p->work_dir_};
+  std::vector<std::string> own = {bin, "--host", "127.0.0.1", "--work-dir", p->work_dir_};
+  if (std::find(args.begin(), args.end(), "--port") == args.end()) {
+    own.insert(own.end(), {"--port", "0"});
+  }
   argv.insert(argv.end(), own.begin(), own.end());
   argv.insert(argv.end(), args.begin(), args.end());
   int out[2];
@@ -106,6 +109,23 @@ bool ServerProcess::alive() {
     return false;
   }
   return true;
+}
+
+int ServerProcess::Terminate() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  for (int i = 0; i < 3000; ++i) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  return -1;
 }
 
 ServerProcess::~ServerProcess() {

@@ -14,7 +14,7 @@ namespace crosstune::testing {
 class ServerProcess {
  public:
   // Starts `binary` (default: the crosstune-server this build made) with `args` added after
-  // --host 127.0.0.1 --port 0 --work-dir <fresh temp dir>. Null (with *error set) on failure.
+  // --host 127.0.0.1 --work-dir <fresh temp dir> and, unless `args` name a port, --port 0. Null (with *error set) on failure.
   static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& args,
                                               std::string* error,
                                               const std::string& binary = "");
@@ -24,6 +24,9 @@ class ServerProcess {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   pid_t pid() const { return pid_; }
   const std::string& work_dir() const { return work_dir_; }
+  // Sends SIGTERM and waits (up to 30 s) for the process; returns its wait status, or -1 when it
+  // had to be killed.
+  int Terminate();
   // Whether the process is still running.
   bool alive();
   // Names of the session workspaces currently under work_dir().

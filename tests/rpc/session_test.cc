@@ -1,6 +1,8 @@
 // Loopback integration tests: the real crosstune-server binary and the client library.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <filesystem>
 #include <numeric>
 #include <vector>
@@ -356,6 +358,65 @@ TEST_F(AuthTest, RefusesClientsWithoutTheSecret) {
   auto right = Session::Connect(Options(*server_, "s3cret"));
   ASSERT_TRUE(right.ok()) << right.status().ToString();
   EXPECT_TRUE((*right)->Ping().ok());
+}
+
+TEST(ServerLifecycle, EndsSessionsAndRemovesWorkspacesOnSigterm) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto a = Connect(*server);
+  auto b = Connect(*server);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->UploadBytes("x", "a.txt").ok());
+  ASSERT_TRUE(b->UploadBytes("y", "b.txt").ok());
+  EXPECT_EQ(server->Workspaces().size(), 2u);
+  int status = server->Terminate();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(server->Workspaces().empty());
+  EXPECT_EQ(a->Ping().code(), ErrorCode::kDisconnected);
+  EXPECT_FALSE(a->connected());
+}
+
+TEST(ServerLifecycle, ServesSessionsInProcessWithNoFork) {
+  auto server = StartServer({"--no-fork"});
+  ASSERT_TRUE(server);
+  for (int round = 0; round < 2; ++round) {
+    auto s = Connect(*server);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->Upload(TestKernels(), "k.so").ok());
+    auto m = s->LoadModule("k.so");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    auto t = s->AllocTensor({3}, DLDataType{kDLFloat, 32, 1});
+    ASSERT_TRUE(t.ok());
+    float x[3] = {1, 2, 3};
+    ASSERT_TRUE(t->CopyFrom(x, sizeof(x)).ok());
+    ASSERT_TRUE(m->Call("axpb", {CallArg::Tensor(*t), CallArg::Float(2), CallArg::Int(1)}).ok());
+    ASSERT_TRUE(t->CopyTo(x, sizeof(x)).ok());
+    EXPECT_EQ(x[2], 7.0f);
+    EXPECT_TRUE(s->Close().ok());
+  }
+  EXPECT_TRUE(server->WaitForNoWorkspaces(20));
+}
+
+TEST(ServerLifecycle, RefusesToStartOnABusyPort) {
+  auto first = StartServer();
+  ASSERT_TRUE(first);
+  std::string error;
+  auto second = ServerProcess::Start({"--port", std::to_string(first->port())}, &error);
+  EXPECT_FALSE(second);
+  EXPECT_NE(error.find("server exited before listening"), std::string::npos) << error;
+  ExpectServerAnswers(*first);
+}
+
+TEST(ServerLifecycle, TriesThePortRangeUntilOneIsFree) {
+  auto first = StartServer();
+  ASSERT_TRUE(first);
+  std::string from = std::to_string(first->port());
+  std::string to = std::to_string(first->port() + 20);
+  auto second = StartServer({"--port", from, "--port-end", to});
+  ASSERT_TRUE(second);
+  EXPECT_GT(second->port(), first->port());
+  ExpectServerAnswers(*second);
 }
 
 }  // namespace

@@ -125,10 +125,16 @@ static int32_t bus(const ct_arg* args, int32_t num_args) {
   return 0;
 }
 
+static int32_t quit(const ct_arg* args, int32_t num_args) {
+  (void)args;
+  (void)num_args;
+  _exit(3);
+}
+
 static const ct_function kFunctions[] = {
     {"vadd", vadd, "ttt"}, {"axpb", axpb, "tfi"}, {"empty", empty, ""},
     {"fail", fail, ""},    {"busy_us", busy_us, "i"}, {"spin", spin, ""},
     {"segv", segv, ""},    {"trap", trap, ""},    {"fpe", fpe, ""},
-    {"bus", bus, ""},
+    {"bus", bus, ""},      {"quit", quit, ""},
 };
 CT_DEFINE_MODULE("llvm -mtriple=host", kFunctions, last_error)
