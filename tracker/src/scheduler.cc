@@ -120,12 +120,21 @@ Scheduler::Device* Scheduler::DeviceByName(const std::string& name) {
   return it == devices_.end() ? nullptr : &it->second;
 }
 
+void Scheduler::SetLeaseToken(Device& d, const std::string& token) {
+  d.lease_token = token;
+  if (token.empty()) {
+    idle_by_key_[d.key].insert(&d);
+  } else {
+    idle_by_key_[d.key].erase(&d);
+  }
+}
+
 bool Scheduler::Grantable(const Device& d) const {
   if (!d.lease_token.empty()) return false;
   auto h = health_.find(d.name);
   if (h != health_.end() && (h->second.quarantined || h->second.draining)) return false;
   // A restored lease whose server has not re-registered with its token yet holds the device.
-  return !reserved_.count(d.name);
+  return reserved_.empty() || !reserved_.count(d.name);
 }
 
 int64_t Scheduler::EffectivePriority(const Waiter& w, TimePoint now) const {
@@ -165,6 +174,11 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
   }
   Device& d = devices_[name];
   bool fresh = d.name.empty();
+  if (!fresh && d.key != reg.key) {
+    by_key_[d.key].erase(&d);
+    idle_by_key_[d.key].erase(&d);
+  }
+  by_key_[reg.key].insert(&d);
   d.name = name;
   d.key = reg.key;
   d.address = address;
@@ -192,7 +206,7 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
   }
   for (const auto& t : stale) EndLease(now, t, "server restarted", false);
   reserved_.erase(name);
-  d.lease_token = keep;
+  SetLeaseToken(d, keep);
   if (!keep.empty() && d.busy_since == TimePoint{}) d.busy_since = now;
   msg::RegisterReply reply;
   reply.device = name;
@@ -235,6 +249,8 @@ void Scheduler::RemoveDevice(TimePoint now, Device& d, const std::string& why) {
     EndLease(now, t, "device lost: " + why, l.claimed);
   }
   device_by_conn_.erase(d.conn);
+  by_key_[d.key].erase(&d);
+  idle_by_key_[d.key].erase(&d);
   devices_.erase(name);
   Schedule(now);
 }
@@ -349,10 +365,9 @@ void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
   if (now - started_ >= options_.startup_grace) {
     int of_key = 0;
     bool any = false;
-    for (const auto& [name, d] : devices_) {
-      if (d.key != req.key) continue;
+    for (const Device* d : KeyDevices(req.key)) {
       of_key++;
-      if (Matches(d.tags, d.info, req.constraints)) any = true;
+      if (!any && Matches(d->tags, d->info, req.constraints)) any = true;
     }
     if (!any) {
       stats_[req.key].no_device++;
@@ -444,7 +459,7 @@ void Scheduler::ClientDisconnected(TimePoint now, uint64_t conn) {
       leases_.erase(t);
       if (Device* d = DeviceByName(l.device)) {
         // Never told: revoke quietly.
-        d->lease_token.clear();
+        SetLeaseToken(*d, "");
         Push({.kind = Action::Kind::kPushToken, .conn = d->conn, .device = d->name});
       }
       continue;
@@ -541,7 +556,7 @@ void Scheduler::Tick(TimePoint now) {
     leases_.erase(token);
     if (l.waiter) queues_[l.key].push_back(std::move(*l.waiter));
     if (Device* d = DeviceByName(l.device)) {
-      d->lease_token.clear();
+      SetLeaseToken(*d, "");
       Push({.kind = Action::Kind::kPushToken, .conn = d->conn, .device = d->name});
       CountFailure(now, d->name, true);
     }
@@ -576,8 +591,8 @@ void Scheduler::Schedule(TimePoint now) {
   for (auto& [key, q] : queues_) {
     if (q.empty()) continue;
     std::vector<Device*> free;
-    for (auto& [name, d] : devices_) {
-      if (d.key == key && Grantable(d)) free.push_back(&d);
+    for (Device* d : idle_by_key_[key]) {
+      if (Grantable(*d)) free.push_back(d);
     }
     if (free.empty()) continue;
     // Least recently used first spreads wear and leaves just-released boards a moment.
@@ -618,7 +633,7 @@ void Scheduler::StartLease(TimePoint now, Device& d, Waiter w) {
   l.multi_session = w.req.multi_session;
   l.granted_unix_ms = unix_ms();
   l.waiter = std::move(w);
-  d.lease_token = l.token;
+  SetLeaseToken(d, l.token);
   d.busy_since = now;
   Push({.kind = Action::Kind::kPushToken, .conn = d.conn, .device = d.name, .token = l.token,
         .holder = l.holder});
@@ -637,7 +652,7 @@ void Scheduler::EndLease(TimePoint now, const std::string& token, const std::str
     if (!other) reserved_.erase(l.device);
   }
   if (Device* d = DeviceByName(l.device); d && d->lease_token == token) {
-    d->lease_token.clear();
+    SetLeaseToken(*d, "");
     if (d->busy_since != TimePoint{}) d->busy_seconds += ToMs(now - d->busy_since) / 1000.0;
     d->busy_since = TimePoint{};
     d->free_since = now;
@@ -656,21 +671,30 @@ void Scheduler::SendQueueUpdates(TimePoint now) {
   for (auto& [key, q] : queues_) {
     if (q.empty()) continue;
     auto ordered = Ordered(key, now);
-    bool any_free_match = false;
     uint32_t pos = 0;
+    std::optional<int> unconstrained_matching;
     for (Waiter* w : ordered) {
       ++pos;
       if (w->last_position == pos) continue;
+      if (w->last_position != 0 && pos > options_.eager_positions &&
+          now - w->last_update < options_.position_interval) {
+        continue;
+      }
       w->last_position = pos;
+      w->last_update = now;
       Action a{.kind = Action::Kind::kQueueUpdate, .conn = w->conn, .request_id = w->request_id};
       a.update.position = pos;
       a.update.queue_length = static_cast<uint32_t>(ordered.size());
       a.update.waited_ms = static_cast<uint64_t>(ToMs(now - w->enqueued));
       int matching = 0;
-      for (const auto& [name, d] : devices_) {
-        if (d.key == key && Matches(d.tags, d.info, w->req.constraints)) matching++;
+      if (w->req.constraints.empty() && unconstrained_matching) {
+        matching = *unconstrained_matching;
+      } else {
+        for (const Device* d : KeyDevices(key)) {
+          if (Matches(d->tags, d->info, w->req.constraints)) matching++;
+        }
+        if (w->req.constraints.empty()) unconstrained_matching = matching;
       }
-      (void)any_free_match;
       a.update.note = matching == 0 ? "no registered device matches now; waiting for one"
                                     : "waiting for one of " + std::to_string(matching) +
                                           " matching devices";

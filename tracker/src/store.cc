@@ -115,7 +115,23 @@ Status Store::Exec(const char* sql) {
   return Status::Ok();
 }
 
+// Runs `body` in one transaction: one WAL commit instead of one per statement.
+template <typename Fn>
+static Status InTransaction(sqlite3* db, Fn body) {
+  CT_RETURN_IF_ERROR(Check(db, sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr), "begin"));
+  Status s = body();
+  if (!s.ok()) {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    return s;
+  }
+  return Check(db, sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), "commit");
+}
+
 Status Store::LeaseStarted(const LeaseRecord& l) {
+  return InTransaction(db_, [&] { return LeaseStartedLocked(l); });
+}
+
+Status Store::LeaseStartedLocked(const LeaseRecord& l) {
   CT_RETURN_IF_ERROR(Stmt(db_,
                           "INSERT OR REPLACE INTO active_leases(token, device, key, holder, "
                           "granted_ms, expires_ms, lease_ms, multi_session) "
@@ -147,6 +163,11 @@ Status Store::LeaseRenewed(const LeaseRecord& l) {
 }
 
 Status Store::LeaseEnded(const LeaseRecord& l, const std::string& outcome, int64_t end_unix_ms) {
+  return InTransaction(db_, [&] { return LeaseEndedLocked(l, outcome, end_unix_ms); });
+}
+
+Status Store::LeaseEndedLocked(const LeaseRecord& l, const std::string& outcome,
+                               int64_t end_unix_ms) {
   CT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM active_leases WHERE token=?").Bind(1, l.token).Run());
   return Stmt(db_, "UPDATE sessions SET end_ms=?, outcome=? WHERE token=? AND end_ms IS NULL")
       .Bind(1, end_unix_ms)

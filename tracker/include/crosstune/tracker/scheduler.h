@@ -35,6 +35,10 @@ struct SchedulerOptions {
   Ms self_check_interval{10'000};
   Ms reattach_window{30'000};  // after a restart, holders have this long to re-attach
   Ms startup_grace{10'000};    // after a start, unmatched requests wait for servers to register
+  // Queue positions: 1..this are told at every change; further back at most once per interval
+  // (each grant moves everyone up, and a thousand waiters need not hear of every step).
+  uint32_t eager_positions = 5;
+  Ms position_interval{1000};
   std::function<std::string()> make_token;  // default: 128 random bits in hex
 };
 
@@ -159,6 +163,7 @@ class Scheduler {
     double busy_seconds = 0;
     uint64_t sessions = 0;
   };
+  std::set<Device*>& KeyDevices(const std::string& key) { return by_key_[key]; }
   struct Health {
     int consecutive_failures = 0;
     uint64_t infra_failures = 0;
@@ -174,6 +179,7 @@ class Scheduler {
     msg::DeviceRequest req;
     TimePoint enqueued, deadline;
     uint32_t last_position = 0;
+    TimePoint last_update;  // when the client was last told its position
   };
   struct Lease {
     std::string token, device, key, holder;
@@ -194,6 +200,7 @@ class Scheduler {
   Device* DeviceByConn(uint64_t conn);
   Device* DeviceByName(const std::string& name);
   bool Grantable(const Device& d) const;
+  void SetLeaseToken(Device& d, const std::string& token);  // keeps idle_by_key_ in step
   int64_t EffectivePriority(const Waiter& w, TimePoint now) const;
   void Schedule(TimePoint now);
   void StartLease(TimePoint now, Device& d, Waiter w);
@@ -212,6 +219,8 @@ class Scheduler {
   uint64_t next_seq_ = 1;
   std::map<std::string, Device> devices_;  // by name
   std::map<uint64_t, std::string> device_by_conn_;
+  std::map<std::string, std::set<Device*>> by_key_;  // the devices_ of each key
+  std::map<std::string, std::set<Device*>> idle_by_key_;  // ... of those, the ones with no lease
   std::map<std::string, Health> health_;   // by device name; outlives registrations
   std::map<std::string, std::vector<Waiter>> queues_;  // by key
   std::map<std::string, Lease> leases_;    // by token

@@ -37,6 +37,9 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  Status LeaseStartedLocked(const LeaseRecord& lease);
+  Status LeaseEndedLocked(const LeaseRecord& lease, const std::string& outcome,
+                          int64_t end_unix_ms);
   sqlite3* db_;
 };
 
