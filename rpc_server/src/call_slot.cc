@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <new>
 
 namespace crosstune::server {
@@ -24,7 +25,24 @@ void CallSlot::Begin(uint32_t request, const std::string& fn, uint32_t limit_ms,
   size_t len = std::min(fn.size(), sizeof(function) - 1);
   std::memcpy(function, fn.data(), len);
   function[len] = '\0';
+  seq.fetch_add(1, std::memory_order_acq_rel);
+  int64_t total_ms = static_cast<int64_t>(std::min<uint64_t>(uint64_t{limit_ms} * n, 86'400'000));
+  deadline_ns.store(limit_ms ? SteadyNowNs() + total_ms * 1'000'000 : 0, std::memory_order_relaxed);
   in_call.store(1, std::memory_order_release);
+}
+
+bool CallSlot::Overdue(int64_t now_ns, int64_t grace_ns) const {
+  uint64_t before = seq.load(std::memory_order_acquire);
+  bool running = in_call.load(std::memory_order_acquire) != 0;
+  int64_t deadline = deadline_ns.load(std::memory_order_relaxed);
+  uint64_t after = seq.load(std::memory_order_acquire);
+  return before == after && running && deadline != 0 && now_ns > deadline + grace_ns;
+}
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 CallSlot* MapCallSlot() {
@@ -65,11 +83,11 @@ std::string DescribeSignal(int sig) {
   return std::string(name) + " (" + what + ")";
 }
 
-Status DescribeChildEnd(const CallSlot& slot, int wait_status, bool session_timed_out,
+Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed,
                         int64_t session_timeout_s) {
   bool in_call = slot.in_call.load(std::memory_order_acquire) != 0;
   std::string fn = slot.function;
-  if (session_timed_out) {
+  if (killed == ParentKill::kSessionTimeout) {
     std::string s = "session ran past its " + std::to_string(session_timeout_s) + " s limit";
     if (in_call) s += " in '" + fn + "'";
     return Status(ErrorCode::kTimeout, s);
@@ -82,7 +100,7 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, bool session_time
   }
   if (!WIFSIGNALED(wait_status)) return Status::Ok();
   int sig = WTERMSIG(wait_status);
-  if (in_call && sig == kCallTimerSignal) {
+  if (in_call && (sig == kCallTimerSignal || killed == ParentKill::kCallOverdue)) {
     if (slot.timing) {
       return Status(ErrorCode::kTimeout,
                     "timing '" + fn + "' ran past " + std::to_string(slot.timeout_ms) +

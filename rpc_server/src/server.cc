@@ -1,6 +1,8 @@
 #include "crosstune/server/server.h"
 
 #include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -71,7 +73,8 @@ class Server::Impl {
         acceptor_(io_),
         signals_(io_, SIGINT, SIGTERM),
         child_signals_(io_, SIGCHLD),
-        backoff_(io_) {}
+        backoff_(io_),
+        watchdog_(io_) {}
 
   ~Impl() { Shutdown(); }
 
@@ -159,7 +162,7 @@ class Server::Impl {
     CallSlot* slot = nullptr;
     std::string workspace;
     std::unique_ptr<asio::steady_timer> timer;
-    bool timed_out = false;
+    ParentKill killed = ParentKill::kNone;
     Status end_reason;  // set when the parent ended the session on purpose (EndSession)
   };
 
@@ -202,6 +205,13 @@ class Server::Impl {
   void OnConnection(tcp::socket socket) {
     boost::system::error_code ec;
     socket.set_option(tcp::no_delay(true), ec);
+    // A client that vanishes without a FIN (power loss, partition) must not pin a session
+    // forever: probe after a minute of silence, give up after another minute.
+    socket.set_option(asio::socket_base::keep_alive(true), ec);
+    int idle = 60, interval = 10, count = 6;
+    ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+    ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
     auto peer = socket.remote_endpoint(ec);
     std::string peer_str = ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
     int fd = socket.release(ec);
@@ -268,11 +278,33 @@ class Server::Impl {
         if (it == sessions_.end()) return;
         spdlog::warn("session {}: ran past {} s, killing it", it->second.id,
                      options_.session_timeout.count());
-        it->second.timed_out = true;
+        it->second.killed = ParentKill::kSessionTimeout;
         ::kill(pid, SIGKILL);
       });
     }
     sessions_.emplace(pid, std::move(live));
+    if (sessions_.size() == 1) Watch();
+  }
+
+  // The backstop for call limits: the child's own timer normally ends an overdue call, but a
+  // kernel can block or catch that signal. While sessions run, check their pages a few times a
+  // second and kill a call well past its deadline.
+  void Watch() {
+    watchdog_.expires_after(milliseconds(250));
+    watchdog_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || stopping_ || sessions_.empty()) return;
+      int64_t now = SteadyNowNs();
+      constexpr int64_t kGraceNs = 1'000'000'000;
+      for (auto& [pid, live] : sessions_) {
+        if (live.killed == ParentKill::kNone && live.slot->Overdue(now, kGraceNs)) {
+          spdlog::warn("session {}: call '{}' is past its limit and ignored the timer; killing it",
+                       live.id, live.slot->function);
+          live.killed = ParentKill::kCallOverdue;
+          ::kill(pid, SIGKILL);
+        }
+      }
+      Watch();
+    });
   }
 
   [[noreturn]] void RunChild(int fd, const std::string& ws, const std::string& id, CallSlot* slot) {
@@ -334,7 +366,7 @@ class Server::Impl {
     if (live.timer) live.timer->cancel();
     Status report = !live.end_reason.ok()
                         ? live.end_reason
-                        : DescribeChildEnd(*live.slot, status, live.timed_out,
+                        : DescribeChildEnd(*live.slot, status, live.killed,
                                            options_.session_timeout.count());
     if (!report.ok() && !stopping_) {
       uint32_t request = live.slot->in_call.load() ? live.slot->request_id : 0;
@@ -359,6 +391,7 @@ class Server::Impl {
     signals_.cancel(ec);
     child_signals_.cancel(ec);
     backoff_.cancel();
+    watchdog_.cancel();
     for (auto& [pid, live] : sessions_) ::kill(pid, SIGKILL);
     if (!sessions_.empty()) Reap(/*block=*/true);
     if (owns_work_dir_) {
@@ -374,6 +407,7 @@ class Server::Impl {
   asio::signal_set signals_;
   asio::signal_set child_signals_;
   asio::steady_timer backoff_;
+  asio::steady_timer watchdog_;
   int backoff_ms_ = 0;
   uint16_t port_ = 0;
   bool owns_work_dir_ = false;

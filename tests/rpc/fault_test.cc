@@ -131,6 +131,16 @@ TEST_F(FaultTest, SpinningKernelTimesOutAtTheCallLimit) {
   ExpectServerAnswers(*server_);
 }
 
+TEST_F(FaultTest, KernelThatBlocksTheTimerSignalStillTimesOut) {
+  client::RemoteModule m;
+  auto s = SessionWithKernels(&m);
+  ASSERT_TRUE(s);
+  auto r = m.Call("spin_masked", {}, /*timeout_ms=*/300);
+  EXPECT_EQ(r.status().code(), ErrorCode::kTimeout) << r.status().ToString();
+  EXPECT_EQ(r.status().message(), "call 'spin_masked' ran past 300 ms");
+  ExpectServerAnswers(*server_);
+}
+
 TEST_F(FaultTest, SpinningKernelTimesOutWhileTiming) {
   client::RemoteModule m;
   auto s = SessionWithKernels(&m);

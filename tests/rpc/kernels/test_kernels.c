@@ -125,6 +125,20 @@ static int32_t bus(const ct_arg* args, int32_t num_args) {
   return 0;
 }
 
+/* Spins with the timer signal blocked, so only the parent's watchdog can end it. */
+static int32_t spin_masked(const ct_arg* args, int32_t num_args) {
+  (void)args;
+  (void)num_args;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGALRM);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  volatile int forever = 1;
+  while (forever) {
+  }
+  return 0;
+}
+
 static int32_t quit(const ct_arg* args, int32_t num_args) {
   (void)args;
   (void)num_args;
@@ -136,5 +150,6 @@ static const ct_function kFunctions[] = {
     {"fail", fail, ""},    {"busy_us", busy_us, "i"}, {"spin", spin, ""},
     {"segv", segv, ""},    {"trap", trap, ""},    {"fpe", fpe, ""},
     {"bus", bus, ""},      {"quit", quit, ""},
+    {"spin_masked", spin_masked, ""},
 };
 CT_DEFINE_MODULE("llvm -mtriple=host", kFunctions, last_error)

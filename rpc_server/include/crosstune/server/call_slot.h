@@ -2,8 +2,9 @@
 // child dies the parent can answer the client: "kernel 'vadd' died by SIGSEGV (segmentation fault)".
 //
 // The parent maps the page (MAP_SHARED | MAP_ANONYMOUS) before fork; the child writes it before
-// and after each kernel call; the parent reads it only after the child is dead, so plain stores
-// suffice (in_call is atomic so the order of the other stores before it is kept).
+// and after each kernel call. The parent reads it after the child is dead (plain fields are then
+// stable) and, while the child lives, only the atomics, to kill a call that outlived its deadline
+// even if the kernel blocked the child's own timer signal (seq tells it when it raced a new call).
 #pragma once
 
 #include <sys/types.h>
@@ -18,15 +19,23 @@ namespace crosstune::server {
 
 struct CallSlot {
   std::atomic<uint32_t> in_call{0};  // 1 while a kernel runs
+  std::atomic<uint64_t> seq{0};      // bumped by Begin and End
+  std::atomic<int64_t> deadline_ns{0};  // steady_clock ns when the armed limit passes; 0: none
   uint32_t request_id = 0;           // the request being served
   uint32_t timeout_ms = 0;           // the armed limit for one call (0: none)
   uint64_t calls = 0;                // calls in the current batch (>1 while timing)
   bool timing = false;               // a TimeCall round rather than a Call
   char function[128] = {};           // NUL-terminated, truncated
 
-  // Child side: record that `function` starts (calls times, each under timeout_ms).
+  // Child side: record that `function` starts (n calls, each under limit_ms; 0: no limit).
   void Begin(uint32_t request, const std::string& fn, uint32_t limit_ms, uint64_t n, bool is_timing);
-  void End() { in_call.store(0, std::memory_order_release); }
+  void End() {
+    in_call.store(0, std::memory_order_release);
+    seq.fetch_add(1, std::memory_order_acq_rel);
+  }
+  // Parent side, while the child runs: whether the call in flight is more than `grace_ns` past its
+  // deadline at `now_ns`.
+  bool Overdue(int64_t now_ns, int64_t grace_ns) const;
 };
 
 // Maps a fresh zeroed slot shared with children forked afterwards; nullptr on failure.
@@ -39,11 +48,16 @@ std::string DescribeSignal(int sig);
 // The signal the child's call timer delivers (its default action ends the process).
 inline constexpr int kCallTimerSignal = 14;  // SIGALRM
 
+// Why the parent killed a session child, if it did.
+enum class ParentKill { kNone, kSessionTimeout, kCallOverdue };
+
 // What the parent tells the client about a child that ended with wait status `wait_status`, or Ok
-// when there is nothing to say (a normal exit). `session_timed_out` is set when the parent itself
-// killed the child for running past `session_timeout_s`.
-Status DescribeChildEnd(const CallSlot& slot, int wait_status, bool session_timed_out,
+// when there is nothing to say (a normal exit).
+Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed,
                         int64_t session_timeout_s);
+
+// steady_clock now in ns (the same clock in every process).
+int64_t SteadyNowNs();
 
 // Child side: arms (ms > 0) or disarms (ms == 0) the per-call timer. Limits beyond a day are
 // clamped to a day.
