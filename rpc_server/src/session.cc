@@ -18,6 +18,7 @@
 #include "crosstune/server/tensor_store.h"
 #include "crosstune/server/time_evaluator.h"
 #include "crosstune/server/workspace.h"
+#include "cuda_backend.h"
 #include "receive_file.h"
 
 namespace crosstune::server {
@@ -404,9 +405,22 @@ class SessionHandler {
     }
     auto dst = tensors_.Range(req->tensor_id, req->offset, req->nbytes);
     if (!dst.ok()) return RefuseBody(f.request_id, dst.status(), req->nbytes);
-    // Straight from the socket into tensor memory.
-    CT_RETURN_IF_ERROR(ch_.ReadBytes(*dst, req->nbytes, IoDeadline(req->nbytes)));
-    return Reply(f.request_id, msg::Empty{});
+    Deadline deadline = IoDeadline(req->nbytes);
+    if (!dst->on_gpu) {
+      // Straight from the socket into tensor memory.
+      CT_RETURN_IF_ERROR(ch_.ReadBytes(dst->data, req->nbytes, deadline));
+      return Reply(f.request_id, msg::Empty{});
+    }
+    // Device memory: through a host staging chunk. A failed copy still reads every byte so the
+    // stream stays in step.
+    Status copy;
+    for (uint64_t done = 0; done < req->nbytes;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(req->nbytes - done, StagingBuffer().size()));
+      CT_RETURN_IF_ERROR(ch_.ReadBytes(staging_.data(), n, deadline));
+      if (copy.ok()) copy = CudaCopyToDevice(dst->data + done, staging_.data(), n);
+      done += n;
+    }
+    return copy.ok() ? Reply(f.request_id, msg::Empty{}) : ReplyError(f.request_id, copy);
   }
 
   Outcome HandleCopyOut(const Frame& f) {
@@ -414,8 +428,30 @@ class SessionHandler {
     if (!req.ok()) return ReplyError(f.request_id, req.status());
     auto src = tensors_.Range(req->tensor_id, req->offset, req->nbytes);
     if (!src.ok()) return ReplyError(f.request_id, src.status());
+    Deadline deadline = IoDeadline(req->nbytes);
+    if (!src->on_gpu) {
+      CT_RETURN_IF_ERROR(Reply(f.request_id, *req));
+      return ch_.WriteBytes(src->data, req->nbytes, deadline);
+    }
+    // The first chunk is fetched before the header so a failing device is a clean error; a failure
+    // after the header has promised bytes can only end the session.
+    size_t first = static_cast<size_t>(std::min<uint64_t>(req->nbytes, StagingBuffer().size()));
+    Status copy = CudaCopyToHost(staging_.data(), src->data, first);
+    if (!copy.ok()) return ReplyError(f.request_id, copy);
     CT_RETURN_IF_ERROR(Reply(f.request_id, *req));
-    return ch_.WriteBytes(*src, req->nbytes, IoDeadline(req->nbytes));
+    for (uint64_t done = 0;;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(req->nbytes - done, staging_.size()));
+      CT_RETURN_IF_ERROR(ch_.WriteBytes(staging_.data(), n, deadline));
+      done += n;
+      if (done >= req->nbytes) return Status::Ok();
+      n = static_cast<size_t>(std::min<uint64_t>(req->nbytes - done, staging_.size()));
+      CT_RETURN_IF_ERROR(CudaCopyToHost(staging_.data(), src->data + done, n));
+    }
+  }
+
+  std::vector<char>& StagingBuffer() {
+    if (staging_.empty()) staging_.resize(size_t{8} << 20);
+    return staging_;
   }
 
   Channel ch_;
@@ -428,6 +464,7 @@ class SessionHandler {
   std::map<uint32_t, LoadedModule> modules_;
   uint32_t next_module_id_ = 1;
   std::vector<ct_arg> args_;
+  std::vector<char> staging_;  // host side of device tensor copies, allocated on first use
   std::optional<msg::DeviceInfo> info_;
   std::optional<TimeEvaluatorHooks> hooks_;
 };

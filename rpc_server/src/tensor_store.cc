@@ -4,15 +4,28 @@
 #include <cstring>
 
 #include "crosstune/tensor.h"
+#include "cuda_backend.h"
 
 namespace crosstune::server {
 
-void TensorStore::Entry::FreeDeleter::operator()(void* p) const { std::free(p); }
+void TensorStore::Entry::FreeDeleter::operator()(void* p) const {
+  if (on_gpu) {
+    CudaFree(p);
+  } else {
+    std::free(p);
+  }
+}
 
 Expected<msg::TensorRef> TensorStore::Alloc(const msg::TensorAllocRequest& request) {
-  if (request.device_type != kDLCPU) {
-    return Status(ErrorCode::kNoDevice, "this server allocates tensors on the CPU only (device type " +
-                                            std::to_string(request.device_type) + ")");
+  const bool on_gpu = request.device_type == kDLCUDA;
+  if (!on_gpu && request.device_type != kDLCPU) {
+    return Status(ErrorCode::kNoDevice, "this server allocates tensors on the CPU (device type 1) "
+                                        "and CUDA GPU 0 (device type 2), not device type " +
+                                            std::to_string(request.device_type));
+  }
+  if (request.device_id != 0) {
+    return Status(ErrorCode::kNoDevice,
+                  "no device " + std::to_string(request.device_id) + " (only device 0 is served)");
   }
   DLDataType dtype{request.dtype_code, request.dtype_bits, request.dtype_lanes};
   CT_ASSIGN_OR_RETURN(uint64_t nbytes, TensorBytes(request.shape, dtype));
@@ -24,17 +37,23 @@ Expected<msg::TensorRef> TensorStore::Alloc(const msg::TensorAllocRequest& reque
   }
   constexpr uint64_t kAlign = 64;
   uint64_t alloc = (std::max<uint64_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, alloc);
-  if (!p) {
-    return Status(ErrorCode::kLimitExceeded,
-                  "out of memory allocating a tensor of " + std::to_string(nbytes) + " bytes");
+  void* p = nullptr;
+  if (on_gpu) {
+    CT_ASSIGN_OR_RETURN(p, CudaAlloc(alloc));
+  } else {
+    p = std::aligned_alloc(kAlign, alloc);
+    if (!p) {
+      return Status(ErrorCode::kLimitExceeded,
+                    "out of memory allocating a tensor of " + std::to_string(nbytes) + " bytes");
+    }
   }
   auto e = std::make_unique<Entry>();
-  e->data.reset(p);
+  e->data = std::unique_ptr<void, Entry::FreeDeleter>(p, Entry::FreeDeleter{on_gpu});
+  e->on_gpu = on_gpu;
   e->shape = request.shape;
   e->nbytes = nbytes;
   e->tensor.data = p;
-  e->tensor.device = DLDevice{kDLCPU, 0};
+  e->tensor.device = DLDevice{on_gpu ? kDLCUDA : kDLCPU, 0};
   e->tensor.ndim = static_cast<int32_t>(e->shape.size());
   e->tensor.dtype = dtype;
   e->tensor.shape = e->shape.data();
@@ -64,7 +83,7 @@ Expected<DLTensor*> TensorStore::Get(uint32_t id) {
   return &it->second->tensor;
 }
 
-Expected<char*> TensorStore::Range(uint32_t id, uint64_t offset, uint64_t nbytes) {
+Expected<TensorStore::Span> TensorStore::Range(uint32_t id, uint64_t offset, uint64_t nbytes) {
   auto it = tensors_.find(id);
   if (it == tensors_.end()) {
     return Status(ErrorCode::kNotFound, "no tensor " + std::to_string(id) + " in this session");
@@ -76,7 +95,7 @@ Expected<char*> TensorStore::Range(uint32_t id, uint64_t offset, uint64_t nbytes
                       " is outside tensor " + std::to_string(id) + " of " + std::to_string(size) +
                       " bytes");
   }
-  return static_cast<char*>(it->second->data.get()) + offset;
+  return Span{static_cast<char*>(it->second->data.get()) + offset, it->second->on_gpu};
 }
 
 }  // namespace crosstune::server

@@ -228,7 +228,11 @@ Status Workspace::ListDir(int dir_fd, const std::string& prefix, int depth,
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (name == "." || name == ".." || name.rfind(kTempPrefix, 0) == 0) continue;
+    // Temporaries and unpacked packages (.ctpkg-*, the package loader's) are the server's own.
+    if (name == "." || name == ".." || name.rfind(kTempPrefix, 0) == 0 ||
+        (depth == 0 && name.rfind(".ctpkg-", 0) == 0)) {
+      continue;
+    }
     names.push_back(std::move(name));
   }
   ::closedir(d);

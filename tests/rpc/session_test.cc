@@ -233,6 +233,26 @@ TEST_F(SessionTest, ChecksTensorCopyBounds) {
   EXPECT_EQ(huge.status().code(), ErrorCode::kLimitExceeded) << huge.status().ToString();
 }
 
+TEST_F(SessionTest, RefusesTensorsOnDevicesItDoesNotHave) {
+  DLDataType f32{kDLFloat, 32, 1};
+  auto odd = session_->AllocTensor({4}, f32, DLDevice{kDLVulkan, 0});
+  EXPECT_EQ(odd.status().code(), ErrorCode::kNoDevice) << odd.status().ToString();
+  auto info = session_->Info();
+  ASSERT_TRUE(info.ok());
+  auto gpu = session_->AllocTensor({4}, f32, DLDevice{kDLCUDA, 0});
+  if (info->gpus.empty()) {
+    EXPECT_EQ(gpu.status().code(), ErrorCode::kNoDevice) << gpu.status().ToString();
+  } else {
+    // With a GPU: a device tensor round-trips through host staging.
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    float in[4] = {1, 2, 3, 4}, out[4] = {};
+    ASSERT_TRUE(gpu->CopyFrom(in, sizeof(in)).ok());
+    ASSERT_TRUE(gpu->CopyTo(out, sizeof(out)).ok());
+    EXPECT_EQ(out[3], 4.0f);
+  }
+  EXPECT_TRUE(session_->Ping().ok());
+}
+
 TEST_F(SessionTest, TimesAFunctionAndGrowsNumberToMinRepeat) {
   auto m = LoadTestKernels();
   client::TimeOptions opt;

@@ -1,5 +1,6 @@
-// Tensors a session has allocated on the device: 64-byte aligned host memory described by a
-// DLTensor, looked up by id. The total bytes are bounded per session.
+// Tensors a session has allocated on the device, described by DLTensors and looked up by id:
+// kDLCPU tensors are 64-byte aligned host memory, kDLCUDA tensors device memory of GPU 0 (through
+// the CUDA backend). The total bytes are bounded per session.
 //
 // Not thread-safe: owned by the session thread.
 #pragma once
@@ -21,13 +22,18 @@ class TensorStore {
   explicit TensorStore(uint64_t max_total_bytes) : max_total_bytes_(max_total_bytes) {}
 
   // kLimitExceeded past the session's budget; kNoDevice for a device this server cannot allocate
-  // on (only kDLCPU today; a CUDA backend adds device memory here).
+  // on (kDLCUDA without a driver or GPU, any other device type).
   Expected<msg::TensorRef> Alloc(const msg::TensorAllocRequest& request);
   Status Free(uint32_t id);
   // kNotFound for an unknown id.
   Expected<DLTensor*> Get(uint32_t id);
-  // Checks that [offset, offset + nbytes) lies inside tensor `id` and returns its first byte.
-  Expected<char*> Range(uint32_t id, uint64_t offset, uint64_t nbytes);
+  // Checks that [offset, offset + nbytes) lies inside tensor `id` and returns its first byte: a
+  // host pointer, or a device address when `on_gpu`.
+  struct Span {
+    char* data = nullptr;
+    bool on_gpu = false;
+  };
+  Expected<Span> Range(uint32_t id, uint64_t offset, uint64_t nbytes);
 
   uint64_t total_bytes() const { return total_bytes_; }
 
@@ -37,9 +43,11 @@ class TensorStore {
     DLTensor tensor{};
     uint64_t nbytes = 0;
     struct FreeDeleter {
+      bool on_gpu;  // no initializer: it would make the deleter not default-constructible here
       void operator()(void* p) const;
     };
     std::unique_ptr<void, FreeDeleter> data;
+    bool on_gpu = false;
   };
   uint64_t max_total_bytes_;
   uint64_t total_bytes_ = 0;
