@@ -128,7 +128,16 @@ int main(int argc, char** argv) {
   // device is described by a probe process: the parent itself never loads the CUDA driver.
   std::unique_ptr<crosstune::server::TrackerLink> tracker;
   std::string work_dir;  // known after Listen(); read by the self-check on the link thread later
+  crosstune::server::Server* running = nullptr;  // set before the link thread starts
   if (!link.tracker.empty()) {
+    // A session whose lease the tracker revokes (expired, kicked, released) ends at once.
+    link.end_session = [&running](int pid) {
+      if (running) {
+        running->EndSession(pid, crosstune::Status(crosstune::ErrorCode::kUnauthorized,
+                                                   "the lease ended at the tracker (expired, "
+                                                   "released or kicked)"));
+      }
+    };
     link.self_check = [&work_dir] { return SelfCheck(work_dir); };
     link.auth_secret = opt.session.auth_secret;
     link.info = crosstune::server::CollectDeviceInfoInChild();
@@ -139,6 +148,7 @@ int main(int argc, char** argv) {
   }
 
   Server server(opt);
+  running = &server;
   auto st = server.Listen();
   if (!st.ok()) {
     std::cerr << "crosstune-server: error: " << st.message() << "\n";

@@ -241,6 +241,31 @@ TEST_F(TrackerFarmTest, AdminCanDrainUndrainAndKickWithTheAdminTokenOnly) {
   EXPECT_TRUE(c->RequestDevice(Hold("cpu")).ok());
 }
 
+TEST_F(TrackerFarmTest, KickEndsTheSessionRunningOnTheLease) {
+  Farm farm;
+  std::string admin = farm.WriteFile("admin", "admin-secret\n");
+  ASSERT_TRUE(farm.StartTracker({"--admin-token-file", admin}));
+  int s = farm.StartServer("cpu");
+  ASSERT_TRUE(farm.WaitRegistered(1));
+  auto c = farm.Client();
+  auto grant = c->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(grant.ok());
+  client::ConnectOptions o;
+  o.server = grant->address;
+  o.lease_token = grant->lease_token;
+  o.request_timeout = 5s;
+  auto session = client::Session::Connect(o);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE((*session)->Ping().ok());
+  ASSERT_TRUE(farm.Client("admin")->Admin("kick", farm.server_addr(s), "admin-secret").ok());
+  Status ping;
+  EXPECT_TRUE(Eventually([&] {
+    ping = (*session)->Ping();
+    return !ping.ok();
+  }));
+  EXPECT_NE(ping.message().find("lease"), std::string::npos) << ping.ToString();
+}
+
 TEST(TrackerAuthTest, RefusesUnauthenticatedClientsAndServers) {
   Farm farm;
   std::string secret_file = farm.WriteFile("secret", "farm-secret\n");
