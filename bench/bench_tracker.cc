@@ -19,25 +19,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <boost/asio.hpp>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <boost/asio.hpp>
-#include <nlohmann/json.hpp>
 
 #include "crosstune/frame.h"
 #include "crosstune/tracker_messages.h"
@@ -186,9 +185,9 @@ int main(int argc, char** argv) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> targv = {tracker_bin, "--host",   "127.0.0.1", "--port",
-                                    "0",         "--db",     db,          "--log-level",
-                                    "warn",      "--startup-grace-s", "0"};
+  std::vector<std::string> targv = {
+      tracker_bin,   "--host", "127.0.0.1",         "--port", "0", "--db", db,
+      "--log-level", "warn",   "--startup-grace-s", "0"};
   std::vector<char*> cargv;
   for (auto& a : targv) cargv.push_back(a.data());
   cargv.push_back(nullptr);

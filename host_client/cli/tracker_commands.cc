@@ -1,5 +1,6 @@
 // `crosstune query / lease / drain / undrain / kick` (the tracker), and OpenTrackerSession: how
 // every session command reaches a device through --tracker/--key.
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,11 +11,9 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "connect.h"
@@ -110,8 +109,7 @@ void RegisterQuery(CLI::App& app) {
                fmt::format("{} [p{}, {} s]", w["holder"].get<std::string>(),
                            w["priority"].get<int>(), w["waited_ms"].get<int64_t>() / 1000);
       }
-      std::printf("%-10s %-8zu %-8llu %s\n", k["key"].get<std::string>().c_str(),
-                  k["queue"].size(),
+      std::printf("%-10s %-8zu %-8llu %s\n", k["key"].get<std::string>().c_str(), k["queue"].size(),
                   static_cast<unsigned long long>(k["grants"].get<uint64_t>()), who.c_str());
     }
   });
@@ -235,7 +233,8 @@ void RegisterAdmin(CLI::App& app, const std::string& action, const std::string& 
     std::string admin = Check(ReadSecretFile(o->admin_token_file));
     auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
     Check(tracker->Admin(action, o->device, admin));
-    std::printf("%s: %s\n", o->device.c_str(), action == "kick" ? "kicked" : (action + "ed").c_str());
+    std::printf("%s: %s\n", o->device.c_str(),
+                action == "kick" ? "kicked" : (action + "ed").c_str());
   });
 }
 
@@ -280,9 +279,8 @@ Expected<std::unique_ptr<client::Session>> OpenTrackerSession(const ConnectFlags
       SessionLeaseHolder() = std::move(tracker);
       return std::move(session).value();
     }
-    last = Status(session.status().code(), grant.device + " (" + grant.address +
-                                               ", from tracker " + flags.tracker +
-                                               "): " + session.status().message());
+    last = Status(session.status().code(), grant.device + " (" + grant.address + ", from tracker " +
+                                               flags.tracker + "): " + session.status().message());
     bool unreachable = session.status().code() == ErrorCode::kDisconnected ||
                        session.status().code() == ErrorCode::kTimeout;
     (void)tracker->Release(grant.lease_token,

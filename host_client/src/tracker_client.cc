@@ -68,9 +68,9 @@ Expected<Reply> TrackerClient::Call(Opcode op, const Req& req) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!channel_.is_open()) return Status(ErrorCode::kDisconnected, "not connected to the tracker");
   auto r = channel_.Call<Reply>(op, req, DeadlineIn(options_.request_timeout));
-  if (!r.ok() && (r.status().code() == ErrorCode::kDisconnected ||
-                  r.status().code() == ErrorCode::kTimeout ||
-                  r.status().code() == ErrorCode::kProtocolError)) {
+  if (!r.ok() &&
+      (r.status().code() == ErrorCode::kDisconnected || r.status().code() == ErrorCode::kTimeout ||
+       r.status().code() == ErrorCode::kProtocolError)) {
     channel_.Close();
   }
   return r;
@@ -93,8 +93,8 @@ Expected<msg::Grant> TrackerClient::RequestDevice(const LeaseRequest& request) {
     channel_.Close();
     return s;
   };
-  CT_RETURN_IF_ERROR(channel_.Send(Opcode::kRequestDevice, id, req,
-                                   DeadlineIn(options_.request_timeout)));
+  CT_RETURN_IF_ERROR(
+      channel_.Send(Opcode::kRequestDevice, id, req, DeadlineIn(options_.request_timeout)));
   // The tracker answers a timed-out request itself; this is the backstop if it never does.
   auto give_up = Clock::now() + request.wait + options_.request_timeout;
   auto last_sent = Clock::now();
@@ -106,7 +106,8 @@ Expected<msg::Grant> TrackerClient::RequestDevice(const LeaseRequest& request) {
     }
     if (cancel_.load() && !cancel_sent) {
       CT_RETURN_IF_ERROR(channel_.Send(Opcode::kCancelRequest, channel_.NextRequestId(),
-                                       msg::CancelRequest{id}, DeadlineIn(options_.request_timeout)));
+                                       msg::CancelRequest{id},
+                                       DeadlineIn(options_.request_timeout)));
       cancel_sent = true;
     }
     if (now - last_sent >= kKeepAlive) {

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -13,8 +14,6 @@
 #include <mutex>
 #include <random>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "crosstune/channel.h"
 #include "crosstune/crypto.h"
@@ -89,8 +88,8 @@ msg::Outcome OutcomeOf(const Status& s) {
 
 struct TrackerLink::Impl {
   explicit Impl(TrackerLinkOptions o) : options(std::move(o)) {
-    void* p = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+    void* p =
+        ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
       spdlog::error("tracker link: mmap: {}", std::strerror(errno));
       std::abort();  // no lease checks possible: refuse to run rather than admit everyone
@@ -124,8 +123,8 @@ struct TrackerLink::Impl {
         if (stop) return;
       }
       if (Clock::now() - started > std::chrono::seconds(10)) backoff = milliseconds(500);
-      auto jittered = milliseconds(
-          backoff.count() / 2 + std::uniform_int_distribution<int64_t>(0, backoff.count())(rng));
+      auto jittered = milliseconds(backoff.count() / 2 +
+                                   std::uniform_int_distribution<int64_t>(0, backoff.count())(rng));
       spdlog::warn("tracker link: {}: {}; reconnecting in {} ms", options.tracker, s.ToString(),
                    jittered.count());
       std::unique_lock<std::mutex> lock(mu);
@@ -204,8 +203,8 @@ struct TrackerLink::Impl {
         uint32_t two = 2;
         if (c.state.load(std::memory_order_acquire) == 2 &&
             c.state.compare_exchange_strong(two, 3)) {
-          CT_RETURN_IF_ERROR(ch.Send(Opcode::kCheckLease, ch.NextRequestId(),
-                                     msg::LeaseRef{ClaimToken(c)}, io()));
+          CT_RETURN_IF_ERROR(
+              ch.Send(Opcode::kCheckLease, ch.NextRequestId(), msg::LeaseRef{ClaimToken(c)}, io()));
         }
       }
       std::deque<msg::SessionEnded> ends;
@@ -230,11 +229,11 @@ struct TrackerLink::Impl {
         next_hb = now + hb;
       }
       if (now - last_rx > silence) {
-        return Status(ErrorCode::kTimeout, "tracker silent for " +
-                                               std::to_string(silence.count()) + " ms");
+        return Status(ErrorCode::kTimeout,
+                      "tracker silent for " + std::to_string(silence.count()) + " ms");
       }
-      auto wait = std::min<milliseconds>(
-          milliseconds(50), std::chrono::duration_cast<milliseconds>(next_hb - now));
+      auto wait = std::min<milliseconds>(milliseconds(50),
+                                         std::chrono::duration_cast<milliseconds>(next_hb - now));
       pollfd p{ch.fd(), POLLIN, 0};
       int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
       if (n <= 0) continue;
@@ -272,8 +271,9 @@ struct TrackerLink::Impl {
         default:
           CT_RETURN_IF_ERROR(ch.SendError(
               f.request_id,
-              Status(ErrorCode::kProtocolError,
-                     "a server does not serve " + std::string(OpcodeName(f.op)) + " from a tracker"),
+              Status(
+                  ErrorCode::kProtocolError,
+                  "a server does not serve " + std::string(OpcodeName(f.op)) + " from a tracker"),
               io()));
       }
     }

@@ -15,13 +15,12 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
@@ -39,8 +38,7 @@ class Process {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0644);
+    posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     std::vector<char*> args;
     for (auto& a : argv_) args.push_back(a.data());
     args.push_back(nullptr);
@@ -124,12 +122,25 @@ class Farm {
 
   // Starts (or restarts, on the same ports) the tracker with short timings.
   bool StartTracker(std::vector<std::string> extra = {}, uint16_t port = 0, int http_port = 0) {
-    std::vector<std::string> argv = {CROSSTUNE_TRACKER_BIN, "--host", "127.0.0.1",
-                                     "--port", std::to_string(port), "--http-port",
-                                     std::to_string(http_port), "--heartbeat-ms", "200",
-                                     "--heartbeat-timeout-ms", "1500", "--claim-timeout-ms",
-                                     "3000", "--self-check-s", "1", "--startup-grace-s", "0",
-                                     "--reattach-s", "10"};
+    std::vector<std::string> argv = {CROSSTUNE_TRACKER_BIN,
+                                     "--host",
+                                     "127.0.0.1",
+                                     "--port",
+                                     std::to_string(port),
+                                     "--http-port",
+                                     std::to_string(http_port),
+                                     "--heartbeat-ms",
+                                     "200",
+                                     "--heartbeat-timeout-ms",
+                                     "1500",
+                                     "--claim-timeout-ms",
+                                     "3000",
+                                     "--self-check-s",
+                                     "1",
+                                     "--startup-grace-s",
+                                     "0",
+                                     "--reattach-s",
+                                     "10"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     tracker_ = std::make_unique<Process>(argv, Path("tracker.log"));
     std::string line = tracker_->ReadLine();
@@ -149,11 +160,11 @@ class Farm {
 
   // Starts a crosstune-server registered with the tracker; returns its index.
   int StartServer(const std::string& key, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {CROSSTUNE_SERVER_BIN, "--host", "127.0.0.1", "--port", "0",
-                                     "--tracker", tracker(), "--key", key};
+    std::vector<std::string> argv = {CROSSTUNE_SERVER_BIN, "--host",  "127.0.0.1", "--port", "0",
+                                     "--tracker",          tracker(), "--key",     key};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<Process>(argv, Path("server" + std::to_string(servers_.size()) +
-                                                  ".log"));
+    auto p =
+        std::make_unique<Process>(argv, Path("server" + std::to_string(servers_.size()) + ".log"));
     std::string line = p->ReadLine();
     std::smatch m;
     static const std::regex re(R"(listening on [^:]+:(\d+))");
@@ -163,9 +174,7 @@ class Farm {
     return static_cast<int>(servers_.size()) - 1;
   }
   Process& server(int i) { return *servers_[i]; }
-  std::string server_addr(int i) const {
-    return "127.0.0.1:" + std::to_string(server_ports_[i]);
-  }
+  std::string server_addr(int i) const { return "127.0.0.1:" + std::to_string(server_ports_[i]); }
 
   std::string tracker() const { return "127.0.0.1:" + std::to_string(tracker_port_); }
   uint16_t tracker_port() const { return tracker_port_; }

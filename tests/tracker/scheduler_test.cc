@@ -92,9 +92,6 @@ class SchedulerTest : public ::testing::Test {
       now_ += step;
       d -= step;
       if (!silent) {
-        for (const auto& v : S().Snap(now_).devices) {
-          (void)v;
-        }
         for (uint64_t c : conns_) S().Heartbeat(now_, c, {});
       }
       S().Tick(now_);
@@ -477,8 +474,8 @@ TEST_F(SchedulerTest, KickEndsTheLeaseAndRevokesTheToken) {
 }
 
 TEST_F(SchedulerTest, RestoredLeaseIsNotHandedToSomeoneElse) {
-  LeaseRecord r{"old-token", "10.0.0.1:9090", "rpi4", "ci", unix_base_ - 1000,
-                unix_base_ + 600'000, 600'000, true};
+  LeaseRecord r{"old-token",       "10.0.0.1:9090",      "rpi4",  "ci",
+                unix_base_ - 1000, unix_base_ + 600'000, 600'000, true};
   S().RestoreLease(now_, r, unix_base_);
   AddDevice(1, "rpi4", {}, "old-token");  // the server still holds the token
   S().Request(now_, 20, 1, Req());
@@ -497,8 +494,8 @@ TEST_F(SchedulerTest, RestoredLeaseIsNotHandedToSomeoneElse) {
 }
 
 TEST_F(SchedulerTest, RestoredLeaseEndsWhenItsHolderDoesNotReattach) {
-  LeaseRecord r{"old-token", "10.0.0.1:9090", "rpi4", "ci", unix_base_, unix_base_ + 600'000,
-                600'000, true};
+  LeaseRecord r{"old-token", "10.0.0.1:9090",      "rpi4",  "ci",
+                unix_base_,  unix_base_ + 600'000, 600'000, true};
   S().RestoreLease(now_, r, unix_base_);
   AddDevice(1, "rpi4", {}, "old-token");
   S().Request(now_, 20, 1, Req());
@@ -508,8 +505,8 @@ TEST_F(SchedulerTest, RestoredLeaseEndsWhenItsHolderDoesNotReattach) {
 }
 
 TEST_F(SchedulerTest, RestoredLeaseEndsWhenTheServerLostItsToken) {
-  LeaseRecord r{"old-token", "10.0.0.1:9090", "rpi4", "ci", unix_base_, unix_base_ + 600'000,
-                600'000, true};
+  LeaseRecord r{"old-token", "10.0.0.1:9090",      "rpi4",  "ci",
+                unix_base_,  unix_base_ + 600'000, 600'000, true};
   S().RestoreLease(now_, r, unix_base_);
   AddDevice(1, "rpi4", {}, "");  // the server restarted too
   S().Request(now_, 20, 1, Req());
@@ -518,8 +515,8 @@ TEST_F(SchedulerTest, RestoredLeaseEndsWhenTheServerLostItsToken) {
 }
 
 TEST_F(SchedulerTest, RestoredLeaseAlreadyExpiredIsClosedInHistory) {
-  LeaseRecord r{"old-token", "10.0.0.1:9090", "rpi4", "ci", unix_base_ - 10'000,
-                unix_base_ - 1, 600'000, true};
+  LeaseRecord r{"old-token",         "10.0.0.1:9090", "rpi4",  "ci",
+                unix_base_ - 10'000, unix_base_ - 1,  600'000, true};
   S().RestoreLease(now_, r, unix_base_);
   auto ended = OfKind(Run(), Kind::kLeaseEnded);
   ASSERT_EQ(ended.size(), 1u);

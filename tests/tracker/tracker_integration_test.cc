@@ -134,7 +134,7 @@ TEST_F(TrackerFarmTest, OneSessionGrantEndsWithItsSessionAndUnclaimedGrantsRetur
   auto g1 = c->RequestDevice(req);
   ASSERT_TRUE(g1.ok());
   ASSERT_TRUE(Connect(g1->address, g1->lease_token).ok());  // the session opens and closes
-  auto g2 = c->RequestDevice(req);  // free again at once
+  auto g2 = c->RequestDevice(req);                          // free again at once
   ASSERT_TRUE(g2.ok()) << g2.status().ToString();
   // Nobody opens a session with g2: it goes back to the pool by itself.
   auto other = farm_.Client("other");

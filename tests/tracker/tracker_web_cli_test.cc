@@ -1,15 +1,14 @@
 // What people see: the status page in a real browser (headless Chromium), /metrics, and the
 // `crosstune lease / query / kick` commands against a running test farm.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
-
-#include <cstdio>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <gtest/gtest.h>
+#include <cstdio>
 
 #include "farm.h"
 
@@ -48,7 +47,8 @@ std::string HttpGet(uint16_t port, const std::string& target, std::string* conte
 }
 
 std::string FindChromium() {
-  for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"}) {
+  for (const char* p :
+       {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"}) {
     if (::access(p, X_OK) == 0) return p;
   }
   return "";
@@ -79,9 +79,9 @@ TEST_F(TrackerWebTest, StatusPageShowsTheFarmInHeadlessChromium) {
   std::string url = "http://127.0.0.1:" + std::to_string(farm_.http_port()) + "/";
   std::string dom;
   int rc = Shell(chromium + " --headless --disable-gpu --no-sandbox --no-first-run " +
-                   "--user-data-dir=" + farm_.Path("chromium") +
-                   " --virtual-time-budget=3000 --dump-dom " + url + " 2>/dev/null",
-               &dom);
+                     "--user-data-dir=" + farm_.Path("chromium") +
+                     " --virtual-time-budget=3000 --dump-dom " + url + " 2>/dev/null",
+                 &dom);
   ASSERT_EQ(rc, 0) << dom;
   // Rendered by the page's script from /api/summary, so these prove the JS ran.
   EXPECT_NE(dom.find("id=\"device-" + farm_.server_addr(0) + "\""), std::string::npos) << dom;
@@ -113,8 +113,8 @@ TEST_F(TrackerWebTest, LeaseCommandRunsItsChildWithTheLeaseAndExitsWithItsStatus
   std::string out;
   // The child reaches the leased server through CROSSTUNE_SERVER + CROSSTUNE_LEASE.
   int rc = Shell(cli + " lease --tracker " + farm_.tracker() + " --key rpi4 --hold 30 -- sh -c '" +
-                   cli + " info --json > /dev/null && echo \"$CROSSTUNE_SERVER\" && exit 7'",
-               &out);
+                     cli + " info --json > /dev/null && echo \"$CROSSTUNE_SERVER\" && exit 7'",
+                 &out);
   EXPECT_EQ(rc, 7) << out;
   EXPECT_NE(out.find(farm_.server_addr(0)), std::string::npos) << out;
   // Released at exit: free again.
@@ -141,8 +141,8 @@ TEST_F(TrackerWebTest, SessionCommandsReachADeviceThroughTheTracker) {
   EXPECT_EQ(nlohmann::json::parse(out)["devices"].size(), 2u);
   out.clear();
   EXPECT_NE(Shell(cli + " kick --tracker " + farm_.tracker() + " " + farm_.server_addr(0) +
-                    " --admin-token-file /dev/null 2>&1",
-                &out),
+                      " --admin-token-file /dev/null 2>&1",
+                  &out),
             0);
 }
 #endif

@@ -1,11 +1,11 @@
 // crosstune-tracker: pools the devices of a farm. A thin main over crosstune::tracker.
-#include <cstdio>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
+#include <cstdio>
 
 #include "crosstune/crypto.h"
 #include "crosstune/tracker/tracker.h"
@@ -34,8 +34,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--heartbeat-ms", heartbeat_ms, "server heartbeat interval")
       ->capture_default_str();
-  app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms,
-                 "drop a server silent this long")
+  app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms, "drop a server silent this long")
       ->capture_default_str();
   app.add_option("--claim-timeout-ms", claim_timeout_ms,
                  "return a one-session grant nobody opens a session with")
@@ -92,8 +91,8 @@ int main(int argc, char** argv) {
   boost::asio::io_context io;
   crosstune::tracker::Tracker tracker(io, o);
   if (auto s = tracker.Start(); !s.ok()) return fail(s.message());
-  std::string http = tracker.http_port() ? o.host + ":" + std::to_string(tracker.http_port())
-                                         : std::string("off");
+  std::string http =
+      tracker.http_port() ? o.host + ":" + std::to_string(tracker.http_port()) : std::string("off");
   std::printf("crosstune-tracker: listening on %s:%u http %s\n", o.host.c_str(), tracker.port(),
               http.c_str());
   std::fflush(stdout);

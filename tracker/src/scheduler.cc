@@ -71,9 +71,10 @@ Scheduler::Scheduler(SchedulerOptions options, TimePoint now)
 Status Scheduler::ParseConstraint(const std::string& text) {
   auto c = Split(text);
   if (!c) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "bad constraint '" + text +
-                      "': expected name=value, name!=value, name>=number, name<=number or +feature");
+    return Status(
+        ErrorCode::kInvalidArgument,
+        "bad constraint '" + text +
+            "': expected name=value, name!=value, name>=number, name<=number or +feature");
   }
   if ((c->op == ">=" || c->op == "<=") && !Number(c->value)) {
     return Status(ErrorCode::kInvalidArgument,
@@ -82,8 +83,8 @@ Status Scheduler::ParseConstraint(const std::string& text) {
   return Status::Ok();
 }
 
-bool Scheduler::Matches(const std::map<std::string, std::string>& tags,
-                        const msg::DeviceInfo& info, const std::vector<std::string>& constraints) {
+bool Scheduler::Matches(const std::map<std::string, std::string>& tags, const msg::DeviceInfo& info,
+                        const std::vector<std::string>& constraints) {
   for (const std::string& text : constraints) {
     auto c = Split(text);
     if (!c) return false;
@@ -138,9 +139,8 @@ bool Scheduler::Grantable(const Device& d) const {
 }
 
 int64_t Scheduler::EffectivePriority(const Waiter& w, TimePoint now) const {
-  int64_t aged = options_.aging_step.count() > 0
-                     ? ToMs(now - w.enqueued) / options_.aging_step.count()
-                     : 0;
+  int64_t aged =
+      options_.aging_step.count() > 0 ? ToMs(now - w.enqueued) / options_.aging_step.count() : 0;
   return int64_t{w.req.priority} + aged;
 }
 
@@ -224,7 +224,9 @@ void Scheduler::Heartbeat(TimePoint now, uint64_t conn, const msg::ServerHeartbe
   if (hb.lease_token != d->lease_token) {
     auto it = leases_.find(d->lease_token);
     if (d->lease_token.empty() || (it != leases_.end() && it->second.acked)) {
-      Push({.kind = Action::Kind::kPushToken, .conn = conn, .device = d->name,
+      Push({.kind = Action::Kind::kPushToken,
+            .conn = conn,
+            .device = d->name,
             .token = d->lease_token});
     }
   }
@@ -280,10 +282,15 @@ void Scheduler::TokenAcked(TimePoint now, uint64_t conn, const std::string& toke
   ks.wait_max = std::max(ks.wait_max, waited);
   // Persisted before the client hears of it: a tracker killed in between must still know the
   // lease when it restarts.
-  Push({.kind = Action::Kind::kLeaseStarted, .device = d->name, .token = token,
+  Push({.kind = Action::Kind::kLeaseStarted,
+        .device = d->name,
+        .token = token,
         .lease = Record(now, l)});
-  Action a{.kind = Action::Kind::kGrant, .conn = w.conn, .request_id = w.request_id,
-           .device = d->name, .token = token};
+  Action a{.kind = Action::Kind::kGrant,
+           .conn = w.conn,
+           .request_id = w.request_id,
+           .device = d->name,
+           .token = token};
   a.grant.device = d->name;
   a.grant.address = d->address;
   a.grant.lease_token = token;
@@ -311,9 +318,9 @@ void Scheduler::SessionEnded(TimePoint now, uint64_t conn, const msg::SessionEnd
   bool infra = outcome == msg::Outcome::kInfraFailure;
   auto it = leases_.find(ended.lease_token);
   if (it != leases_.end() && it->second.device == d->name && !it->second.multi_session) {
-    std::string what = infra ? "server failure" : outcome == msg::Outcome::kUserError
-                                                      ? "session ended with an error"
-                                                      : "session ended";
+    std::string what = infra                                 ? "server failure"
+                       : outcome == msg::Outcome::kUserError ? "session ended with an error"
+                                                             : "session ended";
     if (!ended.message.empty()) what += ": " + ended.message;
     EndLease(now, ended.lease_token, what, infra, outcome == msg::Outcome::kUserError);
   } else if (outcome != msg::Outcome::kUserError) {
@@ -353,7 +360,9 @@ void Scheduler::CountFailure(TimePoint now, const std::string& device, bool fail
 void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
                         const msg::DeviceRequest& req) {
   auto fail = [&](Status s) {
-    Push({.kind = Action::Kind::kFail, .conn = conn, .request_id = request_id,
+    Push({.kind = Action::Kind::kFail,
+          .conn = conn,
+          .request_id = request_id,
           .status = std::move(s)});
   };
   if (req.key.empty()) return fail(Status(ErrorCode::kInvalidArgument, "request: empty key"));
@@ -371,10 +380,10 @@ void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
     }
     if (!any) {
       stats_[req.key].no_device++;
-      std::string why = of_key == 0 ? "no device is registered with key '" + req.key + "'"
-                                    : "none of the " + std::to_string(of_key) +
-                                          " devices with key '" + req.key +
-                                          "' can ever match the constraints";
+      std::string why = of_key == 0
+                            ? "no device is registered with key '" + req.key + "'"
+                            : "none of the " + std::to_string(of_key) + " devices with key '" +
+                                  req.key + "' can ever match the constraints";
       return fail(Status(ErrorCode::kNoDevice, why));
     }
   }
@@ -394,7 +403,9 @@ Status Scheduler::Cancel(TimePoint now, uint64_t conn, uint32_t request_id) {
   for (auto& [key, q] : queues_) {
     for (auto it = q.begin(); it != q.end(); ++it) {
       if (it->conn == conn && it->request_id == request_id) {
-        Push({.kind = Action::Kind::kFail, .conn = conn, .request_id = request_id,
+        Push({.kind = Action::Kind::kFail,
+              .conn = conn,
+              .request_id = request_id,
               .status = Status(ErrorCode::kBusy, "request cancelled")});
         q.erase(it);
         SendQueueUpdates(now);
@@ -416,7 +427,9 @@ Expected<msg::LeaseInfo> Scheduler::Renew(TimePoint now, uint64_t conn,
   l.expires_at = now + len;
   l.client_conn = conn;  // re-attaches a restored lease
   l.reattach_deadline = TimePoint::max();
-  Push({.kind = Action::Kind::kLeaseRenewed, .device = l.device, .token = l.token,
+  Push({.kind = Action::Kind::kLeaseRenewed,
+        .device = l.device,
+        .token = l.token,
         .lease = Record(now, l)});
   msg::LeaseInfo info;
   info.device = l.device;
@@ -431,8 +444,8 @@ Status Scheduler::Release(TimePoint now, const msg::ReleaseLease& release) {
   auto outcome = static_cast<msg::Outcome>(release.outcome);
   bool infra = outcome == msg::Outcome::kUnreachable || outcome == msg::Outcome::kInfraFailure;
   std::string what = outcome == msg::Outcome::kUnreachable ? "client could not reach the device"
-                     : infra                                ? "client reported a server failure"
-                                                            : "released";
+                     : infra                               ? "client reported a server failure"
+                                                           : "released";
   if (!release.message.empty()) what += ": " + release.message;
   EndLease(now, release.lease_token, what, infra);
   Schedule(now);
@@ -499,8 +512,11 @@ Status Scheduler::Admin(TimePoint now, const std::string& action, const std::str
 void Scheduler::RestoreLease(TimePoint now, const LeaseRecord& r, int64_t now_unix_ms) {
   int64_t remaining = r.expires_unix_ms - now_unix_ms;
   if (remaining <= 0) {
-    Action a{.kind = Action::Kind::kLeaseEnded, .device = r.device, .token = r.token,
-             .outcome = "expired while the tracker was down", .lease = r};
+    Action a{.kind = Action::Kind::kLeaseEnded,
+             .device = r.device,
+             .token = r.token,
+             .outcome = "expired while the tracker was down",
+             .lease = r};
     Push(std::move(a));
     return;
   }
@@ -566,10 +582,12 @@ void Scheduler::Tick(TimePoint now) {
     for (auto it = q.begin(); it != q.end();) {
       if (now >= it->deadline) {
         stats_[key].timeouts++;
-        Push({.kind = Action::Kind::kFail, .conn = it->conn, .request_id = it->request_id,
-              .status = Status(ErrorCode::kTimeout,
-                               "no '" + key + "' device became free within " +
-                                   Seconds(now - it->enqueued) + " (queue timeout)")});
+        Push({.kind = Action::Kind::kFail,
+              .conn = it->conn,
+              .request_id = it->request_id,
+              .status = Status(ErrorCode::kTimeout, "no '" + key + "' device became free within " +
+                                                        Seconds(now - it->enqueued) +
+                                                        " (queue timeout)")});
         it = q.erase(it);
       } else {
         ++it;
@@ -625,8 +643,8 @@ void Scheduler::StartLease(TimePoint now, Device& d, Waiter w) {
   l.holder = w.req.holder;
   l.client_conn = w.conn;
   l.granted_at = now;
-  l.lease_ms = w.req.lease_ms ? std::min(Ms(w.req.lease_ms), options_.max_lease)
-                              : options_.default_lease;
+  l.lease_ms =
+      w.req.lease_ms ? std::min(Ms(w.req.lease_ms), options_.max_lease) : options_.default_lease;
   l.expires_at = now + l.lease_ms;
   l.claim_deadline = now + options_.claim_timeout;  // for the server's ack, then the claim
   l.reattach_deadline = TimePoint::max();
@@ -635,7 +653,10 @@ void Scheduler::StartLease(TimePoint now, Device& d, Waiter w) {
   l.waiter = std::move(w);
   SetLeaseToken(d, l.token);
   d.busy_since = now;
-  Push({.kind = Action::Kind::kPushToken, .conn = d.conn, .device = d.name, .token = l.token,
+  Push({.kind = Action::Kind::kPushToken,
+        .conn = d.conn,
+        .device = d.name,
+        .token = l.token,
         .holder = l.holder});
   leases_[l.token] = std::move(l);
 }
@@ -659,8 +680,11 @@ void Scheduler::EndLease(TimePoint now, const std::string& token, const std::str
     Push({.kind = Action::Kind::kPushToken, .conn = d->conn, .device = d->name});
   }
   if (l.acked) {
-    Push({.kind = Action::Kind::kLeaseEnded, .device = l.device, .token = token,
-          .outcome = outcome, .lease = Record(now, l)});
+    Push({.kind = Action::Kind::kLeaseEnded,
+          .device = l.device,
+          .token = token,
+          .outcome = outcome,
+          .lease = Record(now, l)});
   }
   // Only sessions that happened (or were attempted) say something about the device's health.
   // A user's kernel failing says nothing about the device either way.
@@ -695,9 +719,9 @@ void Scheduler::SendQueueUpdates(TimePoint now) {
         }
         if (w->req.constraints.empty()) unconstrained_matching = matching;
       }
-      a.update.note = matching == 0 ? "no registered device matches now; waiting for one"
-                                    : "waiting for one of " + std::to_string(matching) +
-                                          " matching devices";
+      a.update.note = matching == 0
+                          ? "no registered device matches now; waiting for one"
+                          : "waiting for one of " + std::to_string(matching) + " matching devices";
       Push(std::move(a));
     }
   }
@@ -753,7 +777,7 @@ Snapshot Scheduler::Snap(TimePoint now) const {
     if (l != leases_.end()) {
       v.holder = l->second.holder;
       v.lease_remaining_ms = std::max<int64_t>(0, ToMs(l->second.expires_at - now));
-      v.state = !l->second.acked                                   ? "granting"
+      v.state = !l->second.acked                                ? "granting"
                 : l->second.claimed && !l->second.multi_session ? "in-session"
                                                                 : "leased";
     } else if (v.quarantined) {
@@ -782,8 +806,8 @@ Snapshot Scheduler::Snap(TimePoint now) const {
         return pa != pb ? pa > pb : a->seq < b->seq;
       });
       for (const Waiter* w : ordered) {
-        kv.queue.push_back({w->req.holder, w->req.priority, EffectivePriority(*w, now),
-                            ToMs(now - w->enqueued)});
+        kv.queue.push_back(
+            {w->req.holder, w->req.priority, EffectivePriority(*w, now), ToMs(now - w->enqueued)});
       }
     }
     auto st = stats_.find(key);

@@ -109,7 +109,8 @@ std::string MetricsText(const Snapshot& snap) {
     out += fmt::format("crosstune_queue_wait_seconds_max{{key=\"{}\"}} {:.3f}\n", Label(k.key),
                        k.wait_seconds_max);
   }
-  family("crosstune_requests_timed_out_total", "counter", "Requests that waited past their timeout.");
+  family("crosstune_requests_timed_out_total", "counter",
+         "Requests that waited past their timeout.");
   for (const auto& k : snap.keys) {
     out += fmt::format("crosstune_requests_timed_out_total{{key=\"{}\"}} {}\n", Label(k.key),
                        k.timeouts);

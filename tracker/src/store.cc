@@ -9,9 +9,8 @@ namespace {
 // sqlite's own message.
 Status Check(sqlite3* db, int rc, const char* what, int ok1 = SQLITE_OK, int ok2 = SQLITE_DONE) {
   if (rc == ok1 || rc == ok2) return Status::Ok();
-  return Status(ErrorCode::kIoError,
-                std::string("tracker database: ") + what + ": " +
-                    (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+  return Status(ErrorCode::kIoError, std::string("tracker database: ") + what + ": " +
+                                         (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
 }
 
 // A prepared statement that finalizes itself.
@@ -86,9 +85,8 @@ CREATE TABLE IF NOT EXISTS active_leases (
 Expected<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   sqlite3* db = nullptr;
   std::string p = path.empty() ? ":memory:" : path;
-  int rc = sqlite3_open_v2(p.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      p.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Status s = Check(db, rc, ("open " + p).c_str());
     sqlite3_close(db);
@@ -145,8 +143,7 @@ Status Store::LeaseStartedLocked(const LeaseRecord& l) {
                          .Bind(7, int64_t{l.lease_ms})
                          .Bind(8, int64_t{l.multi_session})
                          .Run());
-  return Stmt(db_,
-              "INSERT INTO sessions(token, holder, key, device, start_ms) VALUES(?,?,?,?,?)")
+  return Stmt(db_, "INSERT INTO sessions(token, holder, key, device, start_ms) VALUES(?,?,?,?,?)")
       .Bind(1, l.token)
       .Bind(2, l.holder)
       .Bind(3, l.key)

@@ -1,14 +1,14 @@
 #include "crosstune/tracker/tracker.h"
 
-#include <array>
-#include <deque>
-#include <functional>
-#include <map>
+#include <spdlog/spdlog.h>
 
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
+#include <deque>
+#include <functional>
+#include <map>
 
 #include "crosstune/crypto.h"
 #include "crosstune/frame.h"
@@ -58,8 +58,8 @@ struct Conn : std::enable_shared_from_this<Conn> {
 // One HTTP/1.1 connection to the status page; its lifetime follows its pending I/O.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  using Handler = std::function<http::response<http::string_body>(
-      const http::request<http::string_body>&)>;
+  using Handler =
+      std::function<http::response<http::string_body>(const http::request<http::string_body>&)>;
   HttpSession(tcp::socket s, Handler h) : stream_(std::move(s)), handler_(std::move(h)) {}
 
   void Read() {
@@ -139,8 +139,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Accept() {
-    acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec,
-                                                      tcp::socket s) {
+    acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec, tcp::socket s) {
       if (self->stopped) return;
       if (ec) {
         // Out of descriptors and the like: back off instead of spinning.
@@ -163,23 +162,23 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void AcceptHttp() {
-    http_acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec,
-                                                           tcp::socket s) {
-      if (self->stopped) return;
-      if (!ec) {
-        std::weak_ptr<Impl> weak = self;
-        std::make_shared<HttpSession>(std::move(s), [weak](const auto& req) {
-          if (auto me = weak.lock()) return me->HandleHttp(req);
-          return http::response<http::string_body>(http::status::service_unavailable, 11);
-        })->Read();
-        self->AcceptHttp();
-      } else {
-        self->backoff_timer.expires_after(std::chrono::milliseconds(100));
-        self->backoff_timer.async_wait([self](boost::system::error_code e) {
-          if (!e) self->AcceptHttp();
+    http_acceptor.async_accept(
+        [self = shared_from_this()](boost::system::error_code ec, tcp::socket s) {
+          if (self->stopped) return;
+          if (!ec) {
+            std::weak_ptr<Impl> weak = self;
+            std::make_shared<HttpSession>(std::move(s), [weak](const auto& req) {
+              if (auto me = weak.lock()) return me->HandleHttp(req);
+              return http::response<http::string_body>(http::status::service_unavailable, 11);
+            })->Read();
+            self->AcceptHttp();
+          } else {
+            self->backoff_timer.expires_after(std::chrono::milliseconds(100));
+            self->backoff_timer.async_wait([self](boost::system::error_code e) {
+              if (!e) self->AcceptHttp();
+            });
+          }
         });
-      }
-    });
   }
 
   void Tick() {
@@ -339,8 +338,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Refuse(const std::shared_ptr<Conn>& c, uint32_t id, const Status& s) {
-    spdlog::info("tracker: refused {} ({}): {}", c->remote.to_string(), c->peer_name,
-                 s.ToString());
+    spdlog::info("tracker: refused {} ({}): {}", c->remote.to_string(), c->peer_name, s.ToString());
     SendError(c, id, s);
     c->close_after_write = true;
   }
@@ -358,12 +356,12 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
                     Status(ErrorCode::kProtocolError, "bad magic: not a crosstune peer"));
     }
     if (hello->major != kProtocolMajor) {
-      return Refuse(c, f.request_id,
-                    Status(ErrorCode::kVersionMismatch,
-                           "peer speaks protocol " + std::to_string(hello->major) + "." +
-                               std::to_string(hello->minor) + ", this tracker " +
-                               std::to_string(kProtocolMajor) + "." +
-                               std::to_string(kProtocolMinor)));
+      return Refuse(
+          c, f.request_id,
+          Status(ErrorCode::kVersionMismatch,
+                 "peer speaks protocol " + std::to_string(hello->major) + "." +
+                     std::to_string(hello->minor) + ", this tracker " +
+                     std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor)));
     }
     c->role = static_cast<PeerRole>(hello->role);
     c->peer_name = hello->peer_name.empty() ? c->remote.to_string() : hello->peer_name;
@@ -411,8 +409,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
                             reg.custom_addr.find(':') != std::string::npos &&
                             (reg.custom_addr[0] == '[' ||
                              reg.custom_addr.find(':') == reg.custom_addr.rfind(':'));
-            address = has_port ? reg.custom_addr
-                               : reg.custom_addr + ":" + std::to_string(reg.port);
+            address = has_port ? reg.custom_addr : reg.custom_addr + ":" + std::to_string(reg.port);
           } else {
             auto ip = c->remote;
             if (ip.is_v6() && ip.to_v6().is_v4_mapped()) {
@@ -424,8 +421,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           if (!r.ok()) return SendError(c, f.request_id, r.status());
           c->is_device = true;
           c->peer_name = r->device;
-          spdlog::info("tracker: registered {} key={} arch={}", r->device, reg.key,
-                       reg.info.arch);
+          spdlog::info("tracker: registered {} key={} arch={}", r->device, reg.key, reg.info.arch);
           Reply(c, f.request_id, *r);
         });
       case Opcode::kHeartbeat:
@@ -480,8 +476,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
                                     "admin operations are off: the tracker has no "
                                     "--admin-token-file"));
           }
-          std::string want =
-              HmacSha256Hex(options.admin_secret, c->session_id + "\n" + a.action + "\n" + a.device);
+          std::string want = HmacSha256Hex(options.admin_secret,
+                                           c->session_id + "\n" + a.action + "\n" + a.device);
           if (!ConstantTimeEquals(a.proof, want)) {
             spdlog::warn("tracker: refused admin {} {} from {}: wrong admin token", a.action,
                          a.device, c->peer_name);
@@ -614,25 +610,25 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     st->resolver.async_resolve(
         host, port_text, [st](boost::system::error_code ec, tcp::resolver::results_type r) {
           if (ec) return st->Finish(Status(ErrorCode::kDisconnected, ec.message()));
-          asio::async_connect(st->socket, r, [st](boost::system::error_code ec2,
-                                                  const tcp::endpoint&) {
-            if (ec2) return st->Finish(Status(ErrorCode::kDisconnected, ec2.message()));
-            asio::async_write(st->socket, asio::buffer(st->hello), [st](boost::system::error_code
-                                                                            ec3,
-                                                                        size_t) {
-              if (ec3) return st->Finish(Status(ErrorCode::kDisconnected, ec3.message()));
-              asio::async_read(st->socket, asio::buffer(st->header),
-                               [st](boost::system::error_code ec4, size_t) {
-                                 if (ec4) {
-                                   return st->Finish(
-                                       Status(ErrorCode::kDisconnected, ec4.message()));
-                                 }
-                                 // Any well-formed frame (even a refusal) proves a live server.
-                                 auto len = DecodeFrameLength(st->header.data());
-                                 st->Finish(len.ok() ? Status::Ok() : len.status());
-                               });
-            });
-          });
+          asio::async_connect(
+              st->socket, r, [st](boost::system::error_code ec2, const tcp::endpoint&) {
+                if (ec2) return st->Finish(Status(ErrorCode::kDisconnected, ec2.message()));
+                asio::async_write(
+                    st->socket, asio::buffer(st->hello),
+                    [st](boost::system::error_code ec3, size_t) {
+                      if (ec3) return st->Finish(Status(ErrorCode::kDisconnected, ec3.message()));
+                      asio::async_read(
+                          st->socket, asio::buffer(st->header),
+                          [st](boost::system::error_code ec4, size_t) {
+                            if (ec4) {
+                              return st->Finish(Status(ErrorCode::kDisconnected, ec4.message()));
+                            }
+                            // Any well-formed frame (even a refusal) proves a live server.
+                            auto len = DecodeFrameLength(st->header.data());
+                            st->Finish(len.ok() ? Status::Ok() : len.status());
+                          });
+                    });
+              });
         });
   }
 

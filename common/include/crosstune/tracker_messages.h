@@ -32,10 +32,9 @@
 
 #include <cstdint>
 #include <map>
+#include <msgpack.hpp>
 #include <string>
 #include <vector>
-
-#include <msgpack.hpp>
 
 #include "crosstune/messages.h"
 
@@ -85,9 +84,9 @@ struct LeaseRef {
 // failures count towards quarantine; kernel errors and crashes of uploaded code do not.
 enum class Outcome : uint8_t {
   kOk = 0,
-  kUserError = 1,        // the client's code failed (RemoteCrash, KernelError, ...)
-  kInfraFailure = 2,     // the server itself failed (session child lost, workspace error, ...)
-  kUnreachable = 3,      // the client could not reach the granted address
+  kUserError = 1,     // the client's code failed (RemoteCrash, KernelError, ...)
+  kInfraFailure = 2,  // the server itself failed (session child lost, workspace error, ...)
+  kUnreachable = 3,   // the client could not reach the granted address
 };
 
 struct SessionEnded {

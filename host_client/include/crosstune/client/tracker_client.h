@@ -8,8 +8,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,7 +36,7 @@ struct LeaseRequest {
   std::string key;
   std::vector<std::string> constraints;  // "soc=bcm2711", "memory_mb>=2048", "+neon", ...
   int32_t priority = 0;
-  std::chrono::milliseconds wait{600'000};   // queue timeout
+  std::chrono::milliseconds wait{600'000};    // queue timeout
   std::chrono::milliseconds hold{1'800'000};  // lease length; renew before it runs out
   bool multi_session = false;  // true: hold the device across sessions until released
   std::function<void(const msg::QueueUpdate&)> on_queue_update;

@@ -30,8 +30,8 @@ struct SchedulerOptions {
   Ms default_queue_timeout{600'000};
   Ms default_lease{1'800'000};
   Ms max_lease{24 * 3'600'000};
-  Ms aging_step{30'000};       // a waiting request gains one priority level per step
-  int quarantine_after = 3;    // infrastructure failures in a row
+  Ms aging_step{30'000};     // a waiting request gains one priority level per step
+  int quarantine_after = 3;  // infrastructure failures in a row
   Ms self_check_interval{10'000};
   Ms reattach_window{30'000};  // after a restart, holders have this long to re-attach
   Ms startup_grace{10'000};    // after a start, unmatched requests wait for servers to register
@@ -45,12 +45,12 @@ struct SchedulerOptions {
 // What the caller must do. Fields not named for a kind are empty.
 struct Action {
   enum class Kind {
-    kPushToken,    // send SetLease{token} to the server on `conn` (device `device`)
-    kGrant,        // answer request `request_id` on client `conn` with `grant`
-    kQueueUpdate,  // send `update` for request `request_id` to client `conn`
-    kFail,         // answer request `request_id` on client `conn` with `status`
-    kSelfCheck,    // probe device `device` (server on `conn`), report SelfCheckResult
-    kCloseConn,    // close connection `conn` (a replaced or timed-out registration)
+    kPushToken,     // send SetLease{token} to the server on `conn` (device `device`)
+    kGrant,         // answer request `request_id` on client `conn` with `grant`
+    kQueueUpdate,   // send `update` for request `request_id` to client `conn`
+    kFail,          // answer request `request_id` on client `conn` with `status`
+    kSelfCheck,     // probe device `device` (server on `conn`), report SelfCheckResult
+    kCloseConn,     // close connection `conn` (a replaced or timed-out registration)
     kLeaseStarted,  // persist `lease`
     kLeaseRenewed,  // persist the new expiry of `lease`
     kLeaseEnded,    // history row for `lease` with `outcome`; remove it from active leases
@@ -114,8 +114,7 @@ class Scheduler {
   // `address` is where clients reach the server (custom address or the one the tracker sees).
   // A second registration under the same address replaces the first (kCloseConn for the old).
   Expected<msg::RegisterReply> RegisterDevice(TimePoint now, uint64_t conn,
-                                              const msg::Register& reg,
-                                              const std::string& address);
+                                              const msg::Register& reg, const std::string& address);
   void Heartbeat(TimePoint now, uint64_t conn, const msg::ServerHeartbeat& hb);
   void DeviceDisconnected(TimePoint now, uint64_t conn);
   void TokenAcked(TimePoint now, uint64_t conn, const std::string& token);
@@ -187,8 +186,8 @@ class Scheduler {
     TimePoint granted_at, expires_at, claim_deadline, reattach_deadline;
     Ms lease_ms{0};
     bool multi_session = false;
-    bool acked = false;     // the server has the token; the client has been told
-    bool claimed = false;   // a session was opened with it
+    bool acked = false;            // the server has the token; the client has been told
+    bool claimed = false;          // a session was opened with it
     std::optional<Waiter> waiter;  // until acked: requeued if the server never acks
     int64_t granted_unix_ms = 0;
   };
@@ -219,12 +218,12 @@ class Scheduler {
   uint64_t next_seq_ = 1;
   std::map<std::string, Device> devices_;  // by name
   std::map<uint64_t, std::string> device_by_conn_;
-  std::map<std::string, std::set<Device*>> by_key_;  // the devices_ of each key
+  std::map<std::string, std::set<Device*>> by_key_;       // the devices_ of each key
   std::map<std::string, std::set<Device*>> idle_by_key_;  // ... of those, the ones with no lease
-  std::map<std::string, Health> health_;   // by device name; outlives registrations
-  std::map<std::string, std::vector<Waiter>> queues_;  // by key
-  std::map<std::string, Lease> leases_;    // by token
-  std::set<std::string> reserved_;         // devices of restored leases not re-confirmed yet
+  std::map<std::string, Health> health_;                  // by device name; outlives registrations
+  std::map<std::string, std::vector<Waiter>> queues_;     // by key
+  std::map<std::string, Lease> leases_;                   // by token
+  std::set<std::string> reserved_;  // devices of restored leases not re-confirmed yet
   std::map<std::string, KeyStats> stats_;
   std::vector<Action> actions_;
 };

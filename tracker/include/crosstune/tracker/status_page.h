@@ -3,11 +3,10 @@
 // Pure functions of a Snapshot; thread-safe.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "crosstune/tracker/scheduler.h"
 #include "crosstune/tracker/store.h"

@@ -8,12 +8,11 @@
 // Thread-safety: construct, Start, Stop and destroy on the io_context's thread (or before it runs).
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
 
 #include "crosstune/status.h"
 #include "crosstune/tracker/scheduler.h"
@@ -22,16 +21,16 @@ namespace crosstune::tracker {
 
 struct TrackerOptions {
   std::string host = "0.0.0.0";
-  uint16_t port = 9190;            // 0: any free port (see Tracker::port())
-  int http_port = -1;              // -1: no HTTP; 0: any free port
-  std::string db_path;             // "": in memory, nothing survives a restart
-  std::string auth_secret;         // non-empty: servers and clients must answer the HMAC challenge
-  std::string admin_secret;        // non-empty: enables drain/undrain/kick for holders of it
+  uint16_t port = 9190;      // 0: any free port (see Tracker::port())
+  int http_port = -1;        // -1: no HTTP; 0: any free port
+  std::string db_path;       // "": in memory, nothing survives a restart
+  std::string auth_secret;   // non-empty: servers and clients must answer the HMAC challenge
+  std::string admin_secret;  // non-empty: enables drain/undrain/kick for holders of it
   SchedulerOptions scheduler;
   Ms handshake_timeout{10'000};
   Ms client_idle_timeout{120'000};  // clients send something (renew, heartbeat) more often
   Ms write_timeout{10'000};
-  Ms probe_timeout{3'000};          // self-check: connect + Hello to the device's address
+  Ms probe_timeout{3'000};  // self-check: connect + Hello to the device's address
   Ms tick{100};
 };
 
