@@ -189,7 +189,7 @@ Status Workspace::Remove(const std::string& path) {
 Expected<std::string> Workspace::HashOf(int fd, const std::string& normalized) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoStatus("fstat '" + normalized + "'");
-  HashKey key{st.st_ino, st.st_size, MtimeNs(st)};
+  HashKey key{static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size), MtimeNs(st)};
   auto it = hashes_.find(normalized);
   if (it != hashes_.end() && it->second.first == key) return it->second.second;
   Sha256 sha;
@@ -211,7 +211,9 @@ Expected<std::string> Workspace::HashOf(int fd, const std::string& normalized) {
 void Workspace::RememberHash(int fd, const std::string& normalized, const std::string& sha256_hex) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return;
-  hashes_[normalized] = {HashKey{st.st_ino, st.st_size, MtimeNs(st)}, sha256_hex};
+  hashes_[normalized] = {
+      HashKey{static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size), MtimeNs(st)},
+      sha256_hex};
 }
 
 Status Workspace::ListDir(int dir_fd, const std::string& prefix, int depth,

@@ -100,9 +100,10 @@ class Workspace {
   Status ListDir(int dir_fd, const std::string& prefix, int depth,
                  std::vector<msg::FileEntry>* out);
 
+  // Fixed-width fields: this header is compiled with and without _FILE_OFFSET_BITS=64.
   struct HashKey {
-    ino_t ino;
-    off_t size;
+    uint64_t ino;
+    int64_t size;
     int64_t mtime_ns;
     bool operator==(const HashKey&) const = default;
   };
