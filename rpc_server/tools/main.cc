@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
                  "address clients should dial (host or host:port), when the tracker would see "
                  "another one");
   CLI11_PARSE(app, argc, argv);
+  // A closed stderr or stdout pipe (the script that started us went away) must not kill the server.
+  std::signal(SIGPIPE, SIG_IGN);
   if (!link.tracker.empty() && link.key.empty()) {
     std::cerr << "crosstune-server: error: --tracker needs --key\n";
     return 1;
