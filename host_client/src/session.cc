@@ -175,7 +175,8 @@ Expected<std::unique_ptr<Session>> Session::Connect(const ConnectOptions& option
   std::string host;
   uint16_t port = 0;
   CT_RETURN_IF_ERROR(Channel::ParseHostPort(options.server, &host, &port));
-  CT_ASSIGN_OR_RETURN(Channel ch, Channel::Connect(host, port, DeadlineIn(options.connect_timeout)));
+  CT_ASSIGN_OR_RETURN(Channel ch,
+                      Channel::Connect(host, port, DeadlineIn(options.connect_timeout)));
   msg::Hello hello;
   hello.role = static_cast<uint8_t>(PeerRole::kClient);
   hello.peer_name = options.peer_name.empty() ? DefaultPeerName() : options.peer_name;
@@ -197,9 +198,7 @@ Session::~Session() {
 }
 
 // Fails a request on a closed channel, naming why it closed.
-static Status ClosedStatus() {
-  return Status(ErrorCode::kDisconnected, "the session is closed");
-}
+static Status ClosedStatus() { return Status(ErrorCode::kDisconnected, "the session is closed"); }
 
 template <typename Reply, typename Req>
 Expected<Reply> Session::Request(Opcode op, const Req& req, std::chrono::milliseconds extra) {
@@ -313,7 +312,8 @@ Expected<msg::FileEntry> Session::Upload(const std::string& local_path,
   return entry;
 }
 
-Expected<msg::FileEntry> Session::UploadBytes(std::string_view data, const std::string& remote_path) {
+Expected<msg::FileEntry> Session::UploadBytes(std::string_view data,
+                                              const std::string& remote_path) {
   if (!channel_.is_open()) return ClosedStatus();
   Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(data.size() / 1024));
   uint32_t id = channel_.NextRequestId();
@@ -385,8 +385,9 @@ Status Session::RemoveFile(const std::string& remote_path) {
 }
 
 Expected<RemoteModule> Session::LoadModule(const std::string& remote_path) {
-  CT_ASSIGN_OR_RETURN(msg::ModuleInfo info,
-                      Request<msg::ModuleInfo>(Opcode::kLoadModule, msg::LoadModuleRequest{remote_path}));
+  CT_ASSIGN_OR_RETURN(
+      msg::ModuleInfo info,
+      Request<msg::ModuleInfo>(Opcode::kLoadModule, msg::LoadModuleRequest{remote_path}));
   RemoteModule m;
   m.session_ = this;
   m.info_ = std::move(info);
@@ -439,19 +440,19 @@ Expected<msg::TimeReply> RemoteModule::Time(const std::string& function,
   // Warm-up plus every round (min_repeat_ms can make a round re-run a few times), each bounded by
   // the device's per-call limit; the server enforces that, this only keeps the client from giving
   // up first.
-  milliseconds per_call = options.timeout_ms ? milliseconds(options.timeout_ms)
-                                             : session_->options_.request_timeout;
+  milliseconds per_call =
+      options.timeout_ms ? milliseconds(options.timeout_ms) : session_->options_.request_timeout;
   uint64_t rounds = uint64_t{options.repeat} * (uint64_t{options.number} + 4);
-  milliseconds extra = per_call * (1 + std::min<uint64_t>(rounds, 1'000'000)) +
-                       milliseconds(uint64_t{options.repeat} *
-                                    (options.cooldown_ms + 4ull * options.min_repeat_ms));
+  milliseconds extra =
+      per_call * (1 + std::min<uint64_t>(rounds, 1'000'000)) +
+      milliseconds(uint64_t{options.repeat} * (options.cooldown_ms + 4ull * options.min_repeat_ms));
   return session_->Request<msg::TimeReply>(Opcode::kTimeCall, req, extra);
 }
 
 Status RemoteModule::Unload() {
   if (!session_) return Status(ErrorCode::kInvalidArgument, "module handle is empty");
-  Status s =
-      session_->Request<msg::Empty>(Opcode::kUnloadModule, msg::ModuleRef{info_.module_id}).status();
+  Status s = session_->Request<msg::Empty>(Opcode::kUnloadModule, msg::ModuleRef{info_.module_id})
+                 .status();
   if (s.ok()) session_ = nullptr;
   return s;
 }
@@ -460,9 +461,9 @@ Status RemoteModule::Unload() {
 
 Status RemoteTensor::CopyFrom(const void* data, uint64_t nbytes) {
   if (nbytes != nbytes_) {
-    return Status(ErrorCode::kInvalidArgument, "copy of " + std::to_string(nbytes) +
-                                                   " bytes into a tensor of " +
-                                                   std::to_string(nbytes_));
+    return Status(
+        ErrorCode::kInvalidArgument,
+        "copy of " + std::to_string(nbytes) + " bytes into a tensor of " + std::to_string(nbytes_));
   }
   return CopyFrom(data, 0, nbytes);
 }
@@ -513,15 +514,16 @@ Status RemoteTensor::CopyTo(void* data, uint64_t offset, uint64_t nbytes) const 
                                                  " bytes, asked for " + std::to_string(nbytes));
   }
   // Straight from the socket into the caller's buffer.
-  Status s = ch.ReadBytes(data, nbytes,
-                          DeadlineIn(session_->options_.request_timeout + milliseconds(nbytes / 1024)));
+  Status s = ch.ReadBytes(
+      data, nbytes, DeadlineIn(session_->options_.request_timeout + milliseconds(nbytes / 1024)));
   if (!s.ok()) ch.Close();
   return s;
 }
 
 Status RemoteTensor::Free() {
   if (!session_) return Status::Ok();
-  Status s = session_->Request<msg::Empty>(Opcode::kTensorFree, msg::TensorRef{id_, nbytes_}).status();
+  Status s =
+      session_->Request<msg::Empty>(Opcode::kTensorFree, msg::TensorRef{id_, nbytes_}).status();
   if (s.ok()) session_ = nullptr;
   return s;
 }

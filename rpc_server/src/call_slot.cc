@@ -2,14 +2,13 @@
 
 #include <signal.h>
 #include <string.h>
-
-#include <cstring>
 #include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <new>
 
 namespace crosstune::server {
@@ -46,8 +45,8 @@ int64_t SteadyNowNs() {
 }
 
 CallSlot* MapCallSlot() {
-  void* p = ::mmap(nullptr, sizeof(CallSlot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+  void* p =
+      ::mmap(nullptr, sizeof(CallSlot), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   return new (p) CallSlot();
 }
@@ -62,19 +61,56 @@ std::string DescribeSignal(int sig) {
   const char* name = nullptr;
   const char* what = nullptr;
   switch (sig) {
-    case SIGSEGV: name = "SIGSEGV"; what = "segmentation fault"; break;
-    case SIGBUS: name = "SIGBUS"; what = "bus error"; break;
-    case SIGILL: name = "SIGILL"; what = "illegal instruction"; break;
-    case SIGFPE: name = "SIGFPE"; what = "arithmetic exception"; break;
-    case SIGABRT: name = "SIGABRT"; what = "aborted"; break;
-    case SIGKILL: name = "SIGKILL"; what = "killed; out of memory?"; break;
-    case SIGTERM: name = "SIGTERM"; what = "terminated"; break;
-    case SIGALRM: name = "SIGALRM"; what = "alarm"; break;
-    case SIGTRAP: name = "SIGTRAP"; what = "trace trap"; break;
-    case SIGSYS: name = "SIGSYS"; what = "bad system call"; break;
-    case SIGPIPE: name = "SIGPIPE"; what = "broken pipe"; break;
-    case SIGXCPU: name = "SIGXCPU"; what = "CPU time limit exceeded"; break;
-    default: break;
+    case SIGSEGV:
+      name = "SIGSEGV";
+      what = "segmentation fault";
+      break;
+    case SIGBUS:
+      name = "SIGBUS";
+      what = "bus error";
+      break;
+    case SIGILL:
+      name = "SIGILL";
+      what = "illegal instruction";
+      break;
+    case SIGFPE:
+      name = "SIGFPE";
+      what = "arithmetic exception";
+      break;
+    case SIGABRT:
+      name = "SIGABRT";
+      what = "aborted";
+      break;
+    case SIGKILL:
+      name = "SIGKILL";
+      what = "killed; out of memory?";
+      break;
+    case SIGTERM:
+      name = "SIGTERM";
+      what = "terminated";
+      break;
+    case SIGALRM:
+      name = "SIGALRM";
+      what = "alarm";
+      break;
+    case SIGTRAP:
+      name = "SIGTRAP";
+      what = "trace trap";
+      break;
+    case SIGSYS:
+      name = "SIGSYS";
+      what = "bad system call";
+      break;
+    case SIGPIPE:
+      name = "SIGPIPE";
+      what = "broken pipe";
+      break;
+    case SIGXCPU:
+      name = "SIGXCPU";
+      what = "CPU time limit exceeded";
+      break;
+    default:
+      break;
   }
   if (!name) {
     const char* d = ::strsignal(sig);
@@ -95,16 +131,17 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed
   if (WIFEXITED(wait_status)) {
     if (!in_call) return Status::Ok();
     // The kernel called exit(): the session is gone, and the client should hear why.
-    return Status(ErrorCode::kRemoteCrash, "kernel '" + fn + "' ended the session process (exit status " +
+    return Status(ErrorCode::kRemoteCrash, "kernel '" + fn +
+                                               "' ended the session process (exit status " +
                                                std::to_string(WEXITSTATUS(wait_status)) + ")");
   }
   if (!WIFSIGNALED(wait_status)) return Status::Ok();
   int sig = WTERMSIG(wait_status);
   if (in_call && (sig == kCallTimerSignal || killed == ParentKill::kCallOverdue)) {
     if (slot.timing) {
-      return Status(ErrorCode::kTimeout,
-                    "timing '" + fn + "' ran past " + std::to_string(slot.timeout_ms) +
-                        " ms per call (" + std::to_string(slot.calls) + " calls in a round)");
+      return Status(ErrorCode::kTimeout, "timing '" + fn + "' ran past " +
+                                             std::to_string(slot.timeout_ms) + " ms per call (" +
+                                             std::to_string(slot.calls) + " calls in a round)");
     }
     return Status(ErrorCode::kTimeout,
                   "call '" + fn + "' ran past " + std::to_string(slot.timeout_ms) + " ms");
@@ -112,8 +149,8 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed
   if (in_call) {
     return Status(ErrorCode::kRemoteCrash, "kernel '" + fn + "' died by " + DescribeSignal(sig));
   }
-  return Status(ErrorCode::kRemoteCrash, "session process died by " + DescribeSignal(sig) +
-                                             " outside a kernel call");
+  return Status(ErrorCode::kRemoteCrash,
+                "session process died by " + DescribeSignal(sig) + " outside a kernel call");
 }
 
 void ArmCallTimer(uint64_t ms) {

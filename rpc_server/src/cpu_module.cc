@@ -77,7 +77,8 @@ class CpuLoader final : public ModuleLoader {
     ::dlerror();
     void* handle = ::dlopen(request.abs_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
-      return Status(ErrorCode::kInvalidArgument, name + ": cannot load: " + DlError("dlopen failed"));
+      return Status(ErrorCode::kInvalidArgument,
+                    name + ": cannot load: " + DlError("dlopen failed"));
     }
     auto entry = reinterpret_cast<ct_module_entry>(::dlsym(handle, CT_MODULE_SYMBOL));
     if (!entry) {
@@ -94,16 +95,16 @@ class CpuLoader final : public ModuleLoader {
     if (table->abi_version != CT_ABI_VERSION) {
       uint32_t v = table->abi_version;
       ::dlclose(handle);
-      return Status(ErrorCode::kVersionMismatch,
-                    name + ": kernel ABI version " + std::to_string(v) + ", this server speaks " +
-                        std::to_string(CT_ABI_VERSION));
+      return Status(ErrorCode::kVersionMismatch, name + ": kernel ABI version " +
+                                                     std::to_string(v) + ", this server speaks " +
+                                                     std::to_string(CT_ABI_VERSION));
     }
     for (uint32_t i = 0; i < table->num_functions; ++i) {
       const ct_function& f = table->functions[i];
       if (!f.name || !f.fn || !f.signature) {
         ::dlclose(handle);
-        return Status(ErrorCode::kInvalidArgument,
-                      name + ": function " + std::to_string(i) + " has no name, pointer or signature");
+        return Status(ErrorCode::kInvalidArgument, name + ": function " + std::to_string(i) +
+                                                       " has no name, pointer or signature");
       }
     }
     return std::unique_ptr<Module>(std::make_unique<CpuModule>(handle, table));
@@ -131,10 +132,10 @@ void RegisterDefaultLoaders(LoaderRegistry& registry) {
 Status CheckSignature(const std::string& function, const std::string& signature,
                       const std::vector<msg::Arg>& args) {
   if (args.size() != signature.size()) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "'" + function + "' takes " + std::to_string(signature.size()) +
-                      " arguments (signature \"" + signature + "\"), got " +
-                      std::to_string(args.size()));
+    return Status(ErrorCode::kInvalidArgument, "'" + function + "' takes " +
+                                                   std::to_string(signature.size()) +
+                                                   " arguments (signature \"" + signature +
+                                                   "\"), got " + std::to_string(args.size()));
   }
   for (size_t i = 0; i < args.size(); ++i) {
     char want = signature[i];
@@ -144,12 +145,15 @@ Status CheckSignature(const std::string& function, const std::string& signature,
                : kind == msg::ArgKind::kTensor  ? 't'
                                                 : '?';
     if (want != 'i' && want != 'f' && want != 't') {
-      return Status(ErrorCode::kInvalidArgument, "'" + function + "' has a bad signature \"" +
-                                                     signature + "\"");
+      return Status(ErrorCode::kInvalidArgument,
+                    "'" + function + "' has a bad signature \"" + signature + "\"");
     }
     if (got != want) {
       auto kind_name = [](char c) {
-        return c == 'i' ? "an int64" : c == 'f' ? "a float64" : c == 't' ? "a tensor" : "an unknown kind";
+        return c == 'i'   ? "an int64"
+               : c == 'f' ? "a float64"
+               : c == 't' ? "a tensor"
+                          : "an unknown kind";
       };
       return Status(ErrorCode::kInvalidArgument, "'" + function + "' argument " +
                                                      std::to_string(i) + " must be " +

@@ -9,9 +9,8 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <sstream>
-
 #include <msgpack.hpp>
+#include <sstream>
 
 namespace crosstune::server {
 namespace {
@@ -36,13 +35,13 @@ std::string CpuInfoField(const std::string& key) {
 
 [[maybe_unused]] std::string ArmCpuName(const std::string& part) {
   static const std::map<std::string, std::string> kParts = {
-      {"0xd03", "cortex-a53"},   {"0xd04", "cortex-a35"},   {"0xd05", "cortex-a55"},
-      {"0xd07", "cortex-a57"},   {"0xd08", "cortex-a72"},   {"0xd09", "cortex-a73"},
-      {"0xd0a", "cortex-a75"},   {"0xd0b", "cortex-a76"},   {"0xd0c", "neoverse-n1"},
-      {"0xd0d", "cortex-a77"},   {"0xd40", "neoverse-v1"},  {"0xd41", "cortex-a78"},
-      {"0xd44", "cortex-x1"},    {"0xd46", "cortex-a510"},  {"0xd47", "cortex-a710"},
-      {"0xd48", "cortex-x2"},    {"0xd49", "neoverse-n2"},  {"0xd4f", "neoverse-v2"},
-      {"0xc07", "cortex-a7"},    {"0xc09", "cortex-a9"},    {"0xc0f", "cortex-a15"},
+      {"0xd03", "cortex-a53"}, {"0xd04", "cortex-a35"},  {"0xd05", "cortex-a55"},
+      {"0xd07", "cortex-a57"}, {"0xd08", "cortex-a72"},  {"0xd09", "cortex-a73"},
+      {"0xd0a", "cortex-a75"}, {"0xd0b", "cortex-a76"},  {"0xd0c", "neoverse-n1"},
+      {"0xd0d", "cortex-a77"}, {"0xd40", "neoverse-v1"}, {"0xd41", "cortex-a78"},
+      {"0xd44", "cortex-x1"},  {"0xd46", "cortex-a510"}, {"0xd47", "cortex-a710"},
+      {"0xd48", "cortex-x2"},  {"0xd49", "neoverse-n2"}, {"0xd4f", "neoverse-v2"},
+      {"0xc07", "cortex-a7"},  {"0xc09", "cortex-a9"},   {"0xc0f", "cortex-a15"},
   };
   auto it = kParts.find(part);
   return it == kParts.end() ? "" : it->second;
@@ -99,11 +98,11 @@ void CpuModelAndFeatures(msg::DeviceInfo* info) {
     const char* name;
   };
   static const Bit kBits[] = {
-      {1ul << 0, false, "fp-armv8"}, {1ul << 1, false, "neon"},    {1ul << 3, false, "aes"},
-      {1ul << 5, false, "sha2"},     {1ul << 7, false, "crc"},     {1ul << 8, false, "lse"},
-      {1ul << 9, false, "fullfp16"}, {1ul << 12, false, "rdm"},    {1ul << 14, false, "rcpc"},
-      {1ul << 17, false, "sha3"},    {1ul << 19, false, "sm4"},    {1ul << 20, false, "dotprod"},
-      {1ul << 22, false, "sve"},     {1ul << 1, true, "sve2"},     {1ul << 13, true, "i8mm"},
+      {1ul << 0, false, "fp-armv8"}, {1ul << 1, false, "neon"}, {1ul << 3, false, "aes"},
+      {1ul << 5, false, "sha2"},     {1ul << 7, false, "crc"},  {1ul << 8, false, "lse"},
+      {1ul << 9, false, "fullfp16"}, {1ul << 12, false, "rdm"}, {1ul << 14, false, "rcpc"},
+      {1ul << 17, false, "sha3"},    {1ul << 19, false, "sm4"}, {1ul << 20, false, "dotprod"},
+      {1ul << 22, false, "sve"},     {1ul << 1, true, "sve2"},  {1ul << 13, true, "i8mm"},
       {1ul << 14, true, "bf16"},
   };
   for (const Bit& b : kBits) {
@@ -183,21 +182,47 @@ void CollectGpus(msg::DeviceInfo* info) {
 
 std::vector<std::string> X86FlagsToLlvmFeatures(const std::string& flags_line) {
   static const std::map<std::string, std::string> kMap = {
-      {"sse", "sse"},         {"sse2", "sse2"},           {"pni", "sse3"},
-      {"ssse3", "ssse3"},     {"sse4_1", "sse4.1"},       {"sse4_2", "sse4.2"},
-      {"popcnt", "popcnt"},   {"avx", "avx"},             {"avx2", "avx2"},
-      {"fma", "fma"},         {"f16c", "f16c"},           {"bmi1", "bmi"},
-      {"bmi2", "bmi2"},       {"lzcnt", "lzcnt"},         {"abm", "lzcnt"},
-      {"movbe", "movbe"},     {"aes", "aes"},             {"pclmulqdq", "pclmul"},
-      {"sha_ni", "sha"},      {"adx", "adx"},             {"rdrand", "rdrnd"},
-      {"rdseed", "rdseed"},   {"avx512f", "avx512f"},     {"avx512bw", "avx512bw"},
-      {"avx512vl", "avx512vl"}, {"avx512dq", "avx512dq"}, {"avx512cd", "avx512cd"},
-      {"avx512ifma", "avx512ifma"}, {"avx512vbmi", "avx512vbmi"},
-      {"avx512_vbmi2", "avx512vbmi2"}, {"avx512_vnni", "avx512vnni"},
-      {"avx512_bitalg", "avx512bitalg"}, {"avx512_vpopcntdq", "avx512vpopcntdq"},
-      {"avx512_bf16", "avx512bf16"}, {"avx512_fp16", "avx512fp16"},
-      {"avx_vnni", "avxvnni"}, {"vaes", "vaes"},          {"vpclmulqdq", "vpclmulqdq"},
-      {"gfni", "gfni"},       {"xsave", "xsave"},         {"cx16", "cx16"},
+      {"sse", "sse"},
+      {"sse2", "sse2"},
+      {"pni", "sse3"},
+      {"ssse3", "ssse3"},
+      {"sse4_1", "sse4.1"},
+      {"sse4_2", "sse4.2"},
+      {"popcnt", "popcnt"},
+      {"avx", "avx"},
+      {"avx2", "avx2"},
+      {"fma", "fma"},
+      {"f16c", "f16c"},
+      {"bmi1", "bmi"},
+      {"bmi2", "bmi2"},
+      {"lzcnt", "lzcnt"},
+      {"abm", "lzcnt"},
+      {"movbe", "movbe"},
+      {"aes", "aes"},
+      {"pclmulqdq", "pclmul"},
+      {"sha_ni", "sha"},
+      {"adx", "adx"},
+      {"rdrand", "rdrnd"},
+      {"rdseed", "rdseed"},
+      {"avx512f", "avx512f"},
+      {"avx512bw", "avx512bw"},
+      {"avx512vl", "avx512vl"},
+      {"avx512dq", "avx512dq"},
+      {"avx512cd", "avx512cd"},
+      {"avx512ifma", "avx512ifma"},
+      {"avx512vbmi", "avx512vbmi"},
+      {"avx512_vbmi2", "avx512vbmi2"},
+      {"avx512_vnni", "avx512vnni"},
+      {"avx512_bitalg", "avx512bitalg"},
+      {"avx512_vpopcntdq", "avx512vpopcntdq"},
+      {"avx512_bf16", "avx512bf16"},
+      {"avx512_fp16", "avx512fp16"},
+      {"avx_vnni", "avxvnni"},
+      {"vaes", "vaes"},
+      {"vpclmulqdq", "vpclmulqdq"},
+      {"gfni", "gfni"},
+      {"xsave", "xsave"},
+      {"cx16", "cx16"},
   };
   std::vector<std::string> out;
   std::istringstream in(flags_line);

@@ -35,18 +35,30 @@ ElfIdent HostElfIdent() {
 
 std::string ElfMachineName(uint16_t machine, uint8_t elf_class) {
   switch (machine) {
-    case EM_X86_64: return elf_class == ELFCLASS32 ? "x32" : "x86_64";
-    case EM_386: return "i386";
-    case EM_AARCH64: return elf_class == ELFCLASS32 ? "aarch64_ilp32" : "aarch64";
-    case EM_ARM: return "arm";
-    case EM_RISCV: return elf_class == ELFCLASS32 ? "riscv32" : "riscv64";
-    case EM_PPC64: return "ppc64";
-    case EM_PPC: return "ppc";
-    case EM_MIPS: return "mips";
-    case EM_S390: return "s390x";
-    case EM_CUDA: return "cuda";
-    case EM_BPF: return "bpf";
-    default: return "machine " + std::to_string(machine);
+    case EM_X86_64:
+      return elf_class == ELFCLASS32 ? "x32" : "x86_64";
+    case EM_386:
+      return "i386";
+    case EM_AARCH64:
+      return elf_class == ELFCLASS32 ? "aarch64_ilp32" : "aarch64";
+    case EM_ARM:
+      return "arm";
+    case EM_RISCV:
+      return elf_class == ELFCLASS32 ? "riscv32" : "riscv64";
+    case EM_PPC64:
+      return "ppc64";
+    case EM_PPC:
+      return "ppc";
+    case EM_MIPS:
+      return "mips";
+    case EM_S390:
+      return "s390x";
+    case EM_CUDA:
+      return "cuda";
+    case EM_BPF:
+      return "bpf";
+    default:
+      return "machine " + std::to_string(machine);
   }
 }
 

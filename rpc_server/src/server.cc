@@ -4,22 +4,21 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <sys/stat.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <filesystem>
 #include <map>
 #include <vector>
-
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "crosstune/channel.h"
 #include "crosstune/crypto.h"
@@ -171,8 +170,8 @@ class Server::Impl {
     if (options_.work_dir.empty()) {
       const char* tmp = std::getenv("TMPDIR");
       std::string base = tmp && *tmp ? tmp : "/tmp";
-      options_.work_dir = base + "/crosstune-server-" + std::to_string(::getpid()) + "-" +
-                          RandomHex(4);
+      options_.work_dir =
+          base + "/crosstune-server-" + std::to_string(::getpid()) + "-" + RandomHex(4);
       owns_work_dir_ = true;
     }
     std::filesystem::create_directories(options_.work_dir, ec);
@@ -213,7 +212,8 @@ class Server::Impl {
     ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
     ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
     auto peer = socket.remote_endpoint(ec);
-    std::string peer_str = ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
+    std::string peer_str =
+        ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
     int fd = socket.release(ec);
     if (ec || fd < 0) return;
     // Blocking-mode flags do not matter to Channel (it polls), but the fd must not leak into
@@ -221,10 +221,11 @@ class Server::Impl {
     if (sessions_.size() >= options_.max_sessions) {
       spdlog::warn("refusing {}: {} sessions already running (--max-sessions)", peer_str,
                    sessions_.size());
-      SendErrorAndClose(fd, 0,
-                        Status(ErrorCode::kBusy, "server busy: " + std::to_string(sessions_.size()) +
-                                                     " sessions running (--max-sessions " +
-                                                     std::to_string(options_.max_sessions) + ")"));
+      SendErrorAndClose(
+          fd, 0,
+          Status(ErrorCode::kBusy, "server busy: " + std::to_string(sessions_.size()) +
+                                       " sessions running (--max-sessions " +
+                                       std::to_string(options_.max_sessions) + ")"));
       return;
     }
     std::string id = RandomHex(6);
@@ -232,7 +233,8 @@ class Server::Impl {
     std::error_code fec;
     std::filesystem::create_directories(ws, fec);
     if (fec) {
-      SendErrorAndClose(fd, 0, Status(ErrorCode::kIoError, "cannot create a workspace: " + fec.message()));
+      SendErrorAndClose(fd, 0,
+                        Status(ErrorCode::kIoError, "cannot create a workspace: " + fec.message()));
       return;
     }
     spdlog::info("session {}: connection from {}", id, peer_str);
@@ -364,10 +366,9 @@ class Server::Impl {
 
   void Finish(pid_t pid, Live& live, int status) {
     if (live.timer) live.timer->cancel();
-    Status report = !live.end_reason.ok()
-                        ? live.end_reason
-                        : DescribeChildEnd(*live.slot, status, live.killed,
-                                           options_.session_timeout.count());
+    Status report = !live.end_reason.ok() ? live.end_reason
+                                          : DescribeChildEnd(*live.slot, status, live.killed,
+                                                             options_.session_timeout.count());
     if (!report.ok() && !stopping_) {
       uint32_t request = live.slot->in_call.load() ? live.slot->request_id : 0;
       spdlog::warn("session {}: {}", live.id, report.ToString());

@@ -1,13 +1,12 @@
 #include "crosstune/server/session.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
-
-#include <spdlog/spdlog.h>
 
 #include "crosstune/channel.h"
 #include "crosstune/crypto.h"
@@ -60,9 +59,9 @@ class SessionHandler {
         const Status& s = frame.status();
         if (s.code() == ErrorCode::kDisconnected) return Status::Ok();
         if (s.code() == ErrorCode::kTimeout) {
-          Status t(ErrorCode::kTimeout, "session ran past its " +
-                                            std::to_string(options_.session_timeout.count() / 1000) +
-                                            " s limit");
+          Status t(ErrorCode::kTimeout,
+                   "session ran past its " +
+                       std::to_string(options_.session_timeout.count() / 1000) + " s limit");
           (void)ch_.SendError(0, t, DeadlineIn(milliseconds(500)));
           return t;
         }
@@ -113,15 +112,18 @@ class SessionHandler {
     const uint32_t id = f.request_id;
     if (slot_) slot_->request_id = id;
     switch (f.op) {
-      case Opcode::kPing: return Reply(id, msg::Empty{});
+      case Opcode::kPing:
+        return Reply(id, msg::Empty{});
       case Opcode::kClose:
         *done = true;
         return Reply(id, msg::Empty{});
       case Opcode::kInfo:
         if (!info_) info_ = CollectDeviceInfo();
         return Reply(id, *info_);
-      case Opcode::kUpload: return HandleUpload(f);
-      case Opcode::kDownload: return HandleDownload(f);
+      case Opcode::kUpload:
+        return HandleUpload(f);
+      case Opcode::kDownload:
+        return HandleDownload(f);
       case Opcode::kListFiles: {
         auto files = ws_.List();
         if (!files.ok()) return ReplyError(id, files.status());
@@ -132,13 +134,14 @@ class SessionHandler {
         if (!ref.ok()) return ReplyError(id, ref.status());
         return ReplyStatus(id, ws_.Remove(ref->path));
       }
-      case Opcode::kLoadModule: return HandleLoad(f);
+      case Opcode::kLoadModule:
+        return HandleLoad(f);
       case Opcode::kUnloadModule: {
         auto ref = f.As<msg::ModuleRef>();
         if (!ref.ok()) return ReplyError(id, ref.status());
         if (modules_.erase(ref->module_id) == 0) {
-          return ReplyError(id, Status(ErrorCode::kNotFound,
-                                       "no module " + std::to_string(ref->module_id)));
+          return ReplyError(
+              id, Status(ErrorCode::kNotFound, "no module " + std::to_string(ref->module_id)));
         }
         return Reply(id, msg::Empty{});
       }
@@ -149,8 +152,10 @@ class SessionHandler {
         if (!m.ok()) return ReplyError(id, m.status());
         return Reply(id, Describe(ref->module_id, **m));
       }
-      case Opcode::kCall: return HandleCall(f);
-      case Opcode::kTimeCall: return HandleTime(f);
+      case Opcode::kCall:
+        return HandleCall(f);
+      case Opcode::kTimeCall:
+        return HandleTime(f);
       case Opcode::kTensorAlloc: {
         auto req = f.As<msg::TensorAllocRequest>();
         if (!req.ok()) return ReplyError(id, req.status());
@@ -161,9 +166,12 @@ class SessionHandler {
         if (!ref.ok()) return ReplyError(id, ref.status());
         return ReplyStatus(id, tensors_.Free(ref->tensor_id));
       }
-      case Opcode::kTensorCopyIn: return HandleCopyIn(f);
-      case Opcode::kTensorCopyOut: return HandleCopyOut(f);
-      default: break;
+      case Opcode::kTensorCopyIn:
+        return HandleCopyIn(f);
+      case Opcode::kTensorCopyOut:
+        return HandleCopyOut(f);
+      default:
+        break;
     }
     uint16_t op = static_cast<uint16_t>(f.op);
     std::string what = IsKnownOpcode(op) ? std::string(OpcodeName(f.op)) + " (opcode " +
@@ -182,13 +190,13 @@ class SessionHandler {
       return req.status();
     }
     if (req->size > options_.max_upload_bytes) {
-      return RefuseBody(f.request_id,
-                        Status(ErrorCode::kLimitExceeded,
-                               "upload of '" + req->path + "' is " + std::to_string(req->size) +
-                                   " bytes, over the server's limit of " +
-                                   std::to_string(options_.max_upload_bytes) +
-                                   " (--max-upload-bytes)"),
-                        req->size);
+      return RefuseBody(
+          f.request_id,
+          Status(ErrorCode::kLimitExceeded,
+                 "upload of '" + req->path + "' is " + std::to_string(req->size) +
+                     " bytes, over the server's limit of " +
+                     std::to_string(options_.max_upload_bytes) + " (--max-upload-bytes)"),
+          req->size);
     }
     auto pending = ws_.CreateTemp(req->path);
     if (!pending.ok()) return RefuseBody(f.request_id, pending.status(), req->size);
@@ -198,8 +206,8 @@ class SessionHandler {
       ws_.Abort(*pending);
       // A local write failure (disk full) read every byte, so the session can go on.
       if (recv.code() == ErrorCode::kIoError && ch_.is_open()) {
-        return ReplyError(f.request_id, Status(ErrorCode::kIoError, "upload of '" + req->path +
-                                                                        "': " + recv.message()));
+        return ReplyError(f.request_id, Status(ErrorCode::kIoError,
+                                               "upload of '" + req->path + "': " + recv.message()));
       }
       return recv;
     }
@@ -208,10 +216,10 @@ class SessionHandler {
     std::transform(want.begin(), want.end(), want.begin(), ::tolower);
     if (!want.empty() && want != hex) {
       ws_.Abort(*pending);
-      return ReplyError(f.request_id,
-                        Status(ErrorCode::kBadHash, "upload of '" + req->path +
-                                                        "': SHA-256 mismatch, received " + hex +
-                                                        ", expected " + want + "; nothing kept"));
+      return ReplyError(
+          f.request_id,
+          Status(ErrorCode::kBadHash, "upload of '" + req->path + "': SHA-256 mismatch, received " +
+                                          hex + ", expected " + want + "; nothing kept"));
     }
     ws_.RememberHash(pending->fd.get(), pending->normalized, hex);
     Status commit = ws_.Commit(*pending);
@@ -415,7 +423,8 @@ class SessionHandler {
     // stream stays in step.
     Status copy;
     for (uint64_t done = 0; done < req->nbytes;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(req->nbytes - done, StagingBuffer().size()));
+      size_t n =
+          static_cast<size_t>(std::min<uint64_t>(req->nbytes - done, StagingBuffer().size()));
       CT_RETURN_IF_ERROR(ch_.ReadBytes(staging_.data(), n, deadline));
       if (copy.ok()) copy = CudaCopyToDevice(dst->data + done, staging_.data(), n);
       done += n;

@@ -19,9 +19,10 @@ void TensorStore::Entry::FreeDeleter::operator()(void* p) const {
 Expected<msg::TensorRef> TensorStore::Alloc(const msg::TensorAllocRequest& request) {
   const bool on_gpu = request.device_type == kDLCUDA;
   if (!on_gpu && request.device_type != kDLCPU) {
-    return Status(ErrorCode::kNoDevice, "this server allocates tensors on the CPU (device type 1) "
-                                        "and CUDA GPU 0 (device type 2), not device type " +
-                                            std::to_string(request.device_type));
+    return Status(ErrorCode::kNoDevice,
+                  "this server allocates tensors on the CPU (device type 1) "
+                  "and CUDA GPU 0 (device type 2), not device type " +
+                      std::to_string(request.device_type));
   }
   if (request.device_id != 0) {
     return Status(ErrorCode::kNoDevice,
@@ -31,9 +32,9 @@ Expected<msg::TensorRef> TensorStore::Alloc(const msg::TensorAllocRequest& reque
   CT_ASSIGN_OR_RETURN(uint64_t nbytes, TensorBytes(request.shape, dtype));
   if (nbytes > max_total_bytes_ || total_bytes_ > max_total_bytes_ - nbytes) {
     return Status(ErrorCode::kLimitExceeded,
-                  "tensor of " + std::to_string(nbytes) + " bytes would take the session past its " +
-                      std::to_string(max_total_bytes_) + "-byte tensor limit (" +
-                      std::to_string(total_bytes_) + " in use)");
+                  "tensor of " + std::to_string(nbytes) +
+                      " bytes would take the session past its " + std::to_string(max_total_bytes_) +
+                      "-byte tensor limit (" + std::to_string(total_bytes_) + " in use)");
   }
   constexpr uint64_t kAlign = 64;
   uint64_t alloc = (std::max<uint64_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
@@ -90,10 +91,10 @@ Expected<TensorStore::Span> TensorStore::Range(uint32_t id, uint64_t offset, uin
   }
   uint64_t size = it->second->nbytes;
   if (offset > size || nbytes > size - offset) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "copy of " + std::to_string(nbytes) + " bytes at offset " + std::to_string(offset) +
-                      " is outside tensor " + std::to_string(id) + " of " + std::to_string(size) +
-                      " bytes");
+    return Status(ErrorCode::kInvalidArgument, "copy of " + std::to_string(nbytes) +
+                                                   " bytes at offset " + std::to_string(offset) +
+                                                   " is outside tensor " + std::to_string(id) +
+                                                   " of " + std::to_string(size) + " bytes");
   }
   return Span{static_cast<char*>(it->second->data.get()) + offset, it->second->on_gpu};
 }

@@ -41,8 +41,8 @@ void UniqueFd::Reset(int fd) {
 Expected<std::vector<std::string>> SplitWorkspacePath(const std::string& path) {
   if (path.empty()) return Refuse(path, "empty path");
   if (path.size() > Limits::kMaxPathBytes) {
-    return Refuse(path.substr(0, 64) + "...", "longer than " + std::to_string(Limits::kMaxPathBytes) +
-                                                  " bytes");
+    return Refuse(path.substr(0, 64) + "...",
+                  "longer than " + std::to_string(Limits::kMaxPathBytes) + " bytes");
   }
   if (path.find('\0') != std::string::npos) return Refuse(path, "contains a NUL byte");
   if (path[0] == '/') return Refuse(path, "absolute paths are not allowed");
@@ -56,7 +56,8 @@ Expected<std::vector<std::string>> SplitWorkspacePath(const std::string& path) {
     if (part.empty() || part == ".") continue;
     if (part == "..") return Refuse(path, "'..' is not allowed");
     if (part.size() > 255) return Refuse(path, "a component is longer than 255 bytes");
-    if (part.rfind(kTempPrefix, 0) == 0) return Refuse(path, "names starting with .ct-tmp- are reserved");
+    if (part.rfind(kTempPrefix, 0) == 0)
+      return Refuse(path, "names starting with .ct-tmp- are reserved");
     parts.push_back(std::move(part));
   }
   if (parts.empty()) return Refuse(path, "names the workspace itself");
@@ -70,8 +71,7 @@ Expected<Workspace> Workspace::Open(const std::string& root) {
 }
 
 Expected<UniqueFd> Workspace::OpenParent(const std::string& path,
-                                         const std::vector<std::string>& parts,
-                                         bool create) const {
+                                         const std::vector<std::string>& parts, bool create) const {
   UniqueFd dir(::dup(root_fd_.get()));
   if (!dir.valid()) return ErrnoStatus("dup");
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -134,8 +134,8 @@ Expected<Workspace::PendingFile> Workspace::CreateTemp(const std::string& path) 
   }
   for (int attempt = 0; attempt < 8; ++attempt) {
     std::string name = kTempPrefix + RandomHex(8);
-    int fd = ::openat(dir.get(), name.c_str(),
-                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = ::openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0644);
     if (fd >= 0) {
       p.fd.Reset(fd);
       p.temp_name = std::move(name);
@@ -179,7 +179,8 @@ Status Workspace::Remove(const std::string& path) {
     return ErrnoStatus("'" + path + "'");
   }
   int flags = S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0;
-  if (::unlinkat(dir.get(), leaf.c_str(), flags) != 0) return ErrnoStatus("cannot remove '" + path + "'");
+  if (::unlinkat(dir.get(), leaf.c_str(), flags) != 0)
+    return ErrnoStatus("cannot remove '" + path + "'");
   std::string normalized;
   for (const auto& part : parts) normalized += (normalized.empty() ? "" : "/") + part;
   hashes_.erase(normalized);

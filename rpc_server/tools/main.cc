@@ -1,7 +1,10 @@
 // crosstune-server: serves sessions on a device. A thin main over crosstune::server.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -9,10 +12,6 @@
 #include <iostream>
 #include <map>
 #include <memory>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "crosstune/crypto.h"
 #include "crosstune/server/device_info.h"
@@ -64,18 +63,21 @@ int main(int argc, char** argv) {
   app.add_flag("--no-fork", no_fork,
                "serve sessions in this process, one at a time (debugging; a crashing kernel "
                "takes the server down and calls have no timeout)");
-  app.add_option("--session-timeout", session_timeout_s,
-                 "seconds a session may last (0: no limit)")->check(CLI::NonNegativeNumber);
-  app.add_option("--call-timeout", call_timeout_s,
-                 "default seconds one kernel call may run")->capture_default_str()
+  app.add_option("--session-timeout", session_timeout_s, "seconds a session may last (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--call-timeout", call_timeout_s, "default seconds one kernel call may run")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--handshake-timeout", handshake_timeout_s,
-                 "seconds a new connection has to complete the handshake")->capture_default_str()
+                 "seconds a new connection has to complete the handshake")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--max-upload-bytes", max_upload, "largest file a client may upload")
       ->capture_default_str();
-  app.add_option("--max-sessions", opt.max_sessions, "sessions served at once; more are refused Busy")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--max-sessions", opt.max_sessions,
+                 "sessions served at once; more are refused Busy")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-tensor-bytes", max_tensor, "tensor memory one session may allocate")
       ->capture_default_str();
   app.add_option("--auth-token-file", token_file,
@@ -83,7 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  app.add_option("--tracker", link.tracker, "register with this tracker (host:port) and accept "
+  app.add_option("--tracker", link.tracker,
+                 "register with this tracker (host:port) and accept "
                  "only sessions holding its current lease token");
   app.add_option("--key", link.key, "the device key clients ask the tracker for (e.g. rpi4)");
   app.add_option("--tag", tags, "k=v device tag for the tracker (repeatable)");

@@ -263,7 +263,8 @@ TEST_F(FaultTest, UnknownOpcodeIsAnErrorAndTheSessionGoesOn) {
   auto tracker_op = ch.Call<msg::Empty>(Opcode::kRegister, msg::Empty{}, DeadlineIn(seconds(10)));
   EXPECT_EQ(tracker_op.status().code(), ErrorCode::kProtocolError);
   // A known opcode with a payload of the wrong shape is refused too, and the session goes on.
-  auto bad = ch.Call<msg::CallReply>(Opcode::kCall, std::string("not a call"), DeadlineIn(seconds(10)));
+  auto bad =
+      ch.Call<msg::CallReply>(Opcode::kCall, std::string("not a call"), DeadlineIn(seconds(10)));
   EXPECT_EQ(bad.status().code(), ErrorCode::kProtocolError) << bad.status().ToString();
   EXPECT_TRUE(ch.Call<msg::Empty>(Opcode::kPing, msg::Empty{}, DeadlineIn(seconds(10))).ok());
   ExpectServerAnswers(*server_);

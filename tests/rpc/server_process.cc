@@ -22,8 +22,7 @@ std::string MakeTempDir() {
 }
 
 std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args,
-                                                    std::string* error,
-                                                    const std::string& binary) {
+                                                    std::string* error, const std::string& binary) {
   auto p = std::unique_ptr<ServerProcess>(new ServerProcess());
   p->work_dir_ = MakeTempDir();
   // CROSSTUNE_TEST_SERVER / CROSSTUNE_TEST_SERVER_PREFIX run the same tests against another

@@ -14,10 +14,10 @@ namespace crosstune::testing {
 class ServerProcess {
  public:
   // Starts `binary` (default: the crosstune-server this build made) with `args` added after
-  // --host 127.0.0.1 --work-dir <fresh temp dir> and, unless `args` name a port, --port 0. Null (with *error set) on failure.
+  // --host 127.0.0.1 --work-dir <fresh temp dir> and, unless `args` name a port, --port 0. Null
+  // (with *error set) on failure.
   static std::unique_ptr<ServerProcess> Start(const std::vector<std::string>& args,
-                                              std::string* error,
-                                              const std::string& binary = "");
+                                              std::string* error, const std::string& binary = "");
   ~ServerProcess();  // SIGTERM, then SIGKILL if it lingers; removes the work dir
 
   uint16_t port() const { return port_; }

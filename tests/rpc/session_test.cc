@@ -1,6 +1,5 @@
 // Loopback integration tests: the real crosstune-server binary and the client library.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -113,14 +112,17 @@ TEST_F(SessionTest, StreamsALargeUploadWhileHashingOnBothSides) {
 }
 
 TEST_F(SessionTest, RefusesPathsOutsideTheWorkspace) {
-  for (std::string path : std::vector<std::string>{"/etc/passwd", "../escape.txt", "a/../../escape.txt", "", "a/.."}) {
+  for (std::string path :
+       std::vector<std::string>{"/etc/passwd", "../escape.txt", "a/../../escape.txt", "", "a/.."}) {
     auto up = session_->UploadBytes("x", path);
-    EXPECT_EQ(up.status().code(), ErrorCode::kInvalidArgument) << path << ": " << up.status().ToString();
+    EXPECT_EQ(up.status().code(), ErrorCode::kInvalidArgument)
+        << path << ": " << up.status().ToString();
     EXPECT_NE(up.status().message().find("refusing path"), std::string::npos);
   }
   auto down = session_->Download("/etc/passwd", local_dir_ + "/passwd");
   EXPECT_EQ(down.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(session_->LoadModule("../../lib/libc.so.6").status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(session_->LoadModule("../../lib/libc.so.6").status().code(),
+            ErrorCode::kInvalidArgument);
   EXPECT_EQ(session_->RemoveFile("..").code(), ErrorCode::kInvalidArgument);
   EXPECT_FALSE(std::filesystem::exists(server_->work_dir() + "/escape.txt"));
   EXPECT_TRUE(session_->Ping().ok());
@@ -136,12 +138,14 @@ TEST_F(SessionTest, RefusesUploadWithBadHashAndKeepsNothing) {
   ASSERT_TRUE(hello.ok()) << hello.status().ToString();
   std::string body = "these are not the bytes you hashed";
   uint32_t id = ch->NextRequestId();
-  ASSERT_TRUE(ch->Send(Opcode::kUpload, id, msg::UploadRequest{"k.so", body.size(), Sha256Hex("other")},
-                       NoDeadline()).ok());
+  ASSERT_TRUE(ch->Send(Opcode::kUpload, id,
+                       msg::UploadRequest{"k.so", body.size(), Sha256Hex("other")}, NoDeadline())
+                  .ok());
   ASSERT_TRUE(ch->WriteBytes(body.data(), body.size(), NoDeadline()).ok());
   auto reply = ch->ReadReply<msg::FileEntry>(id, DeadlineIn(std::chrono::seconds(10)));
   EXPECT_EQ(reply.status().code(), ErrorCode::kBadHash) << reply.status().ToString();
-  auto list = ch->Call<msg::FileList>(Opcode::kListFiles, msg::Empty{}, DeadlineIn(std::chrono::seconds(10)));
+  auto list = ch->Call<msg::FileList>(Opcode::kListFiles, msg::Empty{},
+                                      DeadlineIn(std::chrono::seconds(10)));
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_TRUE(list->files.empty());
 }
@@ -207,7 +211,8 @@ TEST_F(SessionTest, RefusesCallsThatDoNotMatchTheSignature) {
   auto missing_fn = m.Call("nope", {});
   EXPECT_EQ(missing_fn.status().code(), ErrorCode::kNotFound);
   client::RemoteTensor ghost;
-  auto ghost_call = m.Call("vadd", {CallArg::Tensor(*a), CallArg::Tensor(*a), CallArg::Tensor(ghost)});
+  auto ghost_call =
+      m.Call("vadd", {CallArg::Tensor(*a), CallArg::Tensor(*a), CallArg::Tensor(ghost)});
   EXPECT_EQ(ghost_call.status().code(), ErrorCode::kNotFound);
   EXPECT_TRUE(session_->Ping().ok());
 }

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <optional>
 #include <fstream>
+#include <optional>
 
 namespace crosstune::server {
 namespace {
@@ -46,8 +46,9 @@ TEST(SplitWorkspacePath, NormalizesHarmlessComponents) {
 }
 
 TEST(SplitWorkspacePath, RefusesEscapesAndNonsense) {
-  for (const std::string& bad : std::vector<std::string>{"", "/etc/passwd", "..", "../x", "a/../../x", "a/..", ".", "./",
-                          std::string("a\0b", 3), std::string(2000, 'a'), ".ct-tmp-1234"}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "/etc/passwd", "..", "../x", "a/../../x", "a/..", ".", "./",
+                                std::string("a\0b", 3), std::string(2000, 'a'), ".ct-tmp-1234"}) {
     auto parts = SplitWorkspacePath(bad);
     EXPECT_FALSE(parts.ok()) << "accepted '" << bad << "'";
     if (!parts.ok()) {

@@ -1,4 +1,5 @@
-/* Freestanding vadd for aarch64: refused with WrongArch on an x86 server, run for real under qemu. */
+/* Freestanding vadd for aarch64: refused with WrongArch on an x86 server, run for real under qemu.
+ */
 #include "crosstune/kernel_abi.h"
 
 static int32_t vadd(const ct_arg* args, int32_t num_args) {

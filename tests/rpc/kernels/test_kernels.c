@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <time.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crosstune/kernel_abi.h"
@@ -146,10 +146,9 @@ static int32_t quit(const ct_arg* args, int32_t num_args) {
 }
 
 static const ct_function kFunctions[] = {
-    {"vadd", vadd, "ttt"}, {"axpb", axpb, "tfi"}, {"empty", empty, ""},
+    {"vadd", vadd, "ttt"}, {"axpb", axpb, "tfi"},     {"empty", empty, ""},
     {"fail", fail, ""},    {"busy_us", busy_us, "i"}, {"spin", spin, ""},
-    {"segv", segv, ""},    {"trap", trap, ""},    {"fpe", fpe, ""},
-    {"bus", bus, ""},      {"quit", quit, ""},
-    {"spin_masked", spin_masked, ""},
+    {"segv", segv, ""},    {"trap", trap, ""},        {"fpe", fpe, ""},
+    {"bus", bus, ""},      {"quit", quit, ""},        {"spin_masked", spin_masked, ""},
 };
 CT_DEFINE_MODULE("llvm -mtriple=host", kFunctions, last_error)

@@ -1,5 +1,6 @@
 // The page through which a session child tells its parent what it is running, so that when the
-// child dies the parent can answer the client: "kernel 'vadd' died by SIGSEGV (segmentation fault)".
+// child dies the parent can answer the client: "kernel 'vadd' died by SIGSEGV (segmentation
+// fault)".
 //
 // The parent maps the page (MAP_SHARED | MAP_ANONYMOUS) before fork; the child writes it before
 // and after each kernel call. The parent reads it after the child is dead (plain fields are then
@@ -18,17 +19,18 @@
 namespace crosstune::server {
 
 struct CallSlot {
-  std::atomic<uint32_t> in_call{0};  // 1 while a kernel runs
-  std::atomic<uint64_t> seq{0};      // bumped by Begin and End
+  std::atomic<uint32_t> in_call{0};     // 1 while a kernel runs
+  std::atomic<uint64_t> seq{0};         // bumped by Begin and End
   std::atomic<int64_t> deadline_ns{0};  // steady_clock ns when the armed limit passes; 0: none
-  uint32_t request_id = 0;           // the request being served
-  uint32_t timeout_ms = 0;           // the armed limit for one call (0: none)
-  uint64_t calls = 0;                // calls in the current batch (>1 while timing)
-  bool timing = false;               // a TimeCall round rather than a Call
-  char function[128] = {};           // NUL-terminated, truncated
+  uint32_t request_id = 0;              // the request being served
+  uint32_t timeout_ms = 0;              // the armed limit for one call (0: none)
+  uint64_t calls = 0;                   // calls in the current batch (>1 while timing)
+  bool timing = false;                  // a TimeCall round rather than a Call
+  char function[128] = {};              // NUL-terminated, truncated
 
   // Child side: record that `function` starts (n calls, each under limit_ms; 0: no limit).
-  void Begin(uint32_t request, const std::string& fn, uint32_t limit_ms, uint64_t n, bool is_timing);
+  void Begin(uint32_t request, const std::string& fn, uint32_t limit_ms, uint64_t n,
+             bool is_timing);
   void End() {
     in_call.store(0, std::memory_order_release);
     seq.fetch_add(1, std::memory_order_acq_rel);

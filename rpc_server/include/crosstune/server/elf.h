@@ -13,7 +13,7 @@ namespace crosstune::server {
 
 // What the first bytes of an ELF file say about the machine it was built for.
 struct ElfIdent {
-  uint16_t machine = 0;  // e_machine (EM_X86_64, EM_AARCH64, ...)
+  uint16_t machine = 0;   // e_machine (EM_X86_64, EM_AARCH64, ...)
   uint8_t elf_class = 0;  // ELFCLASS32 or ELFCLASS64
   uint8_t data = 0;       // ELFDATA2LSB or ELFDATA2MSB
   uint16_t type = 0;      // e_type (ET_DYN for a shared object)

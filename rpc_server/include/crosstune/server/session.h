@@ -26,9 +26,9 @@ struct SessionOptions {
   // the first LoadModule.
   std::function<void(LoaderRegistry&)> add_loaders;
   std::chrono::milliseconds handshake_timeout{10'000};
-  std::chrono::milliseconds call_timeout{60'000};   // default per-call limit
-  std::chrono::milliseconds session_timeout{0};     // 0: none (the parent enforces it too)
-  std::chrono::milliseconds io_timeout{60'000};     // a stalled peer mid-request
+  std::chrono::milliseconds call_timeout{60'000};  // default per-call limit
+  std::chrono::milliseconds session_timeout{0};    // 0: none (the parent enforces it too)
+  std::chrono::milliseconds io_timeout{60'000};    // a stalled peer mid-request
   uint64_t max_upload_bytes = uint64_t{4} << 30;
   uint64_t max_tensor_bytes = uint64_t{8} << 30;
   // Kill-on-timeout needs a process to kill: in-process sessions (--no-fork) run calls unguarded.

@@ -5,12 +5,12 @@
 // Not thread-safe: owned by the session thread.
 #pragma once
 
+#include <dlpack/dlpack.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
-
-#include <dlpack/dlpack.h>
 
 #include "crosstune/messages.h"
 #include "crosstune/status.h"

@@ -27,9 +27,9 @@ struct TimeEvaluatorOptions {
 };
 
 struct TimeEvaluatorHooks {
-  std::function<double()> now_seconds;             // monotonic
-  std::function<void(uint32_t ms)> sleep_ms;       // cooldown
-  std::function<void()> flush_cache;               // touch a buffer bigger than the last-level cache
+  std::function<double()> now_seconds;        // monotonic
+  std::function<void(uint32_t ms)> sleep_ms;  // cooldown
+  std::function<void()> flush_cache;          // touch a buffer bigger than the last-level cache
   // Called before the warm-up (number 1) and before each measured round with that round's number
   // (e.g. to arm a watchdog for number calls).
   std::function<void(uint64_t calls)> before_batch;

@@ -84,8 +84,8 @@ class Workspace {
   Status Remove(const std::string& path);
 
   // Regular files under the root, recursively, without following links; temporaries are skipped.
-  // sha256_hex comes from `hash_cache` when the file is unchanged since it was cached, otherwise it is
-  // computed (and cached).
+  // sha256_hex comes from `hash_cache` when the file is unchanged since it was cached, otherwise it
+  // is computed (and cached).
   Expected<std::vector<msg::FileEntry>> List();
 
   // SHA-256 of an open file, cached by (inode, size, mtime).
@@ -93,7 +93,8 @@ class Workspace {
   void RememberHash(int fd, const std::string& normalized, const std::string& sha256_hex);
 
  private:
-  Workspace(std::string root, UniqueFd root_fd) : root_(std::move(root)), root_fd_(std::move(root_fd)) {}
+  Workspace(std::string root, UniqueFd root_fd)
+      : root_(std::move(root)), root_fd_(std::move(root_fd)) {}
   // Walks to the directory holding the last component; `create` makes missing directories.
   Expected<UniqueFd> OpenParent(const std::string& path, const std::vector<std::string>& parts,
                                 bool create) const;
