@@ -164,6 +164,9 @@ int main(int argc, char** argv) {
   app.add_option("--paced-seconds", paced_s, "length of the paced phase")->capture_default_str();
   app.add_option("--saturated-seconds", saturated_s, "length of the saturated phase")
       ->capture_default_str();
+  bool memory_db = false;
+  app.add_flag("--memory-db", memory_db,
+               "run the tracker without a database file (to see what SQLite costs)");
   CLI11_PARSE(app, argc, argv);
 
   // Both sides hold one descriptor per connection: raise the limit (inherited by the tracker).
@@ -178,7 +181,9 @@ int main(int argc, char** argv) {
   }
 
   // The tracker, as its own process, with an on-disk database like a real deployment.
-  std::string db = "/tmp/crosstune-bench-tracker-" + std::to_string(::getpid()) + ".sqlite";
+  std::string db = memory_db ? std::string()
+                             : "/tmp/crosstune-bench-tracker-" + std::to_string(::getpid()) +
+                                   ".sqlite";
   int fds[2];
   if (::pipe(fds) != 0) return 1;
   posix_spawn_file_actions_t fa;
@@ -373,7 +378,9 @@ int main(int argc, char** argv) {
 
   ::kill(tracker_pid, SIGTERM);
   ::waitpid(tracker_pid, nullptr, 0);
-  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((db + suffix).c_str());
+  if (!db.empty()) {
+    for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((db + suffix).c_str());
+  }
 
   nlohmann::json j;
   j["grant_latency_us_p50"] = Percentile(paced.latency_us, 0.50);
@@ -395,6 +402,7 @@ int main(int argc, char** argv) {
   if (std::ifstream la("/proc/loadavg"); la) la >> load;
   j["host_loadavg_1m"] = load;
   j["host_cpus"] = std::thread::hardware_concurrency();
+  j["database"] = memory_db ? "in memory" : "SQLite file (WAL)";
   j["errors"] = paced.errors + saturated.errors + failures;
   j["servers"] = servers;
   j["clients"] = clients;

@@ -231,6 +231,28 @@ TEST_F(SchedulerTest, TellsWaitingClientsTheirQueuePosition) {
   EXPECT_EQ(pos[12], 1u);
 }
 
+TEST_F(SchedulerTest, WaitersFarBackHearOfNewPositionsAtMostOncePerInterval) {
+  options_.eager_positions = 1;
+  options_.position_interval = 1s;
+  AddDevice(1);
+  auto hold = Req();
+  hold.multi_session = true;
+  S().Request(now_, 10, 1, hold);
+  S().Request(now_, 11, 1, Req());
+  S().Request(now_, 12, 1, Req());
+  S().Request(now_, 13, 1, Req());
+  Run();
+  ASSERT_TRUE(S().Cancel(now_, 11, 1).ok());
+  auto updates = OfKind(Run(), Kind::kQueueUpdate);
+  ASSERT_EQ(updates.size(), 1u) << "only the new head is told at once";
+  EXPECT_EQ(updates[0].conn, 12u);
+  Advance(1s);
+  updates = OfKind(Run(), Kind::kQueueUpdate);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].conn, 13u);
+  EXPECT_EQ(updates[0].update.position, 2u);
+}
+
 TEST_F(SchedulerTest, LeaseExpiresUnlessRenewed) {
   std::string dev = AddDevice(1);
   auto req = Req();

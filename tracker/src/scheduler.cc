@@ -144,17 +144,30 @@ int64_t Scheduler::EffectivePriority(const Waiter& w, TimePoint now) const {
   return int64_t{w.req.priority} + aged;
 }
 
-std::vector<Scheduler::Waiter*> Scheduler::Ordered(const std::string& key, TimePoint now) {
-  std::vector<Waiter*> out;
-  auto it = queues_.find(key);
-  if (it == queues_.end()) return out;
-  for (Waiter& w : it->second) out.push_back(&w);
-  std::sort(out.begin(), out.end(), [&](const Waiter* a, const Waiter* b) {
-    int64_t pa = EffectivePriority(*a, now), pb = EffectivePriority(*b, now);
-    if (pa != pb) return pa > pb;
-    return a->seq < b->seq;
-  });
-  return out;
+// Aging is continuous: a request gains one priority level per aging_step waited, so A goes
+// before B when prio_A*step - enqueued_A > prio_B*step - enqueued_B. Both sides age alike, so
+// the order never changes with time and each queue stays sorted as it is built.
+bool Scheduler::Before(const Waiter& a, const Waiter& b) const {
+  int64_t step = options_.aging_step.count();
+  int64_t ka =
+      int64_t{a.req.priority} * step - (step > 0 ? ToMs(a.enqueued.time_since_epoch()) : 0);
+  int64_t kb =
+      int64_t{b.req.priority} * step - (step > 0 ? ToMs(b.enqueued.time_since_epoch()) : 0);
+  if (step == 0) {
+    ka = a.req.priority;
+    kb = b.req.priority;
+  }
+  if (ka != kb) return ka > kb;
+  return a.seq < b.seq;
+}
+
+void Scheduler::Enqueue(Waiter w) {
+  auto& q = queues_[w.req.key];
+  auto at = std::upper_bound(q.begin(), q.end(), w,
+                             [this](const Waiter& a, const Waiter& b) { return Before(a, b); });
+  dirty_.insert(w.req.key);
+  if (w.last_position == 0) unannounced_[w.req.key]++;
+  q.insert(at, std::move(w));
 }
 
 // --- servers ------------------------------------------------------------------------------------
@@ -243,7 +256,7 @@ void Scheduler::RemoveDevice(TimePoint now, Device& d, const std::string& why) {
     if (!l.acked && l.waiter) {
       // The client never heard of this grant: put its request back where it was.
       Waiter w = *l.waiter;
-      queues_[w.req.key].push_back(std::move(w));
+      Enqueue(std::move(w));
       leases_.erase(t);
       continue;
     }
@@ -395,7 +408,7 @@ void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
   w.enqueued = now;
   Ms timeout = req.queue_timeout_ms ? Ms(req.queue_timeout_ms) : options_.default_queue_timeout;
   w.deadline = now + timeout;
-  queues_[req.key].push_back(std::move(w));
+  Enqueue(std::move(w));
   Schedule(now);
 }
 
@@ -408,7 +421,8 @@ Status Scheduler::Cancel(TimePoint now, uint64_t conn, uint32_t request_id) {
               .request_id = request_id,
               .status = Status(ErrorCode::kBusy, "request cancelled")});
         q.erase(it);
-        SendQueueUpdates(now);
+        dirty_.insert(key);
+        SendQueueUpdates(now, /*full=*/false);
         return Status::Ok();
       }
     }
@@ -454,7 +468,7 @@ Status Scheduler::Release(TimePoint now, const msg::ReleaseLease& release) {
 
 void Scheduler::ClientDisconnected(TimePoint now, uint64_t conn) {
   for (auto& [key, q] : queues_) {
-    std::erase_if(q, [&](const Waiter& w) { return w.conn == conn; });
+    if (std::erase_if(q, [&](const Waiter& w) { return w.conn == conn; }) > 0) dirty_.insert(key);
   }
   std::vector<std::string> tokens;
   for (auto& [token, l] : leases_) {
@@ -570,7 +584,7 @@ void Scheduler::Tick(TimePoint now) {
     // The server never confirmed the token: requeue the request, revoke, try elsewhere.
     Lease l = std::move(leases_[token]);
     leases_.erase(token);
-    if (l.waiter) queues_[l.key].push_back(std::move(*l.waiter));
+    if (l.waiter) Enqueue(std::move(*l.waiter));
     if (Device* d = DeviceByName(l.device)) {
       SetLeaseToken(*d, "");
       Push({.kind = Action::Kind::kPushToken, .conn = d->conn, .device = d->name});
@@ -603,6 +617,7 @@ void Scheduler::Tick(TimePoint now) {
     Push({.kind = Action::Kind::kSelfCheck, .conn = d->conn, .device = name});
   }
   Schedule(now);
+  SendQueueUpdates(now, /*full=*/true);  // the far-back positions, and aging
 }
 
 void Scheduler::Schedule(TimePoint now) {
@@ -616,23 +631,25 @@ void Scheduler::Schedule(TimePoint now) {
     // Least recently used first spreads wear and leaves just-released boards a moment.
     std::sort(free.begin(), free.end(),
               [](const Device* a, const Device* b) { return a->free_since < b->free_since; });
-    std::vector<uint64_t> granted;
-    for (Waiter* w : Ordered(key, now)) {
+    bool any = false;
+    for (Waiter& w : q) {
       if (free.empty()) break;
       for (auto it = free.begin(); it != free.end(); ++it) {
-        if (Matches((*it)->tags, (*it)->info, w->req.constraints)) {
-          granted.push_back(w->seq);
-          StartLease(now, **it, *w);
+        if (Matches((*it)->tags, (*it)->info, w.req.constraints)) {
+          StartLease(now, **it, w);
+          w.seq = 0;  // granted: removed below
+          any = true;
           free.erase(it);
           break;
         }
       }
     }
-    std::erase_if(q, [&](const Waiter& w) {
-      return std::find(granted.begin(), granted.end(), w.seq) != granted.end();
-    });
+    if (any) {
+      std::erase_if(q, [](const Waiter& w) { return w.seq == 0; });
+      dirty_.insert(key);
+    }
   }
-  SendQueueUpdates(now);
+  SendQueueUpdates(now, /*full=*/false);
 }
 
 void Scheduler::StartLease(TimePoint now, Device& d, Waiter w) {
@@ -691,13 +708,20 @@ void Scheduler::EndLease(TimePoint now, const std::string& token, const std::str
   if (!neutral && (l.claimed || infra_failure)) CountFailure(now, l.device, infra_failure);
 }
 
-void Scheduler::SendQueueUpdates(TimePoint now) {
+void Scheduler::SendQueueUpdates(TimePoint now, bool full) {
   for (auto& [key, q] : queues_) {
     if (q.empty()) continue;
-    auto ordered = Ordered(key, now);
+    // Between ticks only the front of a queue that changed is looked at (and new waiters,
+    // which mark it dirty); the tick's full pass tells everyone else.
+    bool dirty = dirty_.count(key) > 0;
+    if (!full && !dirty) continue;
+    int& unannounced = unannounced_[key];
+    size_t limit =
+        full || unannounced > 0 ? q.size() : std::min<size_t>(q.size(), options_.eager_positions);
     uint32_t pos = 0;
     std::optional<int> unconstrained_matching;
-    for (Waiter* w : ordered) {
+    for (size_t i = 0; i < limit; ++i) {
+      Waiter* w = &q[i];
       ++pos;
       if (w->last_position == pos) continue;
       if (w->last_position != 0 && pos > options_.eager_positions &&
@@ -708,7 +732,7 @@ void Scheduler::SendQueueUpdates(TimePoint now) {
       w->last_update = now;
       Action a{.kind = Action::Kind::kQueueUpdate, .conn = w->conn, .request_id = w->request_id};
       a.update.position = pos;
-      a.update.queue_length = static_cast<uint32_t>(ordered.size());
+      a.update.queue_length = static_cast<uint32_t>(q.size());
       a.update.waited_ms = static_cast<uint64_t>(ToMs(now - w->enqueued));
       int matching = 0;
       if (w->req.constraints.empty() && unconstrained_matching) {
@@ -724,7 +748,9 @@ void Scheduler::SendQueueUpdates(TimePoint now) {
                           : "waiting for one of " + std::to_string(matching) + " matching devices";
       Push(std::move(a));
     }
+    if (limit == q.size()) unannounced = 0;  // everyone has heard at least once
   }
+  dirty_.clear();
 }
 
 LeaseRecord Scheduler::Record(TimePoint now, const Lease& l) const {
@@ -799,13 +825,7 @@ Snapshot Scheduler::Snap(TimePoint now) const {
     kv.key = key;
     auto q = queues_.find(key);
     if (q != queues_.end()) {
-      std::vector<const Waiter*> ordered;
-      for (const Waiter& w : q->second) ordered.push_back(&w);
-      std::sort(ordered.begin(), ordered.end(), [&](const Waiter* a, const Waiter* b) {
-        int64_t pa = EffectivePriority(*a, now), pb = EffectivePriority(*b, now);
-        return pa != pb ? pa > pb : a->seq < b->seq;
-      });
-      for (const Waiter* w : ordered) {
+      for (const Waiter* w = q->second.data(); w != q->second.data() + q->second.size(); ++w) {
         kv.queue.push_back(
             {w->req.holder, w->req.priority, EffectivePriority(*w, now), ToMs(now - w->enqueued)});
       }

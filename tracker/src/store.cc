@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <map>
+
 namespace crosstune::tracker {
 namespace {
 
@@ -13,13 +15,25 @@ Status Check(sqlite3* db, int rc, const char* what, int ok1 = SQLITE_OK, int ok2
                                          (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
 }
 
-// A prepared statement that finalizes itself.
+// A prepared statement, kept in the store's cache between uses (parsing costs more than a
+// small insert); reset and unbound when it goes out of scope.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
+  Stmt(sqlite3* db, std::map<const char*, sqlite3_stmt*>& cache, const char* sql) : db_(db) {
+    auto it = cache.find(sql);
+    if (it != cache.end()) {
+      stmt_ = it->second;
+      return;
+    }
     status_ = Check(db, sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr), "prepare");
+    if (status_.ok()) cache[sql] = stmt_;
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  ~Stmt() {
+    if (stmt_) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
   Stmt& Bind(int i, const std::string& v) {
     if (status_.ok()) {
       status_ = Check(db_, sqlite3_bind_text(stmt_, i, v.data(), int(v.size()), SQLITE_TRANSIENT),
@@ -97,10 +111,43 @@ Expected<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   // transactions, never the database.
   CT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   CT_RETURN_IF_ERROR(store->Exec(kSchema));
+  if (p != ":memory:") {
+    CT_RETURN_IF_ERROR(store->Exec("PRAGMA wal_autocheckpoint=0;"));
+    store->StartCheckpointer(p);
+  }
   return store;
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+// Checkpoints (which fsync) run here, on a connection of their own, so the tracker's thread
+// only ever appends to the WAL. PASSIVE never blocks the writer.
+void Store::StartCheckpointer(const std::string& path) {
+  checkpointer_ = std::thread([this, path] {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK) {
+      sqlite3_close(db);
+      return;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+      lock.unlock();
+      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      lock.lock();
+    }
+    sqlite3_close(db);
+  });
+}
 
 Status Store::Exec(const char* sql) {
   char* err = nullptr;
@@ -130,7 +177,7 @@ Status Store::LeaseStarted(const LeaseRecord& l) {
 }
 
 Status Store::LeaseStartedLocked(const LeaseRecord& l) {
-  CT_RETURN_IF_ERROR(Stmt(db_,
+  CT_RETURN_IF_ERROR(Stmt(db_, cache_,
                           "INSERT OR REPLACE INTO active_leases(token, device, key, holder, "
                           "granted_ms, expires_ms, lease_ms, multi_session) "
                           "VALUES(?,?,?,?,?,?,?,?)")
@@ -143,7 +190,8 @@ Status Store::LeaseStartedLocked(const LeaseRecord& l) {
                          .Bind(7, int64_t{l.lease_ms})
                          .Bind(8, int64_t{l.multi_session})
                          .Run());
-  return Stmt(db_, "INSERT INTO sessions(token, holder, key, device, start_ms) VALUES(?,?,?,?,?)")
+  return Stmt(db_, cache_,
+              "INSERT INTO sessions(token, holder, key, device, start_ms) VALUES(?,?,?,?,?)")
       .Bind(1, l.token)
       .Bind(2, l.holder)
       .Bind(3, l.key)
@@ -153,7 +201,7 @@ Status Store::LeaseStartedLocked(const LeaseRecord& l) {
 }
 
 Status Store::LeaseRenewed(const LeaseRecord& l) {
-  return Stmt(db_, "UPDATE active_leases SET expires_ms=? WHERE token=?")
+  return Stmt(db_, cache_, "UPDATE active_leases SET expires_ms=? WHERE token=?")
       .Bind(1, l.expires_unix_ms)
       .Bind(2, l.token)
       .Run();
@@ -165,8 +213,10 @@ Status Store::LeaseEnded(const LeaseRecord& l, const std::string& outcome, int64
 
 Status Store::LeaseEndedLocked(const LeaseRecord& l, const std::string& outcome,
                                int64_t end_unix_ms) {
-  CT_RETURN_IF_ERROR(Stmt(db_, "DELETE FROM active_leases WHERE token=?").Bind(1, l.token).Run());
-  return Stmt(db_, "UPDATE sessions SET end_ms=?, outcome=? WHERE token=? AND end_ms IS NULL")
+  CT_RETURN_IF_ERROR(
+      Stmt(db_, cache_, "DELETE FROM active_leases WHERE token=?").Bind(1, l.token).Run());
+  return Stmt(db_, cache_,
+              "UPDATE sessions SET end_ms=?, outcome=? WHERE token=? AND end_ms IS NULL")
       .Bind(1, end_unix_ms)
       .Bind(2, outcome)
       .Bind(3, l.token)
@@ -174,7 +224,7 @@ Status Store::LeaseEndedLocked(const LeaseRecord& l, const std::string& outcome,
 }
 
 Expected<std::vector<LeaseRecord>> Store::ActiveLeases() {
-  Stmt q(db_,
+  Stmt q(db_, cache_,
          "SELECT token, device, key, holder, granted_ms, expires_ms, lease_ms, multi_session "
          "FROM active_leases");
   std::vector<LeaseRecord> out;
@@ -196,7 +246,7 @@ Expected<std::vector<LeaseRecord>> Store::ActiveLeases() {
 }
 
 Expected<std::vector<HistoryRow>> Store::RecentHistory(int limit) {
-  Stmt q(db_,
+  Stmt q(db_, cache_,
          "SELECT holder, key, device, start_ms, COALESCE(end_ms, 0), COALESCE(outcome, '') "
          "FROM sessions ORDER BY id DESC LIMIT ?");
   q.Bind(1, int64_t{limit});

@@ -6,6 +6,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -43,8 +44,8 @@ struct Conn : std::enable_shared_from_this<Conn> {
   bool is_device = false;
   std::string peer_name, nonce, session_id;
   asio::ip::address remote;
-  std::array<unsigned char, 4> header{};
-  std::vector<char> body;
+  std::vector<char> in;  // received bytes; [in_begin, in_end) not handled yet
+  size_t in_begin = 0, in_end = 0;
   std::deque<std::string> out;
   bool writing = false;
   bool close_after_write = false;
@@ -213,37 +214,52 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     return options.client_idle_timeout;
   }
 
+  // Reads whatever the socket has into the connection's buffer and handles every whole frame in
+  // it: one recv for many small frames. A frame's length is checked before room is made for it.
   void StartRead(const std::shared_ptr<Conn>& c) {
     c->read_deadline = SteadyClock::now() + ReadTimeout(*c);
-    asio::async_read(c->socket, asio::buffer(c->header),
-                     [self = shared_from_this(), c](boost::system::error_code ec, size_t) {
-                       if (c->stage == Conn::Stage::kClosed) return;
-                       if (ec) return self->Close(c, ec.message());
-                       auto len = DecodeFrameLength(c->header.data());
-                       if (!len.ok()) {
-                         self->SendError(c, 0, len.status());
-                         c->close_after_write = true;
-                         return;
-                       }
-                       c->body.resize(*len);
-                       asio::async_read(
-                           c->socket, asio::buffer(c->body),
-                           [self, c](boost::system::error_code ec2, size_t) {
-                             if (c->stage == Conn::Stage::kClosed) return;
-                             if (ec2) return self->Close(c, ec2.message());
-                             auto f = DecodeFrameBody(c->body.data(), c->body.size());
-                             if (!f.ok()) {
-                               self->SendError(c, 0, f.status());
-                               c->close_after_write = true;
-                               return;
-                             }
-                             self->OnFrame(c, *f);
-                             self->Drain();
-                             if (c->stage != Conn::Stage::kClosed && !c->close_after_write) {
-                               self->StartRead(c);
-                             }
-                           });
-                     });
+    if (c->in.size() - c->in_end < 4096) {
+      // Move the unread bytes to the front; grow only for a frame that needs it.
+      std::memmove(c->in.data(), c->in.data() + c->in_begin, c->in_end - c->in_begin);
+      c->in_end -= c->in_begin;
+      c->in_begin = 0;
+      if (c->in.size() - c->in_end < 4096) c->in.resize(std::max<size_t>(c->in.size() * 2, 8192));
+    }
+    c->socket.async_read_some(
+        asio::buffer(c->in.data() + c->in_end, c->in.size() - c->in_end),
+        [self = shared_from_this(), c](boost::system::error_code ec, size_t n) {
+          if (c->stage == Conn::Stage::kClosed) return;
+          if (ec) return self->Close(c, ec.message());
+          c->in_end += n;
+          self->HandleInput(c);
+          self->Drain();
+          if (c->stage != Conn::Stage::kClosed && !c->close_after_write) self->StartRead(c);
+        });
+  }
+
+  void HandleInput(const std::shared_ptr<Conn>& c) {
+    while (c->stage != Conn::Stage::kClosed && !c->close_after_write) {
+      size_t have = c->in_end - c->in_begin;
+      if (have < 4) return;
+      auto len = DecodeFrameLength(reinterpret_cast<unsigned char*>(c->in.data() + c->in_begin));
+      if (!len.ok()) {
+        SendError(c, 0, len.status());
+        c->close_after_write = true;
+        return;
+      }
+      if (have < 4 + size_t{*len}) {
+        if (c->in.size() - c->in_begin < 4 + size_t{*len}) c->in.resize(c->in_begin + 4 + *len);
+        return;
+      }
+      auto f = DecodeFrameBody(c->in.data() + c->in_begin + 4, *len);
+      c->in_begin += 4 + *len;
+      if (!f.ok()) {
+        SendError(c, 0, f.status());
+        c->close_after_write = true;
+        return;
+      }
+      OnFrame(c, *f);
+    }
   }
 
   void Send(const std::shared_ptr<Conn>& c, std::string bytes) {

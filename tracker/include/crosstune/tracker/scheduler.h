@@ -208,8 +208,9 @@ class Scheduler {
                 bool infra_failure, bool neutral = false);
   void CountFailure(TimePoint now, const std::string& device, bool failure);
   void RemoveDevice(TimePoint now, Device& d, const std::string& why);
-  void SendQueueUpdates(TimePoint now);
-  std::vector<Waiter*> Ordered(const std::string& key, TimePoint now);
+  void SendQueueUpdates(TimePoint now, bool full = true);
+  bool Before(const Waiter& a, const Waiter& b) const;  // grant order
+  void Enqueue(Waiter w);
   LeaseRecord Record(TimePoint now, const Lease& l) const;
   void Push(Action a) { actions_.push_back(std::move(a)); }
 
@@ -221,9 +222,11 @@ class Scheduler {
   std::map<std::string, std::set<Device*>> by_key_;       // the devices_ of each key
   std::map<std::string, std::set<Device*>> idle_by_key_;  // ... of those, the ones with no lease
   std::map<std::string, Health> health_;                  // by device name; outlives registrations
-  std::map<std::string, std::vector<Waiter>> queues_;     // by key
-  std::map<std::string, Lease> leases_;                   // by token
-  std::set<std::string> reserved_;  // devices of restored leases not re-confirmed yet
+  std::map<std::string, std::vector<Waiter>> queues_;     // by key, in grant order (Before)
+  std::set<std::string> dirty_;  // keys whose queue changed since the last position updates
+  std::map<std::string, int> unannounced_;  // waiters per key never told their position
+  std::map<std::string, Lease> leases_;     // by token
+  std::set<std::string> reserved_;          // devices of restored leases not re-confirmed yet
   std::map<std::string, KeyStats> stats_;
   std::vector<Action> actions_;
 };

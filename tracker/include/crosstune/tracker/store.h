@@ -1,17 +1,23 @@
 // The tracker's SQLite database: session history (who, key, device, start, end, outcome) and the
 // leases active right now, so that a restarted tracker hands no running lease to someone else.
 //
-// Thread-safety: none; the tracker uses its Store from its io_context thread only.
+// Thread-safety: the tracker uses its Store from its io_context thread only. For a file database
+// the Store runs one thread of its own that checkpoints the WAL on a separate connection.
 #pragma once
 
+#include <condition_variable>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crosstune/status.h"
 #include "crosstune/tracker/scheduler.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace crosstune::tracker {
 
@@ -37,10 +43,16 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  void StartCheckpointer(const std::string& path);
   Status LeaseStartedLocked(const LeaseRecord& lease);
   Status LeaseEndedLocked(const LeaseRecord& lease, const std::string& outcome,
                           int64_t end_unix_ms);
   sqlite3* db_;
+  std::map<const char*, sqlite3_stmt*> cache_;  // prepared statements by their SQL literal
+  std::thread checkpointer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
 };
 
 }  // namespace crosstune::tracker
