@@ -1,6 +1,7 @@
 // Tensors a session has allocated on the device, described by DLTensors and looked up by id:
-// kDLCPU tensors are 64-byte aligned host memory, kDLCUDA tensors device memory of GPU 0 (through
-// the CUDA backend). The total bytes are bounded per session.
+// kDLCPU tensors are 64-byte aligned host memory (from 1 MiB up mapped and populated at allocation,
+// so first-touch faults stay out of timed kernels and copies), kDLCUDA tensors device memory of GPU
+// 0 (through the CUDA backend). The total bytes are bounded per session.
 //
 // Not thread-safe: owned by the session thread.
 #pragma once
@@ -42,8 +43,12 @@ class TensorStore {
     std::vector<int64_t> shape;
     DLTensor tensor{};
     uint64_t nbytes = 0;
+    // How the memory was allocated, to free it the same way. No initializers: they would make
+    // the deleter not default-constructible inside the enclosing class.
+    enum class Kind { kMalloc, kMmap, kCuda };
     struct FreeDeleter {
-      bool on_gpu;  // no initializer: it would make the deleter not default-constructible here
+      Kind kind;
+      uint64_t bytes;  // of a kMmap mapping
       void operator()(void* p) const;
     };
     std::unique_ptr<void, FreeDeleter> data;
