@@ -154,7 +154,7 @@ double CpuSeconds(pid_t pid) {
 int main(int argc, char** argv) {
   std::string tracker_bin = CT_DEFAULT_TRACKER;
   int servers = 1000, clients = 1000;
-  double paced_rate = 2000, paced_s = 5, saturated_s = 3;
+  double paced_rate = 1000, paced_s = 5, saturated_s = 3;
   CLI::App app{"crosstune-bench-tracker: grant latency and throughput of crosstune-tracker"};
   app.add_option("--tracker-bin", tracker_bin, "crosstune-tracker binary")->capture_default_str();
   app.add_option("--servers", servers, "simulated servers")->capture_default_str();
@@ -247,13 +247,18 @@ int main(int argc, char** argv) {
       p->Send(Opcode::kHello, 1, MakeHello(PeerRole::kServer, "sim"));
     });
   }
-  // One timer heartbeats every simulated server each second.
+  // Each simulated server heartbeats once a second, spread over the second as real ones are
+  // (one timer sends a hundredth of them every 10 ms).
   asio::steady_timer heartbeat(io);
   uint32_t hb_id = 100;
+  size_t hb_next = 0;
   std::function<void()> beat = [&] {
-    for (auto& p : server_peers) p->Send(Opcode::kHeartbeat, hb_id, msg::ServerHeartbeat{});
-    hb_id++;
-    heartbeat.expires_after(std::chrono::seconds(1));
+    size_t n = (server_peers.size() + 99) / 100;
+    for (size_t k = 0; k < n; ++k, ++hb_next) {
+      server_peers[hb_next % server_peers.size()]->Send(Opcode::kHeartbeat, hb_id++,
+                                                        msg::ServerHeartbeat{});
+    }
+    heartbeat.expires_after(std::chrono::milliseconds(10));
     heartbeat.async_wait([&](boost::system::error_code ec) {
       if (!ec) beat();
     });
