@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -323,6 +324,10 @@ class Server::Impl {
       ::sigaction(sig, &dfl, nullptr);
     }
     ::signal(SIGPIPE, SIG_IGN);
+    // A crashing kernel is reported, not dumped: a core of a session holding gigabytes of tensors
+    // would fill a small board's disk and slow the report down.
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
     // Another thread of the parent (the tracker link) may have held a logger's mutex at fork
     // time; that mutex stays locked in this copy forever. A fresh logger has fresh mutexes.
     auto level = spdlog::default_logger_raw()->level();

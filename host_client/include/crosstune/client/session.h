@@ -2,9 +2,11 @@
 // tensors, call and time functions.
 //
 // Thread-safety: a Session and the RemoteModule/RemoteTensor handles it hands out are used by one
-// thread at a time. On a lost connection every call fails with kDisconnected; none hangs past its
-// deadline.
+// thread at a time. Handles point at their Session and must not outlive it. On a lost connection
+// every call fails with kDisconnected; none hangs past its deadline.
 #pragma once
+
+#include <dlpack/dlpack.h>
 
 #include <chrono>
 #include <cstdint>
@@ -13,8 +15,6 @@
 #include <string_view>
 #include <vector>
 
-#include <dlpack/dlpack.h>
-
 #include "crosstune/channel.h"
 #include "crosstune/messages.h"
 #include "crosstune/status.h"
@@ -22,10 +22,10 @@
 namespace crosstune::client {
 
 struct ConnectOptions {
-  std::string server;                  // "host:port"
-  std::string auth_secret;             // shared secret for the HMAC challenge; empty: none
-  std::string lease_token;             // from the tracker; empty: none
-  std::string peer_name;               // shown in server logs; default user@host
+  std::string server;       // "host:port"
+  std::string auth_secret;  // shared secret for the HMAC challenge; empty: none
+  std::string lease_token;  // from the tracker; empty: none
+  std::string peer_name;    // shown in server logs; default user@host
   std::chrono::milliseconds connect_timeout{10'000};
   // Deadline for each request's reply. Calls and timing also get the kernel's own time, so
   // TimeOptions/Call timeouts extend this for those requests.
