@@ -181,6 +181,27 @@ TEST_F(TrackerFarmTest, QuarantinesAServerWhoseAddressDoesNotAnswer) {
   EXPECT_EQ(farm_.Device("127.0.0.1:1")["state"], "quarantined");
 }
 
+TEST_F(TrackerFarmTest, ReadmitsAQuarantinedServerThatPassesItsSelfCheck) {
+  int s = farm_.StartServer("cpu");
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto c = farm_.Client();
+  auto req = Hold("cpu", 3s);
+  for (int i = 0; i < 3; ++i) {
+    auto g = c->RequestDevice(req);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    // Reported unreachable (a network blip): counts towards quarantine.
+    ASSERT_TRUE(c->Release(g->lease_token, msg::Outcome::kUnreachable, "blip").ok());
+  }
+  // The server's self-check and the tracker's probe of its address both pass: back in the pool.
+  EXPECT_TRUE(Eventually([&] {
+    auto d = farm_.Device(farm_.server_addr(s));
+    return d.is_object() && d["infra_failures"] == 3 && d["consecutive_failures"] == 0 &&
+           d["state"] == "free";
+  })) << farm_.Summary().dump();
+  EXPECT_TRUE(c->RequestDevice(req).ok());
+}
+
 TEST_F(TrackerFarmTest, RestartedTrackerKeepsRunningLeasesAndServersReRegister) {
   Farm farm;
   std::string db = farm.Path("tracker.sqlite");

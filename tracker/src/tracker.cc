@@ -218,12 +218,13 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   // it: one recv for many small frames. A frame's length is checked before room is made for it.
   void StartRead(const std::shared_ptr<Conn>& c) {
     c->read_deadline = SteadyClock::now() + ReadTimeout(*c);
-    if (c->in.size() - c->in_end < 4096) {
-      // Move the unread bytes to the front; grow only for a frame that needs it.
+    // Small to start (a thousand idle servers cost little), doubled when a burst needs it.
+    if (c->in.size() - c->in_end < 512) {
+      // Move the unread bytes to the front; grow only when that is not enough.
       std::memmove(c->in.data(), c->in.data() + c->in_begin, c->in_end - c->in_begin);
       c->in_end -= c->in_begin;
       c->in_begin = 0;
-      if (c->in.size() - c->in_end < 4096) c->in.resize(std::max<size_t>(c->in.size() * 2, 8192));
+      if (c->in.size() - c->in_end < 512) c->in.resize(std::max<size_t>(c->in.size() * 2, 2048));
     }
     c->socket.async_read_some(
         asio::buffer(c->in.data() + c->in_end, c->in.size() - c->in_end),
