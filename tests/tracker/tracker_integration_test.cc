@@ -206,35 +206,49 @@ TEST_F(TrackerFarmTest, RestartedTrackerKeepsRunningLeasesAndServersReRegister) 
   Farm farm;
   std::string db = farm.Path("tracker.sqlite");
   ASSERT_TRUE(farm.StartTracker({"--db", db}));
-  int s = farm.StartServer("cpu");
-  ASSERT_GE(s, 0);
-  ASSERT_TRUE(farm.WaitRegistered(1));
-  auto holder = farm.Client("holder");
-  auto grant = holder->RequestDevice(Hold("cpu"));
-  ASSERT_TRUE(grant.ok());
+  ASSERT_GE(farm.StartServer("cpu"), 0);
+  ASSERT_GE(farm.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm.WaitRegistered(2));
+  // One holder renews in the background (as `crosstune lease` does), the other re-attaches by hand.
+  auto auto_holder = farm.Client("auto-holder");
+  auto ga = auto_holder->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(ga.ok());
+  auto_holder->StartAutoRenew(ga->lease_token, 300ms);
+  auto manual_holder = farm.Client("manual-holder");
+  auto gm = manual_holder->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(gm.ok());
 
   uint16_t port = farm.tracker_port();
   farm.KillTracker(SIGKILL);
-  // While the tracker is down the server keeps honouring the lease it was told about.
-  EXPECT_TRUE(Connect(grant->address, grant->lease_token).ok());
-  ASSERT_TRUE(farm.StartTracker({"--db", db, "--startup-grace-s", "5"}, port));
-  ASSERT_TRUE(farm.WaitRegistered(1));
-  EXPECT_TRUE(Eventually([&] { return farm.Device(grant->address)["state"] == "leased"; }))
-      << farm.Summary().dump();
+  // While the tracker is down the servers keep honouring the leases they were told about.
+  EXPECT_TRUE(Connect(ga->address, ga->lease_token).ok());
+  auto restarted = std::chrono::steady_clock::now();
+  ASSERT_TRUE(farm.StartTracker({"--db", db, "--startup-grace-s", "5", "--reattach-s", "3"}, port));
+  ASSERT_TRUE(farm.WaitRegistered(2));
+  EXPECT_TRUE(Eventually([&] {
+    return farm.Device(ga->address)["state"] == "leased" &&
+           farm.Device(gm->address)["state"] == "leased";
+  })) << farm.Summary().dump();
 
-  // Someone else asks: the leased device is not handed out.
+  // Someone else asks: neither leased device is handed out.
   auto other = farm.Client("other");
   auto g2 = other->RequestDevice(Hold("cpu", 1500ms));
   EXPECT_EQ(g2.status().code(), ErrorCode::kTimeout) << g2.status().ToString();
 
-  // The holder re-attaches with its token on a new connection and goes on.
-  holder.reset();
-  auto again = farm.Client("holder");
-  auto info = again->Renew(grant->lease_token);
+  // The manual holder re-attaches with its token on a new connection.
+  manual_holder.reset();
+  auto again = farm.Client("manual-holder");
+  auto info = again->Renew(gm->lease_token);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
-  EXPECT_EQ(info->address, grant->address);
-  EXPECT_TRUE(Connect(grant->address, grant->lease_token).ok());
-  EXPECT_EQ(farm.Device(grant->address)["holder"], "holder");
+  EXPECT_EQ(info->address, gm->address);
+
+  // Past the re-attach window both leases live on: both holders re-attached.
+  std::this_thread::sleep_until(restarted + 4s);
+  EXPECT_TRUE(auto_holder->renew_status().ok()) << auto_holder->renew_status().ToString();
+  EXPECT_EQ(farm.Device(ga->address)["holder"], "auto-holder");
+  EXPECT_EQ(farm.Device(gm->address)["holder"], "manual-holder");
+  EXPECT_TRUE(Connect(ga->address, ga->lease_token).ok());
+  EXPECT_TRUE(Connect(gm->address, gm->lease_token).ok());
 }
 
 TEST_F(TrackerFarmTest, AdminCanDrainUndrainAndKickWithTheAdminTokenOnly) {
