@@ -104,6 +104,21 @@ TEST_F(TrackerFarmTest, QueuesASecondClientAndHandsOverWhenTheFirstDisconnects) 
   EXPECT_EQ(Connect(g1->address, g1->lease_token).code(), ErrorCode::kUnauthorized);
 }
 
+TEST_F(TrackerFarmTest, CancelledRequestLeavesTheQueue) {
+  ASSERT_GE(farm_.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto holder = farm_.Client("holder");
+  ASSERT_TRUE(holder->RequestDevice(Hold("cpu")).ok());
+  auto waiter = farm_.Client("waiter");
+  auto req = Hold("cpu", 60s);
+  req.on_queue_update = [&](const msg::QueueUpdate&) { waiter->CancelRequest(); };
+  auto g = waiter->RequestDevice(req);
+  EXPECT_EQ(g.status().code(), ErrorCode::kBusy) << g.status().ToString();
+  auto keys = farm_.Summary()["keys"];
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_TRUE(keys[0]["queue"].empty()) << keys.dump();
+}
+
 TEST_F(TrackerFarmTest, ExpiredLeaseIsRefusedAndRenewedLeaseIsKept) {
   ASSERT_GE(farm_.StartServer("cpu"), 0);
   ASSERT_TRUE(farm_.WaitRegistered(1));
