@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -215,20 +216,18 @@ class Server::Impl {
     auto peer = socket.remote_endpoint(ec);
     std::string peer_str =
         ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
-    int fd = socket.release(ec);
-    if (ec || fd < 0) return;
-    // Blocking-mode flags do not matter to Channel (it polls), but the fd must not leak into
-    // children of other sessions: those close it explicitly (see RunChild).
     if (sessions_.size() >= options_.max_sessions) {
       spdlog::warn("refusing {}: {} sessions already running (--max-sessions)", peer_str,
                    sessions_.size());
-      SendErrorAndClose(
-          fd, 0,
-          Status(ErrorCode::kBusy, "server busy: " + std::to_string(sessions_.size()) +
-                                       " sessions running (--max-sessions " +
-                                       std::to_string(options_.max_sessions) + ")"));
+      RefuseLingering(std::move(socket),
+                      Status(ErrorCode::kBusy, "server busy: " + std::to_string(sessions_.size()) +
+                                                   " sessions running (--max-sessions " +
+                                                   std::to_string(options_.max_sessions) + ")"));
       return;
     }
+    // The fd must not leak into children of other sessions: those close it (see RunChild).
+    int fd = socket.release(ec);
+    if (ec || fd < 0) return;
     std::string id = RandomHex(6);
     std::string ws = options_.work_dir + "/session-" + id;
     std::error_code fec;
@@ -308,6 +307,42 @@ class Server::Impl {
       }
       Watch();
     });
+  }
+
+  // Answers a connection that is refused before its handshake. The client's Hello is likely still
+  // on its way; closing at once would answer it with a reset that can destroy the error frame
+  // before the client reads it. So: send, stop sending, read until the client closes or a second
+  // passes, then close. Asynchronous, so the acceptor does not wait.
+  struct Linger {
+    tcp::socket socket;
+    asio::steady_timer timer;
+    std::array<char, 4096> buf;
+  };
+
+  static void Drain(std::shared_ptr<Linger> l) {
+    l->socket.async_read_some(asio::buffer(l->buf),
+                              [l](const boost::system::error_code& e, size_t) {
+                                if (e) {
+                                  l->timer.cancel();  // its handler closes the socket
+                                  return;
+                                }
+                                Drain(l);
+                              });
+  }
+
+  void RefuseLingering(tcp::socket socket, const Status& why) {
+    std::string frame = EncodeError(0, why);
+    boost::system::error_code ec;
+    socket.non_blocking(true, ec);
+    ::send(socket.native_handle(), frame.data(), frame.size(), MSG_NOSIGNAL);
+    socket.shutdown(tcp::socket::shutdown_send, ec);
+    auto l = std::make_shared<Linger>(Linger{std::move(socket), asio::steady_timer(io_), {}});
+    l->timer.expires_after(std::chrono::seconds(1));
+    l->timer.async_wait([l](const boost::system::error_code&) {
+      boost::system::error_code ignored;
+      l->socket.close(ignored);
+    });
+    Drain(l);
   }
 
   [[noreturn]] void RunChild(int fd, const std::string& ws, const std::string& id, CallSlot* slot) {
