@@ -1,6 +1,7 @@
 #include "crosstune/server/session.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +75,20 @@ class SessionHandler {
       Status st = Dispatch(*frame, &done);
       if (!st.ok()) return st;
       if (done) return Status::Ok();
+    }
+  }
+
+  // After a fatal error: the client may still be sending (the rest of a garbage stream, a refused
+  // body). Closing with unread bytes would answer with a reset that can destroy the error frame
+  // before the client reads it, so stop sending and read until the client closes, for a second.
+  void LingerBeforeClose() {
+    if (!ch_.is_open()) return;
+    ::shutdown(ch_.fd(), SHUT_WR);
+    char buf[4096];
+    Deadline until = DeadlineIn(milliseconds(1000));
+    while (ch_.ReadBytes(buf, 1, until).ok()) {
+      while (::recv(ch_.fd(), buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+      }
     }
   }
 
@@ -489,7 +504,9 @@ Status RunSession(int fd, const std::string& workspace_dir, const std::string& s
     return ws.status();
   }
   SessionHandler handler(std::move(ch), std::move(ws).value(), options, slot);
-  return handler.Serve(session_id);
+  Status s = handler.Serve(session_id);
+  if (!s.ok()) handler.LingerBeforeClose();
+  return s;
 }
 
 }  // namespace crosstune::server
