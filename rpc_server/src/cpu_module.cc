@@ -1,6 +1,7 @@
 // The CPU backend: ELF shared objects that export the kernel_abi.h module table.
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -15,6 +16,14 @@ namespace {
 std::string DlError(const char* fallback) {
   const char* e = ::dlerror();
   return e ? e : fallback;
+}
+
+// "<dir>/.ct-tmp-mod-<n>-<pid>.so" beside `path` (the workspace hides .ct-tmp- names).
+std::string UniqueLinkName(const std::string& path) {
+  static uint64_t counter = 0;
+  std::string dir = path.substr(0, path.rfind('/') + 1);
+  return dir + ".ct-tmp-mod-" + std::to_string(++counter) + "-" + std::to_string(::getpid()) +
+         ".so";
 }
 
 class CpuModule final : public Module {
@@ -74,11 +83,22 @@ class CpuLoader final : public ModuleLoader {
   Expected<std::unique_ptr<Module>> Load(const LoadRequest& request) override {
     const std::string& name = request.display_name;
     CT_RETURN_IF_ERROR(CheckElfForHost(request.head, name));
+    // dlopen under a name used once: glibc hands back an already-loaded library of the same
+    // path (and one that cannot be unloaded stays), which would run stale code after a re-upload
+    // under the same name. A hard link next to the file gives a fresh name; once mapped, it goes.
+    std::string unique = UniqueLinkName(request.abs_path);
+    bool linked = ::link(request.abs_path.c_str(), unique.c_str()) == 0;
+    const std::string& open_path = linked ? unique : request.abs_path;
     ::dlerror();
-    void* handle = ::dlopen(request.abs_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* handle = ::dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string why = handle ? "" : DlError("dlopen failed");
+    if (linked) ::unlink(unique.c_str());
     if (!handle) {
-      return Status(ErrorCode::kInvalidArgument,
-                    name + ": cannot load: " + DlError("dlopen failed"));
+      // The loader names the path it was given; the client knows its own name for the file.
+      for (size_t at = why.find(open_path); at != std::string::npos; at = why.find(open_path)) {
+        why.replace(at, open_path.size(), name);
+      }
+      return Status(ErrorCode::kInvalidArgument, name + ": cannot load: " + why);
     }
     auto entry = reinterpret_cast<ct_module_entry>(::dlsym(handle, CT_MODULE_SYMBOL));
     if (!entry) {

@@ -279,16 +279,6 @@ class SessionHandler {
     if (!req.ok()) return ReplyError(f.request_id, req.status());
     auto file = ws_.OpenForRead(req->path);
     if (!file.ok()) return ReplyError(f.request_id, file.status());
-    for (const auto& [mid, loaded] : modules_) {
-      // dlopen hands back the already-loaded library for the same path, which would run stale
-      // code after a re-upload under the same name.
-      if (loaded.path == file->normalized) {
-        return ReplyError(f.request_id,
-                          Status(ErrorCode::kInvalidArgument,
-                                 "'" + file->normalized + "' is already loaded as module " +
-                                     std::to_string(mid) + "; unload it first"));
-      }
-    }
     LoadRequest lr;
     lr.display_name = req->path;
     lr.abs_path = file->abs_path;

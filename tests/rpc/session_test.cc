@@ -217,6 +217,28 @@ TEST_F(SessionTest, RefusesCallsThatDoNotMatchTheSignature) {
   EXPECT_TRUE(session_->Ping().ok());
 }
 
+TEST_F(SessionTest, ReloadingAReuploadedFileRunsTheNewCode) {
+  // Same remote name, different library: the second load must not get the first one back.
+  ASSERT_TRUE(session_->Upload(TestKernels(), "k.so").ok());
+  auto first = session_->LoadModule("k.so");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(session_->Upload(CT_BAD_ABI_KERNEL, "k.so").ok());
+  auto second = session_->LoadModule("k.so");
+  if (ForeignServer()) return;  // the bad-ABI kernel is built for this host only
+  EXPECT_EQ(second.status().code(), ErrorCode::kVersionMismatch) << second.status().ToString();
+  // The first module still works, and loading the same file twice gives two modules.
+  EXPECT_TRUE(first->Call("empty", {}).ok());
+  ASSERT_TRUE(session_->Upload(TestKernels(), "k.so").ok());
+  auto third = session_->LoadModule("k.so");
+  auto fourth = session_->LoadModule("k.so");
+  ASSERT_TRUE(third.ok() && fourth.ok());
+  EXPECT_NE(third->id(), fourth->id());
+  EXPECT_TRUE(fourth->Call("empty", {}).ok());
+  auto list = session_->ListFiles();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 1u);  // no leftovers of the loads
+}
+
 TEST_F(SessionTest, ReportsKernelErrorsWithTheModulesText) {
   auto m = LoadTestKernels();
   auto r = m.Call("fail", {});
