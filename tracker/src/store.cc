@@ -163,6 +163,8 @@ Status Store::Exec(const char* sql) {
 // Runs `body` in one transaction: one WAL commit instead of one per statement.
 template <typename Fn>
 static Status InTransaction(sqlite3* db, Fn body) {
+  // Inside a batch (Store::Begin) the batch's commit covers this too.
+  if (sqlite3_get_autocommit(db) == 0) return body();
   CT_RETURN_IF_ERROR(Check(db, sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr), "begin"));
   Status s = body();
   if (!s.ok()) {
@@ -170,6 +172,16 @@ static Status InTransaction(sqlite3* db, Fn body) {
     return s;
   }
   return Check(db, sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), "commit");
+}
+
+Status Store::Begin() {
+  return Check(db_, sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr), "begin");
+}
+
+Status Store::Commit() {
+  Status s = Check(db_, sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr), "commit");
+  if (!s.ok()) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return s;
 }
 
 Status Store::LeaseStarted(const LeaseRecord& l) {

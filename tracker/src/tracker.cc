@@ -120,6 +120,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   std::map<uint64_t, std::shared_ptr<Conn>> conns;
   uint64_t next_conn_id = 1;
   bool stopped = false;
+  bool batch_open = false;  // a store transaction is open (see OpenBatch)
+  std::vector<std::pair<uint64_t, std::string>> held_grants;  // conn id, encoded grant
 
   // --- listeners --------------------------------------------------------------------------------
 
@@ -544,7 +546,15 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
         return;
       }
       case K::kGrant:
-        if (c) Reply(c, a.request_id, a.grant);
+        // Told only once the lease is committed (CommitBatch), so a tracker killed in between
+        // still knows the lease when it restarts.
+        if (c) {
+          if (batch_open) {
+            held_grants.emplace_back(c->id, EncodeFrame(Opcode::kResult, a.request_id, a.grant));
+          } else {
+            Reply(c, a.request_id, a.grant);
+          }
+        }
         spdlog::info("tracker: granted {} to {}", a.device, c ? c->peer_name : "(gone)");
         return;
       case K::kQueueUpdate:
@@ -559,17 +569,43 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
         if (c) Close(c, "replaced or timed out");
         return;
       case K::kLeaseStarted:
+        OpenBatch();
         if (Status s = store->LeaseStarted(a.lease); !s.ok()) spdlog::warn("{}", s.ToString());
         return;
       case K::kLeaseRenewed:
+        OpenBatch();
         if (Status s = store->LeaseRenewed(a.lease); !s.ok()) spdlog::warn("{}", s.ToString());
         return;
       case K::kLeaseEnded:
+        OpenBatch();
         spdlog::info("tracker: lease on {} by {} ended: {}", a.device, a.lease.holder, a.outcome);
         if (Status s = store->LeaseEnded(a.lease, a.outcome, unix_now); !s.ok()) {
           spdlog::warn("{}", s.ToString());
         }
         return;
+    }
+  }
+
+  // Group commit: the database writes of every event handled before the io_context gets back to
+  // this posted handler share one transaction; the grants they carry are held until it commits.
+  void OpenBatch() {
+    if (batch_open) return;
+    if (Status s = store->Begin(); !s.ok()) {
+      spdlog::warn("{}", s.ToString());
+      return;
+    }
+    batch_open = true;
+    asio::post(io, [self = shared_from_this()] { self->CommitBatch(); });
+  }
+
+  void CommitBatch() {
+    if (!batch_open) return;
+    batch_open = false;
+    if (Status s = store->Commit(); !s.ok()) spdlog::warn("{}", s.ToString());
+    auto grants = std::move(held_grants);
+    held_grants.clear();
+    for (auto& [id, bytes] : grants) {
+      if (auto c = ConnById(id)) Send(c, std::move(bytes));
     }
   }
 
@@ -712,6 +748,7 @@ Status Tracker::Start() {
 void Tracker::Stop() {
   Impl& m = *impl_;
   if (m.stopped) return;
+  m.CommitBatch();
   m.stopped = true;
   boost::system::error_code ignored;
   m.acceptor.close(ignored);

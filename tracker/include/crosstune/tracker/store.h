@@ -34,6 +34,10 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
+  // A batch: the writes between Begin and Commit share one commit (group commit).
+  Status Begin();
+  Status Commit();
+
   Status LeaseStarted(const LeaseRecord& lease);
   Status LeaseRenewed(const LeaseRecord& lease);
   Status LeaseEnded(const LeaseRecord& lease, const std::string& outcome, int64_t end_unix_ms);
