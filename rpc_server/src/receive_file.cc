@@ -96,8 +96,22 @@ class Pipeline {
 
 }  // namespace
 
-Status ReceiveFile(Channel& ch, int file_fd, uint64_t size, Deadline deadline, Sha256* sha) {
-  if (size < kPipelineMinBytes) return ch.ReceiveToFd(file_fd, size, deadline, sha);
+Status ReceiveFile(Channel& ch, int file_fd, uint64_t size, Deadline deadline, Sha256* sha,
+                   bool* in_step) {
+  *in_step = false;
+  if (size < kPipelineMinBytes) {
+    std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(size, Limits::kStreamChunkBytes)));
+    Status write_status;
+    for (uint64_t left = size; left > 0;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      CT_RETURN_IF_ERROR(ch.ReadBytes(buf.data(), n, deadline));
+      sha->Update(buf.data(), n);
+      if (write_status.ok()) write_status = WriteAll(file_fd, buf.data(), n);
+      left -= n;
+    }
+    *in_step = true;
+    return write_status;
+  }
 
   Pipeline pipe(kBuffers);
   std::thread hasher([&] {
@@ -131,7 +145,7 @@ Status ReceiveFile(Channel& ch, int file_fd, uint64_t size, Deadline deadline, S
   hasher.join();
   writer.join();
   if (!status.ok()) return status;
-  // A failed write still read every byte, so the stream is in step and the session can go on.
+  *in_step = true;
   return write_status;
 }
 

@@ -359,6 +359,8 @@ class Server::Impl {
       ::sigaction(sig, &dfl, nullptr);
     }
     ::signal(SIGPIPE, SIG_IGN);
+    // Past a file size limit a write should fail (EFBIG, an upload error), not end the session.
+    ::signal(SIGXFSZ, SIG_IGN);
     // A crashing kernel is reported, not dumped: a core of a session holding gigabytes of tensors
     // would fill a small board's disk and slow the report down.
     rlimit no_core{0, 0};

@@ -216,15 +216,15 @@ class SessionHandler {
     auto pending = ws_.CreateTemp(req->path);
     if (!pending.ok()) return RefuseBody(f.request_id, pending.status(), req->size);
     Sha256 sha;
-    Status recv = ReceiveFile(ch_, pending->fd.get(), req->size, IoDeadline(req->size), &sha);
+    bool in_step = false;
+    Status recv =
+        ReceiveFile(ch_, pending->fd.get(), req->size, IoDeadline(req->size), &sha, &in_step);
     if (!recv.ok()) {
       ws_.Abort(*pending);
-      // A local write failure (disk full) read every byte, so the session can go on.
-      if (recv.code() == ErrorCode::kIoError && ch_.is_open()) {
-        return ReplyError(f.request_id, Status(ErrorCode::kIoError,
-                                               "upload of '" + req->path + "': " + recv.message()));
-      }
-      return recv;
+      if (!in_step) return recv;
+      // The disk failed, not the connection: every byte was read, so answer and go on.
+      return ReplyError(f.request_id, Status(ErrorCode::kIoError,
+                                             "upload of '" + req->path + "': " + recv.message()));
     }
     std::string hex = sha.FinalHex();
     std::string want = req->sha256_hex;

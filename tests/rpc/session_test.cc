@@ -1,5 +1,6 @@
 // Loopback integration tests: the real crosstune-server binary and the client library.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -422,6 +423,31 @@ TEST(ServerLifecycle, EndsSessionsAndRemovesWorkspacesOnSigterm) {
   EXPECT_TRUE(server->Workspaces().empty());
   EXPECT_EQ(a->Ping().code(), ErrorCode::kDisconnected);
   EXPECT_FALSE(a->connected());
+}
+
+TEST(ServerLifecycle, AFailedWriteFailsTheUploadNotTheSession) {
+  // The server inherits a 1 MiB file size limit: writes past it fail like a full disk.
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small{1 << 20, old.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto server = StartServer();
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  auto up = s->UploadBytes(std::string(2 << 20, 'x'), "big.bin");
+  EXPECT_EQ(up.status().code(), ErrorCode::kIoError) << up.status().ToString();
+  EXPECT_TRUE(s->Ping().ok());
+  std::string dir = MakeTempDir();
+  std::string local = WriteFile(dir + "/large.bin", std::string(9 << 20, 'y'));
+  auto large = s->Upload(local, "large.bin");  // the pipelined path
+  EXPECT_EQ(large.status().code(), ErrorCode::kIoError) << large.status().ToString();
+  EXPECT_TRUE(s->Ping().ok());
+  auto list = s->ListFiles();
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServerLifecycle, ServesSessionsInProcessWithNoFork) {
