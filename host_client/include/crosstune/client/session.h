@@ -105,7 +105,11 @@ class Session {
   Expected<msg::DeviceInfo> Info();
 
   // Remote paths are relative to the session workspace. Uploads stream in chunks and are SHA-256
-  // checked by the server; downloads are checked here.
+  // checked: small ones by the server against the hash in the request, files of 8 MiB and more
+  // here, hashed while they stream, against the server's hash of what it stored (a mismatch
+  // removes the file). BadHash either way, and no mismatched file is kept. Downloads are checked
+  // here. Refusals come back as the server's error (LimitExceeded, InvalidArgument for a path
+  // outside the workspace).
   Expected<msg::FileEntry> Upload(const std::string& local_path, const std::string& remote_path);
   Expected<msg::FileEntry> UploadBytes(std::string_view data, const std::string& remote_path);
   Expected<msg::FileEntry> Download(const std::string& remote_path, const std::string& local_path);
