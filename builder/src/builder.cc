@@ -43,7 +43,8 @@ struct WireRequest {
   std::vector<std::string> attrs, flags;
   std::string name;
   uint8_t debug_action = 0;
-  MSGPACK_DEFINE(source, cuda, triple, cpu, cuda_arch, attrs, flags, name, debug_action)
+  std::string source_name;
+  MSGPACK_DEFINE(source, cuda, triple, cpu, cuda_arch, attrs, flags, name, debug_action, source_name)
 };
 
 struct WireResult {
@@ -68,6 +69,7 @@ WireRequest ToWire(const BuildRequest& r) {
   w.flags = r.flags;
   w.name = r.name;
   w.debug_action = static_cast<uint8_t>(r.debug_action);
+  w.source_name = r.source_name;
   return w;
 }
 
@@ -82,6 +84,7 @@ BuildRequest FromWire(const WireRequest& w) {
   r.flags = w.flags;
   r.name = w.name;
   r.debug_action = static_cast<BuildRequest::DebugAction>(w.debug_action);
+  r.source_name = w.source_name;
   return r;
 }
 
@@ -406,6 +409,7 @@ std::string BuildCacheKey(const BuildRequest& r) {
   add(r.source);
   for (const auto& f : r.flags) add(f);
   add(r.name);
+  add(r.source_name);
   return h.FinalHex();
 }
 
@@ -413,8 +417,10 @@ BuildResult BuildInProcess(const BuildRequest& request) {
   auto start = SteadyClock::now();
   Expected<CompileOutput> out = Status(ErrorCode::kInternal, "not built");
   try {
-    out = request.target.is_cuda() ? CompileCuda(request.source, request.target, request.flags)
-                                   : CompileCpu(request.source, request.target, request.flags);
+    const std::string& file = request.source_name;
+    out = request.target.is_cuda()
+              ? CompileCuda(request.source, request.target, request.flags, file.empty() ? "kernel.cu" : file)
+              : CompileCpu(request.source, request.target, request.flags, file.empty() ? "kernel.c" : file);
   } catch (const std::exception& e) {
     out = Status(ErrorCode::kBuildError, std::string("compiler threw: ") + e.what());
   }

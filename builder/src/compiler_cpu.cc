@@ -176,7 +176,8 @@ std::string KernelIncludeDir() {
 }
 
 Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
-                                   const std::vector<std::string>& flags) {
+                                   const std::vector<std::string>& flags,
+                                   const std::string& file_name) {
   if (target.is_cuda()) return Status(ErrorCode::kInvalidArgument, "CompileCpu needs an llvm target");
   std::vector<std::string> user_flags;
   bool has_opt = false;
@@ -187,7 +188,7 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
   InitLlvmOnce();
 
   const std::string arch = target.Arch();
-  const std::string input = "kernel.c";
+  const std::string input = file_name.empty() ? "kernel.c" : file_name;
   std::vector<std::string> args = {"-triple", target.triple, "-emit-obj", "-ffreestanding",
                                    "-mrelocation-model", "pic", "-pic-level", "2",
                                    "-mframe-pointer=none", "-ffp-contract=on", "-fno-rounding-math",

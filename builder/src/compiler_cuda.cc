@@ -76,12 +76,12 @@ std::string ProgramLog(nvrtcProgram prog) {
 }
 
 // One NVRTC compilation; `arch` is sm_XX for a cubin or compute_XX for PTX.
-Status RunNvrtc(const std::string& source, const std::string& arch,
+Status RunNvrtc(const std::string& source, const std::string& file_name, const std::string& arch,
                 const std::vector<std::string>& flags, std::vector<pkg::Function>* functions,
                 std::string* binary, std::string* log) {
   Program p;
   CT_RETURN_IF_ERROR(NvrtcCheck(
-      nvrtcCreateProgram(&p.prog, source.c_str(), "kernel.cu", 0, nullptr, nullptr), "create"));
+      nvrtcCreateProgram(&p.prog, source.c_str(), file_name.c_str(), 0, nullptr, nullptr), "create"));
   for (const pkg::Function& f : *functions) {
     CT_RETURN_IF_ERROR(NvrtcCheck(nvrtcAddNameExpression(p.prog, f.name.c_str()), "name"));
   }
@@ -188,7 +188,8 @@ std::string NvrtcVersion() {
 }
 
 Expected<CompileOutput> CompileCuda(const std::string& source, const Target& target,
-                                    const std::vector<std::string>& flags) {
+                                    const std::vector<std::string>& flags,
+                                    const std::string& file_name) {
   if (!target.is_cuda()) return Status(ErrorCode::kInvalidArgument, "CompileCuda needs a cuda target");
   for (const std::string& f : flags) {
     if (f.rfind("-D", 0) != 0 && f.rfind("-U", 0) != 0 && f != "--use_fast_math" && f != "-lineinfo") {
@@ -200,17 +201,18 @@ Expected<CompileOutput> CompileCuda(const std::string& source, const Target& tar
   CT_ASSIGN_OR_RETURN(out.functions, ParseCudaKernelAnnotations(source));
   std::lock_guard<std::mutex> lock(g_nvrtc_mutex);
   std::string log;
-  CT_RETURN_IF_ERROR(RunNvrtc(source, target.cuda_arch, flags, &out.functions, &out.library, &log));
+  CT_RETURN_IF_ERROR(RunNvrtc(source, file_name, target.cuda_arch, flags, &out.functions, &out.library, &log));
   out.diagnostics = log;
   std::string compute = "compute_" + target.cuda_arch.substr(3);
   std::vector<pkg::Function> ptx_fns = out.functions;
-  CT_RETURN_IF_ERROR(RunNvrtc(source, compute, flags, &ptx_fns, &out.ptx, &log));
+  CT_RETURN_IF_ERROR(RunNvrtc(source, file_name, compute, flags, &ptx_fns, &out.ptx, &log));
   return out;
 }
 #else
 bool HasNvrtc() { return false; }
 std::string NvrtcVersion() { return ""; }
-Expected<CompileOutput> CompileCuda(const std::string&, const Target&, const std::vector<std::string>&) {
+Expected<CompileOutput> CompileCuda(const std::string&, const Target&, const std::vector<std::string>&,
+                                    const std::string&) {
   return Status(ErrorCode::kBuildError, "this crosstune was built without NVRTC (CUDA toolkit not found)");
 }
 #endif

@@ -175,7 +175,8 @@ const std::vector<std::pair<std::string, std::string>>& Presets() {
       {"aarch64", "llvm -mtriple=aarch64-linux-gnu -mcpu=generic"},
       {"cortex-a53", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53"},
       {"cortex-a72", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"},
-      {"rpi4", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"},
+      // The Raspberry Pi 4's BCM2711 is a Cortex-A72 without the crypto extension.
+      {"rpi4", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=-crypto,-aes,-sha2"},
       {"armv7-neon", "llvm -mtriple=armv7-linux-gnueabihf -mcpu=generic -mattr=+neon"},
       {"riscv64", "llvm -mtriple=riscv64-linux-gnu -mcpu=generic-rv64"},
       {"sm_80", "cuda -arch=sm_80"},

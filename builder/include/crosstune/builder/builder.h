@@ -32,6 +32,7 @@ struct BuildRequest {
   Target target;
   std::vector<std::string> flags;   // see CompileCpu / CompileCuda
   std::string name = "kernel";      // library file stem in the package
+  std::string source_name;          // what diagnostics call the source; default kernel.c / kernel.cu
   std::chrono::milliseconds timeout{0};  // 0: BuilderOptions::default_timeout
 
   // Test hooks, applied inside the worker: kCrash dies by SIGSEGV, kHang never answers.

@@ -28,8 +28,10 @@ struct CompileOutput {
 // holds only kernel_abi.h and dlpack/dlpack.h (plus clang's builtin headers). `flags` are extra
 // compiler flags: -D, -U, -O0..-O3, -f(no-)fast-math, -W*. Errors are kBuildError with clang's
 // diagnostics as the message.
+// `file_name` is what diagnostics call the source.
 Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
-                                   const std::vector<std::string>& flags);
+                                   const std::vector<std::string>& flags,
+                                   const std::string& file_name = "kernel.c");
 
 // Compiles CUDA C with NVRTC to a cubin for target.cuda_arch (and PTX). Kernels are declared for
 // the manifest by comment lines in the source, one per kernel:
@@ -38,7 +40,8 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
 // grid/block take up to three comma-separated dims, each a number, "aK" (int argument K) or
 // "aK/N" (ceil of argument K over N); missing dims are 1. See pkg::Function.
 Expected<CompileOutput> CompileCuda(const std::string& source, const Target& target,
-                                    const std::vector<std::string>& flags);
+                                    const std::vector<std::string>& flags,
+                                    const std::string& file_name = "kernel.cu");
 
 // Parses the "// crosstune: kernel" lines (exposed for tests).
 Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::string& source);

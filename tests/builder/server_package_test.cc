@@ -1,0 +1,198 @@
+// Packages on a real crosstune-server (the binary, on 127.0.0.1 port 0): a built x86_64 package runs
+// with checked answers, and every refusal of the package checks arrives over the wire as its own
+// named error.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "crosstune/builder/compiler.h"
+#include "crosstune/client/session.h"
+#include "crosstune/crypto.h"
+#include "crosstune/params.h"
+#include "package_helpers.h"
+#include "server_process.h"
+
+namespace crosstune {
+namespace {
+
+namespace fs = std::filesystem;
+using client::CallArg;
+using client::Session;
+
+class ServerPackageTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("crosstune-server-pkg-" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "work");
+    server_ = new ServerProcess();
+    Status st = server_->Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+                                (dir_ / "work").string()},
+                               std::chrono::seconds(20));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    x86_ = Path("vadd.ctpkg");
+    testing::BuildPackage("x86-64", x86_);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    client::ConnectOptions o;
+    o.server = server_->address();
+    auto s = Session::Connect(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    session_ = std::move(*s);
+  }
+  static std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  // Uploads a package and loads it; the load's error, or Ok.
+  Expected<client::RemoteModule> UploadAndLoad(const std::string& local, const std::string& remote) {
+    auto up = session_->Upload(local, remote);
+    if (!up.ok()) return up.status();
+    return session_->LoadModule(remote);
+  }
+
+  static fs::path dir_;
+  static ServerProcess* server_;
+  static std::string x86_;
+  std::unique_ptr<Session> session_;
+};
+fs::path ServerPackageTest::dir_;
+ServerProcess* ServerPackageTest::server_ = nullptr;
+std::string ServerPackageTest::x86_;
+
+TEST_F(ServerPackageTest, RunsBuiltPackageWithCheckedAnswers) {
+  auto mod = UploadAndLoad(x86_, "vadd.ctpkg");
+  ASSERT_TRUE(mod.ok()) << mod.status().ToString();
+  EXPECT_EQ(mod->info().kind, "cpu");
+  ASSERT_EQ(mod->info().functions.size(), 2u);
+  const int64_t n = 1000;
+  std::vector<float> a(n), b(n), c(n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(i);
+    b[i] = 0.5f * static_cast<float>(i);
+  }
+  DLDataType f32{kDLFloat, 32, 1};
+  auto ta = session_->AllocTensor({n}, f32);
+  auto tb = session_->AllocTensor({n}, f32);
+  auto tc = session_->AllocTensor({n}, f32);
+  ASSERT_TRUE(ta.ok() && tb.ok() && tc.ok());
+  ASSERT_TRUE(ta->CopyFrom(a.data(), n * 4).ok());
+  ASSERT_TRUE(tb->CopyFrom(b.data(), n * 4).ok());
+  auto r = mod->Call("vadd", {CallArg::Tensor(*ta), CallArg::Tensor(*tb), CallArg::Tensor(*tc), CallArg::Int(n)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ret, 0);
+  ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
+  for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(c[i], 1.5f * static_cast<float>(i)) << i;
+  ASSERT_TRUE(mod->Call("scale", {CallArg::Tensor(*tc), CallArg::Int(n), CallArg::Float(2.0)}).ok());
+  ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
+  EXPECT_FLOAT_EQ(c[10], 30.0f);
+}
+
+TEST_F(ServerPackageTest, RefusesPackageWithBadHash) {
+  std::string bytes = testing::ReadFile(x86_);
+  auto members = pkg::ListTar(x86_);
+  ASSERT_TRUE(members.ok());
+  for (const auto& m : *members) {
+    if (m.path == "lib/vadd.so") bytes[m.offset + 100] ^= 1;
+  }
+  testing::WriteFile(Path("badhash.ctpkg"), bytes);
+  auto mod = UploadAndLoad(Path("badhash.ctpkg"), "badhash.ctpkg");
+  ASSERT_FALSE(mod.ok());
+  EXPECT_EQ(mod.status().code(), ErrorCode::kBadHash);
+  EXPECT_NE(mod.status().message().find("badhash.ctpkg: lib/vadd.so: SHA-256 mismatch"), std::string::npos)
+      << mod.status().message();
+}
+
+TEST_F(ServerPackageTest, RefusesTruncatedPackage) {
+  std::string bytes = testing::ReadFile(x86_);
+  testing::WriteFile(Path("cut.ctpkg"), bytes.substr(0, bytes.size() / 2));
+  auto mod = UploadAndLoad(Path("cut.ctpkg"), "cut.ctpkg");
+  ASSERT_FALSE(mod.ok());
+  EXPECT_EQ(mod.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(mod.status().message().find("truncated archive"), std::string::npos) << mod.status().message();
+}
+
+TEST_F(ServerPackageTest, RefusesPackageForAnotherArchitecture) {
+  testing::BuildPackage("cortex-a72", Path("arm.ctpkg"));
+  auto mod = UploadAndLoad(Path("arm.ctpkg"), "arm.ctpkg");
+  ASSERT_FALSE(mod.ok());
+  EXPECT_EQ(mod.status().code(), ErrorCode::kWrongArch);
+  EXPECT_EQ(mod.status().message(), "arm.ctpkg: built for aarch64, device is x86_64");
+}
+
+TEST_F(ServerPackageTest, RefusesPackageNeedingACpuFeatureTheDeviceLacks) {
+  auto info = session_->Info();
+  ASSERT_TRUE(info.ok());
+  // Sapphire Rapids code may use AMX, which this machine's CPU reports or not.
+  const auto& f = info->cpu_features;
+  if (std::find(f.begin(), f.end(), "amx-tile") != f.end()) GTEST_SKIP() << "this CPU has AMX";
+  testing::BuildPackage("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids", Path("spr.ctpkg"));
+  auto mod = UploadAndLoad(Path("spr.ctpkg"), "spr.ctpkg");
+  ASSERT_FALSE(mod.ok());
+  EXPECT_EQ(mod.status().code(), ErrorCode::kWrongArch);
+  EXPECT_NE(mod.status().message().find("built for cpu feature amx-"), std::string::npos) << mod.status().message();
+  EXPECT_NE(mod.status().message().find("lacks"), std::string::npos);
+}
+
+TEST_F(ServerPackageTest, RefusesUnknownFormatAndAbiVersions) {
+  testing::RewritePackage(x86_, Path("v99.ctpkg"), [](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
+    files->insert(files->begin(), {"manifest.json", testing::SetManifestField(*m, "format_version", 99), ""});
+  });
+  auto fmt = UploadAndLoad(Path("v99.ctpkg"), "v99.ctpkg");
+  ASSERT_FALSE(fmt.ok());
+  EXPECT_EQ(fmt.status().code(), ErrorCode::kVersionMismatch);
+  EXPECT_NE(fmt.status().message().find("format version 99 is unknown"), std::string::npos);
+  testing::RewritePackage(x86_, Path("abi9.ctpkg"),
+                          [](pkg::Manifest* m, std::vector<pkg::PackageInput>*) { m->abi_version = 9; });
+  auto abi = UploadAndLoad(Path("abi9.ctpkg"), "abi9.ctpkg");
+  ASSERT_FALSE(abi.ok());
+  EXPECT_EQ(abi.status().code(), ErrorCode::kVersionMismatch);
+  EXPECT_NE(abi.status().message().find("ABI version 9"), std::string::npos);
+}
+
+TEST_F(ServerPackageTest, RefusesParamsFromAnotherBuild) {
+  pkg::ParamsWriter w;
+  float data[8] = {};
+  ASSERT_TRUE(w.Add("w", {kDLFloat, 32, 1}, {8}, data, sizeof(data)).ok());
+  testing::BuildPackage("x86-64", Path("p.ctpkg"), "", w.Serialize());
+  ASSERT_TRUE(UploadAndLoad(Path("p.ctpkg"), "p.ctpkg").ok());
+  testing::RewritePackage(Path("p.ctpkg"), Path("mixed.ctpkg"), [](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
+    for (auto& f : *files) {
+      if (f.path != "params.bin") continue;
+      f.data = *pkg::RestampParams(f.data, std::string(64, 'e'));
+      for (auto& h : m->files) {
+        if (h.path == f.path) h.sha256 = Sha256Hex(f.data);
+      }
+    }
+  });
+  auto mod = UploadAndLoad(Path("mixed.ctpkg"), "mixed.ctpkg");
+  ASSERT_FALSE(mod.ok());
+  EXPECT_EQ(mod.status().code(), ErrorCode::kBadHash);
+  EXPECT_NE(mod.status().message().find("params.bin belongs to build eeeeeeeeeeee"), std::string::npos)
+      << mod.status().message();
+}
+
+TEST_F(ServerPackageTest, RefusesCudaPackageWithoutAGpu) {
+  if (!builder::HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
+  auto info = session_->Info();
+  ASSERT_TRUE(info.ok());
+  if (!info->gpus.empty()) GTEST_SKIP() << "this device has a GPU (see the gpu-labelled launch test)";
+  builder::BuildRequest r;
+  r.source = testing::kCudaVaddSource;
+  r.target = *builder::ParseTarget("sm_90");
+  r.name = "vadd";
+  auto res = builder::BuildInProcess(r);
+  ASSERT_TRUE(res.ok()) << res.status.ToString();
+  ASSERT_TRUE(builder::WriteBuildPackage(r, res, Path("gpu.ctpkg")).ok());
+  auto mod = UploadAndLoad(Path("gpu.ctpkg"), "gpu.ctpkg");
+  ASSERT_FALSE(mod.ok());
+  EXPECT_EQ(mod.status().code(), ErrorCode::kNoDevice);
+  EXPECT_NE(mod.status().message().find("no usable GPU"), std::string::npos) << mod.status().message();
+}
+
+}  // namespace
+}  // namespace crosstune
