@@ -1,0 +1,15 @@
+# crosstune-bench-builder: the builder's worker pool vs clang -c + ld.lld -shared subprocesses.
+if(NOT TARGET crosstune::builder)
+  return()
+endif()
+find_program(CT_BENCH_CLANG NAMES clang-14 clang)
+find_program(CT_BENCH_LLD NAMES ld.lld-14 ld.lld)
+add_executable(crosstune-bench-builder ${CMAKE_CURRENT_LIST_DIR}/bench_builder.cc)
+target_link_libraries(crosstune-bench-builder PRIVATE crosstune::builder)
+target_compile_definitions(crosstune-bench-builder PRIVATE
+  CT_CLANG="${CT_BENCH_CLANG}" CT_LLD="${CT_BENCH_LLD}"
+  CT_CLANG_RESOURCE_DIR="${CROSSTUNE_CLANG_RESOURCE_DIR}")
+if(BUILD_TESTING)
+  add_test(NAME bench_builder_smoke COMMAND crosstune-bench-builder --variants 6 --workers 2)
+  set_tests_properties(bench_builder_smoke PROPERTIES LABELS slow TIMEOUT 120)
+endif()
