@@ -72,7 +72,7 @@ class Server::Impl {
   explicit Impl(ServerOptions options)
       : options_(std::move(options)),
         acceptor_(io_),
-        signals_(io_, SIGINT, SIGTERM),
+        signals_(io_, SIGINT, SIGTERM, SIGHUP),
         child_signals_(io_, SIGCHLD),
         backoff_(io_),
         watchdog_(io_) {}
@@ -175,6 +175,9 @@ class Server::Impl {
       options_.work_dir =
           base + "/crosstune-server-" + std::to_string(::getpid()) + "-" + RandomHex(4);
       owns_work_dir_ = true;
+      // Made with the first session's workspace, so a server killed before it served anyone
+      // (SIGKILL skips the cleanup) leaves nothing behind.
+      return Status::Ok();
     }
     std::filesystem::create_directories(options_.work_dir, ec);
     if (ec) {
@@ -355,7 +358,7 @@ class Server::Impl {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGALRM, SIGSEGV, SIGBUS, SIGILL, SIGFPE}) {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGALRM, SIGSEGV, SIGBUS, SIGILL, SIGFPE}) {
       ::sigaction(sig, &dfl, nullptr);
     }
     ::signal(SIGPIPE, SIG_IGN);

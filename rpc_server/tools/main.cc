@@ -26,12 +26,13 @@ crosstune::Status SelfCheck(const std::string& work_dir) {
   using crosstune::ErrorCode;
   using crosstune::Status;
   std::string probe = work_dir + "/.self-check";
+  std::error_code ec;
+  std::filesystem::create_directories(work_dir, ec);  // a default work dir appears lazily
   {
     std::ofstream f(probe);
     f << "ok";
     if (!f) return Status(ErrorCode::kIoError, "cannot write to the work dir " + work_dir);
   }
-  std::error_code ec;
   std::filesystem::remove(probe, ec);
   pid_t pid = ::fork();
   if (pid < 0) return Status(ErrorCode::kBusy, "cannot fork a session process");

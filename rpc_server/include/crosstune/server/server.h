@@ -56,7 +56,8 @@ class Server {
   // Where session workspaces go (valid after Listen()).
   const std::string& work_dir() const;
 
-  // Serves until Stop() or SIGINT/SIGTERM; then kills live sessions and removes their workspaces.
+  // Serves until Stop() or SIGINT/SIGTERM/SIGHUP; then kills live sessions and removes their
+  // workspaces (and the work dir when it made it).
   void Run();
   void Stop();
 
