@@ -57,11 +57,13 @@ const std::vector<ArchInfo>& Arches() {
         "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq", "vaes", "vpclmulqdq",
         "gfni", "avxvnni", "amx-tile", "amx-int8", "amx-bf16"}},
       {"aarch64", "aarch64-linux-gnu", "generic", {"+neon"}, {"neon", "fp-armv8"},
-       {"crc", "crypto", "aes", "sha2", "sha3", "sm4", "lse", "rdm", "dotprod", "fullfp16",
-        "fp16fml", "rcpc", "sve", "sve2", "i8mm", "bf16", "jsconv", "complxnum", "ssbs"}},
+       // Only what crosstune-server reports (HWCAP bits); "crypto" is covered by aes + sha2.
+       {"crc", "aes", "sha2", "sha3", "sm4", "lse", "rdm", "dotprod", "fullfp16", "rcpc", "sve",
+        "sve2", "i8mm", "bf16"}},
       {"armv7", "armv7-linux-gnueabihf", "generic", {"+vfp3d16", "+fp64"},
        {"vfp2", "vfp2sp", "vfp3d16", "vfp3d16sp", "fp64"},
-       {"neon", "vfp3", "vfp4", "d32", "fp16", "crypto", "aes", "sha2", "crc", "hwdiv", "hwdiv-arm"}},
+       // Only what crosstune-server reports (HWCAP bits); neon implies d32.
+       {"neon", "vfp3", "vfp4", "hwdiv"}},
       {"riscv64", "riscv64-linux-gnu", "generic-rv64", {"+m", "+a", "+f", "+d", "+c", "-relax"},
        {"64bit", "m", "a", "f", "d", "c"},
        {"v", "zba", "zbb", "zbc", "zbs", "zfh", "zve32x", "zve64d"}},
