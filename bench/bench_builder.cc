@@ -2,22 +2,22 @@
 // core) against what a user would do instead — `clang -c` then `ld.lld -shared` as subprocesses on
 // the same number of cores — building the same generated aarch64 kernel variants, cache off for
 // both, alternating the two sides. Prints one JSON object:
-//   {"variants", "workers", "rounds", "pool_builds_per_s", "subprocess_builds_per_s", "speedup", ...}
+//   {"variants", "workers", "rounds", "pool_builds_per_s", "subprocess_builds_per_s", "speedup",
+//   ...}
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/compiler.h"
@@ -35,8 +35,10 @@ using SteadyClock = std::chrono::steady_clock;
 std::string Variant(int i) {
   int ti = 4 << (i % 4), tj = 4 << ((i / 4) % 4), unroll = 1 + (i / 16) % 4, order = (i / 64) % 4;
   char head[256];
-  std::snprintf(head, sizeof(head), "#define TI %d\n#define TJ %d\n#define UNROLL %d\n#define ORDER %d\n#define VARIANT %d\n",
-                ti, tj, unroll, order, i);
+  std::snprintf(
+      head, sizeof(head),
+      "#define TI %d\n#define TJ %d\n#define UNROLL %d\n#define ORDER %d\n#define VARIANT %d\n", ti,
+      tj, unroll, order, i);
   return std::string(head) + R"(
 #include <stdint.h>
 #include "kernel_abi.h"
@@ -126,7 +128,8 @@ int main(int argc, char** argv) {
   int rounds = 1;
   std::string clang = CT_CLANG, lld = CT_LLD;
   app.add_option("--variants", variants, "kernel variants per round")->capture_default_str();
-  app.add_option("--workers", workers, "pool workers = concurrent subprocess pipelines")->capture_default_str();
+  app.add_option("--workers", workers, "pool workers = concurrent subprocess pipelines")
+      ->capture_default_str();
   app.add_option("--rounds", rounds, "rounds per side, alternating")->capture_default_str();
   app.add_option("--clang", clang, "clang for the baseline")->capture_default_str();
   app.add_option("--lld", lld, "ld.lld for the baseline")->capture_default_str();
@@ -149,7 +152,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "crosstune-bench-builder: error: %s\n", b.status().ToString().c_str());
     return 1;
   }
-  fs::path dir = fs::temp_directory_path() / ("crosstune-bench-builder-" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("crosstune-bench-builder-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   Side pool, sub;
   for (int r = 0; r < rounds; ++r) {

@@ -11,11 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <msgpack.hpp>
 #include <mutex>
 #include <regex>
 #include <thread>
-
-#include <msgpack.hpp>
 
 #include "crosstune/builder/compiler.h"
 #include "crosstune/channel.h"
@@ -44,7 +43,8 @@ struct WireRequest {
   std::string name;
   uint8_t debug_action = 0;
   std::string source_name;
-  MSGPACK_DEFINE(source, cuda, triple, cpu, cuda_arch, attrs, flags, name, debug_action, source_name)
+  MSGPACK_DEFINE(source, cuda, triple, cpu, cuda_arch, attrs, flags, name, debug_action,
+                 source_name)
 };
 
 struct WireResult {
@@ -203,8 +203,9 @@ void CacheStore(const std::string& dir, const std::string& key, const BuildResul
 class Builder::Pool {
  public:
   explicit Pool(const BuilderOptions& options) : options_(options) {
-    int n = options.workers > 0 ? options.workers
-                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int n = options.workers > 0
+                ? options.workers
+                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     workers_.resize(static_cast<size_t>(n));
   }
 
@@ -226,12 +227,13 @@ class Builder::Pool {
   }
 
   BuildResult Run(const BuildRequest& request) {
-    if (request.target.is_cuda() ? request.target.cuda_arch.empty() : request.target.triple.empty()) {
+    if (request.target.is_cuda() ? request.target.cuda_arch.empty()
+                                 : request.target.triple.empty()) {
       return Failed(Status(ErrorCode::kInvalidArgument, "build request has no target"));
     }
     std::string key = BuildCacheKey(request);
-    bool use_cache = !options_.cache_dir.empty() &&
-                     request.debug_action == BuildRequest::DebugAction::kNone;
+    bool use_cache =
+        !options_.cache_dir.empty() && request.debug_action == BuildRequest::DebugAction::kNone;
     if (use_cache) {
       BuildResult hit;
       if (CacheLoad(options_.cache_dir, key, &hit)) {
@@ -292,8 +294,8 @@ class Builder::Pool {
     Deadline deadline = DeadlineIn(timeout);
     uint32_t id = w->ch.NextRequestId();
     Status sent = w->ch.Send(Opcode::kCall, id, ToWire(request), deadline);
-    Expected<Frame> reply = sent.ok() ? w->ch.ReadFrame(deadline, kMaxWorkerFrame)
-                                      : Expected<Frame>(sent);
+    Expected<Frame> reply =
+        sent.ok() ? w->ch.ReadFrame(deadline, kMaxWorkerFrame) : Expected<Frame>(sent);
     if (reply.ok()) {
       auto wire = reply->As<WireResult>();
       if (wire.ok()) return FromWire(std::move(*wire));
@@ -311,8 +313,9 @@ class Builder::Pool {
              " ms; the worker was killed";
       why = Status(ErrorCode::kTimeout, text);
     } else if (got == w->pid && WIFSIGNALED(wstatus)) {
-      why = Status(ErrorCode::kBuildError,
-                   "the compiler crashed (" + SignalName(WTERMSIG(wstatus)) + "); worker restarted");
+      why =
+          Status(ErrorCode::kBuildError,
+                 "the compiler crashed (" + SignalName(WTERMSIG(wstatus)) + "); worker restarted");
     } else {
       why = Status(ErrorCode::kBuildError, "build worker failed: " + why.message());
     }
@@ -374,9 +377,7 @@ Expected<std::unique_ptr<Builder>> Builder::Create(const BuilderOptions& options
   return std::unique_ptr<Builder>(new Builder(std::move(pool)));
 }
 
-BuildResult Builder::Build(const BuildRequest& request) {
-  return pool_->Run(request);
-}
+BuildResult Builder::Build(const BuildRequest& request) { return pool_->Run(request); }
 
 std::vector<BuildResult> Builder::BuildMany(const std::vector<BuildRequest>& requests) {
   std::vector<BuildResult> results(requests.size());
@@ -418,9 +419,10 @@ BuildResult BuildInProcess(const BuildRequest& request) {
   Expected<CompileOutput> out = Status(ErrorCode::kInternal, "not built");
   try {
     const std::string& file = request.source_name;
-    out = request.target.is_cuda()
-              ? CompileCuda(request.source, request.target, request.flags, file.empty() ? "kernel.cu" : file)
-              : CompileCpu(request.source, request.target, request.flags, file.empty() ? "kernel.c" : file);
+    out = request.target.is_cuda() ? CompileCuda(request.source, request.target, request.flags,
+                                                 file.empty() ? "kernel.cu" : file)
+                                   : CompileCpu(request.source, request.target, request.flags,
+                                                file.empty() ? "kernel.c" : file);
   } catch (const std::exception& e) {
     out = Status(ErrorCode::kBuildError, std::string("compiler threw: ") + e.what());
   }
@@ -446,8 +448,8 @@ Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const Bui
   if (!result.ok()) return result.status;
   static const std::regex kName("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$");
   if (!std::regex_match(request.name, kName)) {
-    return Status(ErrorCode::kInvalidArgument, "library name '" + request.name +
-                                                   "' must be 1-64 of [A-Za-z0-9_.-]");
+    return Status(ErrorCode::kInvalidArgument,
+                  "library name '" + request.name + "' must be 1-64 of [A-Za-z0-9_.-]");
   }
   const Target& t = request.target;
   pkg::Manifest m;

@@ -1,13 +1,5 @@
 // CPU kernels: clang (libclang-cpp) compiles C to LLVM IR, the module table is read from the IR,
 // LLVM emits the object, lld links it -shared. All in-process; no cross toolchain or sysroot.
-#include <fcntl.h>
-#include <stdlib.h>
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-#include <mutex>
-
 #include <clang/Basic/DiagnosticOptions.h>
 #include <clang/CodeGen/BackendUtil.h>
 #include <clang/CodeGen/CodeGenAction.h>
@@ -15,6 +7,7 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
+#include <fcntl.h>
 #include <lld/Common/Driver.h>
 #include <llvm/ADT/SmallString.h>
 #include <llvm/Analysis/ValueTracking.h>
@@ -27,6 +20,12 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 
 #include "crosstune/builder/compiler.h"
 #include "crosstune/kernel_abi.h"
@@ -171,14 +170,16 @@ Expected<std::string> ReadWholeFile(const std::string& path) {
 std::string LlvmVersion() { return LLVM_VERSION_STRING; }
 
 std::string KernelIncludeDir() {
-  if (const char* env = ::getenv("CROSSTUNE_KERNEL_INCLUDE_DIR"); env != nullptr && *env) return env;
+  if (const char* env = ::getenv("CROSSTUNE_KERNEL_INCLUDE_DIR"); env != nullptr && *env)
+    return env;
   return CROSSTUNE_KERNEL_INCLUDE_DIR;
 }
 
 Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
                                    const std::vector<std::string>& flags,
                                    const std::string& file_name) {
-  if (target.is_cuda()) return Status(ErrorCode::kInvalidArgument, "CompileCpu needs an llvm target");
+  if (target.is_cuda())
+    return Status(ErrorCode::kInvalidArgument, "CompileCpu needs an llvm target");
   std::vector<std::string> user_flags;
   bool has_opt = false;
   CT_RETURN_IF_ERROR(TranslateFlags(flags, &user_flags, &has_opt));
@@ -189,15 +190,30 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
 
   const std::string arch = target.Arch();
   const std::string input = file_name.empty() ? "kernel.c" : file_name;
-  std::vector<std::string> args = {"-triple", target.triple, "-emit-obj", "-ffreestanding",
-                                   "-mrelocation-model", "pic", "-pic-level", "2",
-                                   "-mframe-pointer=none", "-ffp-contract=on", "-fno-rounding-math",
-                                   "-resource-dir", CROSSTUNE_CLANG_RESOURCE_DIR,
+  std::vector<std::string> args = {"-triple",
+                                   target.triple,
+                                   "-emit-obj",
+                                   "-ffreestanding",
+                                   "-mrelocation-model",
+                                   "pic",
+                                   "-pic-level",
+                                   "2",
+                                   "-mframe-pointer=none",
+                                   "-ffp-contract=on",
+                                   "-fno-rounding-math",
+                                   "-resource-dir",
+                                   CROSSTUNE_CLANG_RESOURCE_DIR,
                                    "-internal-isystem",
                                    std::string(CROSSTUNE_CLANG_RESOURCE_DIR) + "/include",
-                                   "-nostdsysteminc", "-I", KernelIncludeDir(),
-                                   "-fmessage-length=0", "-ferror-limit", "20",
-                                   "-fgnuc-version=4.2.1", "-vectorize-loops", "-vectorize-slp"};
+                                   "-nostdsysteminc",
+                                   "-I",
+                                   KernelIncludeDir(),
+                                   "-fmessage-length=0",
+                                   "-ferror-limit",
+                                   "20",
+                                   "-fgnuc-version=4.2.1",
+                                   "-vectorize-loops",
+                                   "-vectorize-slp"};
   if (!has_opt) args.push_back("-O3");
   if (arch != "x86_64") args.push_back("-fno-signed-char");
   for (auto& a : Cc1TargetArgs(target)) args.push_back(a);
@@ -242,8 +258,8 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
   llvm::SmallString<0> object;
   ci.getCodeGenOpts().DisableLLVMPasses = true;
   clang::EmitBackendOutput(ci.getDiagnostics(), ci.getHeaderSearchOpts(), ci.getCodeGenOpts(),
-                           ci.getTargetOpts(), ci.getLangOpts(), mod->getDataLayoutStr(),
-                           mod.get(), clang::Backend_EmitObj,
+                           ci.getTargetOpts(), ci.getLangOpts(), mod->getDataLayoutStr(), mod.get(),
+                           clang::Backend_EmitObj,
                            std::make_unique<llvm::raw_svector_ostream>(object));
   diag_os.flush();
   if (ci.getDiagnostics().hasErrorOccurred()) return BuildError(diag_text);
@@ -257,10 +273,12 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
     f.write(object.data(), static_cast<std::streamsize>(object.size()));
     if (!f) return Status(ErrorCode::kIoError, obj_path + ": write failed");
   }
-  // --threads=1: lld's parallel loops would start LLVM's thread pool, which a forked worker inherits
-  // without its threads (and then waits on forever); one build per core is the pool's parallelism.
-  std::vector<const char*> lld_args = {"ld.lld", "-shared", "--threads=1", "--build-id=sha1", "-z", "noexecstack",
-                                       "-o", so_path.c_str(), obj_path.c_str()};
+  // --threads=1: lld's parallel loops would start LLVM's thread pool, which a forked worker
+  // inherits without its threads (and then waits on forever); one build per core is the pool's
+  // parallelism.
+  std::vector<const char*> lld_args = {
+      "ld.lld",      "-shared", "--threads=1",   "--build-id=sha1", "-z",
+      "noexecstack", "-o",      so_path.c_str(), obj_path.c_str()};
   std::string link_out, link_err;
   llvm::raw_string_ostream link_out_os(link_out), link_err_os(link_err);
   bool linked = lld::elf::link(lld_args, link_out_os, link_err_os, /*exitEarly=*/false,

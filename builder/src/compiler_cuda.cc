@@ -1,5 +1,5 @@
-// CUDA kernels: NVRTC compiles CUDA C to a cubin for one sm_XX (and to PTX for later GPUs). No GPU or
-// driver is needed to build.
+// CUDA kernels: NVRTC compiles CUDA C to a cubin for one sm_XX (and to PTX for later GPUs). No GPU
+// or driver is needed to build.
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -40,9 +40,9 @@ Expected<std::vector<std::string>> ParseDims(const std::string& spec, const std:
     if (x[0] == 'a') {
       size_t k = std::stoul(x.substr(1));
       if (k >= num_args) {
-        return Status(ErrorCode::kInvalidArgument, "kernel " + kernel + ": " + what + " dim '" + x +
-                                                       "' names argument " + std::to_string(k) +
-                                                       ", the kernel has " + std::to_string(num_args));
+        return Status(ErrorCode::kInvalidArgument,
+                      "kernel " + kernel + ": " + what + " dim '" + x + "' names argument " +
+                          std::to_string(k) + ", the kernel has " + std::to_string(num_args));
       }
     }
   }
@@ -81,7 +81,8 @@ Status RunNvrtc(const std::string& source, const std::string& file_name, const s
                 std::string* binary, std::string* log) {
   Program p;
   CT_RETURN_IF_ERROR(NvrtcCheck(
-      nvrtcCreateProgram(&p.prog, source.c_str(), file_name.c_str(), 0, nullptr, nullptr), "create"));
+      nvrtcCreateProgram(&p.prog, source.c_str(), file_name.c_str(), 0, nullptr, nullptr),
+      "create"));
   for (const pkg::Function& f : *functions) {
     CT_RETURN_IF_ERROR(NvrtcCheck(nvrtcAddNameExpression(p.prog, f.name.c_str()), "name"));
   }
@@ -130,9 +131,10 @@ Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::strin
     if (line.find("crosstune:") == std::string::npos) continue;
     std::smatch m;
     if (!std::regex_search(line, m, kLine)) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "kernel.cu:" + std::to_string(lineno) +
-                        ": malformed annotation (want: // crosstune: kernel NAME(SIG) grid=... block=...)");
+      return Status(
+          ErrorCode::kInvalidArgument,
+          "kernel.cu:" + std::to_string(lineno) +
+              ": malformed annotation (want: // crosstune: kernel NAME(SIG) grid=... block=...)");
     }
     pkg::Function f;
     f.name = m[1];
@@ -154,8 +156,9 @@ Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::strin
           return Status(ErrorCode::kInvalidArgument, "kernel " + f.name + ": shared= needs bytes");
         }
       } else {
-        return Status(ErrorCode::kInvalidArgument, "kernel " + f.name + ": unknown annotation key '" +
-                                                       key + "' (valid: grid block shared)");
+        return Status(ErrorCode::kInvalidArgument, "kernel " + f.name +
+                                                       ": unknown annotation key '" + key +
+                                                       "' (valid: grid block shared)");
       }
     }
     if (block.empty()) {
@@ -173,7 +176,8 @@ Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::strin
   }
   if (out.empty()) {
     return Status(ErrorCode::kInvalidArgument,
-                  "no kernels declared: add a line like // crosstune: kernel vadd(ttti) grid=a3/256 block=256");
+                  "no kernels declared: add a line like // crosstune: kernel vadd(ttti) "
+                  "grid=a3/256 block=256");
   }
   return out;
 }
@@ -190,18 +194,22 @@ std::string NvrtcVersion() {
 Expected<CompileOutput> CompileCuda(const std::string& source, const Target& target,
                                     const std::vector<std::string>& flags,
                                     const std::string& file_name) {
-  if (!target.is_cuda()) return Status(ErrorCode::kInvalidArgument, "CompileCuda needs a cuda target");
+  if (!target.is_cuda())
+    return Status(ErrorCode::kInvalidArgument, "CompileCuda needs a cuda target");
   for (const std::string& f : flags) {
-    if (f.rfind("-D", 0) != 0 && f.rfind("-U", 0) != 0 && f != "--use_fast_math" && f != "-lineinfo") {
-      return Status(ErrorCode::kInvalidArgument, "unsupported NVRTC flag '" + f +
-                                                     "' (allowed: -DNAME[=V] -UNAME --use_fast_math -lineinfo)");
+    if (f.rfind("-D", 0) != 0 && f.rfind("-U", 0) != 0 && f != "--use_fast_math" &&
+        f != "-lineinfo") {
+      return Status(ErrorCode::kInvalidArgument,
+                    "unsupported NVRTC flag '" + f +
+                        "' (allowed: -DNAME[=V] -UNAME --use_fast_math -lineinfo)");
     }
   }
   CompileOutput out;
   CT_ASSIGN_OR_RETURN(out.functions, ParseCudaKernelAnnotations(source));
   std::lock_guard<std::mutex> lock(g_nvrtc_mutex);
   std::string log;
-  CT_RETURN_IF_ERROR(RunNvrtc(source, file_name, target.cuda_arch, flags, &out.functions, &out.library, &log));
+  CT_RETURN_IF_ERROR(
+      RunNvrtc(source, file_name, target.cuda_arch, flags, &out.functions, &out.library, &log));
   out.diagnostics = log;
   std::string compute = "compute_" + target.cuda_arch.substr(3);
   std::vector<pkg::Function> ptx_fns = out.functions;
@@ -211,9 +219,10 @@ Expected<CompileOutput> CompileCuda(const std::string& source, const Target& tar
 #else
 bool HasNvrtc() { return false; }
 std::string NvrtcVersion() { return ""; }
-Expected<CompileOutput> CompileCuda(const std::string&, const Target&, const std::vector<std::string>&,
-                                    const std::string&) {
-  return Status(ErrorCode::kBuildError, "this crosstune was built without NVRTC (CUDA toolkit not found)");
+Expected<CompileOutput> CompileCuda(const std::string&, const Target&,
+                                    const std::vector<std::string>&, const std::string&) {
+  return Status(ErrorCode::kBuildError,
+                "this crosstune was built without NVRTC (CUDA toolkit not found)");
 }
 #endif
 

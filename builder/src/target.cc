@@ -1,16 +1,16 @@
 #include "crosstune/builder/target.h"
 
+#include <llvm/ADT/StringRef.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/TargetSelect.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
-
-#include <llvm/ADT/StringRef.h>
-#include <llvm/MC/MCSubtargetInfo.h>
-#include <llvm/MC/TargetRegistry.h>
-#include <llvm/Support/TargetSelect.h>
 
 #include "crosstune/package.h"
 
@@ -39,9 +39,9 @@ namespace crosstune::builder {
 namespace {
 
 struct ArchInfo {
-  std::string arch;           // "aarch64"
-  std::string triple;         // canonical triple
-  std::string default_cpu;    // what LLVM calls the baseline
+  std::string arch;                           // "aarch64"
+  std::string triple;                         // canonical triple
+  std::string default_cpu;                    // what LLVM calls the baseline
   std::vector<std::string> default_features;  // what the clang driver adds for the triple
   std::set<std::string> baseline;             // every device of the arch has these
   std::set<std::string> checkable;            // ISA features a device reports and we check
@@ -49,22 +49,40 @@ struct ArchInfo {
 
 const std::vector<ArchInfo>& Arches() {
   static const std::vector<ArchInfo> kArches = {
-      {"x86_64", "x86_64-linux-gnu", "x86-64", {},
+      {"x86_64",
+       "x86_64-linux-gnu",
+       "x86-64",
+       {},
        {"64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2", "x87"},
-       {"sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi", "bmi2",
-        "lzcnt", "movbe", "aes", "pclmul", "sha", "adx", "cx16", "xsave", "avx512f", "avx512cd",
-        "avx512bw", "avx512dq", "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16", "avx512ifma",
-        "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq", "vaes", "vpclmulqdq",
-        "gfni", "avxvnni", "amx-tile", "amx-int8", "amx-bf16"}},
-      {"aarch64", "aarch64-linux-gnu", "generic", {"+neon"}, {"neon", "fp-armv8"},
+       {"sse3",       "ssse3",       "sse4.1",       "sse4.2",
+        "popcnt",     "avx",         "avx2",         "fma",
+        "f16c",       "bmi",         "bmi2",         "lzcnt",
+        "movbe",      "aes",         "pclmul",       "sha",
+        "adx",        "cx16",        "xsave",        "avx512f",
+        "avx512cd",   "avx512bw",    "avx512dq",     "avx512vl",
+        "avx512vnni", "avx512bf16",  "avx512fp16",   "avx512ifma",
+        "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq",
+        "vaes",       "vpclmulqdq",  "gfni",         "avxvnni",
+        "amx-tile",   "amx-int8",    "amx-bf16"}},
+      {"aarch64",
+       "aarch64-linux-gnu",
+       "generic",
+       {"+neon"},
+       {"neon", "fp-armv8"},
        // Only what crosstune-server reports (HWCAP bits); "crypto" is covered by aes + sha2.
        {"crc", "aes", "sha2", "sha3", "sm4", "lse", "rdm", "dotprod", "fullfp16", "rcpc", "sve",
         "sve2", "i8mm", "bf16"}},
-      {"armv7", "armv7-linux-gnueabihf", "generic", {"+vfp3d16", "+fp64"},
+      {"armv7",
+       "armv7-linux-gnueabihf",
+       "generic",
+       {"+vfp3d16", "+fp64"},
        {"vfp2", "vfp2sp", "vfp3d16", "vfp3d16sp", "fp64"},
        // Only what crosstune-server reports (HWCAP bits); neon implies d32.
        {"neon", "vfp3", "vfp4", "hwdiv"}},
-      {"riscv64", "riscv64-linux-gnu", "generic-rv64", {"+m", "+a", "+f", "+d", "+c", "-relax"},
+      {"riscv64",
+       "riscv64-linux-gnu",
+       "generic-rv64",
+       {"+m", "+a", "+f", "+d", "+c", "-relax"},
        {"64bit", "m", "a", "f", "d", "c"},
        {"v", "zba", "zbb", "zbc", "zbs", "zfh", "zve32x", "zve64d"}},
   };
@@ -119,8 +137,8 @@ Expected<const ArchInfo*> ResolveTriple(const std::string& triple) {
     return Invalid("unsupported triple '" + triple + "' (supported: " + supported + ")");
   }
   if (triple.find("linux") == std::string::npos) {
-    return Invalid("unsupported triple '" + triple + "': kernels are built for linux (supported: " +
-                   supported + ")");
+    return Invalid("unsupported triple '" + triple +
+                   "': kernels are built for linux (supported: " + supported + ")");
   }
   if (info->arch == "armv7" && triple.find("gnueabihf") == std::string::npos) {
     return Invalid("unsupported triple '" + triple +
@@ -138,8 +156,8 @@ void InitLlvmTargets() {
 }
 
 Expected<std::unique_ptr<llvm::MCSubtargetInfo>> MakeSti(const std::string& triple,
-                                                           const std::string& cpu,
-                                                           const std::string& features) {
+                                                         const std::string& cpu,
+                                                         const std::string& features) {
   InitLlvmTargets();
   std::string err;
   const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
@@ -202,8 +220,8 @@ Expected<Target> ParseTarget(std::string_view text_in) {
     }
     std::string names;
     for (const auto& p : Presets()) names += (names.empty() ? "" : ", ") + p.first;
-    return Invalid("unknown target '" + text + "' (a target string starts with llvm or cuda; presets: " +
-                   names + ")");
+    return Invalid("unknown target '" + text +
+                   "' (a target string starts with llvm or cuda; presets: " + names + ")");
   }
   Target t;
   const std::string& kind = words[0];
@@ -223,8 +241,8 @@ Expected<Target> ParseTarget(std::string_view text_in) {
     size_t eq = w.find('=');
     std::string key = w.substr(0, eq);
     if (std::find(valid_keys.begin(), valid_keys.end(), key) == valid_keys.end()) {
-      return Invalid("unknown key '" + key + "' in target '" + text + "' (valid for " + kind + ": " +
-                     Join(valid_keys, " ") + ")");
+      return Invalid("unknown key '" + key + "' in target '" + text + "' (valid for " + kind +
+                     ": " + Join(valid_keys, " ") + ")");
     }
     if (eq == std::string::npos || eq + 1 == w.size()) {
       return Invalid("key '" + key + "' in target '" + text + "' needs a value (" + key + "=...)");
@@ -240,7 +258,8 @@ Expected<Target> ParseTarget(std::string_view text_in) {
     bool ok = a.size() >= 5 && a.rfind("sm_", 0) == 0 &&
               std::all_of(a.begin() + 3, a.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!ok || std::stoi(a.substr(3)) < 50) {
-      return Invalid("unknown CUDA arch '" + a + "' (valid: sm_50 .. sm_90, e.g. sm_80, sm_86, sm_89, sm_90)");
+      return Invalid("unknown CUDA arch '" + a +
+                     "' (valid: sm_50 .. sm_90, e.g. sm_80, sm_86, sm_89, sm_90)");
     }
     t.cuda_arch = a;
     return t;
@@ -283,8 +302,8 @@ Status ValidateTarget(const Target& t) {
     if (!known) {
       std::string names;
       for (const auto& f : features) names += (names.empty() ? "" : " ") + std::string(f.Key);
-      return Invalid("unknown cpu feature '" + name + "' for " + info->triple + " (valid: " + names +
-                     ")");
+      return Invalid("unknown cpu feature '" + name + "' for " + info->triple +
+                     " (valid: " + names + ")");
     }
   }
   return Status::Ok();
@@ -306,16 +325,18 @@ Expected<std::vector<std::string>> RequiredFeatures(const Target& t) {
 Expected<Target> TargetFromDevice(const msg::DeviceInfo& device, bool want_cuda) {
   if (want_cuda) {
     if (device.gpus.empty()) {
-      return Status(ErrorCode::kNoDevice,
-                    "device has no GPU" + (device.gpu_status.empty() ? "" : " (" + device.gpu_status + ")"));
+      return Status(
+          ErrorCode::kNoDevice,
+          "device has no GPU" + (device.gpu_status.empty() ? "" : " (" + device.gpu_status + ")"));
     }
     return ParseTarget("cuda -arch=" + device.gpus[0].arch);
   }
-  std::string arch = device.arch.empty() ? device.triple.substr(0, device.triple.find('-'))
-                                         : device.arch;
+  std::string arch =
+      device.arch.empty() ? device.triple.substr(0, device.triple.find('-')) : device.arch;
   const ArchInfo* info = FindArch(arch);
   if (info == nullptr) {
-    return Status(ErrorCode::kWrongArch, "the builder cannot target the device's arch '" + arch + "'");
+    return Status(ErrorCode::kWrongArch,
+                  "the builder cannot target the device's arch '" + arch + "'");
   }
   Target t;
   t.triple = info->triple;
@@ -333,7 +354,8 @@ std::vector<std::string> Cc1TargetArgs(const Target& t) {
   const ArchInfo* info = FindArch(t.Arch());
   if (info == nullptr) return args;
   args.insert(args.end(), {"-target-cpu", t.cpu});
-  for (const std::string& f : info->default_features) args.insert(args.end(), {"-target-feature", f});
+  for (const std::string& f : info->default_features)
+    args.insert(args.end(), {"-target-feature", f});
   for (const std::string& f : t.attrs) args.insert(args.end(), {"-target-feature", f});
   if (info->arch == "aarch64") {
     args.insert(args.end(), {"-target-abi", "aapcs"});

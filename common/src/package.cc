@@ -10,9 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "crosstune/crypto.h"
 #include "crosstune/kernel_abi.h"
@@ -53,7 +52,8 @@ static_assert(sizeof(UstarHeader) == kBlock);
 
 void Octal(char* field, size_t width, uint64_t value) {
   std::string s(width - 1, '0');
-  for (size_t i = width - 1; i-- > 0 && value != 0; value >>= 3) s[i] = static_cast<char>('0' + (value & 7));
+  for (size_t i = width - 1; i-- > 0 && value != 0; value >>= 3)
+    s[i] = static_cast<char>('0' + (value & 7));
   std::memcpy(field, s.data(), width - 1);
   field[width - 1] = '\0';
 }
@@ -87,14 +87,17 @@ uint64_t HeaderChecksum(const UstarHeader& h) {
 
 Status CheckMemberName(const std::string& name) {
   if (name.empty() || name.size() >= 100) {
-    return Status(ErrorCode::kInvalidArgument, "archive member name '" + name + "' is empty or too long");
+    return Status(ErrorCode::kInvalidArgument,
+                  "archive member name '" + name + "' is empty or too long");
   }
   if (name[0] == '/' || name.find('\\') != std::string::npos) {
-    return Status(ErrorCode::kInvalidArgument, "archive member '" + name + "' is not a relative path");
+    return Status(ErrorCode::kInvalidArgument,
+                  "archive member '" + name + "' is not a relative path");
   }
   for (const auto& part : fs::path(name)) {
     if (part == ".." || part == ".") {
-      return Status(ErrorCode::kInvalidArgument, "archive member '" + name + "' leaves its directory");
+      return Status(ErrorCode::kInvalidArgument,
+                    "archive member '" + name + "' leaves its directory");
     }
   }
   return Status::Ok();
@@ -144,8 +147,8 @@ Status ForEachChunk(int fd, const TarMember& m, Fn&& fn) {
 
 Expected<std::string> ReadMember(int fd, const TarMember& m, uint64_t limit) {
   if (m.size > limit) {
-    return Status(ErrorCode::kLimitExceeded,
-                  m.path + " is " + std::to_string(m.size) + " bytes, limit " + std::to_string(limit));
+    return Status(ErrorCode::kLimitExceeded, m.path + " is " + std::to_string(m.size) +
+                                                 " bytes, limit " + std::to_string(limit));
   }
   std::string s(m.size, '\0');
   CT_RETURN_IF_ERROR(PreadAll(fd, s.data(), s.size(), m.offset));
@@ -228,17 +231,18 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    return Status(ErrorCode::kInvalidArgument, std::string("manifest.json is not JSON: ") + e.what());
+    return Status(ErrorCode::kInvalidArgument,
+                  std::string("manifest.json is not JSON: ") + e.what());
   }
   Manifest m;
   try {
     if (!j.is_object()) throw std::runtime_error("not an object");
     m.format_version = j.at("format_version").get<uint32_t>();
     if (m.format_version != kFormatVersion) {
-      return Status(ErrorCode::kVersionMismatch,
-                    "package format version " + std::to_string(m.format_version) +
-                        " is unknown (this crosstune reads version " +
-                        std::to_string(kFormatVersion) + ")");
+      return Status(ErrorCode::kVersionMismatch, "package format version " +
+                                                     std::to_string(m.format_version) +
+                                                     " is unknown (this crosstune reads version " +
+                                                     std::to_string(kFormatVersion) + ")");
     }
     m.kind = j.at("kind").get<std::string>();
     m.target = j.at("target").get<std::string>();
@@ -271,7 +275,8 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
     return Status(ErrorCode::kInvalidArgument, std::string("manifest.json: ") + e.what());
   }
   if (m.kind != "cpu" && m.kind != "cuda") {
-    return Status(ErrorCode::kVersionMismatch, "manifest.json: unknown package kind '" + m.kind + "'");
+    return Status(ErrorCode::kVersionMismatch,
+                  "manifest.json: unknown package kind '" + m.kind + "'");
   }
   return m;
 }
@@ -319,9 +324,9 @@ Expected<std::vector<TarMember>> ListTar(const std::string& path) {
   uint64_t off = 0;
   for (;;) {
     if (off + kBlock > file_size) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "truncated archive (ends at byte " + std::to_string(file_size) +
-                        " without the end-of-archive marker)");
+      return Status(ErrorCode::kInvalidArgument, "truncated archive (ends at byte " +
+                                                     std::to_string(file_size) +
+                                                     " without the end-of-archive marker)");
     }
     UstarHeader h;
     CT_RETURN_IF_ERROR(PreadAll(fd.get(), &h, kBlock, off));
@@ -349,7 +354,8 @@ Expected<std::vector<TarMember>> ListTar(const std::string& path) {
     if (!prefix.empty()) name = prefix + "/" + name;
     if (h.typeflag != '0' && h.typeflag != '\0') {
       return Status(ErrorCode::kInvalidArgument,
-                    "archive member '" + name + "' is not a regular file (links and directories are refused)");
+                    "archive member '" + name +
+                        "' is not a regular file (links and directories are refused)");
     }
     CT_RETURN_IF_ERROR(CheckMemberName(name));
     uint64_t size = 0;
@@ -358,16 +364,17 @@ Expected<std::vector<TarMember>> ListTar(const std::string& path) {
     }
     uint64_t data_off = off + kBlock;
     if (size > file_size || data_off > file_size - size) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "truncated archive ('" + name + "' needs " + std::to_string(size) +
-                        " bytes at offset " + std::to_string(data_off) + ", the file has " +
-                        std::to_string(file_size) + ")");
+      return Status(ErrorCode::kInvalidArgument, "truncated archive ('" + name + "' needs " +
+                                                     std::to_string(size) + " bytes at offset " +
+                                                     std::to_string(data_off) + ", the file has " +
+                                                     std::to_string(file_size) + ")");
     }
     if (!seen.insert(name).second) {
       return Status(ErrorCode::kInvalidArgument, "archive member '" + name + "' appears twice");
     }
     if (members.size() >= kMaxMembers) {
-      return Status(ErrorCode::kLimitExceeded, "archive has more than " + std::to_string(kMaxMembers) + " members");
+      return Status(ErrorCode::kLimitExceeded,
+                    "archive has more than " + std::to_string(kMaxMembers) + " members");
     }
     members.push_back({name, data_off, size});
     off = data_off + (size + kBlock - 1) / kBlock * kBlock;
@@ -396,13 +403,15 @@ Expected<Manifest> WritePackage(const std::string& out_path, Manifest manifest,
         g["build_id"] = manifest.build_id;
         data = g.dump(2);
       } catch (const json::exception& e) {
-        return Status(ErrorCode::kInvalidArgument, std::string("graph.json is not JSON: ") + e.what());
+        return Status(ErrorCode::kInvalidArgument,
+                      std::string("graph.json is not JSON: ") + e.what());
       }
     }
     manifest.files.push_back({in.path, data.size(), Sha256Hex(data)});
     members.push_back({in.path, std::move(data), ""});
   }
-  members.insert(members.begin(), PackageInput{std::string(kManifestPath), ManifestToJson(manifest), ""});
+  members.insert(members.begin(),
+                 PackageInput{std::string(kManifestPath), ManifestToJson(manifest), ""});
   std::string tmp = out_path + ".tmp" + std::to_string(::getpid());
   Status st = WriteTar(tmp, members);
   if (!st.ok()) {
@@ -429,9 +438,10 @@ Expected<Package> OpenPackage(const std::string& path) {
   CT_ASSIGN_OR_RETURN(std::string text, ReadMember(fd.get(), *mit->second, kMaxManifestBytes));
   CT_ASSIGN_OR_RETURN(Manifest m, ManifestFromJson(text));
   if (m.abi_version != CT_ABI_VERSION) {
-    return Status(ErrorCode::kVersionMismatch,
-                  "kernel ABI version " + std::to_string(m.abi_version) +
-                      " is unknown (this crosstune runs ABI " + std::to_string(CT_ABI_VERSION) + ")");
+    return Status(ErrorCode::kVersionMismatch, "kernel ABI version " +
+                                                   std::to_string(m.abi_version) +
+                                                   " is unknown (this crosstune runs ABI " +
+                                                   std::to_string(CT_ABI_VERSION) + ")");
   }
   // Every member listed, every listed file present, sizes and hashes right.
   std::map<std::string, const FileHash*> listed;
@@ -465,7 +475,8 @@ Expected<Package> OpenPackage(const std::string& path) {
   }
   auto lib = listed.find(m.library);
   if (lib == listed.end()) {
-    return Status(ErrorCode::kInvalidArgument, "manifest names library '" + m.library + "', not in the package");
+    return Status(ErrorCode::kInvalidArgument,
+                  "manifest names library '" + m.library + "', not in the package");
   }
   if (m.build_id != lib->second->sha256) {
     return Status(ErrorCode::kBadHash, "manifest build_id does not match " + m.library);
@@ -477,12 +488,14 @@ Expected<Package> OpenPackage(const std::string& path) {
     try {
       id = json::parse(gtext).value("build_id", "");
     } catch (const json::exception& e) {
-      return Status(ErrorCode::kInvalidArgument, std::string("graph.json is not JSON: ") + e.what());
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string("graph.json is not JSON: ") + e.what());
     }
     if (id != m.build_id) {
-      return Status(ErrorCode::kBadHash, "graph.json belongs to build " +
-                                             (id.empty() ? std::string("(none)") : id.substr(0, 12)) +
-                                             ", not to this library (" + m.build_id.substr(0, 12) + ")");
+      return Status(ErrorCode::kBadHash,
+                    "graph.json belongs to build " +
+                        (id.empty() ? std::string("(none)") : id.substr(0, 12)) +
+                        ", not to this library (" + m.build_id.substr(0, 12) + ")");
     }
   }
   if (auto p = by_name.find(std::string(kParamsPath)); p != by_name.end()) {
@@ -490,13 +503,15 @@ Expected<Package> OpenPackage(const std::string& path) {
     std::string head(std::min<uint64_t>(p->second->size, 88), '\0');
     CT_RETURN_IF_ERROR(PreadAll(fd.get(), head.data(), head.size(), p->second->offset));
     if (head.size() < 88 || head.compare(0, 8, kParamsMagic) != 0) {
-      return Status(ErrorCode::kInvalidArgument, "params.bin: not a params file (bad magic or truncated)");
+      return Status(ErrorCode::kInvalidArgument,
+                    "params.bin: not a params file (bad magic or truncated)");
     }
     std::string id(head.data() + 16, strnlen(head.data() + 16, 64));
     if (id != m.build_id) {
-      return Status(ErrorCode::kBadHash, "params.bin belongs to build " +
-                                             (id.empty() ? std::string("(none)") : id.substr(0, 12)) +
-                                             ", not to this library (" + m.build_id.substr(0, 12) + ")");
+      return Status(ErrorCode::kBadHash,
+                    "params.bin belongs to build " +
+                        (id.empty() ? std::string("(none)") : id.substr(0, 12)) +
+                        ", not to this library (" + m.build_id.substr(0, 12) + ")");
     }
   }
   return Package{path, std::move(m), std::move(members)};
@@ -506,7 +521,8 @@ Status CheckDevice(const Manifest& m, const msg::DeviceInfo& device) {
   if (m.kind == "cuda") {
     if (device.gpus.empty()) {
       std::string why = device.gpu_status.empty() ? "no GPU" : device.gpu_status;
-      return Status(ErrorCode::kNoDevice, "package is for CUDA " + m.arch + ", device has no usable GPU (" + why + ")");
+      return Status(ErrorCode::kNoDevice,
+                    "package is for CUDA " + m.arch + ", device has no usable GPU (" + why + ")");
     }
     int want = SmNumber(m.arch);
     std::string seen;

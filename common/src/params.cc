@@ -9,9 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "crosstune/tensor.h"
 
@@ -24,7 +23,9 @@ constexpr uint64_t kIndexSizeOffset = kBuildIdOffset + kBuildIdBytes;  // 80
 constexpr uint64_t kHeaderBytes = kIndexSizeOffset + 8;                // 88
 constexpr uint64_t kMaxIndexBytes = 16u << 20;
 
-uint64_t AlignUp(uint64_t v) { return (v + kParamsAlignment - 1) / kParamsAlignment * kParamsAlignment; }
+uint64_t AlignUp(uint64_t v) {
+  return (v + kParamsAlignment - 1) / kParamsAlignment * kParamsAlignment;
+}
 
 void PutU32(std::string* s, uint32_t v) {
   for (int i = 0; i < 4; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -59,9 +60,10 @@ Status ParamsWriter::Add(const std::string& name, DLDataType dtype,
   }
   CT_ASSIGN_OR_RETURN(uint64_t want, TensorBytes(shape, dtype));
   if (want != nbytes) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "params: tensor '" + name + "' is " + ShapeString(shape) + "x" + DTypeName(dtype) +
-                      " = " + std::to_string(want) + " bytes, got " + std::to_string(nbytes));
+    return Status(ErrorCode::kInvalidArgument, "params: tensor '" + name + "' is " +
+                                                   ShapeString(shape) + "x" + DTypeName(dtype) +
+                                                   " = " + std::to_string(want) + " bytes, got " +
+                                                   std::to_string(nbytes));
   }
   Entry e;
   e.meta.name = name;
@@ -190,12 +192,14 @@ Status ParamsFile::Parse() {
   const char* id = reinterpret_cast<const char*>(base_ + kBuildIdOffset);
   build_id_.assign(id, strnlen(id, kBuildIdBytes));
   uint64_t index_bytes = GetU64(base_ + kIndexSizeOffset);
-  if (index_bytes > kMaxIndexBytes) return Bad("index of " + std::to_string(index_bytes) + " bytes");
+  if (index_bytes > kMaxIndexBytes)
+    return Bad("index of " + std::to_string(index_bytes) + " bytes");
   if (kHeaderBytes + index_bytes > size_) return Bad("truncated (index runs past the end)");
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(reinterpret_cast<const char*>(base_ + kHeaderBytes),
-                                  reinterpret_cast<const char*>(base_ + kHeaderBytes + index_bytes));
+    index =
+        nlohmann::json::parse(reinterpret_cast<const char*>(base_ + kHeaderBytes),
+                              reinterpret_cast<const char*>(base_ + kHeaderBytes + index_bytes));
   } catch (const nlohmann::json::exception& e) {
     return Bad(std::string("index is not JSON: ") + e.what());
   }
@@ -214,9 +218,9 @@ Status ParamsFile::Parse() {
       auto want = TensorBytes(t.shape, t.dtype);
       if (!want.ok()) return Bad("tensor '" + t.name + "': " + want.status().message());
       if (*want != t.nbytes) {
-        return Bad("tensor '" + t.name + "' says " + std::to_string(t.nbytes) + " bytes, its shape " +
-                   ShapeString(t.shape) + "x" + DTypeName(t.dtype) + " needs " +
-                   std::to_string(*want));
+        return Bad("tensor '" + t.name + "' says " + std::to_string(t.nbytes) +
+                   " bytes, its shape " + ShapeString(t.shape) + "x" + DTypeName(t.dtype) +
+                   " needs " + std::to_string(*want));
       }
       if (t.offset % kParamsAlignment != 0) {
         return Bad("tensor '" + t.name + "' at offset " + std::to_string(t.offset) +
@@ -225,7 +229,8 @@ Status ParamsFile::Parse() {
       if (t.offset < data_start) return Bad("tensor '" + t.name + "' overlaps the index");
       if (t.offset > size_ || t.nbytes > size_ - t.offset) {
         return Bad("truncated (tensor '" + t.name + "' needs bytes up to " +
-                   std::to_string(t.offset + t.nbytes) + ", file has " + std::to_string(size_) + ")");
+                   std::to_string(t.offset + t.nbytes) + ", file has " + std::to_string(size_) +
+                   ")");
       }
       ranges.emplace_back(t.offset, t.offset + t.nbytes);
       tensors_.push_back(std::move(t));

@@ -9,10 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "connect.h"
@@ -26,7 +25,8 @@ namespace {
 using nlohmann::json;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string ReadFileOrFail(const std::string& path) {
@@ -36,8 +36,10 @@ std::string ReadFileOrFail(const std::string& path) {
 }
 
 std::string DefaultCacheDir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/crosstune/builds";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/crosstune/builds";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return std::string(x) + "/crosstune/builds";
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.cache/crosstune/builds";
   return "";
 }
 
@@ -45,7 +47,8 @@ std::string Stem(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
   base = base.substr(0, base.find('.'));
   std::string out;
-  for (char c : base) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
+  for (char c : base)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
   return out.empty() ? "kernel" : out;
 }
 
@@ -73,7 +76,8 @@ void RunBuild(const BuildOpts& o) {
   req.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.build_timeout_s * 1000));
   if (o.target == "auto") {
     if (o.conn.server.empty() && o.conn.tracker.empty()) {
-      Fail("--target auto needs a device: pass --server HOST:PORT or --tracker HOST:PORT --key KEY");
+      Fail(
+          "--target auto needs a device: pass --server HOST:PORT or --tracker HOST:PORT --key KEY");
     }
     auto session = OpenSession(o.conn);
     if (!session.ok()) Fail(session.status().message());
@@ -89,8 +93,9 @@ void RunBuild(const BuildOpts& o) {
     req.target = *t;
   }
   if (cuda_source != req.target.is_cuda()) {
-    Fail(o.source + (cuda_source ? ": CUDA source needs a cuda target (e.g. --target \"cuda -arch=sm_90\")"
-                                 : ": C source needs an llvm target (e.g. --target rpi4)"));
+    Fail(o.source + (cuda_source
+                         ? ": CUDA source needs a cuda target (e.g. --target \"cuda -arch=sm_90\")"
+                         : ": C source needs an llvm target (e.g. --target rpi4)"));
   }
   builder::BuilderOptions bo;
   bo.workers = 1;
@@ -103,7 +108,8 @@ void RunBuild(const BuildOpts& o) {
     // Compiler diagnostics are several lines; print them, then the one error line.
     if (r.status.code() == ErrorCode::kBuildError) {
       std::fprintf(stderr, "%s", r.status.message().c_str());
-      if (!r.status.message().empty() && r.status.message().back() != '\n') std::fprintf(stderr, "\n");
+      if (!r.status.message().empty() && r.status.message().back() != '\n')
+        std::fprintf(stderr, "\n");
       Fail(o.source + ": build failed for " + req.target.ToString());
     }
     Fail(o.source + ": " + r.status.message());
@@ -113,7 +119,8 @@ void RunBuild(const BuildOpts& o) {
   auto m = builder::WriteBuildPackage(req, r, o.output, graph, params);
   if (!m.ok()) Fail(o.output + ": " + m.status().message());
   std::string fns;
-  for (const auto& f : m->functions) fns += (fns.empty() ? "" : ", ") + f.name + "(" + f.signature + ")";
+  for (const auto& f : m->functions)
+    fns += (fns.empty() ? "" : ", ") + f.name + "(" + f.signature + ")";
   std::printf("wrote %s: %s, functions %s, %s in %.0f ms\n", o.output.c_str(), m->target.c_str(),
               fns.c_str(), r.cache_hit ? "cached" : "built", r.build_seconds * 1000);
 }
@@ -128,7 +135,8 @@ json InspectJson(const pkg::Manifest& m, bool valid, const std::string& error) {
 void RunInspect(const std::string& path, bool as_json) {
   auto p = pkg::OpenPackage(path);
   if (!p.ok()) {
-    if (as_json) std::printf("%s\n", json{{"valid", false}, {"error", p.status().message()}}.dump(2).c_str());
+    if (as_json)
+      std::printf("%s\n", json{{"valid", false}, {"error", p.status().message()}}.dump(2).c_str());
     Fail(path + ": " + p.status().message());
   }
   const pkg::Manifest& m = p->manifest;
@@ -163,8 +171,8 @@ void RunInspect(const std::string& path, bool as_json) {
   }
   std::printf("files\n");
   for (const auto& f : m.files) {
-    std::printf("  %-24s %10llu  sha256:%s\n", f.path.c_str(), static_cast<unsigned long long>(f.size),
-                f.sha256.c_str());
+    std::printf("  %-24s %10llu  sha256:%s\n", f.path.c_str(),
+                static_cast<unsigned long long>(f.size), f.sha256.c_str());
   }
 }
 
@@ -177,26 +185,34 @@ void RegisterBuildCommands(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   std::string presets;
-  for (const auto& [name, str] : builder::Presets()) presets += (presets.empty() ? "" : ", ") + name;
-  build->add_option("-t,--target", o->target,
-                    "\"llvm -mtriple=... -mcpu=... -mattr=...\", \"cuda -arch=sm_XX\", auto, or a "
-                    "preset: " + presets)
+  for (const auto& [name, str] : builder::Presets())
+    presets += (presets.empty() ? "" : ", ") + name;
+  build
+      ->add_option("-t,--target", o->target,
+                   "\"llvm -mtriple=... -mcpu=... -mattr=...\", \"cuda -arch=sm_XX\", auto, or a "
+                   "preset: " +
+                       presets)
       ->required();
   build->add_option("-o,--output", o->output, "the package to write (.ctpkg)")->required();
-  build->add_option("--name", o->name, "library name inside the package (default: the source's stem)");
+  build->add_option("--name", o->name,
+                    "library name inside the package (default: the source's stem)");
   build->add_option("--flag", o->flags, "extra compiler flag, repeatable (-DN=4, -O2, -ffast-math)")
       ->allow_extra_args(false);
-  build->add_option("--graph", o->graph, "graph.json to ship in the package")->check(CLI::ExistingFile);
-  build->add_option("--params", o->params, "params.bin to ship in the package")->check(CLI::ExistingFile);
+  build->add_option("--graph", o->graph, "graph.json to ship in the package")
+      ->check(CLI::ExistingFile);
+  build->add_option("--params", o->params, "params.bin to ship in the package")
+      ->check(CLI::ExistingFile);
   build->add_option("--cache-dir", o->cache_dir, "build cache directory")->capture_default_str();
   build->add_flag("--no-cache", o->no_cache, "always compile");
-  build->add_option("--build-timeout", o->build_timeout_s, "seconds one build may take")->capture_default_str();
+  build->add_option("--build-timeout", o->build_timeout_s, "seconds one build may take")
+      ->capture_default_str();
   AddConnectOptions(build, &o->conn);
   build->callback([o] { RunBuild(*o); });
 
   auto path = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  auto* inspect = app.add_subcommand("inspect", "Validate a .ctpkg and show its target, functions, files and versions");
+  auto* inspect = app.add_subcommand(
+      "inspect", "Validate a .ctpkg and show its target, functions, files and versions");
   inspect->add_option("package", *path, "the .ctpkg file")->required();
   inspect->add_flag("--json", *as_json, "machine-readable output");
   inspect->callback([path, as_json] { RunInspect(*path, *as_json); });

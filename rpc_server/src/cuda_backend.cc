@@ -68,7 +68,8 @@ Status DoInit() {
   d.lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (d.lib == nullptr) {
     const char* e = ::dlerror();
-    return Status(ErrorCode::kNoDevice, std::string("no CUDA driver (") + (e ? e : "libcuda.so.1") + ")");
+    return Status(ErrorCode::kNoDevice,
+                  std::string("no CUDA driver (") + (e ? e : "libcuda.so.1") + ")");
   }
   bool ok = Sym(d.lib, "cuInit", &d.cuInit) && Sym(d.lib, "cuDeviceGet", &d.cuDeviceGet) &&
             Sym(d.lib, "cuDeviceGetAttribute", &d.cuDeviceGetAttribute) &&
@@ -79,7 +80,8 @@ Status DoInit() {
             Sym(d.lib, "cuModuleUnload", &d.cuModuleUnload) &&
             Sym(d.lib, "cuModuleGetFunction", &d.cuModuleGetFunction) &&
             Sym(d.lib, "cuLaunchKernel", &d.cuLaunchKernel) &&
-            Sym(d.lib, "cuMemAlloc_v2", &d.cuMemAlloc) && Sym(d.lib, "cuMemFree_v2", &d.cuMemFree) &&
+            Sym(d.lib, "cuMemAlloc_v2", &d.cuMemAlloc) &&
+            Sym(d.lib, "cuMemFree_v2", &d.cuMemFree) &&
             Sym(d.lib, "cuMemcpyHtoD_v2", &d.cuMemcpyHtoD) &&
             Sym(d.lib, "cuMemcpyDtoH_v2", &d.cuMemcpyDtoH) &&
             Sym(d.lib, "cuGetErrorString", &d.cuGetErrorString);
@@ -88,8 +90,10 @@ Status DoInit() {
   CUdevice dev = 0;
   if (d.cuDeviceGet(&dev, 0) != 0) return Status(ErrorCode::kNoDevice, "no CUDA devices");
   int major = 0, minor = 0;
-  CT_RETURN_IF_ERROR(Check(d.cuDeviceGetAttribute(&major, kComputeCapabilityMajor, dev), "cuDeviceGetAttribute"));
-  CT_RETURN_IF_ERROR(Check(d.cuDeviceGetAttribute(&minor, kComputeCapabilityMinor, dev), "cuDeviceGetAttribute"));
+  CT_RETURN_IF_ERROR(
+      Check(d.cuDeviceGetAttribute(&major, kComputeCapabilityMajor, dev), "cuDeviceGetAttribute"));
+  CT_RETURN_IF_ERROR(
+      Check(d.cuDeviceGetAttribute(&minor, kComputeCapabilityMinor, dev), "cuDeviceGetAttribute"));
   d.sm = major * 10 + minor;
   CUcontext ctx = nullptr;
   CT_RETURN_IF_ERROR(Check(d.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain"));
@@ -123,8 +127,10 @@ class CudaModule final : public Module {
     const pkg::Function& f = fns_[index];
     unsigned dims[6];
     for (int i = 0; i < 3; ++i) {
-      CT_ASSIGN_OR_RETURN(dims[i], EvalLaunchDim(f.grid.size() > size_t(i) ? f.grid[i] : "1", args, num_args));
-      CT_ASSIGN_OR_RETURN(dims[3 + i], EvalLaunchDim(f.block.size() > size_t(i) ? f.block[i] : "1", args, num_args));
+      CT_ASSIGN_OR_RETURN(
+          dims[i], EvalLaunchDim(f.grid.size() > size_t(i) ? f.grid[i] : "1", args, num_args));
+      CT_ASSIGN_OR_RETURN(dims[3 + i], EvalLaunchDim(f.block.size() > size_t(i) ? f.block[i] : "1",
+                                                     args, num_args));
     }
     // Kernel parameters: a device pointer per tensor, int64 and double as they are.
     slots_.assign(static_cast<size_t>(num_args), 0);
@@ -148,11 +154,10 @@ class CudaModule final : public Module {
       params_[static_cast<size_t>(i)] = &slots_[static_cast<size_t>(i)];
     }
     for (uint64_t n = 0; n < times; ++n) {
-      CT_RETURN_IF_ERROR(Check(g_driver.cuLaunchKernel(handles_[index], dims[0], dims[1], dims[2],
-                                                       dims[3], dims[4], dims[5],
-                                                       f.shared_mem_bytes, nullptr, params_.data(),
-                                                       nullptr),
-                               "cuLaunchKernel"));
+      CT_RETURN_IF_ERROR(Check(
+          g_driver.cuLaunchKernel(handles_[index], dims[0], dims[1], dims[2], dims[3], dims[4],
+                                  dims[5], f.shared_mem_bytes, nullptr, params_.data(), nullptr),
+          "cuLaunchKernel"));
     }
     return Check(g_driver.cuCtxSynchronize(), "cuCtxSynchronize");
   }
@@ -176,7 +181,9 @@ Status CudaInit() {
 }
 
 Expected<uint32_t> EvalLaunchDim(const std::string& dim, const ct_arg* args, int32_t num_args) {
-  auto bad = [&] { return Status(ErrorCode::kInvalidArgument, "bad launch dimension '" + dim + "'"); };
+  auto bad = [&] {
+    return Status(ErrorCode::kInvalidArgument, "bad launch dimension '" + dim + "'");
+  };
   if (dim.empty()) return bad();
   try {
     if (dim[0] != 'a') return static_cast<uint32_t>(std::stoul(dim));
@@ -187,7 +194,8 @@ Expected<uint32_t> EvalLaunchDim(const std::string& dim, const ct_arg* args, int
     int64_t div = slash == std::string::npos ? 1 : std::stoll(dim.substr(slash + 1));
     if (v < 0 || div <= 0) return bad();
     int64_t r = (v + div - 1) / div;
-    if (r > 0x7fffffff) return Status(ErrorCode::kInvalidArgument, "launch dimension '" + dim + "' is too large");
+    if (r > 0x7fffffff)
+      return Status(ErrorCode::kInvalidArgument, "launch dimension '" + dim + "' is too large");
     return static_cast<uint32_t>(r < 1 ? 1 : r);
   } catch (...) {
     return bad();
@@ -197,7 +205,8 @@ Expected<uint32_t> EvalLaunchDim(const std::string& dim, const ct_arg* args, int
 Expected<std::unique_ptr<Module>> LoadCudaModule(const pkg::Manifest& m, const std::string& dir) {
   CT_RETURN_IF_ERROR(CudaInit());
   int want = std::stoi(m.arch.substr(3));
-  // The cubin runs on its own major at the same or a later minor; otherwise the PTX is JIT-compiled.
+  // The cubin runs on its own major at the same or a later minor; otherwise the PTX is
+  // JIT-compiled.
   bool use_cubin = g_driver.sm / 10 == want / 10 && g_driver.sm >= want;
   std::string path = dir + "/" + (use_cubin || m.ptx.empty() ? m.library : m.ptx);
   CT_ASSIGN_OR_RETURN(std::string image, ReadFile(path));
@@ -207,7 +216,8 @@ Expected<std::unique_ptr<Module>> LoadCudaModule(const pkg::Manifest& m, const s
   std::vector<CUfunction> handles;
   for (const pkg::Function& f : m.functions) {
     CUfunction fn = nullptr;
-    Status st = Check(g_driver.cuModuleGetFunction(&fn, mod, f.symbol.empty() ? f.name.c_str() : f.symbol.c_str()),
+    Status st = Check(g_driver.cuModuleGetFunction(
+                          &fn, mod, f.symbol.empty() ? f.name.c_str() : f.symbol.c_str()),
                       "cuModuleGetFunction");
     if (!st.ok()) {
       g_driver.cuModuleUnload(mod);
@@ -215,7 +225,8 @@ Expected<std::unique_ptr<Module>> LoadCudaModule(const pkg::Manifest& m, const s
     }
     handles.push_back(fn);
   }
-  return std::unique_ptr<Module>(std::make_unique<CudaModule>(mod, m.target, m.functions, std::move(handles)));
+  return std::unique_ptr<Module>(
+      std::make_unique<CudaModule>(mod, m.target, m.functions, std::move(handles)));
 }
 
 Expected<void*> CudaAlloc(uint64_t nbytes) {

@@ -16,7 +16,8 @@ namespace crosstune::server {
 namespace {
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // What this device is, collected once per session process (the session child may load the CUDA
@@ -38,12 +39,14 @@ class PackageLoader final : public ModuleLoader {
   }
 
   Expected<std::unique_ptr<Module>> Load(const LoadRequest& r) override {
-    if (r.workspace == nullptr) return Status(ErrorCode::kInternal, "package load without a workspace");
+    if (r.workspace == nullptr)
+      return Status(ErrorCode::kInternal, "package load without a workspace");
     // A fresh directory inside the workspace for this package's files; the client cannot have put
     // links there (uploads never create them), and ExtractPackage writes with O_EXCL|O_NOFOLLOW.
     std::string dir = r.workspace->root() + "/.ctpkg-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr) {
-      return Status(ErrorCode::kIoError, "cannot make a directory for the package in the workspace");
+      return Status(ErrorCode::kIoError,
+                    "cannot make a directory for the package in the workspace");
     }
     auto manifest = pkg::ExtractPackage(r.abs_path, dir, ThisDevice());
     if (!manifest.ok()) {
@@ -74,7 +77,8 @@ class PackageLoader final : public ModuleLoader {
              fns[i].signature == manifest->functions[i].signature;
     }
     if (!same) {
-      return Status(ErrorCode::kBadHash, r.display_name + ": the library's functions differ from the manifest's");
+      return Status(ErrorCode::kBadHash,
+                    r.display_name + ": the library's functions differ from the manifest's");
     }
     return module;
   }

@@ -1,8 +1,8 @@
 #include "crosstune/builder/compiler.h"
 
-#include <cstring>
-
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "test_kernels.h"
 
@@ -18,7 +18,11 @@ struct ElfId {
 
 ElfId ReadElf(const std::string& b) {
   ElfId id;
-  if (b.size() < 52 || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0) return id;
+  if (b.size() < 52 || std::memcmp(b.data(),
+                                   "\x7f"
+                                   "ELF",
+                                   4) != 0)
+    return id;
   id.elf_class = b[4];
   std::memcpy(&id.type, b.data() + 16, 2);
   std::memcpy(&id.machine, b.data() + 18, 2);
@@ -53,7 +57,8 @@ TEST_P(CpuCompileTest, CompilesSharedObjectForTheTriple) {
   EXPECT_EQ(elf.elf_class, c.elf_class);
   EXPECT_EQ(elf.machine, c.machine);
   EXPECT_EQ(elf.type, 3) << "ET_DYN: a shared object";
-  if (c.machine == 40) EXPECT_NE(elf.flags & 0x400, 0u) << "armv7 must be hard-float (EF_ARM_ABI_FLOAT_HARD)";
+  if (c.machine == 40)
+    EXPECT_NE(elf.flags & 0x400, 0u) << "armv7 must be hard-float (EF_ARM_ABI_FLOAT_HARD)";
   ASSERT_EQ(out->functions.size(), 2u);
   EXPECT_EQ(out->functions[0].name, "vadd");
   EXPECT_EQ(out->functions[0].signature, "ttti");
@@ -65,15 +70,15 @@ INSTANTIATE_TEST_SUITE_P(
     Triples, CpuCompileTest,
     ::testing::Values(TripleCase{"llvm -mtriple=x86_64-linux-gnu", 2, 62},
                       TripleCase{"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72", 2, 183},
-                      TripleCase{"armv7-neon", 1, 40},
-                      TripleCase{"riscv64", 2, 243}),
+                      TripleCase{"armv7-neon", 1, 40}, TripleCase{"riscv64", 2, 243}),
     TripleName);
 
 TEST(CompilerTest, ReturnsClangDiagnosticsAsBuildError) {
   auto out = CompileCpu("int f(void) { return undeclared_thing; }\n", T("aarch64"), {});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), ErrorCode::kBuildError);
-  EXPECT_NE(out.status().message().find("kernel.c:1:"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("kernel.c:1:"), std::string::npos)
+      << out.status().message();
   EXPECT_NE(out.status().message().find("undeclared_thing"), std::string::npos);
 }
 
@@ -111,7 +116,10 @@ TEST_P(CudaCompileTest, CompilesCubinAndPtxWithNvrtc) {
   std::string arch = GetParam();
   auto out = CompileCuda(testing::kCudaVaddSource, T("cuda -arch=" + arch), {});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(out->library.substr(0, 4), "\x7f" "ELF") << "a cubin is an ELF file";
+  EXPECT_EQ(out->library.substr(0, 4),
+            "\x7f"
+            "ELF")
+      << "a cubin is an ELF file";
   EXPECT_NE(out->ptx.find(".target " + arch), std::string::npos);
   ASSERT_EQ(out->functions.size(), 1u);
   const pkg::Function& f = out->functions[0];
@@ -126,20 +134,24 @@ INSTANTIATE_TEST_SUITE_P(Arches, CudaCompileTest, ::testing::Values("sm_80", "sm
 
 TEST(CudaCompilerTest, ReturnsNvrtcLogAsBuildError) {
   if (!HasNvrtc()) GTEST_SKIP() << "built without the CUDA toolkit (NVRTC)";
-  auto out = CompileCuda("// crosstune: kernel k(t) block=32\nextern \"C\" __global__ void k(float* x) { x[0] = nope; }\n",
-                         T("sm_90"), {});
+  auto out = CompileCuda(
+      "// crosstune: kernel k(t) block=32\nextern \"C\" __global__ void k(float* x) { x[0] = nope; "
+      "}\n",
+      T("sm_90"), {});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), ErrorCode::kBuildError);
   EXPECT_NE(out.status().message().find("nope"), std::string::npos) << out.status().message();
 }
 
 TEST(CudaCompilerTest, ParsesAndRefusesAnnotations) {
-  auto ok = ParseCudaKernelAnnotations("// crosstune: kernel mm(ttti) grid=a3/16,a3/16 block=16,16 shared=1024\n");
+  auto ok = ParseCudaKernelAnnotations(
+      "// crosstune: kernel mm(ttti) grid=a3/16,a3/16 block=16,16 shared=1024\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ((*ok)[0].grid, (std::vector<std::string>{"a3/16", "a3/16", "1"}));
   EXPECT_EQ((*ok)[0].shared_mem_bytes, 1024u);
   EXPECT_FALSE(ParseCudaKernelAnnotations("__global__ void k() {}").ok());  // none declared
-  EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(t) grid=a0/2 block=1\n").ok());  // a0 is a tensor
+  EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(t) grid=a0/2 block=1\n")
+                   .ok());  // a0 is a tensor
   EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(ti) grid=a5 block=1\n").ok());
   EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(ti) grid=1\n").ok());  // no block
 }

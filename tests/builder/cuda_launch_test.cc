@@ -1,10 +1,9 @@
 // A CUDA package launched on a real GPU through crosstune-server's CUDA backend. Skips with the
 // server's reason ("no CUDA driver", "no CUDA devices") where there is no GPU.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/compiler.h"
@@ -20,12 +19,14 @@ using client::CallArg;
 
 TEST(CudaLaunchTest, RunsVaddOnTheGpuWithCheckedAnswers) {
   if (!builder::HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
-  fs::path dir = fs::temp_directory_path() / ("crosstune-cuda-launch-" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("crosstune-cuda-launch-" + std::to_string(::getpid()));
   fs::create_directories(dir / "work");
   ServerProcess server;
-  ASSERT_TRUE(server.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--work-dir",
-                            (dir / "work").string()},
-                           std::chrono::seconds(20))
+  ASSERT_TRUE(server
+                  .Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+                          (dir / "work").string()},
+                         std::chrono::seconds(20))
                   .ok());
   client::ConnectOptions o;
   o.server = server.address();
@@ -34,7 +35,8 @@ TEST(CudaLaunchTest, RunsVaddOnTheGpuWithCheckedAnswers) {
   auto info = (*s)->Info();
   ASSERT_TRUE(info.ok());
   if (info->gpus.empty()) {
-    GTEST_SKIP() << "no GPU on this machine (" << (info->gpu_status.empty() ? "none found" : info->gpu_status)
+    GTEST_SKIP() << "no GPU on this machine ("
+                 << (info->gpu_status.empty() ? "none found" : info->gpu_status)
                  << "); the launch test runs where crosstune-server reports a GPU";
   }
   builder::BuildRequest r;
@@ -61,7 +63,8 @@ TEST(CudaLaunchTest, RunsVaddOnTheGpuWithCheckedAnswers) {
   ASSERT_TRUE(tb.ok() && tc.ok());
   ASSERT_TRUE(ta->CopyFrom(a.data(), n * 4).ok());
   ASSERT_TRUE(tb->CopyFrom(b.data(), n * 4).ok());
-  auto call = mod->Call("vadd", {CallArg::Tensor(*ta), CallArg::Tensor(*tb), CallArg::Tensor(*tc), CallArg::Int(n)});
+  auto call = mod->Call(
+      "vadd", {CallArg::Tensor(*ta), CallArg::Tensor(*tb), CallArg::Tensor(*tc), CallArg::Int(n)});
   ASSERT_TRUE(call.ok()) << call.status().ToString();
   ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
   for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(c[i], 1.0f + static_cast<float>(i)) << i;

@@ -12,7 +12,8 @@
 
 namespace crosstune::testing {
 
-inline msg::DeviceInfo X86Device(std::vector<std::string> features = {"sse4.2", "avx", "avx2", "fma"}) {
+inline msg::DeviceInfo X86Device(std::vector<std::string> features = {"sse4.2", "avx", "avx2",
+                                                                      "fma"}) {
   msg::DeviceInfo d;
   d.arch = "x86_64";
   d.triple = "x86_64-linux-gnu";
@@ -46,8 +47,9 @@ inline void WriteFile(const std::string& path, const std::string& data) {
 }
 
 // Reads every member of a package, lets `edit` change them (and the manifest), writes `out`.
-inline void RewritePackage(const std::string& in, const std::string& out,
-                           const std::function<void(pkg::Manifest*, std::vector<pkg::PackageInput>*)>& edit) {
+inline void RewritePackage(
+    const std::string& in, const std::string& out,
+    const std::function<void(pkg::Manifest*, std::vector<pkg::PackageInput>*)>& edit) {
   auto members = pkg::ListTar(in);
   std::string bytes = ReadFile(in);
   std::vector<pkg::PackageInput> files;
@@ -64,7 +66,8 @@ inline void RewritePackage(const std::string& in, const std::string& out,
   // An edit may supply manifest.json text itself (for fields the struct cannot hold).
   bool has_manifest = false;
   for (const auto& f : files) has_manifest |= f.path == pkg::kManifestPath;
-  if (!has_manifest) files.insert(files.begin(), {std::string(pkg::kManifestPath), pkg::ManifestToJson(m), ""});
+  if (!has_manifest)
+    files.insert(files.begin(), {std::string(pkg::kManifestPath), pkg::ManifestToJson(m), ""});
   if (!pkg::WriteTar(out, files).ok()) throw std::runtime_error("WriteTar failed");
 }
 

@@ -1,10 +1,9 @@
 #include "crosstune/package.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "crosstune/crypto.h"
 #include "crosstune/params.h"
@@ -83,7 +82,8 @@ TEST_F(PackageTest, RefusesTruncatedArchive) {
     auto m = VerifyPackage(cut, X86Device());
     ASSERT_FALSE(m.ok()) << keep;
     EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(m.status().message().find("truncated archive"), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find("truncated archive"), std::string::npos)
+        << m.status().message();
   }
 }
 
@@ -92,7 +92,8 @@ TEST_F(PackageTest, RefusesGarbage) {
   testing::WriteFile(junk, std::string(4096, 'x'));
   auto m = VerifyPackage(junk, X86Device());
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("corrupt archive"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("corrupt archive"), std::string::npos)
+      << m.status().message();
 }
 
 TEST_F(PackageTest, RefusesWrongArchitecture) {
@@ -122,7 +123,8 @@ TEST_F(PackageTest, RefusesCpuFeatureTheDeviceLacks) {
 TEST_F(PackageTest, RefusesUnknownFormatAndAbiVersion) {
   std::string fmt = Path("fmt.ctpkg");
   testing::RewritePackage(x86_, fmt, [](Manifest* m, std::vector<PackageInput>* files) {
-    files->insert(files->begin(), {"manifest.json", testing::SetManifestField(*m, "format_version", 99), ""});
+    files->insert(files->begin(),
+                  {"manifest.json", testing::SetManifestField(*m, "format_version", 99), ""});
   });
   auto a = VerifyPackage(fmt, X86Device());
   ASSERT_FALSE(a.ok());
@@ -130,7 +132,8 @@ TEST_F(PackageTest, RefusesUnknownFormatAndAbiVersion) {
   EXPECT_NE(a.status().message().find("format version 99"), std::string::npos);
 
   std::string abi = Path("abi.ctpkg");
-  testing::RewritePackage(x86_, abi, [](Manifest* m, std::vector<PackageInput>*) { m->abi_version = 7; });
+  testing::RewritePackage(x86_, abi,
+                          [](Manifest* m, std::vector<PackageInput>*) { m->abi_version = 7; });
   auto b = VerifyPackage(abi, X86Device());
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), ErrorCode::kVersionMismatch);
@@ -159,7 +162,8 @@ TEST_F(PackageTest, RefusesParamsAndGraphFromAnotherBuild) {
   auto p = VerifyPackage(foreign, X86Device());
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), ErrorCode::kBadHash);
-  EXPECT_NE(p.status().message().find("params.bin belongs to build bbbbbbbbbbbb"), std::string::npos)
+  EXPECT_NE(p.status().message().find("params.bin belongs to build bbbbbbbbbbbb"),
+            std::string::npos)
       << p.status().message();
 
   std::string graph = Path("foreign_graph.ctpkg");

@@ -1,6 +1,6 @@
-#include <filesystem>
-
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "crosstune/builder/builder.h"
 #include "test_kernels.h"
@@ -39,7 +39,8 @@ class PoolTest : public ::testing::Test {
 TEST_F(PoolTest, BuildManyAnswersEveryRequestInOrder) {
   auto builder = Make(2, false);
   std::vector<BuildRequest> reqs;
-  for (int i = 0; i < 6; ++i) reqs.push_back(Request(i % 2 ? "aarch64" : "x86-64", {"-DV=" + std::to_string(i)}));
+  for (int i = 0; i < 6; ++i)
+    reqs.push_back(Request(i % 2 ? "aarch64" : "x86-64", {"-DV=" + std::to_string(i)}));
   reqs.push_back(Request("aarch64"));
   reqs.back().source = "int broken(";
   auto results = builder->BuildMany(reqs);

@@ -1,12 +1,11 @@
-// Builder packages on the emulated ARM boards: crosstune-server cross-built for aarch64 / armhf runs
-// under qemu-user; the builder compiles the kernel for the board's target in-process, packages it,
-// and the board verifies, loads and runs it with checked answers. Skips with a message when qemu
-// or a cross server is absent.
+// Builder packages on the emulated ARM boards: crosstune-server cross-built for aarch64 / armhf
+// runs under qemu-user; the builder compiles the kernel for the board's target in-process, packages
+// it, and the board verifies, loads and runs it with checked answers. Skips with a message when
+// qemu or a cross server is absent.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "crosstune/client/session.h"
 #include "package_helpers.h"
@@ -31,13 +30,15 @@ class QemuPackageTest : public ::testing::TestWithParam<Board> {};
 TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
   const Board& b = GetParam();
   if (std::string(b.qemu).empty() || ::access(b.qemu, X_OK) != 0) {
-    GTEST_SKIP() << "qemu-user for " << b.name << " is missing; scripts/install-deps.sh installs it";
+    GTEST_SKIP() << "qemu-user for " << b.name
+                 << " is missing; scripts/install-deps.sh installs it";
   }
   if (std::string(b.server).empty() || ::access(b.server, X_OK) != 0) {
     GTEST_SKIP() << "no cross-built crosstune-server for " << b.name << " at '" << b.server
                  << "' (CROSSTUNE_CROSS_SERVERS builds it)";
   }
-  fs::path dir = fs::temp_directory_path() / ("crosstune-qemu-pkg-" + std::string(b.name) + "-" + std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() /
+                 ("crosstune-qemu-pkg-" + std::string(b.name) + "-" + std::to_string(::getpid()));
   fs::create_directories(dir / "work");
   ServerProcess server;
   Status st = server.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port", "0",
@@ -69,7 +70,8 @@ TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
   ASSERT_TRUE(ta.ok() && tb.ok() && tc.ok());
   ASSERT_TRUE(ta->CopyFrom(a.data(), n * 4).ok());
   ASSERT_TRUE(tb->CopyFrom(bv.data(), n * 4).ok());
-  auto r = mod->Call("vadd", {CallArg::Tensor(*ta), CallArg::Tensor(*tb), CallArg::Tensor(*tc), CallArg::Int(n)});
+  auto r = mod->Call(
+      "vadd", {CallArg::Tensor(*ta), CallArg::Tensor(*tb), CallArg::Tensor(*tc), CallArg::Int(n)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
   for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(c[i], static_cast<float>(i) + 3.0f) << i;
@@ -88,8 +90,10 @@ TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Boards, QemuPackageTest,
-    ::testing::Values(Board{"aarch64", CT_QEMU_AARCH64, "/usr/aarch64-linux-gnu", CT_SERVER_AARCH64, "cortex-a72"},
-                      Board{"armhf", CT_QEMU_ARM, "/usr/arm-linux-gnueabihf", CT_SERVER_ARMHF, "armv7-neon"}),
+    ::testing::Values(Board{"aarch64", CT_QEMU_AARCH64, "/usr/aarch64-linux-gnu", CT_SERVER_AARCH64,
+                            "cortex-a72"},
+                      Board{"armhf", CT_QEMU_ARM, "/usr/arm-linux-gnueabihf", CT_SERVER_ARMHF,
+                            "armv7-neon"}),
     [](const ::testing::TestParamInfo<Board>& info) { return std::string(info.param.name); });
 
 }  // namespace

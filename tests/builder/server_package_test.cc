@@ -1,11 +1,10 @@
-// Packages on a real crosstune-server (the binary, on 127.0.0.1 port 0): a built x86_64 package runs
-// with checked answers, and every refusal of the package checks arrives over the wire as its own
-// named error.
+// Packages on a real crosstune-server (the binary, on 127.0.0.1 port 0): a built x86_64 package
+// runs with checked answers, and every refusal of the package checks arrives over the wire as its
+// own named error.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "crosstune/builder/compiler.h"
 #include "crosstune/client/session.h"
@@ -49,7 +48,8 @@ class ServerPackageTest : public ::testing::Test {
   static std::string Path(const std::string& name) { return (dir_ / name).string(); }
 
   // Uploads a package and loads it; the load's error, or Ok.
-  Expected<client::RemoteModule> UploadAndLoad(const std::string& local, const std::string& remote) {
+  Expected<client::RemoteModule> UploadAndLoad(const std::string& local,
+                                               const std::string& remote) {
     auto up = session_->Upload(local, remote);
     if (!up.ok()) return up.status();
     return session_->LoadModule(remote);
@@ -82,12 +82,14 @@ TEST_F(ServerPackageTest, RunsBuiltPackageWithCheckedAnswers) {
   ASSERT_TRUE(ta.ok() && tb.ok() && tc.ok());
   ASSERT_TRUE(ta->CopyFrom(a.data(), n * 4).ok());
   ASSERT_TRUE(tb->CopyFrom(b.data(), n * 4).ok());
-  auto r = mod->Call("vadd", {CallArg::Tensor(*ta), CallArg::Tensor(*tb), CallArg::Tensor(*tc), CallArg::Int(n)});
+  auto r = mod->Call(
+      "vadd", {CallArg::Tensor(*ta), CallArg::Tensor(*tb), CallArg::Tensor(*tc), CallArg::Int(n)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->ret, 0);
   ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
   for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(c[i], 1.5f * static_cast<float>(i)) << i;
-  ASSERT_TRUE(mod->Call("scale", {CallArg::Tensor(*tc), CallArg::Int(n), CallArg::Float(2.0)}).ok());
+  ASSERT_TRUE(
+      mod->Call("scale", {CallArg::Tensor(*tc), CallArg::Int(n), CallArg::Float(2.0)}).ok());
   ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
   EXPECT_FLOAT_EQ(c[10], 30.0f);
 }
@@ -103,7 +105,8 @@ TEST_F(ServerPackageTest, RefusesPackageWithBadHash) {
   auto mod = UploadAndLoad(Path("badhash.ctpkg"), "badhash.ctpkg");
   ASSERT_FALSE(mod.ok());
   EXPECT_EQ(mod.status().code(), ErrorCode::kBadHash);
-  EXPECT_NE(mod.status().message().find("badhash.ctpkg: lib/vadd.so: SHA-256 mismatch"), std::string::npos)
+  EXPECT_NE(mod.status().message().find("badhash.ctpkg: lib/vadd.so: SHA-256 mismatch"),
+            std::string::npos)
       << mod.status().message();
 }
 
@@ -113,7 +116,8 @@ TEST_F(ServerPackageTest, RefusesTruncatedPackage) {
   auto mod = UploadAndLoad(Path("cut.ctpkg"), "cut.ctpkg");
   ASSERT_FALSE(mod.ok());
   EXPECT_EQ(mod.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(mod.status().message().find("truncated archive"), std::string::npos) << mod.status().message();
+  EXPECT_NE(mod.status().message().find("truncated archive"), std::string::npos)
+      << mod.status().message();
 }
 
 TEST_F(ServerPackageTest, RefusesPackageForAnotherArchitecture) {
@@ -134,20 +138,24 @@ TEST_F(ServerPackageTest, RefusesPackageNeedingACpuFeatureTheDeviceLacks) {
   auto mod = UploadAndLoad(Path("spr.ctpkg"), "spr.ctpkg");
   ASSERT_FALSE(mod.ok());
   EXPECT_EQ(mod.status().code(), ErrorCode::kWrongArch);
-  EXPECT_NE(mod.status().message().find("built for cpu feature amx-"), std::string::npos) << mod.status().message();
+  EXPECT_NE(mod.status().message().find("built for cpu feature amx-"), std::string::npos)
+      << mod.status().message();
   EXPECT_NE(mod.status().message().find("lacks"), std::string::npos);
 }
 
 TEST_F(ServerPackageTest, RefusesUnknownFormatAndAbiVersions) {
-  testing::RewritePackage(x86_, Path("v99.ctpkg"), [](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
-    files->insert(files->begin(), {"manifest.json", testing::SetManifestField(*m, "format_version", 99), ""});
-  });
+  testing::RewritePackage(
+      x86_, Path("v99.ctpkg"), [](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
+        files->insert(files->begin(),
+                      {"manifest.json", testing::SetManifestField(*m, "format_version", 99), ""});
+      });
   auto fmt = UploadAndLoad(Path("v99.ctpkg"), "v99.ctpkg");
   ASSERT_FALSE(fmt.ok());
   EXPECT_EQ(fmt.status().code(), ErrorCode::kVersionMismatch);
   EXPECT_NE(fmt.status().message().find("format version 99 is unknown"), std::string::npos);
-  testing::RewritePackage(x86_, Path("abi9.ctpkg"),
-                          [](pkg::Manifest* m, std::vector<pkg::PackageInput>*) { m->abi_version = 9; });
+  testing::RewritePackage(
+      x86_, Path("abi9.ctpkg"),
+      [](pkg::Manifest* m, std::vector<pkg::PackageInput>*) { m->abi_version = 9; });
   auto abi = UploadAndLoad(Path("abi9.ctpkg"), "abi9.ctpkg");
   ASSERT_FALSE(abi.ok());
   EXPECT_EQ(abi.status().code(), ErrorCode::kVersionMismatch);
@@ -160,19 +168,21 @@ TEST_F(ServerPackageTest, RefusesParamsFromAnotherBuild) {
   ASSERT_TRUE(w.Add("w", {kDLFloat, 32, 1}, {8}, data, sizeof(data)).ok());
   testing::BuildPackage("x86-64", Path("p.ctpkg"), "", w.Serialize());
   ASSERT_TRUE(UploadAndLoad(Path("p.ctpkg"), "p.ctpkg").ok());
-  testing::RewritePackage(Path("p.ctpkg"), Path("mixed.ctpkg"), [](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
-    for (auto& f : *files) {
-      if (f.path != "params.bin") continue;
-      f.data = *pkg::RestampParams(f.data, std::string(64, 'e'));
-      for (auto& h : m->files) {
-        if (h.path == f.path) h.sha256 = Sha256Hex(f.data);
-      }
-    }
-  });
+  testing::RewritePackage(Path("p.ctpkg"), Path("mixed.ctpkg"),
+                          [](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
+                            for (auto& f : *files) {
+                              if (f.path != "params.bin") continue;
+                              f.data = *pkg::RestampParams(f.data, std::string(64, 'e'));
+                              for (auto& h : m->files) {
+                                if (h.path == f.path) h.sha256 = Sha256Hex(f.data);
+                              }
+                            }
+                          });
   auto mod = UploadAndLoad(Path("mixed.ctpkg"), "mixed.ctpkg");
   ASSERT_FALSE(mod.ok());
   EXPECT_EQ(mod.status().code(), ErrorCode::kBadHash);
-  EXPECT_NE(mod.status().message().find("params.bin belongs to build eeeeeeeeeeee"), std::string::npos)
+  EXPECT_NE(mod.status().message().find("params.bin belongs to build eeeeeeeeeeee"),
+            std::string::npos)
       << mod.status().message();
 }
 
@@ -180,7 +190,8 @@ TEST_F(ServerPackageTest, RefusesCudaPackageWithoutAGpu) {
   if (!builder::HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
   auto info = session_->Info();
   ASSERT_TRUE(info.ok());
-  if (!info->gpus.empty()) GTEST_SKIP() << "this device has a GPU (see the gpu-labelled launch test)";
+  if (!info->gpus.empty())
+    GTEST_SKIP() << "this device has a GPU (see the gpu-labelled launch test)";
   builder::BuildRequest r;
   r.source = testing::kCudaVaddSource;
   r.target = *builder::ParseTarget("sm_90");
@@ -191,7 +202,8 @@ TEST_F(ServerPackageTest, RefusesCudaPackageWithoutAGpu) {
   auto mod = UploadAndLoad(Path("gpu.ctpkg"), "gpu.ctpkg");
   ASSERT_FALSE(mod.ok());
   EXPECT_EQ(mod.status().code(), ErrorCode::kNoDevice);
-  EXPECT_NE(mod.status().message().find("no usable GPU"), std::string::npos) << mod.status().message();
+  EXPECT_NE(mod.status().message().find("no usable GPU"), std::string::npos)
+      << mod.status().message();
 }
 
 }  // namespace

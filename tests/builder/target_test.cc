@@ -55,7 +55,8 @@ TEST(TargetTest, RefusesUnknownCpuListingLlvmCpus) {
   auto t = ParseTarget("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-z99");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("unknown cpu 'cortex-z99'"), std::string::npos);
-  EXPECT_NE(t.status().message().find("cortex-a72"), std::string::npos);  // the list comes from LLVM
+  EXPECT_NE(t.status().message().find("cortex-a72"),
+            std::string::npos);  // the list comes from LLVM
 }
 
 TEST(TargetTest, RefusesFeatureLlvmDoesNotKnowForTheTriple) {
@@ -97,7 +98,8 @@ TEST(TargetTest, AutoTargetFromDeviceInfo) {
   d.cpu_features = {"sse4.2", "avx2", "fma", "avx512f", "not-a-feature"};
   auto t = TargetFromDevice(d);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ(t->ToString(), "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64 -mattr=+avx2,+avx512f,+fma,+sse4.2");
+  EXPECT_EQ(t->ToString(),
+            "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64 -mattr=+avx2,+avx512f,+fma,+sse4.2");
   msg::DeviceInfo arm;
   arm.arch = "armv7l";
   EXPECT_EQ(TargetFromDevice(arm)->triple, "armv7-linux-gnueabihf");

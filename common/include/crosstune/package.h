@@ -39,8 +39,8 @@ inline constexpr size_t kMaxMembers = 64;
 // `long long`), 'f' a double.
 struct Function {
   std::string name;
-  std::string signature;   // kernel_abi.h characters: t i f
-  std::string symbol;      // CUDA: the lowered (mangled) name in the cubin; empty for CPU
+  std::string signature;           // kernel_abi.h characters: t i f
+  std::string symbol;              // CUDA: the lowered (mangled) name in the cubin; empty for CPU
   std::vector<std::string> grid;   // CUDA only, 3 entries
   std::vector<std::string> block;  // CUDA only, 3 entries
   uint32_t shared_mem_bytes = 0;   // CUDA dynamic shared memory
@@ -54,21 +54,21 @@ struct FileHash {
 
 struct Manifest {
   uint32_t format_version = kFormatVersion;
-  std::string kind;              // "cpu" or "cuda"
-  std::string target;            // canonical target string, "llvm -mtriple=... -mcpu=..."
-  std::string triple;            // CPU: aarch64-linux-gnu; CUDA: nvptx64-nvidia-cuda
-  std::string arch;              // CPU: x86_64, aarch64, armv7, riscv64; CUDA: sm_90
-  std::string cpu;               // CPU name given to LLVM ("cortex-a72", "generic")
+  std::string kind;    // "cpu" or "cuda"
+  std::string target;  // canonical target string, "llvm -mtriple=... -mcpu=..."
+  std::string triple;  // CPU: aarch64-linux-gnu; CUDA: nvptx64-nvidia-cuda
+  std::string arch;    // CPU: x86_64, aarch64, armv7, riscv64; CUDA: sm_90
+  std::string cpu;     // CPU name given to LLVM ("cortex-a72", "generic")
   std::vector<std::string> required_features;  // ISA features the code may use (LLVM names)
-  uint32_t abi_version = 0;      // kernel_abi.h CT_ABI_VERSION
-  std::string builder_version;   // crosstune release
-  std::string compiler;          // "clang+lld" / "nvrtc"
-  std::string compiler_version;  // "14.0.6" / "13.0"
-  std::string library;           // path of the library in the archive
-  std::string ptx;               // CUDA: optional PTX beside the cubin, for newer GPUs
-  std::string build_id;          // SHA-256 of the library
+  uint32_t abi_version = 0;                    // kernel_abi.h CT_ABI_VERSION
+  std::string builder_version;                 // crosstune release
+  std::string compiler;                        // "clang+lld" / "nvrtc"
+  std::string compiler_version;                // "14.0.6" / "13.0"
+  std::string library;                         // path of the library in the archive
+  std::string ptx;       // CUDA: optional PTX beside the cubin, for newer GPUs
+  std::string build_id;  // SHA-256 of the library
   std::vector<Function> functions;
-  std::vector<FileHash> files;   // every member except manifest.json
+  std::vector<FileHash> files;  // every member except manifest.json
 };
 
 std::string ManifestToJson(const Manifest& m, int indent = 2);
@@ -85,8 +85,8 @@ struct TarMember {
 
 // Input for WritePackage: a member's bytes, from memory or from a file.
 struct PackageInput {
-  std::string path;        // name in the archive ("lib/kernel.so")
-  std::string data;        // used when source_file is empty
+  std::string path;  // name in the archive ("lib/kernel.so")
+  std::string data;  // used when source_file is empty
   std::string source_file;
 };
 

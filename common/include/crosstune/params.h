@@ -9,20 +9,20 @@
 //   88  index    JSON: {"tensors": [{"name", "dtype", "shape", "offset", "nbytes"}]}
 //   ... data     each tensor at a 64-byte aligned file offset
 // The reader refuses a wrong magic or version, an index that is not that JSON, a tensor whose
-// nbytes does not match dtype x shape, a misaligned or overlapping offset, duplicate names, and data
-// past the end of the file ("truncated").
+// nbytes does not match dtype x shape, a misaligned or overlapping offset, duplicate names, and
+// data past the end of the file ("truncated").
 //
 // Thread-safety: ParamsWriter is single-threaded; a ParamsFile is immutable after Open and may be
 // read from any thread.
 #pragma once
+
+#include <dlpack/dlpack.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <dlpack/dlpack.h>
 
 #include "crosstune/status.h"
 

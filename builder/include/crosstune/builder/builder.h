@@ -6,8 +6,9 @@
 //   WriteBuildPackage(requests[0], results[0], "kernel.ctpkg");
 //
 // Each worker is a long-lived child process (fork) that compiles one request at a time with the
-// in-process compilers of compiler.h. A compiler crash or a build past its timeout costs one worker,
-// which is killed and respawned; the caller gets a failed BuildResult, never a crash or a hang.
+// in-process compilers of compiler.h. A compiler crash or a build past its timeout costs one
+// worker, which is killed and respawned; the caller gets a failed BuildResult, never a crash or a
+// hang.
 //
 // Thread-safety: Build and BuildMany may be called from any number of threads at once; requests
 // queue for the next free worker. Builder must outlive those calls. The workers are forked from the
@@ -28,11 +29,11 @@
 namespace crosstune::builder {
 
 struct BuildRequest {
-  std::string source;               // kernel source text (C for llvm targets, CUDA C for cuda)
+  std::string source;  // kernel source text (C for llvm targets, CUDA C for cuda)
   Target target;
-  std::vector<std::string> flags;   // see CompileCpu / CompileCuda
-  std::string name = "kernel";      // library file stem in the package
-  std::string source_name;          // what diagnostics call the source; default kernel.c / kernel.cu
+  std::vector<std::string> flags;  // see CompileCpu / CompileCuda
+  std::string name = "kernel";     // library file stem in the package
+  std::string source_name;         // what diagnostics call the source; default kernel.c / kernel.cu
   std::chrono::milliseconds timeout{0};  // 0: BuilderOptions::default_timeout
 
   // Test hooks, applied inside the worker: kCrash dies by SIGSEGV, kHang never answers.
@@ -41,28 +42,28 @@ struct BuildRequest {
 };
 
 struct BuildResult {
-  Status status;                    // kBuildError (message = diagnostics), kTimeout, kInvalidArgument
-  std::string diagnostics;          // compiler warnings/errors, also on success
-  std::string library;              // .so / .cubin bytes
-  std::string ptx;                  // CUDA only
+  Status status;            // kBuildError (message = diagnostics), kTimeout, kInvalidArgument
+  std::string diagnostics;  // compiler warnings/errors, also on success
+  std::string library;      // .so / .cubin bytes
+  std::string ptx;          // CUDA only
   std::vector<pkg::Function> functions;
   std::vector<std::string> required_features;
-  double build_seconds = 0;         // wall time in the worker (0 for cache hits)
+  double build_seconds = 0;  // wall time in the worker (0 for cache hits)
   bool cache_hit = false;
-  std::string cache_key;            // SHA-256 hex
+  std::string cache_key;  // SHA-256 hex
   bool ok() const { return status.ok(); }
 };
 
 struct BuilderOptions {
-  int workers = 0;                  // 0: one per core
-  std::string cache_dir;            // empty: no cache
+  int workers = 0;        // 0: one per core
+  std::string cache_dir;  // empty: no cache
   std::chrono::milliseconds default_timeout{60'000};
 };
 
 struct BuilderStats {
   uint64_t builds = 0;
   uint64_t cache_hits = 0;
-  uint64_t worker_restarts = 0;     // crashes and timeouts
+  uint64_t worker_restarts = 0;  // crashes and timeouts
 };
 
 class Builder {

@@ -17,11 +17,11 @@
 namespace crosstune::builder {
 
 struct CompileOutput {
-  std::string library;                       // .so bytes (CPU) or .cubin bytes (CUDA)
-  std::string ptx;                           // CUDA: PTX of the same source, for newer GPUs
-  std::vector<pkg::Function> functions;      // from the module table / the kernel annotations
+  std::string library;                   // .so bytes (CPU) or .cubin bytes (CUDA)
+  std::string ptx;                       // CUDA: PTX of the same source, for newer GPUs
+  std::vector<pkg::Function> functions;  // from the module table / the kernel annotations
   std::vector<std::string> required_features;
-  std::string diagnostics;                   // warnings, also on success
+  std::string diagnostics;  // warnings, also on success
 };
 
 // Compiles freestanding C (kernel_abi.h module) to a shared library for `target`. The include path
