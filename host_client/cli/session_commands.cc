@@ -89,7 +89,7 @@ void RegisterInfo(CLI::App& app) {
     msg::DeviceInfo d = Check(session->Info());
     if (o->json) {
       json j = DeviceJson(d);
-      j["server"] = o->conn.server;
+      j["server"] = session->server();
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
@@ -101,7 +101,7 @@ void RegisterInfo(CLI::App& app) {
               fmt::format("{} ({}, {})", g.name, g.arch, Bytes(g.memory_bytes));
     }
     if (gpus.empty()) gpus = d.gpu_status.empty() ? "none" : "none (" + d.gpu_status + ")";
-    std::printf("server    %s\n", o->conn.server.c_str());
+    std::printf("server    %s\n", session->server().c_str());
     std::printf("arch      %s (%s)\n", d.arch.c_str(), d.triple.c_str());
     std::printf("cpu       %s, %u cores\n", d.cpu_model.empty() ? "unknown" : d.cpu_model.c_str(),
                 d.cores);
@@ -323,14 +323,14 @@ void RegisterRun(CLI::App& app) {
     PreparedCall c = Prepare(*f);
     msg::CallReply r = Check(c.module.Call(f->function, c.args, TimeoutMs(f->call_timeout_s)));
     if (!f->json) {
-      std::printf("function  %s on %s (%s)\n", f->function.c_str(), f->conn.server.c_str(),
+      std::printf("function  %s on %s (%s)\n", f->function.c_str(), c.session->server().c_str(),
                   c.device.arch.c_str());
       std::printf("time      %.6f s\n", r.seconds);
     }
     json saved = SaveOutputs(c, f->json);
     if (f->json) {
       json j = {{"function", f->function},
-                {"server", f->conn.server},
+                {"server", c.session->server()},
                 {"arch", c.device.arch},
                 {"seconds", r.seconds},
                 {"ret", r.ret},
@@ -381,7 +381,7 @@ void RegisterBench(CLI::App& app) {
     double gflops = b->flops > 0 && median > 0 ? b->flops / median / 1e9 : 0;
     json saved = SaveOutputs(c, f.json);
     if (f.json) {
-      json j = {{"function", f.function}, {"server", f.conn.server},
+      json j = {{"function", f.function}, {"server", c.session->server()},
                 {"arch", c.device.arch},  {"number", r.number},
                 {"repeat", s.size()},     {"seconds_per_call", r.seconds_per_call},
                 {"mean_s", mean},         {"median_s", median},
@@ -391,7 +391,7 @@ void RegisterBench(CLI::App& app) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
-    std::printf("function  %s on %s (%s)\n", f.function.c_str(), f.conn.server.c_str(),
+    std::printf("function  %s on %s (%s)\n", f.function.c_str(), c.session->server().c_str(),
                 c.device.arch.c_str());
     std::printf("rounds    %zu x %u calls\n", s.size(), r.number);
     std::printf("time      median %.4f ms  mean %.4f ms  min %.4f ms  max %.4f ms  std %.4f ms\n",

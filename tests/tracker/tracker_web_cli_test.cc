@@ -131,6 +131,8 @@ TEST_F(TrackerWebTest, SessionCommandsReachADeviceThroughTheTracker) {
   EXPECT_EQ(Shell(cli + " info --json --tracker " + farm_.tracker() + " --key rpi4", &out), 0)
       << out;
   EXPECT_NE(out.find("\"arch\""), std::string::npos) << out;
+  // The device the tracker granted, not the (empty) --server flag.
+  EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["server"], farm_.server_addr(0)) << out;
   // The one-session lease ended with the session.
   EXPECT_TRUE(Eventually([&] { return farm_.Device(farm_.server_addr(0))["state"] == "free"; }));
   out.clear();

@@ -100,6 +100,8 @@ class Session {
   ~Session();  // sends Close when still connected
 
   const msg::HelloReply& hello() const { return hello_; }
+  // The "host:port" this session is connected to (the granted device when it came from a tracker).
+  const std::string& server() const { return options_.server; }
 
   Status Ping();
   Expected<msg::DeviceInfo> Info();
