@@ -3,9 +3,10 @@
 #
 # Installs the dependencies, builds crosstune, starts two devices — a crosstune-server on this
 # machine and an aarch64 crosstune-server under qemu-user (plus an armhf one when it was built) —
-# cross-compiles the sample kernel (examples/kernels/sample.c) for each device's triple as the
-# device reports it, runs it remotely with the `crosstune` CLI, checks the answers against numpy,
-# times it with the device's time evaluator, and prints a table.
+# builds the sample kernel (examples/kernels/sample.c) for each device with
+# `crosstune build --target auto` (the device's own triple and cpu features), runs the package
+# remotely with the `crosstune` CLI, checks the answers against numpy, times it with the device's
+# time evaluator, and prints a table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -24,8 +25,6 @@ cmake --build "$BUILD" --target "${targets[@]}"
 CT="$BUILD/host_client/cli/crosstune"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
-CLANG=$(command -v clang-14 || command -v clang)
-LLD=$(command -v ld.lld-14 || command -v ld.lld)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/crosstune-demo.XXXXXX")
 PIDS=()
@@ -101,16 +100,11 @@ for dev in "${NAMES[@]}"; do
   server=${DEVICES[$dev]}
   info=$("$CT" info --server "$server" --json)
   arch=$("$PY" -c 'import json,sys; print(json.load(sys.stdin)["arch"])' <<<"$info")
-  triple=$("$PY" -c 'import json,sys; print(json.load(sys.stdin)["triple"])' <<<"$info")
-  flags=(--target="$triple")
-  case "$arch" in
-    armv7*) flags=(--target=armv7a-linux-gnueabihf -mfloat-abi=hard -mfpu=neon) ;;
-  esac
-  so="$WORK/sample-$dev.so"
-  echo "demo: $dev ($arch at $server): cross-compiling examples/kernels/sample.c for ${flags[*]}"
-  "$CLANG" "${flags[@]}" -ffreestanding -nostdlib -fPIC -O3 "-DCT_KERNEL_TARGET=\"llvm -mtriple=$triple\"" \
-    -I common/include -I "$BUILD/kernel-include" -c examples/kernels/sample.c -o "$so.o"
-  "$LLD" -shared "$so.o" -o "$so"
+  so="$WORK/sample-$dev.ctpkg"
+  echo "demo: $dev ($arch at $server): building examples/kernels/sample.c for the device (--target auto)"
+  # The builder compiles in-process with clang/LLVM and lld for whatever the device reports, and
+  # packages the module with its manifest; the server verifies it before loading.
+  "$CT" build examples/kernels/sample.c --target auto --server "$server" -o "$so" >/dev/null
 
   for kernel in vadd matmul; do
     if [ "$kernel" = vadd ]; then
