@@ -88,6 +88,17 @@ TEST(CompilerTest, KernelsDoNotSeeHostHeaders) {
   EXPECT_NE(out.status().message().find("stdio.h"), std::string::npos);
 }
 
+TEST(CompilerTest, FindsTheAbiHeaderUnderItsInstalledName) {
+  // Kernels written against the installed header spell it "crosstune/kernel_abi.h".
+  const char* src =
+      "#include \"crosstune/kernel_abi.h\"\n"
+      "static int32_t Nop(const ct_arg* a, int32_t n) { (void)a; (void)n; return 0; }\n"
+      "static const ct_function kFns[] = {{\"nop\", Nop, \"\"}};\n"
+      "CT_DEFINE_MODULE(\"llvm\", kFns, 0)\n";
+  auto out = CompileCpu(src, T("x86-64"), {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+}
+
 TEST(CompilerTest, RefusesSourceWithoutModuleTable) {
   auto out = CompileCpu("int f(int x) { return x; }\n", T("x86-64"), {});
   ASSERT_FALSE(out.ok());
