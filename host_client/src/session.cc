@@ -236,6 +236,36 @@ Expected<Reply> Session::Request(Opcode op, const Req& req, std::chrono::millise
   return out;
 }
 
+template <typename Reply, typename Header, typename SendBody>
+Expected<Reply> Session::RequestWithBytes(Opcode op, const Header& header, uint64_t size,
+                                          SendBody&& send_body) {
+  if (!channel_.is_open()) return ClosedStatus();
+  Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(size / 1024));
+  uint32_t id = channel_.NextRequestId();
+  Status s = channel_.Send(op, id, header, deadline);
+  if (s.ok()) s = send_body(deadline);
+  if (!s.ok()) {
+    // The server may have refused the request and closed; its reason beats "connection reset".
+    auto why = channel_.ReadReply<Reply>(id, DeadlineIn(milliseconds(1000)));
+    channel_.Close();
+    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
+    return s;
+  }
+  auto reply = channel_.ReadFrame(deadline);
+  if (!reply.ok()) {
+    channel_.Close();
+    return reply.status();
+  }
+  Status rs = reply->AsStatus();
+  if (!rs.ok()) {
+    if (EndsSession(rs, reply->request_id)) channel_.Close();
+    return rs;
+  }
+  auto out = reply->template As<Reply>();
+  if (!out.ok()) channel_.Close();
+  return out;
+}
+
 Status Session::Ping() { return Request<msg::Empty>(Opcode::kPing, msg::Empty{}).status(); }
 
 Expected<msg::DeviceInfo> Session::Info() {
@@ -269,37 +299,14 @@ Expected<msg::FileEntry> Session::Upload(const std::string& local_path,
   if (!stream_hash) {
     CT_ASSIGN_OR_RETURN(req.sha256_hex, Sha256FileHex(local_path));
   }
-  if (!channel_.is_open()) return ClosedStatus();
-  Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(size / 1024));
-  uint32_t id = channel_.NextRequestId();
   Sha256 sha;
-  Status s = channel_.Send(Opcode::kUpload, id, req, deadline);
-  if (s.ok()) {
-    s = stream_hash ? SendFileHashing(channel_, fd, size, deadline, &sha)
-                    : channel_.SendFromFd(fd, size, deadline);
-  }
-  if (!s.ok()) {
-    // The server may have refused the upload and closed; its reason beats "connection reset".
-    auto why = channel_.ReadReply<msg::FileEntry>(id, DeadlineIn(milliseconds(1000)));
-    channel_.Close();
-    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
+  auto entry = RequestWithBytes<msg::FileEntry>(Opcode::kUpload, req, size, [&](Deadline deadline) {
+    Status s = stream_hash ? SendFileHashing(channel_, fd, size, deadline, &sha)
+                           : channel_.SendFromFd(fd, size, deadline);
+    if (s.ok()) return s;
     return Status(s.code(), "upload of " + local_path + ": " + s.message());
-  }
-  auto reply = channel_.ReadFrame(deadline);
-  if (!reply.ok()) {
-    channel_.Close();
-    return reply.status();
-  }
-  Status rs = reply->AsStatus();
-  if (!rs.ok()) {
-    if (EndsSession(rs, reply->request_id)) channel_.Close();
-    return rs;
-  }
-  auto entry = reply->As<msg::FileEntry>();
-  if (!entry.ok()) {
-    channel_.Close();
-    return entry.status();
-  }
+  });
+  if (!entry.ok()) return entry.status();
   if (stream_hash) {
     std::string mine = sha.FinalHex();
     if (entry->sha256_hex != mine) {
@@ -314,29 +321,10 @@ Expected<msg::FileEntry> Session::Upload(const std::string& local_path,
 
 Expected<msg::FileEntry> Session::UploadBytes(std::string_view data,
                                               const std::string& remote_path) {
-  if (!channel_.is_open()) return ClosedStatus();
-  Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(data.size() / 1024));
-  uint32_t id = channel_.NextRequestId();
   msg::UploadRequest req{remote_path, data.size(), Sha256Hex(data)};
-  Status s = channel_.Send(Opcode::kUpload, id, req, deadline);
-  if (s.ok()) s = channel_.WriteBytes(data.data(), data.size(), deadline);
-  if (!s.ok()) {
-    auto why = channel_.ReadReply<msg::FileEntry>(id, DeadlineIn(milliseconds(1000)));
-    channel_.Close();
-    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
-    return s;
-  }
-  auto reply = channel_.ReadFrame(deadline);
-  if (!reply.ok()) {
-    channel_.Close();
-    return reply.status();
-  }
-  Status rs = reply->AsStatus();
-  if (!rs.ok()) {
-    if (EndsSession(rs, reply->request_id)) channel_.Close();
-    return rs;
-  }
-  return reply->As<msg::FileEntry>();
+  return RequestWithBytes<msg::FileEntry>(
+      Opcode::kUpload, req, data.size(),
+      [&](Deadline deadline) { return channel_.WriteBytes(data.data(), data.size(), deadline); });
 }
 
 Expected<msg::FileEntry> Session::Download(const std::string& remote_path,
@@ -478,27 +466,13 @@ Status RemoteTensor::CopyTo(void* data, uint64_t nbytes) const {
 
 Status RemoteTensor::CopyFrom(const void* data, uint64_t offset, uint64_t nbytes) {
   if (!session_) return Status(ErrorCode::kInvalidArgument, "tensor handle is empty");
-  Channel& ch = session_->channel_;
-  if (!ch.is_open()) return ClosedStatus();
-  Deadline deadline = DeadlineIn(session_->options_.request_timeout + milliseconds(nbytes / 1024));
-  uint32_t id = ch.NextRequestId();
   // Header, then the bytes straight from the caller's buffer.
-  Status s = ch.Send(Opcode::kTensorCopyIn, id, msg::TensorCopy{id_, offset, nbytes}, deadline);
-  if (s.ok()) s = ch.WriteBytes(data, nbytes, deadline);
-  if (!s.ok()) {
-    auto why = ch.ReadReply<msg::Empty>(id, DeadlineIn(milliseconds(1000)));
-    ch.Close();
-    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
-    return s;
-  }
-  auto frame = ch.ReadFrame(deadline);
-  if (!frame.ok()) {
-    ch.Close();
-    return frame.status();
-  }
-  Status rs = frame->AsStatus();
-  if (!rs.ok() && EndsSession(rs, frame->request_id)) ch.Close();
-  return rs;
+  Channel& ch = session_->channel_;
+  return session_
+      ->RequestWithBytes<msg::Empty>(
+          Opcode::kTensorCopyIn, msg::TensorCopy{id_, offset, nbytes}, nbytes,
+          [&](Deadline deadline) { return ch.WriteBytes(data, nbytes, deadline); })
+      .status();
 }
 
 Status RemoteTensor::CopyTo(void* data, uint64_t offset, uint64_t nbytes) const {

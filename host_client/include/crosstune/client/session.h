@@ -133,6 +133,10 @@ class Session {
   // Sends a request and reads its reply; a transport failure closes the channel.
   template <typename Reply, typename Request>
   Expected<Reply> Request(Opcode op, const Request& req, std::chrono::milliseconds extra = {});
+  // Sends `header`, then `size` raw bytes through `send_body(deadline)`, and reads the reply.
+  template <typename Reply, typename Header, typename SendBody>
+  Expected<Reply> RequestWithBytes(Opcode op, const Header& header, uint64_t size,
+                                   SendBody&& send_body);
 
   Channel channel_;
   ConnectOptions options_;
