@@ -13,6 +13,8 @@ ROOT=$(pwd)
 BUILD=${CROSSTUNE_BUILD_DIR:-$ROOT/build/default}
 
 bash scripts/install-deps.sh
+# ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default -B "$BUILD" >/dev/null
 targets=(crosstune crosstune-server)
 for arch in aarch64 armhf; do

@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+# ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default
 cmake --build --preset default
 log=build/default/ctest-last.log
