@@ -115,7 +115,7 @@ static int32_t fpe(const ct_arg* args, int32_t num_args) {
 static int32_t bus(const ct_arg* args, int32_t num_args) {
   (void)args;
   (void)num_args;
-  char name[] = "/tmp/ct-bus-XXXXXX";
+  char name[] = "/tmp/crosstune-sigbus-XXXXXX";
   int fd = mkstemp(name);
   if (fd < 0) return 1;
   unlink(name);
