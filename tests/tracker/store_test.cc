@@ -83,14 +83,16 @@ TEST(StatusPageTest, RendersSummaryAndMetricsFromASnapshot) {
   EXPECT_EQ(j["keys"][0]["queue"][0]["holder"], "bob");
   EXPECT_EQ(j["history"][0]["outcome"], "released");
   std::string m = MetricsText(snap);
-  EXPECT_NE(m.find("crosstune_queue_depth{key=\"rpi4\"} 1"), std::string::npos) << m;
-  EXPECT_NE(m.find("crosstune_queue_oldest_wait_seconds{key=\"rpi4\"} 2.500"), std::string::npos);
-  EXPECT_NE(m.find("crosstune_queue_wait_seconds_count{key=\"rpi4\"} 7"), std::string::npos);
-  EXPECT_NE(m.find("crosstune_device_utilisation{device=\"10.0.0.1:9090\",key=\"rpi4\"} 0.5000"),
+  EXPECT_NE(m.find("crosstune_queue_depth{key=\"rpi4\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("crosstune_queue_oldest_wait_seconds{key=\"rpi4\"} 2.5\n"), std::string::npos);
+  EXPECT_NE(m.find("crosstune_queue_wait_seconds_count{key=\"rpi4\"} 7\n"), std::string::npos);
+  EXPECT_NE(m.find("crosstune_device_utilisation{device=\"10.0.0.1:9090\",key=\"rpi4\"} 0.5\n"),
             std::string::npos);
   EXPECT_NE(
-      m.find("crosstune_device_infra_failures_total{device=\"10.0.0.1:9090\",key=\"rpi4\"} 2"),
+      m.find("crosstune_device_infra_failures_total{device=\"10.0.0.1:9090\",key=\"rpi4\"} 2\n"),
       std::string::npos);
+  EXPECT_NE(m.find("crosstune_device_quarantined{device=\"10.0.0.1:9090\",key=\"rpi4\"} 0\n"),
+            std::string::npos);
   EXPECT_NE(StatusPageHtml().find("/api/summary"), std::string::npos);
 }
 

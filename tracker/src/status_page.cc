@@ -85,70 +85,59 @@ std::string MetricsText(const Snapshot& snap) {
   family("crosstune_leases_active", "gauge", "Leases held now.");
   out += fmt::format("crosstune_leases_active {}\n", snap.leases_active);
 
-  family("crosstune_queue_depth", "gauge", "Requests waiting, per key.");
-  for (const auto& k : snap.keys) {
-    out += fmt::format("crosstune_queue_depth{{key=\"{}\"}} {}\n", Label(k.key), k.queue.size());
-  }
-  family("crosstune_queue_oldest_wait_seconds", "gauge",
-         "How long the longest-waiting request of a key has waited.");
-  for (const auto& k : snap.keys) {
-    int64_t oldest = 0;
-    for (const auto& w : k.queue) oldest = std::max(oldest, w.waited_ms);
-    out += fmt::format("crosstune_queue_oldest_wait_seconds{{key=\"{}\"}} {:.3f}\n", Label(k.key),
-                       oldest / 1000.0);
-  }
+  // One sample per key or per device; values print in their shortest exact form.
+  auto per_key = [&](const char* name, const char* type, const char* help, auto value) {
+    family(name, type, help);
+    for (const auto& k : snap.keys) {
+      out += fmt::format("{}{{key=\"{}\"}} {}\n", name, Label(k.key), value(k));
+    }
+  };
+  auto per_device = [&](const char* name, const char* type, const char* help, auto value) {
+    family(name, type, help);
+    for (const auto& d : snap.devices) {
+      out += fmt::format("{}{{device=\"{}\",key=\"{}\"}} {}\n", name, Label(d.name),
+                         Label(d.key), value(d));
+    }
+  };
+
+  per_key("crosstune_queue_depth", "gauge", "Requests waiting, per key.",
+          [](const auto& k) { return k.queue.size(); });
+  per_key("crosstune_queue_oldest_wait_seconds", "gauge",
+          "How long the longest-waiting request of a key has waited.", [](const auto& k) {
+            int64_t oldest = 0;
+            for (const auto& w : k.queue) oldest = std::max(oldest, w.waited_ms);
+            return oldest / 1000.0;
+          });
   family("crosstune_queue_wait_seconds", "summary", "Time from request to grant, per key.");
   for (const auto& k : snap.keys) {
-    out += fmt::format("crosstune_queue_wait_seconds_sum{{key=\"{}\"}} {:.3f}\n", Label(k.key),
+    out += fmt::format("crosstune_queue_wait_seconds_sum{{key=\"{}\"}} {}\n", Label(k.key),
                        k.wait_seconds_sum);
     out += fmt::format("crosstune_queue_wait_seconds_count{{key=\"{}\"}} {}\n", Label(k.key),
                        k.grants);
   }
-  family("crosstune_queue_wait_seconds_max", "gauge", "Longest time from request to grant.");
-  for (const auto& k : snap.keys) {
-    out += fmt::format("crosstune_queue_wait_seconds_max{{key=\"{}\"}} {:.3f}\n", Label(k.key),
-                       k.wait_seconds_max);
-  }
-  family("crosstune_requests_timed_out_total", "counter",
-         "Requests that waited past their timeout.");
-  for (const auto& k : snap.keys) {
-    out += fmt::format("crosstune_requests_timed_out_total{{key=\"{}\"}} {}\n", Label(k.key),
-                       k.timeouts);
-  }
-  family("crosstune_requests_no_device_total", "counter",
-         "Requests no registered device could ever match.");
-  for (const auto& k : snap.keys) {
-    out += fmt::format("crosstune_requests_no_device_total{{key=\"{}\"}} {}\n", Label(k.key),
-                       k.no_device);
-  }
+  per_key("crosstune_queue_wait_seconds_max", "gauge", "Longest time from request to grant.",
+          [](const auto& k) { return k.wait_seconds_max; });
+  per_key("crosstune_requests_timed_out_total", "counter",
+          "Requests that waited past their timeout.", [](const auto& k) { return k.timeouts; });
+  per_key("crosstune_requests_no_device_total", "counter",
+          "Requests no registered device could ever match.",
+          [](const auto& k) { return k.no_device; });
 
   family("crosstune_device_up", "gauge", "1 per registered device, by state.");
   for (const auto& d : snap.devices) {
     out += fmt::format("crosstune_device_up{{device=\"{}\",key=\"{}\",state=\"{}\"}} 1\n",
                        Label(d.name), Label(d.key), d.state);
   }
-  family("crosstune_device_utilisation", "gauge",
-         "Fraction of its registered time a device has been leased.");
-  for (const auto& d : snap.devices) {
-    out += fmt::format("crosstune_device_utilisation{{device=\"{}\",key=\"{}\"}} {:.4f}\n",
-                       Label(d.name), Label(d.key), d.utilisation);
-  }
-  family("crosstune_device_busy_seconds_total", "counter", "Seconds a device has been leased.");
-  for (const auto& d : snap.devices) {
-    out += fmt::format("crosstune_device_busy_seconds_total{{device=\"{}\",key=\"{}\"}} {:.3f}\n",
-                       Label(d.name), Label(d.key), d.busy_seconds);
-  }
-  family("crosstune_device_infra_failures_total", "counter",
-         "Sessions that failed for infrastructure reasons (server crash, unreachable).");
-  for (const auto& d : snap.devices) {
-    out += fmt::format("crosstune_device_infra_failures_total{{device=\"{}\",key=\"{}\"}} {}\n",
-                       Label(d.name), Label(d.key), d.infra_failures);
-  }
-  family("crosstune_device_quarantined", "gauge", "1 while a device is quarantined.");
-  for (const auto& d : snap.devices) {
-    out += fmt::format("crosstune_device_quarantined{{device=\"{}\",key=\"{}\"}} {}\n",
-                       Label(d.name), Label(d.key), d.quarantined ? 1 : 0);
-  }
+  per_device("crosstune_device_utilisation", "gauge",
+             "Fraction of its registered time a device has been leased.",
+             [](const auto& d) { return d.utilisation; });
+  per_device("crosstune_device_busy_seconds_total", "counter", "Seconds a device has been leased.",
+             [](const auto& d) { return d.busy_seconds; });
+  per_device("crosstune_device_infra_failures_total", "counter",
+             "Sessions that failed for infrastructure reasons (server crash, unreachable).",
+             [](const auto& d) { return d.infra_failures; });
+  per_device("crosstune_device_quarantined", "gauge", "1 while a device is quarantined.",
+             [](const auto& d) { return d.quarantined ? 1 : 0; });
   return out;
 }
 
