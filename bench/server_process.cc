@@ -102,6 +102,31 @@ void ServerProcess::Stop() {
     if (!reaped) waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+  CloseOutput();
+}
+
+int ServerProcess::Terminate(std::chrono::milliseconds grace) {
+  if (pid_ <= 0) return -1;
+  int group = pid_;
+  kill(pid_, SIGTERM);
+  int status = -1;
+  bool reaped = false;
+  auto until = std::chrono::steady_clock::now() + grace;
+  while (!reaped && std::chrono::steady_clock::now() < until) {
+    reaped = waitpid(pid_, &status, WNOHANG) == pid_;
+    if (!reaped) usleep(10'000);
+  }
+  kill(-group, SIGKILL);
+  if (!reaped) {
+    waitpid(pid_, nullptr, 0);
+    status = -1;
+  }
+  pid_ = -1;
+  CloseOutput();
+  return status;
+}
+
+void ServerProcess::CloseOutput() {
   if (drain_.joinable()) drain_.join();
   if (stdout_fd_ >= 0) {
     close(stdout_fd_);
