@@ -1,0 +1,119 @@
+// Tuning records: one JSON line per measurement, appended and flushed as it comes.
+//
+//   {"v":1,"tool":"crosstune 0.1.0","run":"...","tuner":"xgb",
+//    "task":{"template":"matmul","shape":[512,512,512],"dtype":"float32"},
+//    "target":"llvm -mtriple=x86_64-linux-gnu -mcpu=...","device":{"name":"local","arch":"x86_64",
+//    "cpu":"znver4","key":""},"config":{"index":123,"values":{"mr":6,...}},"flops":268435456,
+//    "costs":[0.0012,...],"mean":0.0012,"error":"ok","message":"","build_s":0.02,"run_s":0.4,
+//    "timestamp":"2026-11-30T10:00:00.123Z"}
+//
+// `error` is "ok" or one of the TrialError names; `message` then holds the whole text (compiler
+// diagnostics, the signal and function of a crash). Each record is written with one write(2) on
+// a file opened O_APPEND, so a process killed at any point leaves whole lines only, and a reader
+// skips (and reports) a torn last line rather than failing.
+//
+// Thread-safety: a RecordWriter may be shared by threads (appends are serialised); the free
+// functions are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "crosstune/status.h"
+
+namespace crosstune::tuner {
+
+enum class TrialError {
+  kOk,
+  kInvalidConfig,  // a constraint or a device limit refused it before any compile
+  kBuildError,     // the compiler's diagnostics in the message
+  kBuildTimeout,
+  kLoadError,      // upload or load refused (wrong arch, missing symbol, ...)
+  kRemoteCrash,    // the kernel died by a signal: which one, in which function
+  kRunTimeout,
+  kRuntimeError,   // the kernel returned non-zero
+  kWrongAnswer,    // output differs from the reference
+  kDeviceLost,     // the device went away mid-measurement (the candidate is requeued)
+};
+std::string_view TrialErrorName(TrialError e);
+std::optional<TrialError> ParseTrialError(std::string_view name);
+
+struct TaskId {
+  std::string template_name;
+  std::vector<int64_t> shape;
+  std::string dtype = "float32";
+  // "matmul 512,512,512 float32": one task's records share it.
+  std::string Key() const;
+  bool operator==(const TaskId&) const = default;
+};
+
+struct DeviceId {
+  std::string name;  // "local", the tracker's device name, or host:port
+  std::string arch;
+  std::string cpu;
+  std::string key;  // tracker key, if any
+};
+
+struct Record {
+  int version = 1;
+  std::string tool;
+  std::string run_id;
+  std::string tuner;
+  TaskId task;
+  std::string target;
+  DeviceId device;
+  uint64_t config_index = 0;
+  nlohmann::json config_values = nlohmann::json::object();
+  double flops = 0;
+  std::vector<double> costs;  // seconds per call, one per round
+  double mean = 0;            // seconds; 0 when failed
+  TrialError error = TrialError::kOk;
+  std::string message;
+  double build_s = 0;
+  double run_s = 0;
+  std::string timestamp;  // UTC ISO 8601
+
+  bool ok() const { return error == TrialError::kOk; }
+  double gflops() const { return ok() && mean > 0 ? flops / mean / 1e9 : 0; }
+  nlohmann::json ToJson() const;
+  static Expected<Record> FromJson(const nlohmann::json& j);
+};
+
+// "2026-11-30T10:00:00.123Z" for now.
+std::string UtcTimestamp();
+
+class RecordWriter {
+ public:
+  ~RecordWriter();
+  static Expected<std::unique_ptr<RecordWriter>> Open(const std::string& path);
+  Status Append(const Record& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  RecordWriter() = default;
+  std::mutex mu_;
+  int fd_ = -1;
+  std::string path_;
+};
+
+struct LogContents {
+  std::vector<Record> records;
+  // "mm.jsonl:17: not a record (...)": lines skipped, a torn last line among them.
+  std::vector<std::string> warnings;
+};
+
+// Reads every record of a log. NotFound when the file does not exist; bad lines are skipped with
+// a warning, never an error.
+Expected<LogContents> ReadLog(const std::string& path);
+
+// The best (lowest mean) successful record per task and target, in first-seen order.
+std::vector<Record> BestRecords(const std::vector<Record>& records);
+
+}  // namespace crosstune::tuner

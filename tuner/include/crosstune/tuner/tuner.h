@@ -1,0 +1,88 @@
+// Search strategies over a ConfigSpace: random, grid, ga (genetic) and xgb (XGBoost cost model).
+//
+//   auto tuner = MakeTuner("xgb", space, {.seed = 1});
+//   while (want_more) {
+//     std::vector<uint64_t> batch = (*tuner)->NextBatch(8);   // valid, never proposed before
+//     if (batch.empty()) break;                               // the space is used up
+//     ... measure ...
+//     (*tuner)->Update(results);
+//   }
+//
+// Costs are seconds (or any lower-is-better number); a failed trial has cost +infinity and ok
+// false. Update() also takes results of earlier runs (resume), whose points are then never
+// proposed again.
+//
+// Thread-safety: a Tuner is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crosstune/status.h"
+#include "crosstune/tuner/space.h"
+
+namespace crosstune::tuner {
+
+struct TrialResult {
+  uint64_t index = 0;
+  double cost = std::numeric_limits<double>::infinity();
+  bool ok = false;
+};
+
+// A measured point of another task of the same template (another shape or device), for the xgb
+// tuner's transfer learning. `group` tells tasks apart (ranking is within a group).
+struct TransferSample {
+  std::vector<float> features;
+  double cost = 0;
+  bool ok = false;
+  int group = 0;
+};
+
+struct TunerOptions {
+  uint64_t seed = 1;
+  // Features of a point for the cost model; default: the space's knob features. Must give one
+  // length for every point of the space.
+  std::function<std::vector<float>(const Config&)> features;
+
+  // --- xgb ---
+  std::string objective = "rank";  // "rank" (rank:pairwise) or "reg" (reg:squarederror)
+  int plan_size = 64;              // candidates planned by simulated annealing per refit
+  double epsilon = 0.05;           // share of each batch drawn at random
+  bool diversity = true;           // keep the planned batch spread over the space
+  int sa_iterations = 150;         // annealing steps per plan
+  int sa_walkers = 128;            // parallel annealing chains
+  int min_train = 8;               // successful samples before the model is used
+  int boost_rounds = 60;
+
+  // --- ga ---
+  int population = 24;
+  int elite = 4;
+  double mutation = 0.1;
+};
+
+class Tuner {
+ public:
+  virtual ~Tuner() = default;
+  virtual std::string name() const = 0;
+  // Up to `n` valid points never proposed or measured before; fewer, possibly none, when the
+  // space is used up.
+  virtual std::vector<uint64_t> NextBatch(int n) = 0;
+  // Results of measured points (from this run or an earlier one).
+  virtual void Update(const std::vector<TrialResult>& results) = 0;
+  // Measured points of related tasks (transfer learning); ignored by tuners without a model.
+  virtual void AddTransfer(const std::vector<TransferSample>& samples) { (void)samples; }
+  // Warnings since the last call (e.g. "cost model failed: ...; random batch"); the caller
+  // prints them. A model failure never ends a run.
+  virtual std::vector<std::string> TakeWarnings() { return {}; }
+};
+
+// "random", "grid", "ga" or "xgb"; kInvalidArgument for other names (listing the valid ones).
+Expected<std::unique_ptr<Tuner>> MakeTuner(const std::string& name, const ConfigSpace& space,
+                                           const TunerOptions& options = {});
+const std::vector<std::string>& TunerNames();
+
+}  // namespace crosstune::tuner

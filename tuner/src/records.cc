@@ -1,0 +1,215 @@
+#include "crosstune/tuner/records.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+
+#include "crosstune/protocol.h"
+
+namespace crosstune::tuner {
+
+namespace {
+constexpr std::pair<TrialError, std::string_view> kErrorNames[] = {
+    {TrialError::kOk, "ok"},
+    {TrialError::kInvalidConfig, "InvalidConfig"},
+    {TrialError::kBuildError, "BuildError"},
+    {TrialError::kBuildTimeout, "BuildTimeout"},
+    {TrialError::kLoadError, "LoadError"},
+    {TrialError::kRemoteCrash, "RemoteCrash"},
+    {TrialError::kRunTimeout, "RunTimeout"},
+    {TrialError::kRuntimeError, "RuntimeError"},
+    {TrialError::kWrongAnswer, "WrongAnswer"},
+    {TrialError::kDeviceLost, "DeviceLost"},
+};
+}  // namespace
+
+std::string_view TrialErrorName(TrialError e) {
+  for (const auto& [code, name] : kErrorNames) {
+    if (code == e) return name;
+  }
+  return "?";
+}
+
+std::optional<TrialError> ParseTrialError(std::string_view name) {
+  for (const auto& [code, n] : kErrorNames) {
+    if (n == name) return code;
+  }
+  return std::nullopt;
+}
+
+std::string TaskId::Key() const {
+  std::string s = template_name + " ";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + " " + dtype;
+}
+
+nlohmann::json Record::ToJson() const {
+  nlohmann::json j;
+  j["v"] = version;
+  j["tool"] = tool.empty() ? "crosstune " + std::string(kCrosstuneVersion) : tool;
+  j["run"] = run_id;
+  j["tuner"] = tuner;
+  j["task"] = {{"template", task.template_name}, {"shape", task.shape}, {"dtype", task.dtype}};
+  j["target"] = target;
+  j["device"] = {{"name", device.name}, {"arch", device.arch}, {"cpu", device.cpu},
+                 {"key", device.key}};
+  j["config"] = {{"index", config_index}, {"values", config_values}};
+  j["flops"] = flops;
+  j["costs"] = costs;
+  j["mean"] = mean;
+  j["error"] = TrialErrorName(error);
+  j["message"] = message;
+  j["build_s"] = build_s;
+  j["run_s"] = run_s;
+  j["timestamp"] = timestamp;
+  return j;
+}
+
+Expected<Record> Record::FromJson(const nlohmann::json& j) {
+  try {
+    Record r;
+    r.version = j.at("v").get<int>();
+    if (r.version != 1) {
+      return Status(ErrorCode::kVersionMismatch,
+                    "record version " + std::to_string(r.version) + " (this tool reads 1)");
+    }
+    r.tool = j.value("tool", "");
+    r.run_id = j.value("run", "");
+    r.tuner = j.value("tuner", "");
+    const auto& task = j.at("task");
+    r.task.template_name = task.at("template").get<std::string>();
+    r.task.shape = task.at("shape").get<std::vector<int64_t>>();
+    r.task.dtype = task.value("dtype", "float32");
+    r.target = j.value("target", "");
+    if (auto d = j.find("device"); d != j.end() && d->is_object()) {
+      r.device.name = d->value("name", "");
+      r.device.arch = d->value("arch", "");
+      r.device.cpu = d->value("cpu", "");
+      r.device.key = d->value("key", "");
+    }
+    const auto& config = j.at("config");
+    r.config_index = config.at("index").get<uint64_t>();
+    r.config_values = config.value("values", nlohmann::json::object());
+    r.flops = j.value("flops", 0.0);
+    r.costs = j.value("costs", std::vector<double>{});
+    r.mean = j.value("mean", 0.0);
+    std::string error = j.at("error").get<std::string>();
+    auto code = ParseTrialError(error);
+    if (!code) return Status(ErrorCode::kInvalidArgument, "unknown error kind '" + error + "'");
+    r.error = *code;
+    r.message = j.value("message", "");
+    r.build_s = j.value("build_s", 0.0);
+    r.run_s = j.value("run_s", 0.0);
+    r.timestamp = j.value("timestamp", "");
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return Status(ErrorCode::kInvalidArgument, std::string("not a record (") + e.what() + ")");
+  }
+}
+
+std::string UtcTimestamp() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+            1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
+  return out;
+}
+
+RecordWriter::~RecordWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Expected<std::unique_ptr<RecordWriter>> RecordWriter::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status(ErrorCode::kIoError, path + ": " + std::strerror(errno));
+  }
+  // A log whose last line was torn by a kill gets a newline first, so the next record starts a
+  // line of its own instead of extending the broken one.
+  off_t end = ::lseek(fd, 0, SEEK_END);
+  if (end > 0) {
+    int rfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    char last = '\n';
+    if (rfd >= 0) {
+      if (::pread(rfd, &last, 1, end - 1) != 1) last = '\n';
+      ::close(rfd);
+    }
+    if (last != '\n' && ::write(fd, "\n", 1) != 1) {
+      ::close(fd);
+      return Status(ErrorCode::kIoError, path + ": " + std::strerror(errno));
+    }
+  }
+  std::unique_ptr<RecordWriter> w(new RecordWriter());
+  w->fd_ = fd;
+  w->path_ = path;
+  return w;
+}
+
+Status RecordWriter::Append(const Record& record) {
+  std::string line = record.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  line += '\n';
+  std::lock_guard<std::mutex> lock(mu_);
+  // One write: O_APPEND makes it atomic against other appenders, and a kill leaves the line
+  // either whole or absent (short writes only happen on a full disk, reported below).
+  ssize_t n = ::write(fd_, line.data(), line.size());
+  if (n != static_cast<ssize_t>(line.size())) {
+    return Status(ErrorCode::kIoError, path_ + ": record not written: " +
+                                           (n < 0 ? std::strerror(errno) : "short write"));
+  }
+  return Status::Ok();
+}
+
+Expected<LogContents> ReadLog(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(ErrorCode::kNotFound, path + ": no such log");
+  LogContents out;
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      out.warnings.push_back(path + ":" + std::to_string(line_no) +
+                             ": skipped a line that is not JSON (torn by a kill?)");
+      continue;
+    }
+    auto r = Record::FromJson(j);
+    if (!r.ok()) {
+      out.warnings.push_back(path + ":" + std::to_string(line_no) + ": " + r.status().message());
+      continue;
+    }
+    out.records.push_back(std::move(r).value());
+  }
+  return out;
+}
+
+std::vector<Record> BestRecords(const std::vector<Record>& records) {
+  std::vector<Record> best;
+  std::map<std::string, size_t> slot;
+  for (const auto& r : records) {
+    if (!r.ok() || r.mean <= 0) continue;
+    std::string key = r.task.Key() + "|" + r.target;
+    auto it = slot.find(key);
+    if (it == slot.end()) {
+      slot[key] = best.size();
+      best.push_back(r);
+    } else if (r.mean < best[it->second].mean) {
+      best[it->second] = r;
+    }
+  }
+  return best;
+}
+
+}  // namespace crosstune::tuner
