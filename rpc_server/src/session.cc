@@ -351,12 +351,19 @@ class SessionHandler {
   // it runs too long, and the parent turns either death into the client's answer.
   Status Guarded(uint32_t request_id, const std::string& fn, uint32_t limit_ms, uint64_t times,
                  bool timing, Module* m, size_t index, int32_t* ret) {
+    GuardBegin(request_id, fn, limit_ms, times, timing);
+    Status s = m->Invoke(index, args_.data(), static_cast<int32_t>(args_.size()), times, ret);
+    GuardEnd(limit_ms);
+    return s;
+  }
+  void GuardBegin(uint32_t request_id, const std::string& fn, uint32_t limit_ms, uint64_t times,
+                  bool timing) {
     if (slot_) slot_->Begin(request_id, fn, limit_ms, times, timing);
     if (options_.guard_calls && limit_ms) ArmCallTimer(uint64_t{limit_ms} * times);
-    Status s = m->Invoke(index, args_.data(), static_cast<int32_t>(args_.size()), times, ret);
+  }
+  void GuardEnd(uint32_t limit_ms) {
     if (options_.guard_calls && limit_ms) ArmCallTimer(0);
     if (slot_) slot_->End();
-    return s;
   }
 
   Status KernelError(Module* m, const std::string& fn, int32_t ret) {
@@ -393,14 +400,21 @@ class SessionHandler {
     const std::string& fn = req->call.function;
     int32_t ret = 0;
     bool warm_up = true;
-    auto run = [&](uint64_t n) -> Status {
-      // The warm-up is one ordinary call; rounds get the limit per call times their length.
-      CT_RETURN_IF_ERROR(Guarded(f.request_id, fn, limit, n, !warm_up, m, *index, &ret));
+    // The watchdog is armed once per round, before the evaluator starts its clock, and disarmed
+    // after it stops: only the calls themselves are timed. The warm-up is one ordinary call;
+    // rounds get the limit per call times their length.
+    TimeEvaluatorHooks hooks = *hooks_;
+    hooks.before_batch = [&](uint64_t n) { GuardBegin(f.request_id, fn, limit, n, !warm_up); };
+    hooks.after_batch = [&] {
+      GuardEnd(limit);
       warm_up = false;
+    };
+    auto run = [&](uint64_t n) -> Status {
+      CT_RETURN_IF_ERROR(m->Invoke(*index, args_.data(), static_cast<int32_t>(args_.size()), n, &ret));
       if (ret != 0) return KernelError(m, fn, ret);
       return Status::Ok();
     };
-    auto result = RunTimeEvaluator(opt, *hooks_, run);
+    auto result = RunTimeEvaluator(opt, hooks, run);
     if (!result.ok()) return ReplyError(f.request_id, result.status());
     msg::TimeReply reply;
     reply.seconds_per_call = std::move(result->seconds_per_call);

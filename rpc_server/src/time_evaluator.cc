@@ -26,8 +26,13 @@ Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimeEvaluatorOptions& optio
   if (options.repeat == 0) {
     return Status(ErrorCode::kInvalidArgument, "repeat must be at least 1");
   }
+  auto after = [&] {
+    if (hooks.after_batch) hooks.after_batch();
+  };
   if (hooks.before_batch) hooks.before_batch(1);
-  CT_RETURN_IF_ERROR(run_batch(1));  // warm-up
+  Status warm = run_batch(1);  // warm-up
+  after();
+  CT_RETURN_IF_ERROR(warm);
 
   TimeEvaluatorResult result;
   result.number = std::max<uint32_t>(options.number, 1);
@@ -38,8 +43,10 @@ Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimeEvaluatorOptions& optio
       if (options.flush_cache && hooks.flush_cache) hooks.flush_cache();
       if (hooks.before_batch) hooks.before_batch(result.number);
       double t0 = hooks.now_seconds();
-      CT_RETURN_IF_ERROR(run_batch(result.number));
+      Status ran = run_batch(result.number);
       double elapsed = hooks.now_seconds() - t0;
+      after();
+      CT_RETURN_IF_ERROR(ran);
       if (options.min_repeat_ms > 0 && elapsed * 1000.0 < options.min_repeat_ms &&
           result.number < kMaxNumber) {
         result.number = GrowNumber(result.number, elapsed, options.min_repeat_ms);

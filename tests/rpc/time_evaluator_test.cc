@@ -49,6 +49,29 @@ TEST(TimeEvaluator, WarmsUpOnceThenMeasuresEachRound) {
   EXPECT_EQ(dev.flushes, 0);
 }
 
+TEST(TimeEvaluator, ArmsTheWatchdogOutsideTheTimedWindow) {
+  // Arming and disarming cost fake time; none of it may show in the per-call seconds.
+  FakeDevice dev;
+  TimeEvaluatorHooks hooks = dev.Hooks();
+  int armed = 0, disarmed = 0;
+  hooks.before_batch = [&](uint64_t) {
+    ++armed;
+    dev.now += 0.5;
+  };
+  hooks.after_batch = [&] {
+    ++disarmed;
+    dev.now += 0.5;
+  };
+  TimeEvaluatorOptions opt;
+  opt.number = 4;
+  opt.repeat = 3;
+  auto r = RunTimeEvaluator(opt, hooks, dev.Run());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(armed, 4);  // warm-up + one per round
+  EXPECT_EQ(disarmed, 4);
+  for (double s : r->seconds_per_call) EXPECT_DOUBLE_EQ(s, 0.001);
+}
+
 TEST(TimeEvaluator, GrowsNumberUntilARoundLastsMinRepeatMs) {
   FakeDevice dev;
   dev.per_call = 0.0001;  // 100 us

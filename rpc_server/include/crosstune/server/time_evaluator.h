@@ -4,7 +4,9 @@
 // min_repeat_ms grows `number` to max(number * 1.618, number * min_repeat_ms / elapsed) (at least
 // number + 1) and is measured again; the grown number carries over to later rounds. An optional
 // cooldown sleeps between rounds; an optional cache flush runs before every measured round. The
-// result is each round's seconds per call and the final number.
+// result is each round's seconds per call and the final number. Only run_batch itself is inside
+// the timed window: watchdog arming (before_batch/after_batch) happens once per round, outside it,
+// so small kernels are not charged for it.
 //
 // The clock, the sleep and the cache flush are injected so the growth logic is testable without
 // real time. Not thread-safe; one evaluation at a time.
@@ -31,8 +33,10 @@ struct TimeEvaluatorHooks {
   std::function<void(uint32_t ms)> sleep_ms;  // cooldown
   std::function<void()> flush_cache;          // touch a buffer bigger than the last-level cache
   // Called before the warm-up (number 1) and before each measured round with that round's number
-  // (e.g. to arm a watchdog for number calls).
+  // (e.g. to arm a watchdog for number calls), outside the timed window.
   std::function<void(uint64_t calls)> before_batch;
+  // Called after each batch, once its clock has stopped (e.g. to disarm the watchdog).
+  std::function<void()> after_batch;
 };
 
 struct TimeEvaluatorResult {
