@@ -6,6 +6,10 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#ifdef __linux__
+#include <sys/prctl.h>
+#include <unistd.h>
+#endif
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -94,7 +98,18 @@ int main(int argc, char** argv) {
   app.add_option("--custom-addr", link.custom_addr,
                  "address clients should dial (host or host:port), when the tracker would see "
                  "another one");
+  bool exit_with_parent = false;
+  app.add_flag("--exit-with-parent", exit_with_parent,
+               "end (SIGTERM) when the process that started this server dies, even by SIGKILL");
   CLI11_PARSE(app, argc, argv);
+#ifdef __linux__
+  if (exit_with_parent) {
+    // Asked for before the first thread, and checked once: the parent may be gone already.
+    pid_t parent = ::getppid();
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) return 0;
+  }
+#endif
   // A closed stderr or stdout pipe (the script that started us went away) must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
   if (!link.tracker.empty() && link.key.empty()) {
