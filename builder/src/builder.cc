@@ -444,7 +444,8 @@ BuildResult BuildInProcess(const BuildRequest& request) {
 Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const BuildResult& result,
                                           const std::string& out_path,
                                           const std::string& graph_json,
-                                          const std::string& params_bin) {
+                                          const std::string& params_bin,
+                                          const std::string& tuning_json) {
   if (!result.ok()) return result.status;
   static const std::regex kName("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$");
   if (!std::regex_match(request.name, kName)) {
@@ -465,6 +466,7 @@ Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const Bui
   m.compiler_version = t.is_cuda() ? NvrtcVersion() : LlvmVersion();
   m.library = "lib/" + request.name + (t.is_cuda() ? ".cubin" : ".so");
   m.functions = result.functions;
+  m.tuning = tuning_json;
   std::vector<pkg::PackageInput> files = {{m.library, result.library, ""}};
   if (!result.ptx.empty()) {
     m.ptx = "lib/" + request.name + ".ptx";

@@ -223,6 +223,10 @@ std::string ManifestToJson(const Manifest& m, int indent) {
             {"functions", fns},
             {"files", files}};
   if (!m.ptx.empty()) j["ptx"] = m.ptx;
+  if (!m.tuning.empty()) {
+    json t = json::parse(m.tuning, nullptr, false);
+    j["tuning"] = t.is_discarded() ? json(m.tuning) : t;
+  }
   return j.dump(indent);
 }
 
@@ -257,6 +261,7 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
     m.library = j.at("library").get<std::string>();
     m.ptx = j.value("ptx", "");
     m.build_id = j.value("build_id", "");
+    if (auto t = j.find("tuning"); t != j.end()) m.tuning = t->is_string() ? t->get<std::string>() : t->dump();
     for (const auto& f : j.at("functions")) {
       Function fn;
       fn.name = f.at("name").get<std::string>();

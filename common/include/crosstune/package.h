@@ -69,6 +69,9 @@ struct Manifest {
   std::string build_id;  // SHA-256 of the library
   std::vector<Function> functions;
   std::vector<FileHash> files;  // every member except manifest.json
+  // Where a tuned package came from, as a JSON object text ({"task": ..., "config": ...,
+  // "record": ...}); empty for packages that were not tuned. Informational: nothing checks it.
+  std::string tuning;
 };
 
 std::string ManifestToJson(const Manifest& m, int indent = 2);

@@ -93,10 +93,12 @@ std::string BuildCacheKey(const BuildRequest& request);
 BuildResult BuildInProcess(const BuildRequest& request);
 
 // Writes a .ctpkg for a successful build: lib/<name>.so or lib/<name>.cubin (+ lib/<name>.ptx),
-// optional graph.json text and params.bin bytes (stamped with the library's build id).
+// optional graph.json text and params.bin bytes (stamped with the library's build id), and the
+// manifest's `tuning` object (a JSON text naming the task, config and record of a tuned build).
 Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const BuildResult& result,
                                           const std::string& out_path,
                                           const std::string& graph_json = "",
-                                          const std::string& params_bin = "");
+                                          const std::string& params_bin = "",
+                                          const std::string& tuning_json = "");
 
 }  // namespace crosstune::builder
