@@ -1,0 +1,234 @@
+// The measure pipeline against a real crosstune-server on loopback: the matmul template's code
+// against its reference, and every trial error kind from a real cause.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+
+#include "crosstune/builder/builder.h"
+#include "crosstune/tuner/measure.h"
+#include "crosstune/tuner/task.h"
+#include "crosstune/tuner/tune.h"
+#include "server_process.h"
+
+namespace crosstune::tuner {
+namespace {
+
+// A naive matmul whose single knob picks a fault: what each trial error kind looks like when it
+// really happens (a compiler error, a crash, a hang, a wrong result, a non-zero return).
+enum Fault : int64_t { kNone, kSyntax, kCrash, kHang, kWrong, kReturn };
+
+class FaultyTask final : public Task {
+ public:
+  FaultyTask(builder::Target target, std::vector<int64_t> faults) {
+    id_ = TaskId{"faulty_matmul", {8, 8, 8}, "float32"};
+    target_ = std::move(target);
+    EXPECT_TRUE(space_.AddCategorical("fault", faults).ok());
+  }
+  std::string function() const override { return "matmul"; }
+  std::vector<ArgSpec> args() const override {
+    return {{"A", {8, 8}}, {"B", {8, 8}}, {"C", {8, 8}, {kDLFloat, 32, 1}, true}};
+  }
+  double flops() const override { return 2.0 * 8 * 8 * 8; }
+  Config DefaultConfig() const override { return space_.Get(0); }
+  ConfigSpace& mutable_space_for_test() { return space_; }
+  std::string Generate(const Config& c) const override {
+    return "#define FAULT " + std::to_string(c.Int("fault")) + "\n" + R"(
+#include "crosstune/kernel_abi.h"
+#if FAULT == 1
+#error deliberate build failure
+#endif
+static int32_t matmul(const ct_arg* args, int32_t n) {
+  const float* A = (const float*)args[0].value.v_tensor->data;
+  const float* B = (const float*)args[1].value.v_tensor->data;
+  float* C = (float*)args[2].value.v_tensor->data;
+#if FAULT == 2
+  *(volatile int*)0 = 1;
+#elif FAULT == 3
+  for (volatile int spin = 0;; ++spin) {}
+#elif FAULT == 5
+  return 7;
+#endif
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) {
+      float s = 0;
+      for (int k = 0; k < 8; ++k) s += A[i * 8 + k] * B[k * 8 + j];
+      C[i * 8 + j] = s;
+    }
+#if FAULT == 4
+  C[19] += 1.0f;
+#endif
+  return 0;
+}
+static const ct_function kFns[] = {{"matmul", matmul, "ttt"}};
+CT_DEFINE_MODULE("faulty", kFns, 0)
+)";
+  }
+  void Reference(HostArgs& a) const override {
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j) {
+        double s = 0;
+        for (int k = 0; k < 8; ++k) s += a[0][i * 8 + k] * a[1][k * 8 + j];
+        a[2][i * 8 + j] = static_cast<float>(s);
+      }
+  }
+};
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto b = builder::Builder::Create({.workers = 2});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    builder_ = std::move(b).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete builder_;
+    builder_ = nullptr;
+  }
+  void SetUp() override {
+    Status s = server_.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0"},
+                             std::chrono::seconds(20));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    device_.name = "local";
+    device_.server = server_.address();
+    client::ConnectOptions co;
+    co.server = server_.address();
+    auto session = client::Session::Connect(co);
+    ASSERT_TRUE(session.ok());
+    auto info = (*session)->Info();
+    ASSERT_TRUE(info.ok());
+    info_ = *info;
+    auto t = builder::TargetFromDevice(info_);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    target_ = *t;
+  }
+
+  std::vector<Measurement> Run(const Task& task, const std::vector<uint64_t>& indices,
+                               MeasureOptions options = {}) {
+    options.repeat = 1;
+    options.min_repeat_ms = 0;
+    auto cands = BuildCandidates(*builder_, task, indices, info_, options);
+    ReferenceData ref = ReferenceData::Make(task, 7);
+    auto runner = DeviceRunner::Open(device_, task, ref, options);
+    EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+    std::vector<Measurement> out;
+    if (!runner.ok()) return out;
+    for (const auto& c : cands) out.push_back((*runner)->Measure(c));
+    return out;
+  }
+
+  static builder::Builder* builder_;
+  ServerProcess server_;
+  DeviceSpec device_;
+  msg::DeviceInfo info_;
+  builder::Target target_;
+};
+builder::Builder* PipelineTest::builder_ = nullptr;
+
+TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
+  // Odd sizes that fill no tile, and one larger square.
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{37, 29, 19}, {64, 64, 64},
+                                     {96, 200, 130}, {1, 17, 5}}) {
+    auto task = MakeTask("matmul", shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    std::vector<uint64_t> indices = {(*task)->DefaultConfig().index()};
+    UniqueSampler sampler((*task)->space(), 11);
+    for (int i = 0; i < 7; ++i) {
+      auto next = sampler.Next();
+      ASSERT_TRUE(next.has_value());
+      indices.push_back(*next);
+    }
+    auto results = Run(**task, indices);
+    ASSERT_EQ(results.size(), indices.size());
+    for (const auto& m : results) {
+      EXPECT_EQ(m.error, TrialError::kOk)
+          << (*task)->id().Key() << " " << (*task)->space().Get(m.index).ToString() << ": "
+          << TrialErrorName(m.error) << " " << m.message;
+      EXPECT_GT(m.mean, 0);
+    }
+  }
+}
+
+TEST_F(PipelineTest, EveryTrialErrorKindComesFromARealCause) {
+  FaultyTask task(target_, {kNone, kSyntax, kCrash, kHang, kWrong, kReturn});
+  MeasureOptions options;
+  options.run_timeout_ms = 300;
+  auto results = Run(task, {0, 1, 2, 3, 4, 5, 0}, options);
+  ASSERT_EQ(results.size(), 7u);
+  EXPECT_EQ(results[0].error, TrialError::kOk) << results[0].message;
+  EXPECT_EQ(results[1].error, TrialError::kBuildError);
+  EXPECT_NE(results[1].message.find("deliberate build failure"), std::string::npos)
+      << results[1].message;
+  EXPECT_EQ(results[2].error, TrialError::kRemoteCrash);
+  EXPECT_NE(results[2].message.find("SIGSEGV"), std::string::npos) << results[2].message;
+  EXPECT_NE(results[2].message.find("matmul"), std::string::npos) << results[2].message;
+  EXPECT_EQ(results[3].error, TrialError::kRunTimeout) << results[3].message;
+  EXPECT_EQ(results[4].error, TrialError::kWrongAnswer);
+  EXPECT_NE(results[4].message.find("C[2,3]"), std::string::npos) << results[4].message;
+  EXPECT_EQ(results[5].error, TrialError::kRuntimeError);
+  // After a crash and a hang ended two sessions, the runner reconnected and still measures.
+  EXPECT_EQ(results[6].error, TrialError::kOk) << results[6].message;
+
+  // Refused before the compiler: a config outside the space's constraints.
+  FaultyTask constrained(target_, {kNone, kWrong});
+  constrained.mutable_space_for_test().AddConstraint("no_wrong",
+                                                     [](const Config& c) { return c.Int("fault") == 0; });
+  auto refused = Run(constrained, {1});
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].error, TrialError::kInvalidConfig);
+  EXPECT_NE(refused[0].message.find("no_wrong"), std::string::npos) << refused[0].message;
+}
+
+TEST_F(PipelineTest, BuildTimeoutAndLoadErrorAreTheirOwnKinds) {
+  FaultyTask task(target_, {kNone});
+  MeasureOptions options;
+  options.build_timeout = std::chrono::milliseconds(1);
+  auto slow = Run(task, {0}, options);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].error, TrialError::kBuildTimeout) << slow[0].message;
+
+  // A module for another architecture: refused by the server's loader.
+  auto other = builder::ParseTarget(target_.Arch() == "aarch64" ? "x86-64" : "aarch64");
+  ASSERT_TRUE(other.ok());
+  FaultyTask foreign(*other, {kNone});
+  auto wrong_arch = Run(foreign, {0});
+  ASSERT_EQ(wrong_arch.size(), 1u);
+  EXPECT_EQ(wrong_arch[0].error, TrialError::kLoadError) << wrong_arch[0].message;
+  EXPECT_NE(wrong_arch[0].message.find("WrongArch"), std::string::npos) << wrong_arch[0].message;
+}
+
+TEST_F(PipelineTest, AKilledServerIsReportedAsALostDevice) {
+  FaultyTask task(target_, {kNone});
+  MeasureOptions options;
+  auto cands = BuildCandidates(*builder_, task, {0, 0}, info_, options);
+  ReferenceData ref = ReferenceData::Make(task, 7);
+  auto runner = DeviceRunner::Open(device_, task, ref, options);
+  ASSERT_TRUE(runner.ok());
+  EXPECT_EQ((*runner)->Measure(cands[0]).error, TrialError::kOk);
+  server_.Stop();
+  Measurement m = (*runner)->Measure(cands[1]);
+  EXPECT_EQ(m.error, TrialError::kDeviceLost) << m.message;
+}
+
+TEST_F(PipelineTest, ARunWhoseTrialsAllFailEndsWithTheCommonestErrorAndItsMessage) {
+  FaultyTask task(target_, {kSyntax, kReturn});
+  TuneOptions options;
+  options.tuner = "random";
+  options.trials = 2;
+  options.batch = 2;
+  options.measure.repeat = 1;
+  auto result = Tune(task, {device_}, *builder_, options);
+  ASSERT_FALSE(result.ok());
+  const std::string msg = result.status().message();
+  EXPECT_NE(msg.find("all 2 trials failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("commonest:"), std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("BuildError (1): ") != std::string::npos ||
+              msg.find("RuntimeError (1): ") != std::string::npos)
+      << msg;
+}
+
+}  // namespace
+}  // namespace crosstune::tuner

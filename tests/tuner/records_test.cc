@@ -1,0 +1,112 @@
+// Tuning records: round trip, torn lines, resume bookkeeping.
+#include "crosstune/tuner/records.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace crosstune::tuner {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("crosstune-records-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
+Record Sample(uint64_t index, double mean, TrialError error = TrialError::kOk) {
+  Record r;
+  r.task = TaskId{"matmul", {64, 64, 64}, "float32"};
+  r.target = "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64";
+  r.device = DeviceId{"local", "x86_64", "cpu", ""};
+  r.tuner = "xgb";
+  r.config_index = index;
+  r.config_values = {{"mr", 4}, {"order", {"jr", "ir"}}};
+  r.flops = 2.0 * 64 * 64 * 64;
+  r.costs = {mean, mean};
+  r.mean = mean;
+  r.error = error;
+  r.message = error == TrialError::kOk ? "" : "kernel.c:3: error: \xff bad byte";
+  r.timestamp = UtcTimestamp();
+  return r;
+}
+
+TEST(Records, RoundTripKeepsEveryField) {
+  Record r = Sample(12, 0.5e-3, TrialError::kBuildError);
+  auto back = Record::FromJson(nlohmann::json::parse(r.ToJson().dump(-1, ' ', false,
+                                                     nlohmann::json::error_handler_t::replace)));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->task, r.task);
+  EXPECT_EQ(back->config_index, 12u);
+  EXPECT_EQ(back->config_values, r.config_values);
+  EXPECT_EQ(back->error, TrialError::kBuildError);
+  EXPECT_NE(back->message.find("kernel.c:3: error:"), std::string::npos);
+  EXPECT_EQ(back->costs, r.costs);
+  EXPECT_EQ(back->device.name, "local");
+}
+
+TEST(Records, EveryErrorNameParsesBack) {
+  for (TrialError e : {TrialError::kOk, TrialError::kInvalidConfig, TrialError::kBuildError,
+                       TrialError::kBuildTimeout, TrialError::kLoadError, TrialError::kRemoteCrash,
+                       TrialError::kRunTimeout, TrialError::kRuntimeError,
+                       TrialError::kWrongAnswer, TrialError::kDeviceLost}) {
+    auto parsed = ParseTrialError(TrialErrorName(e));
+    ASSERT_TRUE(parsed.has_value()) << TrialErrorName(e);
+    EXPECT_EQ(*parsed, e);
+  }
+  EXPECT_FALSE(ParseTrialError("Nonsense").has_value());
+}
+
+TEST(Records, ATornLastLineIsSkippedWithAWarningAndTheNextRecordStartsAFreshLine) {
+  std::string path = TempPath("torn.jsonl");
+  std::filesystem::remove(path);
+  {
+    auto w = RecordWriter::Open(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Append(Sample(1, 1e-3)).ok());
+    ASSERT_TRUE((*w)->Append(Sample(2, 2e-3)).ok());
+  }
+  // A kill in the middle of a write leaves half a line.
+  std::string half = Sample(3, 3e-3).ToJson().dump().substr(0, 40);
+  std::ofstream(path, std::ios::app) << half;
+  auto log = ReadLog(path);
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->records.size(), 2u);
+  ASSERT_EQ(log->warnings.size(), 1u);
+  EXPECT_NE(log->warnings[0].find(":3:"), std::string::npos) << log->warnings[0];
+
+  // Appending after the torn line: the new record is whole and readable.
+  {
+    auto w = RecordWriter::Open(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Append(Sample(4, 4e-3)).ok());
+  }
+  log = ReadLog(path);
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(log->records.size(), 3u);
+  EXPECT_EQ(log->records.back().config_index, 4u);
+  std::filesystem::remove(path);
+}
+
+TEST(Records, BestPicksTheLowestMeanPerTaskAndTarget) {
+  std::vector<Record> rs = {Sample(1, 3e-3), Sample(2, 1e-3), Sample(3, 0, TrialError::kWrongAnswer),
+                            Sample(4, 2e-3)};
+  Record other = Sample(5, 9e-3);
+  other.task.shape = {32, 32, 32};
+  rs.push_back(other);
+  auto best = BestRecords(rs);
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].config_index, 2u);
+  EXPECT_EQ(best[1].config_index, 5u);
+}
+
+TEST(Records, AMissingLogIsNotFound) {
+  auto log = ReadLog(TempPath("absent.jsonl"));
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace crosstune::tuner

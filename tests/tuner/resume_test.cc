@@ -1,0 +1,110 @@
+// `crosstune tune` end to end: a run killed by SIGKILL loses no finished record, and the next run
+// with the same --log measures only what is missing.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "crosstune/tuner/records.h"
+
+extern char** environ;
+
+namespace crosstune::tuner {
+namespace {
+
+size_t CountLines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) n += !line.empty();
+  return n;
+}
+
+// Runs the CLI to completion and returns its stdout; `rc` gets the exit status.
+std::string RunCli(const std::string& args, int* rc) {
+  std::string cmd = std::string(CT_CLI_BIN) + " " + args + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (p && (n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = p ? ::pclose(p) : -1;
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(TuneResume, ASigkilledRunLosesNoRecordAndTheNextMeasuresOnlyTheRest) {
+  const std::string log = (std::filesystem::temp_directory_path() /
+                           ("crosstune-resume-" + std::to_string(::getpid()) + ".jsonl"))
+                              .string();
+  std::filesystem::remove(log);
+  const std::string common = "tune matmul --shape 40,40,40 --tuner random --trials 40 --batch 4 "
+                             "--repeat 1 --min-repeat-ms 0 --quiet --log " + log;
+
+  std::vector<std::string> argv = {CT_CLI_BIN, "tune", "matmul", "--shape", "40,40,40",
+                                   "--tuner", "random", "--trials", "40", "--batch", "4",
+                                   "--repeat", "1", "--min-repeat-ms", "0", "--quiet",
+                                   "--log", log};
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ), 0);
+  // Wait for some records, then kill it mid-run.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (CountLines(log) < 9 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
+
+  auto first = ReadLog(log);
+  ASSERT_TRUE(first.ok());
+  // At most the line being written when it died is torn; everything else is whole.
+  EXPECT_LE(first->warnings.size(), 1u);
+  const size_t killed_at = first->records.size();
+  EXPECT_GE(killed_at, 9u);
+  EXPECT_LT(killed_at, 40u);
+
+  int rc = 0;
+  std::string out = RunCli(common + " --json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["resumed"].get<size_t>(), killed_at);
+  EXPECT_EQ(j["measured"].get<size_t>(), 40 - killed_at);
+  EXPECT_EQ(j["trials_in_log"].get<int>(), 40);
+
+  auto second = ReadLog(log);
+  ASSERT_TRUE(second.ok());
+  std::set<uint64_t> configs;
+  for (const auto& r : second->records) {
+    EXPECT_TRUE(configs.insert(r.config_index).second) << "measured twice: " << r.config_index;
+  }
+  EXPECT_EQ(configs.size(), 40u);
+
+  // Nothing left to do: a third run measures nothing.
+  out = RunCli(common + " --json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["measured"].get<int>(), 0);
+  EXPECT_EQ(CountLines(log), 40u + (first->warnings.empty() ? 0u : 1u));
+  std::filesystem::remove(log);
+}
+
+}  // namespace
+}  // namespace crosstune::tuner

@@ -1,0 +1,49 @@
+// The devices of a tuning run: crosstune-servers given by address, or every free device of a key
+// that a tracker can grant (each on a multi-session lease, renewed in the background, so a runner
+// can reconnect after a kernel crash ends its session).
+//
+// Thread-safety: Lost() may be called from any thread; the rest from the owner's.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "crosstune/client/tracker_client.h"
+#include "crosstune/tuner/measure.h"
+
+namespace crosstune::tuner {
+
+class DevicePool {
+ public:
+  // Servers reached directly ("host:port"), named by `names` or else by their address.
+  static std::unique_ptr<DevicePool> FromServers(const std::vector<std::string>& servers,
+                                                 const std::string& auth_secret,
+                                                 std::chrono::milliseconds request_timeout,
+                                                 const std::vector<std::string>& names = {});
+  // Every free device of `key`, up to `max_devices` (0: no limit). Waits up to `wait` for the
+  // first; later ones are taken only if granted at once. `server_secret` answers the servers'
+  // HMAC challenge (the lease token alone is enough when the servers trust the tracker).
+  static Expected<std::unique_ptr<DevicePool>> FromTracker(
+      const client::TrackerOptions& tracker, const std::string& key, int max_devices,
+      std::chrono::milliseconds wait, const std::string& server_secret,
+      std::chrono::milliseconds request_timeout);
+  // Releases every lease still held (outcome ok).
+  ~DevicePool();
+
+  const std::vector<DeviceSpec>& devices() const { return devices_; }
+  // A device stopped answering: give its lease back now (outcome unreachable), so the tracker
+  // can check it and others are not kept waiting for a lease nobody uses.
+  void Lost(const DeviceSpec& device, const Status& why);
+
+ private:
+  DevicePool() = default;
+  std::vector<DeviceSpec> devices_;
+  std::mutex mu_;
+  // One tracker connection per lease: its auto-renew thread keeps that lease alive.
+  std::vector<std::unique_ptr<client::TrackerClient>> trackers_;
+};
+
+}  // namespace crosstune::tuner

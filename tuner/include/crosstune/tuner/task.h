@@ -1,0 +1,92 @@
+// Kernel templates and tasks.
+//
+// A template is a family of kernels: for concrete shapes and a target it makes a Task, which owns
+// the config space and, for any config of it, the kernel source, plus everything needed to run
+// and check it: argument shapes, a reference implementation, the FLOP count and device-limit
+// checks made before any compile.
+//
+//   auto task = MakeTask("matmul", {512, 512, 512}, target);
+//   Config c = task->space().Get(i);
+//   if (Status s = task->CheckLimits(c, device); !s.ok()) ...    // InvalidConfig, no compile
+//   std::string source = task->Generate(c);
+//
+// Thread-safety: a Task is immutable once made; its const methods may be called from any thread.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/target.h"
+#include "crosstune/messages.h"
+#include "crosstune/status.h"
+#include "crosstune/tuner/records.h"
+#include "crosstune/tuner/space.h"
+
+namespace crosstune::tuner {
+
+struct ArgSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  DLDataType dtype{kDLFloat, 32, 1};
+  bool output = false;  // written by the kernel and checked against the reference
+  uint64_t elements() const {
+    uint64_t n = 1;
+    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+    return n;
+  }
+};
+
+// Host copies of a call's arguments (fp32 for now), in ArgSpec order.
+using HostArgs = std::vector<std::vector<float>>;
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  const TaskId& id() const { return id_; }
+  const builder::Target& target() const { return target_; }
+  const ConfigSpace& space() const { return space_; }
+  // The function the generated module exports.
+  virtual std::string function() const = 0;
+  virtual std::vector<ArgSpec> args() const = 0;
+  virtual double flops() const = 0;
+  // The config an untuned user gets: reasonable for the target, always valid.
+  virtual Config DefaultConfig() const = 0;
+  // Checks against the device's limits (memory, ...) before compiling; InvalidArgument says which.
+  virtual Status CheckLimits(const Config& config, const msg::DeviceInfo& device) const;
+  // Kernel source (freestanding C for CPU targets) for one config.
+  virtual std::string Generate(const Config& config) const = 0;
+  // Fills the output arguments of `args` from its inputs.
+  virtual void Reference(HostArgs& args) const = 0;
+  // |got - want| <= atol + rtol * |want| for every element of every output.
+  virtual double rtol() const { return 1e-4; }
+  virtual double atol() const { return 1e-4; }
+  // Features for cost models: the space's knob features plus derived loop features.
+  virtual std::vector<float> Features(const Config& config) const { return space_.Features(config); }
+
+ protected:
+  TaskId id_;
+  builder::Target target_;
+  ConfigSpace space_;
+};
+
+// Template names MakeTask knows ("matmul").
+const std::vector<std::string>& TemplateNames();
+
+// A task of template `name` for `shape` (matmul: M,N,K) on `target`. kInvalidArgument for an
+// unknown template (listing the known ones), a wrong shape or a target the template cannot use.
+Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
+                                         const builder::Target& target);
+
+// Compares a kernel's outputs with the reference's. Ok, or a message naming the first bad element
+// ("C[3,17] = 1.5, reference 2.25 (18 of 262144 elements differ)").
+Status CompareOutputs(const Task& task, const HostArgs& got, const HostArgs& want);
+
+// Random inputs (uniform in [-1, 1), fixed by `seed`), outputs zeroed.
+HostArgs MakeInputs(const Task& task, uint64_t seed);
+
+}  // namespace crosstune::tuner

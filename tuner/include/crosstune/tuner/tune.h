@@ -1,0 +1,95 @@
+// One tuning run of one task: the search loop over the measure pipeline.
+//
+//   builder -> batch i+1 compiles while the devices measure batch i
+//   tuner   -> proposes batch i+1 from every result up to batch i-1 (the model lags one batch)
+//   devices -> each pulls candidates from the batch's queue; a lost device's candidate goes back
+//              to the queue for another; the caller hears of it (on_device_lost) to return leases
+//
+// Resume: records of the same task and target already in the log are read first; their configs
+// are never measured again, the tuner starts from them, and `trials` counts them, so a second run
+// with the same log measures only the difference. Records are appended (one write each) as
+// results arrive.
+//
+// Thread-safety: Tune() blocks its caller; the callbacks run on the calling thread, except
+// on_device_lost, which may run on a device thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/builder.h"
+#include "crosstune/tuner/measure.h"
+#include "crosstune/tuner/records.h"
+#include "crosstune/tuner/task.h"
+#include "crosstune/tuner/tuner.h"
+
+namespace crosstune::tuner {
+
+struct TuneProgress {
+  int done = 0;      // trials of this task in the log, this run's included
+  int total = 0;     // the run's goal
+  int measured = 0;  // by this run
+  std::map<TrialError, int> errors;  // this run's failures by kind
+  double best_gflops = 0;
+  int devices = 0;  // still serving
+  int devices_busy = 0;
+  double elapsed_s = 0;
+  double rate = 0;  // trials per second in this run
+  bool batch_end = false;
+};
+
+struct TuneOptions {
+  std::string tuner = "xgb";
+  int trials = 100;  // total for the task in the log
+  int batch = 8;
+  int early_stop = 0;  // stop after this many trials without a better config; 0: never
+  // Build the next batch while the devices measure this one (the default). Off: one after the
+  // other, the baseline that crosstune-bench-tune compares against.
+  bool overlap = true;
+  // Measure the template's default (untuned) config first, so the gain from tuning is visible
+  // in the same run. It counts as a trial.
+  bool include_default = true;
+  std::string log_path;  // empty: no records kept
+  std::string run_id;
+  MeasureOptions measure;
+  TunerOptions tuner_options;
+  // Logs with records of other tasks of the same template, for the cost model's warm start.
+  std::vector<std::string> transfer_logs;
+  const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT): end after the current batch
+  std::function<void(const TuneProgress&)> on_progress;  // after each measurement and batch
+  std::function<void(const std::string&)> on_warning;
+  std::function<void(const DeviceSpec&, const Status&)> on_device_lost;
+};
+
+struct TuneSummary {
+  int trials_in_log = 0;  // for this task, after the run
+  int resumed = 0;        // records that were already there
+  int measured = 0;       // by this run
+  std::map<TrialError, int> errors;  // over every record of the task
+  bool has_best = false;
+  Record best;
+  bool has_default = false;  // the default config's record (this run's or the log's)
+  Record default_record;
+  double wall_s = 0;
+  double device_busy_s = 0;  // summed over devices: time spent measuring
+  double build_s = 0;        // summed build time of this run
+  int devices = 0;
+  bool stopped = false;      // by options.stop
+  bool early_stopped = false;
+  std::vector<std::string> log_warnings;
+};
+
+// Runs the search. Errors: no device could be opened; every device was lost; every trial of the
+// task failed (the message names the commonest error kind and its text, e.g. "all 64 trials
+// failed; commonest: BuildError (64): matmul_3.c:7: error: ..."). The records are kept either way.
+Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
+                           builder::Builder& builder, const TuneOptions& options);
+
+// "all N trials failed; commonest: KIND (count): message" for a task's records, or Ok when one
+// succeeded.
+Status AllFailedStatus(const std::vector<Record>& task_records);
+
+}  // namespace crosstune::tuner

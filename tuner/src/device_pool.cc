@@ -1,0 +1,101 @@
+#include "crosstune/tuner/device_pool.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace crosstune::tuner {
+
+namespace {
+std::chrono::milliseconds RenewEvery(std::chrono::milliseconds hold) {
+  return std::max(std::chrono::milliseconds(200),
+                  std::min(hold / 3, std::chrono::milliseconds(20'000)));
+}
+}  // namespace
+
+std::unique_ptr<DevicePool> DevicePool::FromServers(const std::vector<std::string>& servers,
+                                                    const std::string& auth_secret,
+                                                    std::chrono::milliseconds request_timeout,
+                                                    const std::vector<std::string>& names) {
+  std::unique_ptr<DevicePool> pool(new DevicePool());
+  for (size_t i = 0; i < servers.size(); ++i) {
+    const std::string& s = servers[i];
+    DeviceSpec d;
+    d.name = i < names.size() ? names[i] : s;
+    d.server = s;
+    d.auth_secret = auth_secret;
+    d.request_timeout = request_timeout;
+    pool->devices_.push_back(d);
+    pool->trackers_.emplace_back();
+  }
+  return pool;
+}
+
+Expected<std::unique_ptr<DevicePool>> DevicePool::FromTracker(
+    const client::TrackerOptions& tracker, const std::string& key, int max_devices,
+    std::chrono::milliseconds wait, const std::string& server_secret,
+    std::chrono::milliseconds request_timeout) {
+  std::unique_ptr<DevicePool> pool(new DevicePool());
+  // How many devices of the key could serve now: free ones, or one if all are busy.
+  int want = 1;
+  {
+    CT_ASSIGN_OR_RETURN(auto probe, client::TrackerClient::Connect(tracker));
+    CT_ASSIGN_OR_RETURN(std::string summary, probe->Query());
+    auto j = nlohmann::json::parse(summary, nullptr, false);
+    int free = 0;
+    if (j.is_object() && j.contains("devices")) {
+      for (const auto& d : j["devices"]) {
+        if (d.value("key", "") == key && d.value("state", "") == "free") ++free;
+      }
+    }
+    want = std::max(1, free);
+    if (max_devices > 0) want = std::min(want, max_devices);
+  }
+  client::LeaseRequest req;
+  req.key = key;
+  req.multi_session = true;
+  Status first_error;
+  for (int i = 0; i < want; ++i) {
+    CT_ASSIGN_OR_RETURN(auto tc, client::TrackerClient::Connect(tracker));
+    // The first device may be waited for; the rest only if they are free now.
+    req.wait = i == 0 ? wait : std::chrono::milliseconds(2'000);
+    auto grant = tc->RequestDevice(req);
+    if (!grant.ok()) {
+      if (i == 0) return grant.status();
+      break;
+    }
+    tc->StartAutoRenew(grant->lease_token, RenewEvery(std::chrono::milliseconds(grant->lease_ms)));
+    DeviceSpec d;
+    d.name = grant->device;
+    d.server = grant->address;
+    d.lease_token = grant->lease_token;
+    d.key = key;
+    d.auth_secret = server_secret;
+    d.request_timeout = request_timeout;
+    pool->devices_.push_back(d);
+    pool->trackers_.push_back(std::move(tc));
+  }
+  return pool;
+}
+
+void DevicePool::Lost(const DeviceSpec& device, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].lease_token.empty() || devices_[i].lease_token != device.lease_token) continue;
+    if (auto& tc = trackers_[i]) {
+      tc->StopAutoRenew();
+      (void)tc->Release(device.lease_token, msg::Outcome::kUnreachable, why.message());
+      tc.reset();
+    }
+  }
+}
+
+DevicePool::~DevicePool() {
+  for (size_t i = 0; i < trackers_.size(); ++i) {
+    if (!trackers_[i]) continue;
+    trackers_[i]->StopAutoRenew();
+    (void)trackers_[i]->Release(devices_[i].lease_token, msg::Outcome::kOk, "tuning done");
+  }
+}
+
+}  // namespace crosstune::tuner

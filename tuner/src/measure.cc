@@ -1,0 +1,242 @@
+#include "crosstune/tuner/measure.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace crosstune::tuner {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
+ReferenceData ReferenceData::Make(const Task& task, uint64_t seed) {
+  ReferenceData r;
+  r.inputs = MakeInputs(task, seed);
+  r.expected = r.inputs;
+  task.Reference(r.expected);
+  return r;
+}
+
+TrialError TrialErrorFromStatus(const Status& status, TrialError otherwise) {
+  switch (status.code()) {
+    case ErrorCode::kDisconnected:
+      return TrialError::kDeviceLost;
+    case ErrorCode::kRemoteCrash:
+      return TrialError::kRemoteCrash;
+    case ErrorCode::kTimeout:
+      return TrialError::kRunTimeout;
+    case ErrorCode::kKernelError:
+      return TrialError::kRuntimeError;
+    default:
+      return otherwise;
+  }
+}
+
+std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& task,
+                                       const std::vector<uint64_t>& indices,
+                                       const msg::DeviceInfo& device,
+                                       const MeasureOptions& options) {
+  std::vector<Candidate> out(indices.size());
+  std::vector<builder::BuildRequest> requests;
+  std::vector<size_t> slot;  // request -> candidate
+  for (size_t i = 0; i < indices.size(); ++i) {
+    out[i].index = indices[i];
+    Config c = task.space().Get(indices[i]);
+    Status valid = task.space().Check(c);
+    if (valid.ok()) valid = task.CheckLimits(c, device);
+    if (!valid.ok()) {
+      out[i].error = TrialError::kInvalidConfig;
+      out[i].message = valid.message();
+      continue;
+    }
+    builder::BuildRequest req;
+    req.source = task.Generate(c);
+    req.target = task.target();
+    req.name = task.function() + "_" + std::to_string(indices[i]);
+    req.source_name = task.id().template_name + "_" + std::to_string(indices[i]) + ".c";
+    req.timeout = options.build_timeout;
+    requests.push_back(std::move(req));
+    slot.push_back(i);
+  }
+  std::vector<builder::BuildResult> results = builder.BuildMany(requests);
+  for (size_t r = 0; r < results.size(); ++r) {
+    Candidate& c = out[slot[r]];
+    builder::BuildResult& b = results[r];
+    c.build_s = b.build_seconds;
+    if (b.ok()) {
+      c.library = std::move(b.library);
+    } else if (b.status.code() == ErrorCode::kTimeout) {
+      c.error = TrialError::kBuildTimeout;
+      c.message = b.status.message();
+    } else {
+      c.error = TrialError::kBuildError;
+      c.message = b.status.message();
+      if (!b.diagnostics.empty() && c.message.find(b.diagnostics) == std::string::npos) {
+        c.message += "\n" + b.diagnostics;
+      }
+    }
+  }
+  return out;
+}
+
+// --- DeviceRunner ------------------------------------------------------------------------------
+
+DeviceRunner::DeviceRunner(const DeviceSpec& spec, const Task& task,
+                           const ReferenceData& reference, const MeasureOptions& options)
+    : spec_(spec), task_(task), reference_(reference), options_(options) {}
+
+DeviceRunner::~DeviceRunner() {
+  if (session_) (void)session_->Close();
+}
+
+Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Open(const DeviceSpec& spec,
+                                                           const Task& task,
+                                                           const ReferenceData& reference,
+                                                           const MeasureOptions& options) {
+  std::unique_ptr<DeviceRunner> r(new DeviceRunner(spec, task, reference, options));
+  CT_RETURN_IF_ERROR(r->Reopen());
+  return r;
+}
+
+DeviceId DeviceRunner::id() const {
+  return DeviceId{spec_.name, info_.arch, info_.cpu_model, spec_.key};
+}
+
+Status DeviceRunner::Reopen() {
+  session_.reset();
+  tensors_.clear();
+  client::ConnectOptions co;
+  co.server = spec_.server;
+  co.auth_secret = spec_.auth_secret;
+  co.lease_token = spec_.lease_token;
+  co.request_timeout = spec_.request_timeout;
+  co.connect_timeout = std::min(spec_.request_timeout, co.connect_timeout);
+  CT_ASSIGN_OR_RETURN(session_, client::Session::Connect(co));
+  CT_ASSIGN_OR_RETURN(info_, session_->Info());
+  const auto specs = task_.args();
+  for (size_t a = 0; a < specs.size(); ++a) {
+    CT_ASSIGN_OR_RETURN(client::RemoteTensor t, session_->AllocTensor(specs[a].shape, specs[a].dtype));
+    if (!specs[a].output) {
+      CT_RETURN_IF_ERROR(t.CopyFrom(reference_.inputs[a].data(), reference_.inputs[a].size() * 4));
+    }
+    tensors_.push_back(t);
+  }
+  return Status::Ok();
+}
+
+Measurement DeviceRunner::Measure(const Candidate& candidate) {
+  Measurement m;
+  m.index = candidate.index;
+  m.build_s = candidate.build_s;
+  if (candidate.error != TrialError::kOk) {
+    m.error = candidate.error;
+    m.message = candidate.message;
+    return m;
+  }
+  if (!session_ || !session_->connected()) {
+    if (Status s = Reopen(); !s.ok()) {
+      m.error = TrialError::kDeviceLost;
+      m.message = spec_.name + ": " + s.ToString();
+      return m;
+    }
+  }
+  auto t0 = Clock::now();
+  m = MeasureOnce(candidate);
+  if (m.error == TrialError::kDeviceLost) {
+    // The connection dropped under us. One new session and one more try tell a passing fault
+    // from a device that is gone.
+    if (Status s = Reopen(); !s.ok()) {
+      session_.reset();
+      m.message += "; reconnecting: " + s.ToString();
+    } else {
+      m = MeasureOnce(candidate);
+    }
+  }
+  m.run_s = Since(t0);
+  m.build_s = candidate.build_s;
+  // A crash or a time-out ends the server's session. Open the next one now, so that a device
+  // that is really gone shows as lost here rather than on the next candidate.
+  const bool session_over = m.error == TrialError::kRemoteCrash ||
+                            m.error == TrialError::kRunTimeout || !session_ ||
+                            !session_->connected();
+  if (m.error != TrialError::kDeviceLost && session_over) {
+    if (Status s = Reopen(); !s.ok()) {
+      session_.reset();  // the next Measure tries once more, then reports the device lost
+    }
+  }
+  return m;
+}
+
+Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
+  Measurement m;
+  m.index = candidate.index;
+  auto fail = [&](TrialError kind, const Status& s, const std::string& what) {
+    m.error = TrialErrorFromStatus(s, kind);
+    m.message = what + ": " + s.ToString();
+    return m;
+  };
+  const std::string remote = task_.function() + "_" + std::to_string(candidate.index) + "_" +
+                             std::to_string(++uploads_) + ".so";
+  auto up = session_->UploadBytes(candidate.library, remote);
+  if (!up.ok()) return fail(TrialError::kLoadError, up.status(), "upload");
+  auto module = session_->LoadModule(remote);
+  if (!module.ok()) {
+    (void)session_->RemoveFile(remote);
+    return fail(TrialError::kLoadError, module.status(), "load");
+  }
+  std::vector<msg::Arg> args;
+  for (const auto& t : tensors_) args.push_back(client::CallArg::Tensor(t));
+  const auto specs = task_.args();
+
+  if (options_.check) {
+    // NaN in every output element: one the kernel leaves unwritten cannot pass for a right one.
+    for (size_t a = 0; a < specs.size(); ++a) {
+      if (!specs[a].output) continue;
+      std::vector<float> nan(specs[a].elements(), std::numeric_limits<float>::quiet_NaN());
+      if (Status s = tensors_[a].CopyFrom(nan.data(), nan.size() * 4); !s.ok()) {
+        return fail(TrialError::kDeviceLost, s, "reset output");
+      }
+    }
+    auto call = module->Call(task_.function(), args, options_.run_timeout_ms);
+    if (!call.ok()) return fail(TrialError::kRuntimeError, call.status(), "call");
+    HostArgs got(specs.size());
+    for (size_t a = 0; a < specs.size(); ++a) {
+      if (!specs[a].output) continue;
+      got[a].resize(specs[a].elements());
+      if (Status s = tensors_[a].CopyTo(got[a].data(), got[a].size() * 4); !s.ok()) {
+        return fail(TrialError::kDeviceLost, s, "copy out");
+      }
+    }
+    if (Status s = CompareOutputs(task_, got, reference_.expected); !s.ok()) {
+      m.error = TrialError::kWrongAnswer;
+      m.message = s.message();
+      (void)module->Unload();
+      (void)session_->RemoveFile(remote);
+      return m;
+    }
+  }
+
+  client::TimeOptions to;
+  to.number = options_.number;
+  to.repeat = options_.repeat;
+  to.min_repeat_ms = options_.min_repeat_ms;
+  to.cooldown_ms = options_.cooldown_ms;
+  to.flush_cache = options_.flush_cache;
+  to.timeout_ms = options_.run_timeout_ms;
+  auto timed = module->Time(task_.function(), args, to);
+  if (!timed.ok()) return fail(TrialError::kRuntimeError, timed.status(), "time");
+  m.costs = timed->seconds_per_call;
+  m.mean = m.costs.empty() ? 0
+                           : std::accumulate(m.costs.begin(), m.costs.end(), 0.0) /
+                                 static_cast<double>(m.costs.size());
+  (void)module->Unload();
+  (void)session_->RemoveFile(remote);
+  return m;
+}
+
+}  // namespace crosstune::tuner

@@ -1,0 +1,84 @@
+#include "crosstune/tuner/task.h"
+
+#include <cmath>
+#include <random>
+
+namespace crosstune::tuner {
+
+Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape,
+                                               const builder::Target& target);
+
+Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) const {
+  (void)config;
+  (void)device;
+  return Status::Ok();
+}
+
+const std::vector<std::string>& TemplateNames() {
+  static const std::vector<std::string> names = {"matmul"};
+  return names;
+}
+
+Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
+                                         const builder::Target& target) {
+  if (name == "matmul") return MakeMatmulTask(shape, target);
+  std::string known;
+  for (const auto& n : TemplateNames()) known += (known.empty() ? "" : ", ") + n;
+  return Status(ErrorCode::kInvalidArgument,
+                "unknown template '" + name + "' (templates: " + known + ")");
+}
+
+HostArgs MakeInputs(const Task& task, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  HostArgs args;
+  for (const auto& spec : task.args()) {
+    std::vector<float> data(spec.elements(), 0.0f);
+    if (!spec.output) {
+      for (float& x : data) x = dist(rng);
+    }
+    args.push_back(std::move(data));
+  }
+  return args;
+}
+
+Status CompareOutputs(const Task& task, const HostArgs& got, const HostArgs& want) {
+  const auto specs = task.args();
+  for (size_t a = 0; a < specs.size(); ++a) {
+    if (!specs[a].output) continue;
+    const auto& g = got[a];
+    const auto& w = want[a];
+    if (g.size() != w.size()) {
+      return Status(ErrorCode::kInvalidArgument, specs[a].name + " has " +
+                                                     std::to_string(g.size()) + " elements, want " +
+                                                     std::to_string(w.size()));
+    }
+    uint64_t bad = 0, first = 0;
+    for (uint64_t i = 0; i < g.size(); ++i) {
+      double diff = std::fabs(static_cast<double>(g[i]) - w[i]);
+      // NaN compares false, so it counts as bad too.
+      if (!(diff <= task.atol() + task.rtol() * std::fabs(w[i]))) {
+        if (bad++ == 0) first = i;
+      }
+    }
+    if (bad) {
+      std::string where;
+      uint64_t rest = first;
+      const auto& shape = specs[a].shape;
+      std::vector<uint64_t> idx(shape.size());
+      for (size_t d = shape.size(); d-- > 0;) {
+        idx[d] = rest % shape[d];
+        rest /= shape[d];
+      }
+      for (size_t d = 0; d < idx.size(); ++d) where += (d ? "," : "") + std::to_string(idx[d]);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s[%s] = %.6g, reference %.6g (%llu of %llu elements differ)",
+                    specs[a].name.c_str(), where.c_str(), g[first], w[first],
+                    static_cast<unsigned long long>(bad), static_cast<unsigned long long>(g.size()));
+      return Status(ErrorCode::kInvalidArgument, buf);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace crosstune::tuner

@@ -1,0 +1,404 @@
+// CPU fp32 matmul, C = A·B (row-major, A: MxK, B: KxN, C: MxN).
+//
+// The kernel follows the GotoBLAS structure: for each NC-wide column block and KC-deep slice, B
+// is packed into zero-padded NR-wide panels; for each MC-high row block, A is (optionally) packed
+// into MR-high panels; an MR x NR register tile (NR = NV vectors of the target's width) then
+// accumulates over the slice. The vectors are clang vector extensions, so one source becomes
+// AVX-512, AVX2 or NEON code from the target's features. Rows and columns that do not fill a
+// tile are handled by the same micro-kernel through zero-padded panels and a masked store, so
+// every shape is correct.
+//
+// Knobs: mr, nv (register tile), tile_k / tile_m / tile_n (cache blocks, split knobs), order of
+// the two panel loops, unroll of the k loop, pack_a.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "crosstune/tuner/task.h"
+
+namespace crosstune::tuner {
+namespace {
+
+bool HasAttr(const builder::Target& t, const std::string& feature) {
+  return std::find(t.attrs.begin(), t.attrs.end(), "+" + feature) != t.attrs.end();
+}
+
+// Floats per vector register the generated code should use.
+int VectorWidth(const builder::Target& t) {
+  const std::string arch = t.Arch();
+  if (arch == "x86_64") {
+    if (HasAttr(t, "avx512f")) return 16;
+    if (HasAttr(t, "avx") || HasAttr(t, "avx2")) return 8;
+    return 4;
+  }
+  return 4;  // NEON (aarch64, armv7), and scalarised 4-lane vectors elsewhere
+}
+
+// Vector registers the micro-kernel may hold at once.
+int VectorRegisters(const builder::Target& t) {
+  const std::string arch = t.Arch();
+  if (arch == "x86_64") return HasAttr(t, "avx512f") ? 32 : 16;
+  if (arch == "aarch64") return 32;
+  return 16;  // armv7 NEON: 16 q registers
+}
+
+std::vector<int64_t> CandidatesUpTo(std::vector<int64_t> list, int64_t extent) {
+  std::vector<int64_t> out;
+  for (int64_t v : list) {
+    if (v < extent) out.push_back(v);
+  }
+  out.push_back(extent);  // no blocking at all
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::vector<int64_t>> AsCandidates(const std::vector<int64_t>& v) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t x : v) out.push_back({x});
+  return out;
+}
+
+int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+class MatmulTask final : public Task {
+ public:
+  static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
+                                              const builder::Target& target) {
+    if (shape.size() != 3 || std::any_of(shape.begin(), shape.end(), [](int64_t d) {
+          return d < 1 || d > (int64_t{1} << 20);
+        })) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "matmul takes --shape M,N,K (three sizes from 1 to 1048576)");
+    }
+    if (target.is_cuda()) {
+      return Status(ErrorCode::kInvalidArgument, "the matmul template is for CPU targets");
+    }
+    auto task = std::unique_ptr<MatmulTask>(new MatmulTask());
+    task->id_ = TaskId{"matmul", shape, "float32"};
+    task->target_ = target;
+    task->m_ = shape[0];
+    task->n_ = shape[1];
+    task->k_ = shape[2];
+    task->vw_ = VectorWidth(target);
+    task->regs_ = VectorRegisters(target);
+    CT_RETURN_IF_ERROR(task->BuildSpace());
+    return std::unique_ptr<Task>(std::move(task));
+  }
+
+  std::string function() const override { return "matmul"; }
+
+  std::vector<ArgSpec> args() const override {
+    return {{"A", {m_, k_}}, {"B", {k_, n_}}, {"C", {m_, n_}, {kDLFloat, 32, 1}, true}};
+  }
+
+  double flops() const override { return 2.0 * m_ * n_ * k_; }
+
+  Config DefaultConfig() const override {
+    const bool wide = regs_ >= 32;
+    nlohmann::json want = {{"mr", 6},
+                           {"nv", wide ? 4 : 2},
+                           {"tile_k", nullptr},
+                           {"tile_m", nullptr},
+                           {"tile_n", nullptr},
+                           {"order", {"jr", "ir"}},
+                           {"unroll_k", 4},
+                           {"pack_a", 1}};
+    // Blocks: the largest candidate not above a sensible size for L1/L2.
+    auto pick = [&](const char* knob, int64_t cap) {
+      const Knob* kn = space_.FindKnob(knob);
+      nlohmann::json best = kn->values.front();
+      for (const auto& v : kn->values) {
+        if (v[1].get<int64_t>() <= cap) best = v;
+      }
+      want[knob] = best;
+    };
+    pick("tile_k", 256);
+    pick("tile_m", 96);
+    pick("tile_n", 512);
+    auto c = space_.FromJson(want);
+    if (c.ok() && space_.IsValid(*c)) return *c;
+    // Smaller targets: walk down the register tile until the constraints hold.
+    for (int64_t mr : {4, 2, 1}) {
+      for (int64_t nv : {2, 1}) {
+        want["mr"] = mr;
+        want["nv"] = nv;
+        c = space_.FromJson(want);
+        if (c.ok() && space_.IsValid(*c)) return *c;
+      }
+    }
+    UniqueSampler s(space_, 1);
+    return space_.Get(s.Next().value_or(0));
+  }
+
+  Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
+    uint64_t bytes = BufferFloats(c) * 4;
+    if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "packing buffers need " + std::to_string(bytes >> 20) +
+                        " MiB, over a quarter of the device's memory");
+    }
+    return Status::Ok();
+  }
+
+  std::string Generate(const Config& c) const override {
+    const int64_t mr = c.Int("mr"), nv = c.Int("nv"), nr = nv * vw_;
+    const int64_t kc = c.Ints("tile_k")[1];
+    const int64_t mc = std::max(mr, c.Ints("tile_m")[1] / mr * mr);
+    const int64_t nc = std::max(nr, c.Ints("tile_n")[1] / nr * nr);
+    const bool ir_outer = c.Ints("order")[0] == 1;
+    std::ostringstream o;
+    o << "/* crosstune matmul: " << c.ToString() << " */\n"
+      << "#include \"crosstune/kernel_abi.h\"\n"
+      << "#define M_ " << m_ << "L\n#define N_ " << n_ << "L\n#define K_ " << k_ << "L\n"
+      << "#define MR " << mr << "\n#define NV " << nv << "\n#define VW " << vw_ << "\n"
+      << "#define NR " << nr << "\n#define KC " << kc << "L\n#define MC " << mc << "L\n"
+      << "#define NC " << nc << "L\n#define UNROLL " << c.Int("unroll_k") << "\n"
+      << "#define PACK_A " << c.Int("pack_a") << "\n#define IR_OUTER " << (ir_outer ? 1 : 0)
+      << "\n#define NCB " << RoundUp(std::min(nc, n_), nr) << "L\n#define MCB "
+      << RoundUp(std::min(mc, m_), mr) << "L\n"
+      << kKernelBody;
+    return o.str();
+  }
+
+  void Reference(HostArgs& args) const override {
+    const std::vector<float>& a = args[0];
+    const std::vector<float>& b = args[1];
+    std::vector<float>& c = args[2];
+    std::vector<double> row(n_);
+    for (int64_t i = 0; i < m_; ++i) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (int64_t k = 0; k < k_; ++k) {
+        double av = a[i * k_ + k];
+        const float* brow = &b[k * n_];
+        for (int64_t j = 0; j < n_; ++j) row[j] += av * brow[j];
+      }
+      for (int64_t j = 0; j < n_; ++j) c[i * n_ + j] = static_cast<float>(row[j]);
+    }
+  }
+
+  // fp32 sums of K products in another order than the reference's (double) sum.
+  double atol() const override { return 2e-6 * static_cast<double>(k_) + 1e-5; }
+  double rtol() const override { return 1e-4; }
+
+  std::vector<float> Features(const Config& c) const override {
+    std::vector<float> f = space_.Features(c);
+    const double mr = c.Int("mr"), nr = c.Int("nv") * vw_;
+    const double kc = c.Ints("tile_k")[1];
+    const double mc = std::max(mr, std::floor(c.Ints("tile_m")[1] / mr) * mr);
+    const double nc = std::max(nr, std::floor(c.Ints("tile_n")[1] / nr) * nr);
+    const double padded_m = std::ceil(m_ / mr) * mr, padded_n = std::ceil(n_ / nr) * nr;
+    f.insert(f.end(), {
+                          static_cast<float>(nr),
+                          static_cast<float>(mr * nr),                 // accumulators
+                          static_cast<float>(mr * nr / (mr + nr)),     // FMAs per load
+                          static_cast<float>(kc * nr * 4 / 1024.0),    // B panel KiB (L1)
+                          static_cast<float>(kc * mr * 4 / 1024.0),    // A panel KiB (L1)
+                          static_cast<float>(kc * nc * 4 / 1024.0),    // packed B KiB (L2/L3)
+                          static_cast<float>(kc * mc * 4 / 1024.0),    // packed A KiB (L2)
+                          static_cast<float>(std::ceil(k_ / kc)),      // trip counts
+                          static_cast<float>(std::ceil(m_ / mc)),
+                          static_cast<float>(std::ceil(n_ / nc)),
+                          static_cast<float>(padded_m * padded_n / (double(m_) * n_)),  // waste
+                          static_cast<float>(vw_),
+                      });
+    return f;
+  }
+
+ private:
+  Status BuildSpace() {
+    CT_RETURN_IF_ERROR(space_.AddCategorical("mr", {1, 2, 3, 4, 5, 6, 8, 10, 12, 14}));
+    CT_RETURN_IF_ERROR(space_.AddCategorical("nv", {1, 2, 3, 4}));
+    SplitOptions k{.policy = SplitPolicy::kCandidates};
+    k.candidates = AsCandidates(CandidatesUpTo({16, 32, 64, 128, 256, 384, 512, 768, 1024}, k_));
+    CT_RETURN_IF_ERROR(space_.AddSplit("tile_k", k_, 2, k));
+    SplitOptions m{.policy = SplitPolicy::kCandidates};
+    m.candidates = AsCandidates(CandidatesUpTo({24, 48, 72, 96, 144, 192, 288, 384}, m_));
+    CT_RETURN_IF_ERROR(space_.AddSplit("tile_m", m_, 2, m));
+    SplitOptions n{.policy = SplitPolicy::kCandidates};
+    n.candidates = AsCandidates(CandidatesUpTo({64, 128, 256, 512, 1024, 2048}, n_));
+    CT_RETURN_IF_ERROR(space_.AddSplit("tile_n", n_, 2, n));
+    CT_RETURN_IF_ERROR(space_.AddReorder("order", {"jr", "ir"}));
+    CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_k", {1, 2, 4, 8}));
+    CT_RETURN_IF_ERROR(space_.AddCategorical("pack_a", {0, 1}));
+    const int regs = regs_, vw = vw_;
+    const int64_t m_dim = m_, n_dim = n_;
+    // The register tile plus one B vector per column and an A broadcast must fit the register
+    // file, or the accumulators spill and the tile is slower than a smaller one.
+    space_.AddConstraint("registers", [regs](const Config& c) {
+      return c.Int("mr") * c.Int("nv") + c.Int("nv") + 1 <= regs;
+    });
+    // No tile larger than the matrix it covers.
+    space_.AddConstraint("tile_fits", [vw, m_dim, n_dim](const Config& c) {
+      return c.Int("mr") <= m_dim && (c.Int("nv") - 1) * vw < n_dim &&
+             c.Ints("tile_m")[1] >= c.Int("mr");
+    });
+    return Status::Ok();
+  }
+
+  uint64_t BufferFloats(const Config& c) const {
+    const int64_t mr = c.Int("mr"), nr = c.Int("nv") * vw_;
+    const int64_t kc = c.Ints("tile_k")[1];
+    const int64_t mc = std::max(mr, c.Ints("tile_m")[1] / mr * mr);
+    const int64_t nc = std::max(nr, c.Ints("tile_n")[1] / nr * nr);
+    return static_cast<uint64_t>(kc) *
+           (RoundUp(std::min(nc, n_), nr) + RoundUp(std::min(mc, m_), mr) + mr);
+  }
+
+  static const char* const kKernelBody;
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  int vw_ = 4;
+  int regs_ = 16;
+};
+
+// The kernel text after the #defines. Loops with constant bounds over MR and NV are unrolled by
+// clang, so the accumulators stay in registers (nothing indexes them with a run-time value).
+const char* const MatmulTask::kKernelBody = R"KERNEL(
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+static float Bp[KC * NCB] __attribute__((aligned(64)));
+#if PACK_A
+static float Ap[MCB * KC] __attribute__((aligned(64)));
+#else
+static float Aedge[MR * KC] __attribute__((aligned(64)));
+#endif
+static const char* g_error = "";
+static const char* last_error(void) { return g_error; }
+
+/* C[rows x cols] = (first ? 0 : C) + A(MR x kc) * Bpanel(kc x NR); A(i, k) = a[i*si + k*sk]. */
+static inline __attribute__((always_inline)) void tile(long kc, const float* restrict a, long si,
+                                                       long sk, const float* restrict b,
+                                                       float* restrict c, long rows, long cols,
+                                                       int first) {
+  vf acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = (vf){0};
+#pragma clang loop unroll_count(UNROLL)
+  for (long k = 0; k < kc; ++k) {
+    vf bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = *(const vf*)(b + k * NR + v * VW);
+    for (int i = 0; i < MR; ++i) {
+      float av = a[i * si + k * sk];
+      for (int v = 0; v < NV; ++v) acc[i][v] += av * bv[v];
+    }
+  }
+  if (rows == MR && cols == NR) {
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < NV; ++v) {
+        vfu* p = (vfu*)(c + i * N_ + v * VW);
+        if (first) *p = acc[i][v]; else *p += acc[i][v];
+      }
+    return;
+  }
+  float t[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) *(vfu*)&t[i][v * VW] = acc[i][v];
+  for (long i = 0; i < rows; ++i)
+    for (long j = 0; j < cols; ++j) {
+      float* p = c + i * N_ + j;
+      *p = first ? t[i][j] : *p + t[i][j];
+    }
+}
+
+static void pack_b(const float* B, long pc, long jc, long kc, long nc) {
+  for (long jp = 0; jp < nc; jp += NR) {
+    float* dst = Bp + (jp / NR) * kc * NR;
+    const long w = MIN(NR, nc - jp);
+    for (long k = 0; k < kc; ++k) {
+      const float* src = B + (pc + k) * N_ + jc + jp;
+      if (w == NR) {
+        for (int j = 0; j < NR; ++j) dst[k * NR + j] = src[j];
+      } else {
+        for (int j = 0; j < NR; ++j) dst[k * NR + j] = j < w ? src[j] : 0.0f;
+      }
+    }
+  }
+}
+
+/* MR-high panel of rows [r0, r0 + rows) of A, columns [pc, pc + kc), zero-padded, k-major. */
+static void pack_a_panel(float* dst, const float* A, long r0, long rows, long pc, long kc) {
+  for (int i = 0; i < MR; ++i) {
+    const float* src = A + (r0 + i) * K_ + pc;
+    if (i < rows) {
+      for (long k = 0; k < kc; ++k) dst[k * MR + i] = src[k];
+    } else {
+      for (long k = 0; k < kc; ++k) dst[k * MR + i] = 0.0f;
+    }
+  }
+}
+
+static int check_tensor(const ct_arg* arg, long rows, long cols, const char* what) {
+  if (arg->kind != CT_ARG_TENSOR) { g_error = what; return 1; }
+  const DLTensor* t = arg->value.v_tensor;
+  if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols || t->dtype.code != kDLFloat ||
+      t->dtype.bits != 32 || t->dtype.lanes != 1) { g_error = what; return 1; }
+  if (t->strides && (t->strides[1] != 1 || t->strides[0] != cols)) { g_error = what; return 1; }
+  return 0;
+}
+
+static int32_t matmul(const ct_arg* args, int32_t num_args) {
+  if (num_args != 3) { g_error = "matmul takes three tensors: A, B, C"; return 1; }
+  if (check_tensor(&args[0], M_, K_, "A must be a compact float32 tensor of shape [M, K]") ||
+      check_tensor(&args[1], K_, N_, "B must be a compact float32 tensor of shape [K, N]") ||
+      check_tensor(&args[2], M_, N_, "C must be a compact float32 tensor of shape [M, N]"))
+    return 1;
+  const DLTensor* ta = args[0].value.v_tensor;
+  const DLTensor* tb = args[1].value.v_tensor;
+  const DLTensor* tc = args[2].value.v_tensor;
+  const float* A = (const float*)((const char*)ta->data + ta->byte_offset);
+  const float* B = (const float*)((const char*)tb->data + tb->byte_offset);
+  float* C = (float*)((char*)tc->data + tc->byte_offset);
+
+  for (long jc = 0; jc < N_; jc += NC) {
+    const long nc = MIN(NC, N_ - jc);
+    for (long pc = 0; pc < K_; pc += KC) {
+      const long kc = MIN(KC, K_ - pc);
+      const int first = pc == 0;
+      pack_b(B, pc, jc, kc, nc);
+      for (long ic = 0; ic < M_; ic += MC) {
+        const long mc = MIN(MC, M_ - ic);
+#if PACK_A
+        for (long ip = 0; ip < mc; ip += MR)
+          pack_a_panel(Ap + (ip / MR) * kc * MR, A, ic + ip, MIN(MR, mc - ip), pc, kc);
+#endif
+#if IR_OUTER
+        for (long ir = 0; ir < mc; ir += MR)
+          for (long jr = 0; jr < nc; jr += NR) {
+#else
+        for (long jr = 0; jr < nc; jr += NR)
+          for (long ir = 0; ir < mc; ir += MR) {
+#endif
+            const long rows = MIN(MR, mc - ir), cols = MIN(NR, nc - jr);
+            const float* bpan = Bp + (jr / NR) * kc * NR;
+            float* cp = C + (ic + ir) * N_ + jc + jr;
+#if PACK_A
+            tile(kc, Ap + (ir / MR) * kc * MR, 1, MR, bpan, cp, rows, cols, first);
+#else
+            if (rows == MR) {
+              tile(kc, A + (ic + ir) * K_ + pc, K_, 1, bpan, cp, rows, cols, first);
+            } else {
+              pack_a_panel(Aedge, A, ic + ir, rows, pc, kc);
+              tile(kc, Aedge, 1, MR, bpan, cp, rows, cols, first);
+            }
+#endif
+          }
+      }
+    }
+  }
+  return 0;
+}
+
+static const ct_function kFunctions[] = {{"matmul", matmul, "ttt"}};
+CT_DEFINE_MODULE("crosstune matmul", kFunctions, last_error)
+)KERNEL";
+
+}  // namespace
+
+Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape,
+                                               const builder::Target& target) {
+  return MatmulTask::Make(shape, target);
+}
+
+}  // namespace crosstune::tuner

@@ -1,0 +1,385 @@
+#include "crosstune/tuner/tune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace crosstune::tuner {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+TrialResult ToTrial(uint64_t index, const Record& r) {
+  TrialResult t;
+  t.index = index;
+  t.ok = r.ok() && r.mean > 0;
+  t.cost = t.ok ? r.mean : std::numeric_limits<double>::infinity();
+  return t;
+}
+
+// Measured points of other tasks of the same template, as features for the cost model.
+std::vector<TransferSample> ReadTransfer(const Task& task, const std::vector<std::string>& logs,
+                                         std::vector<std::string>* warnings) {
+  std::vector<TransferSample> out;
+  std::unordered_map<std::string, int> groups;
+  std::unordered_map<std::string, std::unique_ptr<Task>> tasks;
+  const std::string own = task.id().Key() + "|" + task.target().ToString();
+  for (const auto& path : logs) {
+    auto log = ReadLog(path);
+    if (!log.ok()) continue;
+    for (const auto& r : log->records) {
+      if (r.task.template_name != task.id().template_name) continue;
+      std::string key = r.task.Key() + "|" + r.target;
+      if (key == own) continue;
+      auto it = tasks.find(key);
+      if (it == tasks.end()) {
+        std::unique_ptr<Task> other;
+        if (auto target = builder::ParseTarget(r.target); target.ok()) {
+          if (auto t = MakeTask(r.task.template_name, r.task.shape, *target); t.ok()) {
+            other = std::move(t).value();
+          }
+        }
+        it = tasks.emplace(key, std::move(other)).first;
+        groups.emplace(key, static_cast<int>(groups.size()) + 1);
+      }
+      if (!it->second) continue;
+      auto config = it->second->space().FromJson(r.config_values);
+      if (!config.ok()) continue;
+      TransferSample s;
+      s.features = it->second->Features(*config);
+      s.ok = r.ok() && r.mean > 0;
+      s.cost = s.ok ? r.mean : std::numeric_limits<double>::infinity();
+      s.group = groups[key];
+      out.push_back(std::move(s));
+    }
+  }
+  if (!out.empty() && warnings) {
+    warnings->push_back("transfer: " + std::to_string(out.size()) + " records of " +
+                        std::to_string(groups.size()) + " other " + task.id().template_name +
+                        " task(s) warm-start the cost model");
+  }
+  return out;
+}
+
+}  // namespace
+
+Status AllFailedStatus(const std::vector<Record>& records) {
+  if (records.empty()) return Status::Ok();
+  std::map<TrialError, int> count;
+  std::map<TrialError, std::string> first_message;
+  for (const auto& r : records) {
+    if (r.ok()) return Status::Ok();
+    if (count[r.error]++ == 0) first_message[r.error] = r.message;
+  }
+  auto top = std::max_element(count.begin(), count.end(),
+                              [](const auto& a, const auto& b) { return a.second < b.second; });
+  return Status(ErrorCode::kInternal,
+                "all " + std::to_string(records.size()) + " trials failed; commonest: " +
+                    std::string(TrialErrorName(top->first)) + " (" + std::to_string(top->second) +
+                    "): " + first_message[top->first]);
+}
+
+Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
+                           builder::Builder& builder, const TuneOptions& options) {
+  const auto t_start = Clock::now();
+  TuneSummary sum;
+  const ConfigSpace& space = task.space();
+  const std::string target = task.target().ToString();
+  auto warn = [&](const std::string& w) {
+    if (options.on_warning) options.on_warning(w);
+  };
+
+  // --- Resume: what the log already holds for this task and target.
+  std::vector<Record> task_records;
+  std::unordered_set<uint64_t> done;
+  std::vector<TrialResult> resumed;
+  if (!options.log_path.empty()) {
+    auto log = ReadLog(options.log_path);
+    if (log.ok()) {
+      for (const auto& w : log->warnings) warn(w);
+      sum.log_warnings = log->warnings;
+      for (const auto& r : log->records) {
+        if (!(r.task == task.id()) || r.target != target) continue;
+        // Match on the knob values, so a log stays usable if the index order ever changes.
+        auto c = space.FromJson(r.config_values);
+        uint64_t index = c.ok() ? c->index() : r.config_index;
+        if (!done.insert(index).second) continue;
+        task_records.push_back(r);
+        resumed.push_back(ToTrial(index, r));
+      }
+    } else if (log.status().code() != ErrorCode::kNotFound) {
+      return log.status();
+    }
+  }
+  sum.resumed = static_cast<int>(task_records.size());
+
+  std::unique_ptr<RecordWriter> writer;
+  if (!options.log_path.empty()) {
+    CT_ASSIGN_OR_RETURN(writer, RecordWriter::Open(options.log_path));
+  }
+
+  TunerOptions topt = options.tuner_options;
+  if (!topt.features) topt.features = [&task](const Config& c) { return task.Features(c); };
+  CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> tuner, MakeTuner(options.tuner, space, topt));
+  if (!resumed.empty()) tuner->Update(resumed);
+  if (!options.transfer_logs.empty()) {
+    std::vector<std::string> notes;
+    auto samples = ReadTransfer(task, options.transfer_logs, &notes);
+    for (const auto& n : notes) warn(n);
+    if (!samples.empty()) tuner->AddTransfer(samples);
+  }
+
+  TuneProgress progress;
+  progress.total = options.trials;
+  progress.done = static_cast<int>(done.size());
+  for (const auto& r : task_records) progress.best_gflops = std::max(progress.best_gflops, r.gflops());
+
+  auto finish = [&]() -> Expected<TuneSummary> {
+    sum.trials_in_log = static_cast<int>(task_records.size());
+    sum.wall_s = Since(t_start);
+    for (const auto& r : task_records) {
+      if (!r.ok()) sum.errors[r.error]++;
+    }
+    auto best = BestRecords(task_records);
+    if (!best.empty()) {
+      sum.has_best = true;
+      sum.best = best.front();
+    }
+    const uint64_t default_index = task.DefaultConfig().index();
+    for (const auto& r : task_records) {
+      auto c = space.FromJson(r.config_values);
+      if ((c.ok() ? c->index() : r.config_index) == default_index) {
+        sum.has_default = true;
+        sum.default_record = r;
+      }
+    }
+    CT_RETURN_IF_ERROR(AllFailedStatus(task_records));
+    return sum;
+  };
+  if (progress.done >= options.trials) return finish();
+
+  // --- Devices.
+  ReferenceData reference = ReferenceData::Make(task, options.measure.input_seed);
+  std::vector<std::unique_ptr<DeviceRunner>> runners;
+  std::string open_errors;
+  for (const auto& spec : devices) {
+    auto r = DeviceRunner::Open(spec, task, reference, options.measure);
+    if (r.ok()) {
+      runners.push_back(std::move(r).value());
+    } else {
+      open_errors += (open_errors.empty() ? "" : "; ") + spec.name + ": " + r.status().ToString();
+      warn("device " + spec.name + " could not be used: " + r.status().ToString());
+      if (options.on_device_lost) options.on_device_lost(spec, r.status());
+    }
+  }
+  if (runners.empty()) {
+    return Status(ErrorCode::kNoDevice, "no device could be opened (" + open_errors + ")");
+  }
+  sum.devices = static_cast<int>(runners.size());
+  const msg::DeviceInfo limits = runners.front()->info();
+  std::vector<bool> alive(runners.size(), true);
+
+  // --- The loop: build batch i+1 while batch i runs.
+  // Everything measured, in the pipeline, or put in by us (the default config): a tuner that
+  // proposes one of these again (it hears of results a batch late) is not measured twice.
+  std::unordered_set<uint64_t> planned_set(done.begin(), done.end());
+  auto propose = [&](int n) -> std::vector<uint64_t> {
+    std::vector<uint64_t> out;
+    for (int round = 0; round < 4 && static_cast<int>(out.size()) < n; ++round) {
+      auto batch = tuner->NextBatch(n - static_cast<int>(out.size()));
+      for (const auto& w : tuner->TakeWarnings()) warn(w);
+      if (batch.empty()) break;
+      for (uint64_t i : batch) {
+        if (planned_set.insert(i).second) out.push_back(i);
+      }
+    }
+    return out;
+  };
+  auto build_async = [&](std::vector<uint64_t> indices) {
+    return std::async(std::launch::async, [&, indices = std::move(indices)] {
+      return BuildCandidates(builder, task, indices, limits, options.measure);
+    });
+  };
+  int planned = progress.done;  // trials measured or in the pipeline
+  const uint64_t default_index = task.DefaultConfig().index();
+  std::vector<uint64_t> first;
+  if (options.include_default && planned_set.insert(default_index).second) {
+    first.push_back(default_index);
+  }
+  for (uint64_t i : propose(std::min(options.batch, options.trials - planned) -
+                            static_cast<int>(first.size()))) {
+    first.push_back(i);
+  }
+  planned += static_cast<int>(first.size());
+  std::future<std::vector<Candidate>> building = build_async(std::move(first));
+  double best_mean = std::numeric_limits<double>::infinity();
+  for (const auto& r : task_records) {
+    if (r.ok() && r.mean > 0) best_mean = std::min(best_mean, r.mean);
+  }
+  int since_best = 0;
+  Status lost;
+
+  for (;;) {
+    std::vector<Candidate> batch = building.get();
+    if (batch.empty()) break;
+    bool stop_now = options.stop && options.stop->load();
+    bool early = options.early_stop > 0 && since_best >= options.early_stop;
+    std::vector<uint64_t> next;
+    if (!stop_now && !early) next = propose(std::min(options.batch, options.trials - planned));
+    planned += static_cast<int>(next.size());
+    if (options.overlap) building = build_async(std::move(next));
+
+    // Devices pull candidates; a lost device's candidate goes back for another.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<const Candidate*> queue;
+    for (const auto& c : batch) queue.push_back(&c);
+    int in_flight = 0;
+    std::vector<std::pair<Record, TrialResult>> finished;
+    std::vector<std::thread> threads;
+    for (size_t d = 0; d < runners.size(); ++d) {
+      if (!alive[d]) continue;
+      threads.emplace_back([&, d] {
+        DeviceRunner& runner = *runners[d];
+        std::unique_lock<std::mutex> lock(mu);
+        for (;;) {
+          cv.wait(lock, [&] { return !queue.empty() || in_flight == 0; });
+          if (queue.empty()) return;
+          const Candidate* c = queue.front();
+          queue.pop_front();
+          ++in_flight;
+          ++progress.devices_busy;
+          lock.unlock();
+          auto t0 = Clock::now();
+          Measurement m = runner.Measure(*c);
+          double busy = Since(t0);
+          lock.lock();
+          --in_flight;
+          --progress.devices_busy;
+          sum.device_busy_s += busy;
+          if (m.error == TrialError::kDeviceLost) {
+            queue.push_front(c);
+            alive[d] = false;
+            lost = Status(ErrorCode::kDisconnected, m.message);
+            cv.notify_all();
+            lock.unlock();
+            if (options.on_device_lost) options.on_device_lost(runner.spec(), lost);
+            return;
+          }
+          Record r;
+          r.tool = "";
+          r.run_id = options.run_id;
+          r.tuner = tuner->name();
+          r.task = task.id();
+          r.target = target;
+          r.device = runner.id();
+          r.config_index = m.index;
+          r.config_values = space.Get(m.index).ToJson();
+          r.flops = task.flops();
+          r.costs = m.costs;
+          r.mean = m.mean;
+          r.error = m.error;
+          r.message = m.message;
+          r.build_s = m.build_s;
+          r.run_s = m.run_s;
+          r.timestamp = UtcTimestamp();
+          if (writer) {
+            if (Status s = writer->Append(r); !s.ok()) warn(s.ToString());
+          }
+          finished.emplace_back(r, ToTrial(m.index, r));
+          cv.notify_all();
+        }
+      });
+    }
+    // Progress while the batch runs, from this thread.
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      size_t reported = 0;
+      for (;;) {
+        bool over = queue.empty() && in_flight == 0;
+        if (!over) {
+          bool any_alive = std::find(alive.begin(), alive.end(), true) != alive.end();
+          over = !any_alive;
+        }
+        if (finished.size() != reported && options.on_progress) {
+          for (size_t i = reported; i < finished.size(); ++i) {
+            const Record& r = finished[i].first;
+            progress.best_gflops = std::max(progress.best_gflops, r.gflops());
+            if (!r.ok()) progress.errors[r.error]++;
+          }
+          progress.measured = sum.measured + static_cast<int>(finished.size());
+          progress.done = static_cast<int>(done.size()) + static_cast<int>(finished.size());
+          progress.devices = static_cast<int>(std::count(alive.begin(), alive.end(), true));
+          progress.elapsed_s = Since(t_start);
+          progress.rate = progress.elapsed_s > 0 ? progress.measured / progress.elapsed_s : 0;
+          progress.batch_end = false;
+          reported = finished.size();
+          TuneProgress snapshot = progress;  // device threads update devices_busy
+          lock.unlock();
+          options.on_progress(snapshot);
+          lock.lock();
+          continue;
+        }
+        if (over) break;
+        cv.wait_for(lock, std::chrono::milliseconds(250));
+      }
+    }
+    for (auto& t : threads) t.join();
+    if (!options.overlap) building = build_async(std::move(next));
+
+    std::vector<TrialResult> results;
+    for (auto& [r, t] : finished) {
+      done.insert(t.index);
+      results.push_back(t);
+      if (t.ok && t.cost < best_mean) {
+        best_mean = t.cost;
+        since_best = 0;
+      } else {
+        ++since_best;
+      }
+      task_records.push_back(std::move(r));
+    }
+    sum.measured += static_cast<int>(finished.size());
+    for (const auto& c : batch) sum.build_s += c.build_s;
+    tuner->Update(results);
+    for (const auto& w : tuner->TakeWarnings()) warn(w);
+
+    progress.measured = sum.measured;
+    progress.done = static_cast<int>(done.size());
+    progress.devices = static_cast<int>(std::count(alive.begin(), alive.end(), true));
+    progress.elapsed_s = Since(t_start);
+    progress.rate = progress.elapsed_s > 0 ? progress.measured / progress.elapsed_s : 0;
+    progress.batch_end = true;
+    if (options.on_progress) options.on_progress(progress);
+
+    if (progress.devices == 0) {
+      building.wait();
+      return Status(ErrorCode::kDisconnected,
+                    "every device was lost (" + lost.message() + "); " +
+                        std::to_string(sum.measured) + " trials measured this run, records kept");
+    }
+    if (stop_now) {
+      sum.stopped = true;
+      building.wait();
+      break;
+    }
+    if (early) {
+      sum.early_stopped = true;
+      building.wait();
+      break;
+    }
+  }
+  return finish();
+}
+
+}  // namespace crosstune::tuner
