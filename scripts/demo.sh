@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The main job, until the tuner exists: deploy a kernel to remote devices and measure it.
+# The main job: tune a kernel on a farm of devices, deploy the best, check it.
 #
-# Installs the dependencies, builds crosstune, starts two devices — a crosstune-server on this
-# machine and an aarch64 crosstune-server under qemu-user (plus an armhf one when it was built) —
-# builds the sample kernel (examples/kernels/sample.c) for each device with
-# `crosstune build --target auto` (the device's own triple and cpu features), runs the package
-# remotely with the `crosstune` CLI, checks the answers against numpy, times it with the device's
-# time evaluator, and prints a table.
+# Installs the dependencies, builds crosstune, and starts a local farm: a crosstune-tracker, a
+# crosstune-server on this machine, and the aarch64 and armhf crosstune-servers under qemu-user,
+# each registered with the tracker under its own key. Then, on every device in parallel,
+# `crosstune tune matmul --target auto --tracker ... --key DEVICE` searches the matmul template's
+# config space (XGBoost cost model; the template's default config is measured first, so untuned
+# and tuned figures come from the same run), `crosstune export` builds the best config into a
+# verified package, `crosstune run` deploys it through the tracker, and numpy checks the answer.
+# Prints a table with one row per device. Exits non-zero if a device is missing or a check fails.
+#
+# CROSSTUNE_BUILD_DIR picks another build directory; CROSSTUNE_DEMO_TRIALS the trials per device
+# (default 48 on this machine, 16 under qemu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -16,9 +21,13 @@ bash scripts/install-deps.sh
 # ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default -B "$BUILD" >/dev/null
-targets=(crosstune crosstune-server)
+# The ARM servers are built whenever their cross compilers and qemu are present (install-deps.sh
+# installs them). The target list is read into a variable first: grep -q on a pipe would close it
+# early and fail the pipeline with SIGPIPE under pipefail.
+targets=(crosstune crosstune-server crosstune-tracker)
+all_targets=$(ninja -C "$BUILD" -t targets all 2>/dev/null || true)
 for arch in aarch64 armhf; do
-  if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^crosstune-server-$arch:"; then
+  if grep -q "^crosstune-server-$arch:" <<<"$all_targets"; then
     targets+=("crosstune-server-$arch")
   fi
 done
@@ -37,102 +46,149 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# start_server NAME CMD... : starts a server on 127.0.0.1, port 0 (the kernel picks a free
-# one), and sets SERVER to the HOST:PORT it prints.
-start_server() {
-  local name=$1
-  shift
-  mkdir -p "$WORK/$name"
-  "$@" --host 127.0.0.1 --port 0 --work-dir "$WORK/$name" >"$WORK/$name.out" 2>"$WORK/$name.log" &
-  PIDS+=($!)
-  for _ in $(seq 300); do
-    SERVER=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$WORK/$name.out")
-    [ -n "$SERVER" ] && return 0
+# wait_line FILE REGEX: waits (up to 60 s) for a line of FILE matching REGEX and prints its first
+# capture group.
+wait_line() {
+  local file=$1 re=$2 v
+  for _ in $(seq 600); do
+    v=$(sed -n "s/$re/\\1/p" "$file" 2>/dev/null | head -n 1)
+    if [ -n "$v" ]; then
+      echo "$v"
+      return 0
+    fi
     sleep 0.1
   done
-  echo "demo: $name server did not start; its log:" >&2
-  cat "$WORK/$name.log" >&2
+  return 1
+}
+
+# The tracker, then each device registered under its own key (port 0: the kernel picks).
+"$BUILD/tracker/crosstune-tracker" --host 127.0.0.1 --port 0 --http-port 0 --startup-grace-s 0 \
+  --db "$WORK/tracker.db" >"$WORK/tracker.out" 2>"$WORK/tracker.log" &
+PIDS+=($!)
+TRACKER=$(wait_line "$WORK/tracker.out" '.*listening on \([^ ]*\) http.*') || {
+  echo "demo: the tracker did not start; its log:" >&2
+  cat "$WORK/tracker.log" >&2
   exit 1
 }
 
-declare -A DEVICES
-start_server local "$BUILD/rpc_server/crosstune-server"
-DEVICES[local]=$SERVER
-NAMES=(local)
-if [ -x "$BUILD/cross/aarch64/rpc_server/crosstune-server" ]; then
-  start_server qemu-aarch64 qemu-aarch64 -L /usr/aarch64-linux-gnu \
-    "$BUILD/cross/aarch64/rpc_server/crosstune-server"
-  DEVICES[qemu-aarch64]=$SERVER
-  NAMES+=(qemu-aarch64)
-else
-  echo "demo: no aarch64 server was built (CROSSTUNE_CROSS_SERVERS=OFF?); local device only" >&2
-fi
-if [ -x "$BUILD/cross/armhf/rpc_server/crosstune-server" ]; then
-  start_server qemu-armhf qemu-arm -L /usr/arm-linux-gnueabihf \
-    "$BUILD/cross/armhf/rpc_server/crosstune-server"
-  DEVICES[qemu-armhf]=$SERVER
-  NAMES+=(qemu-armhf)
-fi
-
-# Inputs and their numpy reference answers.
-N=1048576 M=192
-"$PY" - "$WORK" "$N" "$M" <<'PYEOF'
-import sys, numpy as np
-work, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rng = np.random.default_rng(7)
-for name, shape in [("x", (n,)), ("y", (n,)), ("a", (m, m)), ("b", (m, m))]:
-    np.save(f"{work}/{name}.npy", rng.uniform(-1, 1, shape).astype(np.float32))
-PYEOF
-
-check() {  # check KERNEL OUT.npy -> "ok" or "FAIL (max error E)"
-  "$PY" - "$WORK" "$1" "$2" <<'PYEOF'
-import sys, numpy as np
-work, kernel, out = sys.argv[1:4]
-L = lambda n: np.load(f"{work}/{n}.npy").astype(np.float64)
-ref = L("x") + L("y") if kernel == "vadd" else L("a") @ L("b")
-got = np.load(out)
-err = float(np.max(np.abs(got - ref))) if got.shape == ref.shape else float("inf")
-print("ok" if err <= 1e-3 else f"FAIL (max error {err:.3g})")
-PYEOF
+start_server() {  # start_server NAME CMD...
+  local name=$1
+  shift
+  mkdir -p "$WORK/$name"
+  "$@" --host 127.0.0.1 --port 0 --work-dir "$WORK/$name" --tracker "$TRACKER" --key "$name" \
+    >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  PIDS+=($!)
+  if ! wait_line "$WORK/$name.out" '.*listening on \([^ ]*\).*' >/dev/null; then
+    echo "demo: the $name server did not start; its log:" >&2
+    cat "$WORK/$name.log" >&2
+    exit 1
+  fi
 }
 
-ROWS=()
-FAILED=0
-for dev in "${NAMES[@]}"; do
-  server=${DEVICES[$dev]}
-  info=$("$CT" info --server "$server" --json)
-  arch=$("$PY" -c 'import json,sys; print(json.load(sys.stdin)["arch"])' <<<"$info")
-  so="$WORK/sample-$dev.ctpkg"
-  echo "demo: $dev ($arch at $server): building examples/kernels/sample.c for the device (--target auto)"
-  # The builder compiles in-process with clang/LLVM and lld for whatever the device reports, and
-  # packages the module with its manifest; the server verifies it before loading.
-  "$CT" build examples/kernels/sample.c --target auto --server "$server" -o "$so" >/dev/null
+NAMES=(local)
+start_server local "$BUILD/rpc_server/crosstune-server"
+for pair in "aarch64 qemu-aarch64 /usr/aarch64-linux-gnu" "armhf qemu-arm /usr/arm-linux-gnueabihf"; do
+  read -r arch qemu sysroot <<<"$pair"
+  server="$BUILD/cross/$arch/rpc_server/crosstune-server"
+  if [ -x "$server" ]; then
+    start_server "qemu-$arch" "$qemu" -L "$sysroot" "$server"
+    NAMES+=("qemu-$arch")
+  else
+    echo "demo: no $arch server at $server (cross compilers or qemu-user missing?)" >&2
+  fi
+done
+# Every device must be registered before tuning asks for it.
+for _ in $(seq 300); do
+  n=$("$CT" query --tracker "$TRACKER" --json 2>/dev/null |
+    "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["devices"]))' 2>/dev/null || echo 0)
+  [ "$n" -ge "${#NAMES[@]}" ] && break
+  sleep 0.1
+done
 
-  for kernel in vadd matmul; do
-    if [ "$kernel" = vadd ]; then
-      args=(--arg "$WORK/x.npy" --arg "$WORK/y.npy" --arg "${N}xf32:zeros")
-      flops=$N
-    else
-      args=(--arg "$WORK/a.npy" --arg "$WORK/b.npy" --arg "${M}x${M}xf32:zeros")
-      flops=$((2 * M * M * M))
+# Tune on every device at once. Under qemu the ARM boards are emulated (slow), so they get a
+# smaller matmul and fewer trials; their figures are emulation speed, not a board's.
+declare -A SHAPE TRIALS
+for dev in "${NAMES[@]}"; do
+  if [ "$dev" = local ]; then
+    SHAPE[$dev]=256,256,256
+    TRIALS[$dev]=${CROSSTUNE_DEMO_TRIALS:-48}
+  else
+    SHAPE[$dev]=48,48,48
+    TRIALS[$dev]=${CROSSTUNE_DEMO_TRIALS:-16}
+  fi
+done
+echo "demo: tuning matmul on ${NAMES[*]} through the tracker at $TRACKER"
+TUNE_PIDS=()
+for dev in "${NAMES[@]}"; do
+  "$CT" tune matmul --shape "${SHAPE[$dev]}" --target auto --tracker "$TRACKER" --key "$dev" \
+    --trials "${TRIALS[$dev]}" --batch 8 --workers 1 --repeat 3 --min-repeat-ms 20 \
+    --log "$WORK/$dev.jsonl" --json >"$WORK/$dev.tune.json" 2>"$WORK/$dev.tune.log" &
+  TUNE_PIDS+=($!)
+done
+FAILED=0
+for i in "${!NAMES[@]}"; do
+  if ! wait "${TUNE_PIDS[$i]}"; then
+    echo "demo: tuning on ${NAMES[$i]} failed:" >&2
+    tail -n 5 "$WORK/${NAMES[$i]}.tune.log" >&2
+    FAILED=1
+  fi
+done
+
+# Deploy each device's best config and check it against numpy.
+ROWS=()
+for dev in "${NAMES[@]}"; do
+  IFS=, read -r m n k <<<"${SHAPE[$dev]}"
+  "$PY" - "$WORK" "$dev" "$m" "$n" "$k" <<'PYEOF'
+import sys, numpy as np
+work, dev, m, n, k = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+rng = np.random.default_rng(7)
+np.save(f"{work}/{dev}-a.npy", rng.uniform(-1, 1, (m, k)).astype(np.float32))
+np.save(f"{work}/{dev}-b.npy", rng.uniform(-1, 1, (k, n)).astype(np.float32))
+PYEOF
+  arch=? untuned=- tuned=- trials=- ok=FAIL
+  if [ -s "$WORK/$dev.tune.json" ]; then
+    read -r arch untuned tuned trials < <("$PY" - "$WORK/$dev.tune.json" "$WORK/$dev.jsonl" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+arch = "?"
+for line in open(sys.argv[2]):
+    try:
+        arch = json.loads(line)["device"]["arch"] or arch
+        break
+    except Exception:
+        pass
+print(arch, "%.2f" % j.get("default", {}).get("gflops", 0), "%.2f" % j.get("best", {}).get("gflops", 0),
+      j["trials_in_log"])
+PYEOF
+)
+    pkg="$WORK/$dev.ctpkg"
+    out="$WORK/$dev-c.npy"
+    if "$CT" export "$WORK/$dev.jsonl" -o "$pkg" >/dev/null &&
+      "$CT" run --tracker "$TRACKER" --key "$dev" "$pkg" --func matmul --arg "$WORK/$dev-a.npy" \
+        --arg "$WORK/$dev-b.npy" --arg "${m}x${n}xf32:zeros" --out "$out" >/dev/null; then
+      ok=$("$PY" - "$WORK" "$dev" "$out" "$k" <<'PYEOF'
+import sys, numpy as np
+work, dev, out, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+a = np.load(f"{work}/{dev}-a.npy").astype(np.float64)
+b = np.load(f"{work}/{dev}-b.npy").astype(np.float64)
+got = np.load(out)
+err = float(np.max(np.abs(got - a @ b))) if got.shape == (a.shape[0], b.shape[1]) else float("inf")
+print("ok" if err <= 2e-6 * k + 1e-4 else f"FAIL (max error {err:.3g})")
+PYEOF
+)
     fi
-    out="$WORK/$kernel-$dev.npy"
-    "$CT" run --server "$server" "$so" --func "$kernel" "${args[@]}" --out "$out" >/dev/null
-    ok=$(check "$kernel" "$out")
-    [ "$ok" = ok ] || FAILED=1
-    bench=$("$CT" bench --server "$server" "$so" --func "$kernel" "${args[@]}" \
-      --number 3 --repeat 5 --min-repeat-ms 50 --flops "$flops" --json)
-    ms=$("$PY" -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["median_s"] * 1e3))' <<<"$bench")
-    gf=$("$PY" -c 'import json,sys; print("%.2f" % json.load(sys.stdin).get("gflops", 0))' <<<"$bench")
-    ROWS+=("$dev|$arch|$kernel|$ms|$gf|$ok")
-  done
+  fi
+  [ "$ok" = ok ] || FAILED=1
+  ROWS+=("$dev|$arch|${SHAPE[$dev]}|$untuned|$tuned|$trials|$ok")
 done
 
 echo
-printf '%-14s %-8s %-8s %10s %10s  %s\n' device arch kernel ms GFLOP/s check
+printf '%-14s %-8s %-12s %10s %10s %7s  %s\n' device arch matmul untuned tuned trials check
 for row in "${ROWS[@]}"; do
-  IFS='|' read -r dev arch kernel ms gf ok <<<"$row"
-  printf '%-14s %-8s %-8s %10s %10s  %s\n' "$dev" "$arch" "$kernel" "$ms" "$gf" "$ok"
+  IFS='|' read -r dev arch shape untuned tuned trials ok <<<"$row"
+  printf '%-14s %-8s %-12s %10s %10s %7s  %s\n' "$dev" "$arch" "$shape" "$untuned" "$tuned" "$trials" "$ok"
 done
-echo "(vadd: ${N} f32; matmul: ${M}x${M}x${M} f32; median of 5 rounds on the device; qemu devices are emulated, so their times are not a board's)"
+echo "(GFLOP/s of the template's default config and of the best one found; fp32 matmul M,N,K;"
+echo " the best config exported to a .ctpkg, deployed through the tracker and checked against numpy;"
+echo " qemu devices are emulated, so their speeds are not a board's)"
 exit $FAILED
