@@ -13,6 +13,8 @@ void RegisterSessionCommands(CLI::App& app);
 void RegisterBuildCommands(CLI::App& app);
 // query, lease, drain, undrain, kick (tracker).
 void RegisterTrackerCommands(CLI::App& app);
+// replay (tuner: compare tuners on a recorded space).
+void RegisterReplayCommand(CLI::App& app);
 
 // Prints "crosstune: error: <what>" to stderr and returns the exit code 1.
 int PrintError(const std::string& what);

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   crosstune::cli::RegisterSessionCommands(app);
   crosstune::cli::RegisterBuildCommands(app);
   crosstune::cli::RegisterTrackerCommands(app);
+  crosstune::cli::RegisterReplayCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
