@@ -15,6 +15,8 @@ void RegisterBuildCommands(CLI::App& app);
 void RegisterTrackerCommands(CLI::App& app);
 // tune, log summary|best|plot, export (tuner).
 void RegisterTuneCommands(CLI::App& app);
+// replay (tuner: compare tuners on a recorded space).
+void RegisterReplayCommand(CLI::App& app);
 
 // Prints "crosstune: error: <what>" to stderr and returns the exit code 1.
 int PrintError(const std::string& what);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   crosstune::cli::RegisterBuildCommands(app);
   crosstune::cli::RegisterTrackerCommands(app);
   crosstune::cli::RegisterTuneCommands(app);
+  crosstune::cli::RegisterReplayCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

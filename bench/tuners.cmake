@@ -1,0 +1,13 @@
+# crosstune-bench-tuners: random, ga and xgb replayed on recorded spaces (tuner work).
+if(NOT TARGET crosstune::tuner)
+  return()
+endif()
+add_executable(crosstune-bench-tuners ${CMAKE_CURRENT_LIST_DIR}/bench_tuners.cc)
+target_link_libraries(crosstune-bench-tuners PRIVATE crosstune::tuner)
+# The shared Kernel Tuner space lives beside the project, never copied into it.
+target_compile_definitions(crosstune-bench-tuners PRIVATE
+  CT_DEFAULT_KT_SPACE="${PROJECT_SOURCE_DIR}/../shared/tuning-spaces/benchmark_hub-pnpoly-RTX_3090.json.gz")
+if(BUILD_TESTING)
+  add_test(NAME bench_tuners_smoke COMMAND crosstune-bench-tuners --seeds 2 --random-seeds 2)
+  set_tests_properties(bench_tuners_smoke PROPERTIES LABELS slow TIMEOUT 120)
+endif()

@@ -1,0 +1,217 @@
+#include "crosstune/tuner/replay.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "crosstune/tuner/records.h"
+
+namespace crosstune::tuner {
+namespace {
+
+namespace fs = std::filesystem;
+
+class KernelTunerCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ct-replay-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string WriteGz(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(f);
+    return path;
+  }
+  fs::path dir_;
+};
+
+// Strings, booleans and floats as values, no "objective" key (so "time"), every failure string,
+// problem_size as a list.
+constexpr const char* kMixedCache = R"({
+  "device_name": "test", "kernel_name": "k", "problem_size": [1024, 2],
+  "tune_params_keys": ["block", "unroll", "mode", "ratio"],
+  "tune_params": {"block": [32, 64], "unroll": [true, false], "mode": ["fast", "safe"],
+                  "ratio": [0.5, 1.0]},
+  "cache": {
+    "32,True,fast,0.5":  {"block": 32, "unroll": true,  "mode": "fast", "ratio": 0.5, "time": 4.0},
+    "32,False,fast,0.5": {"block": 32, "unroll": false, "mode": "fast", "ratio": 0.5, "time": 2.0},
+    "64,True,fast,0.5":  {"block": 64, "unroll": true,  "mode": "fast", "ratio": 0.5,
+                          "time": "CompilationFailedConfig"},
+    "64,True,safe,1.0":  {"block": 64, "unroll": true,  "mode": "safe", "ratio": 1.0,
+                          "time": "RuntimeFailedConfig"},
+    "32,True,safe,1.0":  {"block": 32, "unroll": true,  "mode": "safe", "ratio": 1.0,
+                          "time": "InvalidConfig"},
+    "64,False,safe,0.5": {"block": 64, "unroll": false, "mode": "safe", "ratio": 0.5, "time": 2.05},
+    "64,False,fast,1.0": {"time": 3.0}
+  }
+})";
+
+void ExpectMixedTable(const ReplayTable& t) {
+  EXPECT_EQ(t.valid_count(), 7u);
+  EXPECT_EQ(t.ok_count(), 4u);
+  EXPECT_EQ(t.space().size(), 2u * 2 * 2 * 2);
+  ASSERT_TRUE(t.best().has_value());
+  EXPECT_DOUBLE_EQ(*t.best(), 2.0);
+  EXPECT_EQ(t.CountWithin(0.95), 2u);  // 2.0 and 2.05
+  const auto& knobs = t.space().knobs();
+  ASSERT_EQ(knobs.size(), 4u);
+  EXPECT_EQ(knobs[0].name, "block");
+  EXPECT_EQ(knobs[1].name, "unroll");
+  // Values keep their types: booleans, strings, floats.
+  auto c = t.space().FromJson({{"block", 32}, {"unroll", false}, {"mode", "fast"}, {"ratio", 0.5}});
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  TrialResult r = t.Measure(c->index());
+  EXPECT_TRUE(r.ok);
+  EXPECT_DOUBLE_EQ(r.cost, 2.0);
+  // A failure is in the space (a spent trial) but has no cost.
+  auto failed = t.space().FromJson({{"block", 64}, {"unroll", true}, {"mode", "safe"},
+                                    {"ratio", 1.0}});
+  ASSERT_TRUE(failed.ok());
+  EXPECT_TRUE(t.space().IsValid(*failed));
+  EXPECT_FALSE(t.Measure(failed->index()).ok);
+  EXPECT_EQ(t.Find(failed->index())->failure, "RuntimeFailedConfig");
+  // The entry that held only its time got its values from its key.
+  auto from_key = t.space().FromJson({{"block", 64}, {"unroll", false}, {"mode", "fast"},
+                                      {"ratio", 1.0}});
+  ASSERT_TRUE(from_key.ok());
+  EXPECT_DOUBLE_EQ(t.Measure(from_key->index()).cost, 3.0);
+  // Points absent from the file are not in the space.
+  auto absent = t.space().FromJson({{"block", 32}, {"unroll", false}, {"mode", "safe"},
+                                    {"ratio", 1.0}});
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(t.space().IsValid(*absent));
+}
+
+TEST_F(KernelTunerCacheTest, ReadsMixedValueTypesFailuresAndAMissingObjective) {
+  auto t = ReplayTable::LoadKernelTunerCache(Write("mixed.json", kMixedCache));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ExpectMixedTable(**t);
+}
+
+TEST_F(KernelTunerCacheTest, ReadsGzipCompressedFilesAlike) {
+  auto t = ReplayTable::Load(WriteGz("mixed.json.gz", kMixedCache));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ExpectMixedTable(**t);
+}
+
+TEST_F(KernelTunerCacheTest, UsesTheNamedObjectiveAndABareProblemSize) {
+  auto t = ReplayTable::LoadKernelTunerCache(Write("obj.json", R"({
+    "problem_size": 4096, "objective": "energy", "tune_params_keys": ["x"],
+    "cache": {"1": {"x": 1, "time": 1.0, "energy": 9.0},
+              "2": {"x": 2, "time": 5.0, "energy": 3.0}}})"));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_DOUBLE_EQ(*(*t)->best(), 3.0);
+}
+
+TEST_F(KernelTunerCacheTest, ReadsACacheThatKernelTunerLeftUnclosed) {
+  auto t = ReplayTable::LoadKernelTunerCache(Write("open.json", R"({
+    "tune_params_keys": ["x"], "tune_params": {"x": [1, 2]},
+    "cache": {"1": {"x": 1, "time": 1.0},
+              "2": {"x": 2, "time": 2.0},)"));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->valid_count(), 2u);
+}
+
+TEST_F(KernelTunerCacheTest, MalformedFilesGetNamedErrors) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {"this is not json", "not JSON"},
+      {R"({"cache": {}})", "tune_params_keys"},
+      {R"({"tune_params_keys": ["x"]})", "no 'cache'"},
+      {R"({"tune_params_keys": ["x"], "cache": {"1": {"x": 1, "time": "Exploded"}}})",
+       "Exploded"},
+      {R"({"tune_params_keys": ["x"], "cache": {"1": {"x": 1}}})", "has no 'time'"},
+      {R"({"tune_params_keys": ["x"], "problem_size": {"a": 1},
+           "cache": {"1": {"x": 1, "time": 1}}})", "problem_size"},
+      {R"({"tune_params_keys": ["x", "y"], "cache": {"1": {"time": 1}}})", "2 parameters"},
+      {R"({"tune_params_keys": ["x"], "cache": {}})", "no entries"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    std::string path = Write("bad" + std::to_string(n++) + ".json", c.text);
+    auto t = ReplayTable::LoadKernelTunerCache(path);
+    ASSERT_FALSE(t.ok()) << c.text;
+    EXPECT_NE(t.status().message().find(path), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos)
+        << "wanted '" << c.expect << "' in: " << t.status().message();
+  }
+  auto missing = ReplayTable::Load((dir_ / "absent.json").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(KernelTunerCacheTest, ReadsAFullSpaceRecordLogOfOneTask) {
+  std::string path = (dir_ / "mm.jsonl").string();
+  auto w = RecordWriter::Open(path);
+  ASSERT_TRUE(w.ok());
+  auto add = [&](std::vector<int64_t> shape, int mr, int nr, double mean, TrialError e) {
+    Record r;
+    r.task = {"matmul", shape, "float32"};
+    r.config_values = {{"mr", mr}, {"nr", nr}};
+    r.mean = mean;
+    r.error = e;
+    ASSERT_TRUE((*w)->Append(r).ok());
+  };
+  add({64, 64, 64}, 4, 8, 2e-3, TrialError::kOk);
+  add({64, 64, 64}, 4, 16, 1e-3, TrialError::kOk);
+  add({64, 64, 64}, 8, 8, 0, TrialError::kBuildError);
+  add({64, 64, 64}, 4, 16, 1.5e-3, TrialError::kOk);  // measured again: the best is kept
+  add({32, 32, 32}, 4, 8, 5e-4, TrialError::kOk);
+  add({32, 32, 32}, 8, 8, 4e-4, TrialError::kOk);
+  auto t = ReplayTable::Load(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->valid_count(), 3u);
+  EXPECT_EQ((*t)->ok_count(), 2u);
+  EXPECT_DOUBLE_EQ(*(*t)->best(), 1e-3);
+  ASSERT_FALSE((*t)->warnings().empty());  // two tasks, the first replayed
+  EXPECT_NE((*t)->warnings().back().find("--task"), std::string::npos);
+  auto failed = (*t)->space().FromJson({{"mr", 8}, {"nr", 8}});
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ((*t)->Find(failed->index())->failure, "BuildError");
+
+  auto small = ReplayTable::Load(path, "matmul 32,32,32 float32");
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_EQ((*small)->valid_count(), 2u);
+  EXPECT_DOUBLE_EQ(*(*small)->best(), 4e-4);
+  auto none = ReplayTable::Load(path, "conv2d 1 float32");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("matmul 64,64,64 float32"), std::string::npos);
+}
+
+TEST(SharedSpaceTest, ReadsThePnpolyCacheWithItsKnownFacts) {
+  std::string path = std::string(CT_SHARED_TUNING_SPACES) + "/benchmark_hub-pnpoly-RTX_3090.json.gz";
+  if (!fs::exists(path)) GTEST_SKIP() << "no shared tuning space at " << path;
+  auto t = ReplayTable::Load(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->valid_count(), 4092u);
+  EXPECT_EQ((*t)->ok_count(), 3774u);
+  EXPECT_NEAR(*(*t)->best(), 8.71424, 1e-5);
+  EXPECT_EQ((*t)->CountWithin(0.95), 35u);
+  // Random search without replacement: the file's facts say a median of 80 trials.
+  ReplayOptions o;
+  o.tuner = "random";
+  auto s = SummariseReplay(**t, o, 200);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->reached, 200);
+  EXPECT_GT(*s->median, 60);
+  EXPECT_LT(*s->median, 110);
+}
+
+}  // namespace
+}  // namespace crosstune::tuner

@@ -1,0 +1,515 @@
+#include "crosstune/tuner/replay.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <unordered_set>
+
+#include "crosstune/tuner/records.h"
+
+namespace crosstune::tuner {
+
+namespace {
+
+// Orders parameter values: booleans, then numbers (1 and 1.0 alike), then strings, then the rest
+// by their JSON text.
+int TypeRank(const nlohmann::json& v) {
+  if (v.is_boolean()) return 0;
+  if (v.is_number()) return 1;
+  if (v.is_string()) return 2;
+  return 3;
+}
+
+bool ValueLess(const nlohmann::json& a, const nlohmann::json& b) {
+  int ra = TypeRank(a), rb = TypeRank(b);
+  if (ra != rb) return ra < rb;
+  switch (ra) {
+    case 0:
+      return !a.get<bool>() && b.get<bool>();
+    case 1:
+      return a.get<double>() < b.get<double>();
+    case 2:
+      return a.get_ref<const std::string&>() < b.get_ref<const std::string&>();
+    default:
+      return a.dump() < b.dump();
+  }
+}
+
+bool ValueEqual(const nlohmann::json& a, const nlohmann::json& b) {
+  return !ValueLess(a, b) && !ValueLess(b, a);
+}
+
+// Python's str() of a parameter value: how Kernel Tuner spells it in a cache key.
+std::string PyStr(const nlohmann::json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+    if (std::isnan(d)) return "nan";
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
+    std::string s(buf, end);
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+  }
+  return v.dump();
+}
+
+Status Malformed(const std::string& path, const std::string& what) {
+  return Status(ErrorCode::kInvalidArgument, path + ": not a Kernel Tuner cache file: " + what);
+}
+
+// The whole file, gunzipped when it is gzip (zlib reads plain files through unchanged).
+Expected<std::string> ReadMaybeGz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return Status(ErrorCode::kNotFound, path + ": cannot open");
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, n);
+  int err = 0;
+  std::string why = n < 0 ? gzerror(f, &err) : "";
+  gzclose(f);
+  if (n < 0) return Status(ErrorCode::kIoError, path + ": cannot read: " + why);
+  return out;
+}
+
+// Kernel Tuner appends to a cache file while it tunes and closes the JSON only at the end; a run
+// that stopped early leaves `..., "key": {...},` without the closing braces.
+std::optional<nlohmann::json> ParseCacheText(std::string text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded()) return j;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  if (!text.empty() && text.back() == ',') text.pop_back();
+  j = nlohmann::json::parse(text + "}}", nullptr, false);
+  if (!j.is_discarded()) return j;
+  return std::nullopt;
+}
+
+std::vector<std::string> SplitKey(const std::string& key) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t comma; (comma = key.find(',', start)) != std::string::npos; start = comma + 1) {
+    parts.push_back(key.substr(start, comma - start));
+  }
+  parts.push_back(key.substr(start));
+  return parts;
+}
+
+bool IsKnownFailure(const std::string& s) {
+  return s == "CompilationFailedConfig" || s == "RuntimeFailedConfig" || s == "InvalidConfig";
+}
+
+// Linear interpolation between order statistics (numpy's default); +inf stays +inf.
+double Percentile(std::vector<double> sorted, double q) {
+  if (sorted.empty()) return std::numeric_limits<double>::infinity();
+  double pos = q * (sorted.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  double frac = pos - lo;
+  if (frac == 0) return sorted[lo];
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+}  // namespace
+
+// --- Tables -------------------------------------------------------------------------------------
+
+Expected<std::unique_ptr<ReplayTable>> ReplayTable::FromPoints(std::string source,
+                                                               std::vector<ReplayPoint> points,
+                                                               std::vector<std::string> params) {
+  if (points.empty()) {
+    return Status(ErrorCode::kInvalidArgument, source + ": the table has no points");
+  }
+  if (params.empty()) {
+    if (!points.front().values.is_object() || points.front().values.empty()) {
+      return Status(ErrorCode::kInvalidArgument, source + ": a point has no parameter values");
+    }
+    for (const auto& [name, v] : points.front().values.items()) params.push_back(name);
+  }
+  // One knob per parameter: its sorted unique values.
+  std::vector<std::vector<nlohmann::json>> values(params.size());
+  for (const ReplayPoint& p : points) {
+    if (!p.values.is_object() || p.values.size() != params.size()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    source + ": point " + p.values.dump() + " does not have the parameters of the table");
+    }
+    for (size_t k = 0; k < params.size(); ++k) {
+      auto it = p.values.find(params[k]);
+      if (it == p.values.end()) {
+        return Status(ErrorCode::kInvalidArgument,
+                      source + ": point " + p.values.dump() + " has no '" + params[k] + "'");
+      }
+      values[k].push_back(*it);
+    }
+  }
+  std::unique_ptr<ReplayTable> table(new ReplayTable());
+  table->source_ = std::move(source);
+  table->space_ = std::make_unique<ConfigSpace>();
+  for (size_t k = 0; k < params.size(); ++k) {
+    auto& v = values[k];
+    std::sort(v.begin(), v.end(), ValueLess);
+    v.erase(std::unique(v.begin(), v.end(), ValueEqual), v.end());
+    CT_RETURN_IF_ERROR(table->space_->AddCategoricalJson(params[k], v));
+  }
+  table->entries_ = std::make_shared<std::unordered_map<uint64_t, ReplayPoint>>();
+  auto& entries = *table->entries_;
+  for (ReplayPoint& p : points) {
+    // Match each value to its knob's choice by value (1 and 1.0 are one value).
+    std::vector<uint32_t> choices(params.size());
+    for (size_t k = 0; k < params.size(); ++k) {
+      const auto& choices_k = table->space_->knobs()[k].values;
+      auto pos = std::lower_bound(choices_k.begin(), choices_k.end(), p.values[params[k]],
+                                  ValueLess);
+      choices[k] = static_cast<uint32_t>(pos - choices_k.begin());
+    }
+    CT_ASSIGN_OR_RETURN(uint64_t index, table->space_->IndexOf(choices));
+    if (p.ok && !(std::isfinite(p.cost) && p.cost >= 0)) {
+      return Status(ErrorCode::kInvalidArgument,
+                    table->source_ + ": point " + p.values.dump() + " has cost " +
+                        std::to_string(p.cost));
+    }
+    if (p.ok) {
+      ++table->ok_count_;
+      if (!table->best_ || p.cost < *table->best_) table->best_ = p.cost;
+    }
+    std::string shown = p.values.dump();
+    if (!entries.emplace(index, std::move(p)).second) {
+      return Status(ErrorCode::kInvalidArgument,
+                    table->source_ + ": point " + shown + " is in the table twice");
+    }
+  }
+  // Points the table lacks are not in the space.
+  auto held = table->entries_;
+  table->space_->AddConstraint("in the table",
+                               [held](const Config& c) { return held->count(c.index()) != 0; });
+  return table;
+}
+
+Expected<std::unique_ptr<ReplayTable>> ReplayTable::LoadKernelTunerCache(const std::string& path) {
+  CT_ASSIGN_OR_RETURN(std::string text, ReadMaybeGz(path));
+  std::optional<nlohmann::json> parsed = ParseCacheText(std::move(text));
+  if (!parsed) return Malformed(path, "not JSON");
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object()) return Malformed(path, "the top level is not an object");
+
+  auto keys_it = doc.find("tune_params_keys");
+  if (keys_it == doc.end() || !keys_it->is_array() || keys_it->empty()) {
+    return Malformed(path, "no 'tune_params_keys' list");
+  }
+  std::vector<std::string> params;
+  for (const auto& k : *keys_it) {
+    if (!k.is_string()) return Malformed(path, "'tune_params_keys' holds " + k.dump());
+    params.push_back(k.get<std::string>());
+  }
+  const nlohmann::json* tune_params = nullptr;
+  if (auto it = doc.find("tune_params"); it != doc.end()) {
+    if (!it->is_object()) return Malformed(path, "'tune_params' is not an object");
+    tune_params = &*it;
+  }
+  std::string objective = "time";
+  if (auto it = doc.find("objective"); it != doc.end()) {
+    if (!it->is_string()) return Malformed(path, "'objective' is not a string");
+    objective = it->get<std::string>();
+  }
+  bool higher_is_better = false;
+  if (auto it = doc.find("objective_higher_is_better"); it != doc.end() && it->is_boolean()) {
+    higher_is_better = it->get<bool>();
+  }
+  if (auto it = doc.find("problem_size"); it != doc.end()) {
+    bool ok = it->is_number() || it->is_string() || it->is_array();
+    if (it->is_array()) {
+      for (const auto& e : *it) ok = ok && (e.is_number() || e.is_string());
+    }
+    if (!ok) return Malformed(path, "'problem_size' is neither a number nor a list: " + it->dump());
+  }
+  auto cache_it = doc.find("cache");
+  if (cache_it == doc.end() || !cache_it->is_object()) return Malformed(path, "no 'cache' object");
+
+  std::vector<ReplayPoint> points;
+  points.reserve(cache_it->size());
+  for (const auto& [key, entry] : cache_it->items()) {
+    if (!entry.is_object()) return Malformed(path, "cache entry '" + key + "' is not an object");
+    ReplayPoint p;
+    p.values = nlohmann::json::object();
+    std::vector<std::string> parts = SplitKey(key);
+    for (size_t k = 0; k < params.size(); ++k) {
+      const std::string& name = params[k];
+      if (auto v = entry.find(name); v != entry.end()) {
+        p.values[name] = *v;
+        continue;
+      }
+      // The entry lacks the value: read it from the key, matched against tune_params.
+      if (parts.size() != params.size()) {
+        return Malformed(path, "cache key '" + key + "' has " + std::to_string(parts.size()) +
+                                   " values for " + std::to_string(params.size()) + " parameters");
+      }
+      const nlohmann::json* match = nullptr;
+      if (tune_params && tune_params->contains(name) && (*tune_params)[name].is_array()) {
+        for (const auto& cand : (*tune_params)[name]) {
+          if (PyStr(cand) == parts[k]) match = &cand;
+        }
+      }
+      if (!match) {
+        return Malformed(path, "cache entry '" + key + "' has no value of '" + name + "'");
+      }
+      p.values[name] = *match;
+    }
+    auto obj = entry.find(objective);
+    if (obj == entry.end()) {
+      return Malformed(path, "cache entry '" + key + "' has no '" + objective + "'");
+    }
+    if (obj->is_number()) {
+      double v = obj->get<double>();
+      if (!std::isfinite(v) || v < 0 || (higher_is_better && v <= 0)) {
+        p.failure = "NonFinite";
+      } else {
+        p.ok = true;
+        p.cost = higher_is_better ? 1.0 / v : v;
+      }
+    } else if (obj->is_string()) {
+      p.failure = obj->get<std::string>();
+      if (!IsKnownFailure(p.failure)) {
+        return Malformed(path, "cache entry '" + key + "' has " + objective + " \"" + p.failure +
+                                   "\" (not a number or a known failure)");
+      }
+    } else {
+      return Malformed(path, "cache entry '" + key + "' has " + objective + " " + obj->dump());
+    }
+    points.push_back(std::move(p));
+  }
+  if (points.empty()) return Malformed(path, "'cache' holds no entries");
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  return FromPoints(name, std::move(points), params);
+}
+
+Expected<std::unique_ptr<ReplayTable>> ReplayTable::LoadRecordLog(const std::string& path,
+                                                                  const std::string& task) {
+  CT_ASSIGN_OR_RETURN(LogContents log, ReadLog(path));
+  std::vector<std::string> tasks;
+  for (const Record& r : log.records) {
+    std::string key = r.task.Key();
+    if (std::find(tasks.begin(), tasks.end(), key) == tasks.end()) tasks.push_back(key);
+  }
+  if (tasks.empty()) return Status(ErrorCode::kInvalidArgument, path + ": no records");
+  std::string chosen = task.empty() ? tasks.front() : task;
+  if (std::find(tasks.begin(), tasks.end(), chosen) == tasks.end()) {
+    std::string list;
+    for (const auto& t : tasks) list += (list.empty() ? "" : "; ") + t;
+    return Status(ErrorCode::kNotFound, path + ": no task '" + chosen + "' (tasks: " + list + ")");
+  }
+  // One point per config: its best success, or its first failure.
+  std::map<std::string, ReplayPoint> by_config;
+  std::vector<std::string> order;
+  for (const Record& r : log.records) {
+    if (r.task.Key() != chosen) continue;
+    std::string key = r.config_values.dump();
+    auto [it, fresh] = by_config.try_emplace(key);
+    ReplayPoint& p = it->second;
+    if (fresh) {
+      order.push_back(key);
+      p.values = r.config_values;
+    }
+    if (r.ok() && r.mean > 0) {
+      if (!p.ok || r.mean < p.cost) p.cost = r.mean;
+      p.ok = true;
+      p.failure.clear();
+    } else if (!p.ok && p.failure.empty()) {
+      p.failure = std::string(r.ok() ? "NoTime" : TrialErrorName(r.error));
+    }
+  }
+  std::vector<ReplayPoint> points;
+  for (const auto& key : order) points.push_back(std::move(by_config[key]));
+  std::vector<std::string> params;
+  if (!points.empty() && points.front().values.is_object()) {
+    for (const auto& [name, v] : points.front().values.items()) params.push_back(name);
+  }
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  CT_ASSIGN_OR_RETURN(auto table, FromPoints(name + ": " + chosen, std::move(points), params));
+  table->warnings_ = std::move(log.warnings);
+  if (task.empty() && tasks.size() > 1) {
+    table->warnings_.push_back(path + ": holds " + std::to_string(tasks.size()) +
+                               " tasks; replaying the first, '" + chosen + "' (choose with --task)");
+  }
+  return table;
+}
+
+Expected<std::unique_ptr<ReplayTable>> ReplayTable::Load(const std::string& path,
+                                                         const std::string& task) {
+  CT_ASSIGN_OR_RETURN(std::string text, ReadMaybeGz(path));
+  // A record log is JSON lines; its first line is a record on its own.
+  std::string first = text.substr(0, text.find('\n'));
+  auto j = nlohmann::json::parse(first, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("task") && j.contains("config")) {
+    return LoadRecordLog(path, task);
+  }
+  if (!task.empty()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  path + ": --task applies to record logs, this is a Kernel Tuner cache file");
+  }
+  return LoadKernelTunerCache(path);
+}
+
+size_t ReplayTable::CountWithin(double fraction) const {
+  if (!best_) return 0;
+  size_t n = 0;
+  for (const auto& [index, p] : *entries_) n += (p.ok && *best_ / p.cost >= fraction) ? 1 : 0;
+  return n;
+}
+
+const ReplayPoint* ReplayTable::Find(uint64_t index) const {
+  auto it = entries_->find(index);
+  return it == entries_->end() ? nullptr : &it->second;
+}
+
+TrialResult ReplayTable::Measure(uint64_t index) const {
+  TrialResult r;
+  r.index = index;
+  if (const ReplayPoint* p = Find(index); p && p->ok) {
+    r.ok = true;
+    r.cost = p->cost;
+  }
+  return r;
+}
+
+// --- Replays ------------------------------------------------------------------------------------
+
+Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& options) {
+  if (options.batch < 1) return Status(ErrorCode::kInvalidArgument, "batch must be at least 1");
+  if (!(options.target_fraction > 0 && options.target_fraction <= 1)) {
+    return Status(ErrorCode::kInvalidArgument, "the target fraction must be in (0, 1]");
+  }
+  TunerOptions topts = options.tuner_options;
+  topts.seed = options.seed;
+  CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> tuner, MakeTuner(options.tuner, table.space(), topts));
+  const uint64_t max_trials = options.max_trials == 0
+                                  ? table.valid_count()
+                                  : std::min(options.max_trials, table.valid_count());
+  const std::optional<double> best = table.best();
+  ReplayRun run;
+  run.seed = options.seed;
+  std::unordered_set<uint64_t> proposed;
+  double best_found = std::numeric_limits<double>::infinity();
+  while (run.trials < max_trials && !run.reached) {
+    int n = static_cast<int>(std::min<uint64_t>(options.batch, max_trials - run.trials));
+    std::vector<uint64_t> batch = tuner->NextBatch(n);
+    for (std::string& w : tuner->TakeWarnings()) run.warnings.push_back(std::move(w));
+    if (batch.empty()) break;
+    if (static_cast<int>(batch.size()) > n) {
+      return Status(ErrorCode::kInternal, "tuner " + options.tuner + " proposed " +
+                                              std::to_string(batch.size()) + " points for " +
+                                              std::to_string(n));
+    }
+    std::vector<TrialResult> results;
+    for (uint64_t index : batch) {
+      if (!proposed.insert(index).second) {
+        return Status(ErrorCode::kInternal, "tuner " + options.tuner + " proposed point " +
+                                                std::to_string(index) + " twice");
+      }
+      if (!table.Find(index)) {
+        return Status(ErrorCode::kInvalidArgument,
+                      "tuner " + options.tuner + " proposed point " + std::to_string(index) +
+                          ", which the table lacks");
+      }
+      TrialResult r = table.Measure(index);
+      ++run.trials;
+      if (!r.ok) ++run.failed;
+      if (r.ok) {
+        best_found = std::min(best_found, r.cost);
+        if (!run.reached && best && *best / r.cost >= options.target_fraction) {
+          run.reached = true;
+          run.trials_to_target = run.trials;
+        }
+      }
+      results.push_back(r);
+    }
+    tuner->Update(results);
+  }
+  for (std::string& w : tuner->TakeWarnings()) run.warnings.push_back(std::move(w));
+  run.best_cost = std::isfinite(best_found) ? best_found : 0;
+  return run;
+}
+
+Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions options,
+                                        int seeds) {
+  if (seeds < 1) return Status(ErrorCode::kInvalidArgument, "seeds must be at least 1");
+  auto start = std::chrono::steady_clock::now();
+  ReplaySummary s;
+  s.tuner = options.tuner;
+  s.source = table.source();
+  s.space_size = table.space().size();
+  s.valid_count = table.valid_count();
+  s.ok_count = table.ok_count();
+  s.best = table.best().value_or(0);
+  s.within_target = table.CountWithin(options.target_fraction);
+  s.batch = options.batch;
+  s.max_trials = options.max_trials == 0 ? table.valid_count()
+                                         : std::min(options.max_trials, table.valid_count());
+  s.target_fraction = options.target_fraction;
+  s.seeds = seeds;
+  std::vector<double> trials;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    options.seed = static_cast<uint64_t>(seed);
+    CT_ASSIGN_OR_RETURN(ReplayRun run, RunReplay(table, options));
+    if (run.reached) ++s.reached;
+    trials.push_back(run.reached ? static_cast<double>(run.trials_to_target)
+                                 : std::numeric_limits<double>::infinity());
+    s.warnings += run.warnings.size();
+    if (s.first_warning.empty() && !run.warnings.empty()) s.first_warning = run.warnings.front();
+    s.runs.push_back(std::move(run));
+  }
+  std::sort(trials.begin(), trials.end());
+  auto finite = [](double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; };
+  s.median = finite(Percentile(trials, 0.5));
+  s.p90 = finite(Percentile(trials, 0.9));
+  if (s.reached == seeds) {
+    double sum = 0;
+    for (double t : trials) sum += t;
+    s.mean = sum / seeds;
+  }
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+nlohmann::json ReplaySummaryJson(const ReplaySummary& s, bool with_runs) {
+  auto opt = [](const std::optional<double>& v) -> nlohmann::json {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  nlohmann::json j = {
+      {"tuner", s.tuner},
+      {"seeds", s.seeds},
+      {"reached", s.reached},
+      {"median", opt(s.median)},
+      {"p90", opt(s.p90)},
+      {"mean", opt(s.mean)},
+      {"space", s.source},
+      {"space_size", s.space_size},
+      {"valid_count", s.valid_count},
+      {"ok_count", s.ok_count},
+      {"best", s.best},
+      {"within_target", s.within_target},
+      {"target_fraction", s.target_fraction},
+      {"batch", s.batch},
+      {"max_trials", s.max_trials},
+      {"wall_s", s.wall_s},
+      {"warnings", s.warnings},
+  };
+  if (!s.first_warning.empty()) j["first_warning"] = s.first_warning;
+  if (with_runs) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const ReplayRun& r : s.runs) {
+      runs.push_back(r.reached ? nlohmann::json(r.trials_to_target) : nlohmann::json(nullptr));
+    }
+    j["trials_to_target"] = runs;
+  }
+  return j;
+}
+
+}  // namespace crosstune::tuner

@@ -1,0 +1,321 @@
+// xgb: AutoTVM-style model-guided search. After every batch of results the cost model is trained
+// again on everything measured (failures ranked lowest) plus the transfer samples of related
+// tasks; simulated annealing over the space's neighbourhoods then plans the best unmeasured
+// points by the model's score; the batch takes the plan's best, spread by a diversity filter,
+// with an epsilon share of random points. Until the model has enough successes to learn from,
+// batches are random. Any cost-model failure turns that one batch random with a warning.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "crosstune/tuner/tuner.h"
+#include "registry.h"
+#include "search_common.h"
+#include "xgb_model.h"
+
+namespace crosstune::tuner::internal {
+namespace {
+
+// Weight of a knob value that the batch does not yet hold, against a score scaled to [0, 1].
+constexpr double kDiversityWeight = 0.3;
+
+class XgbTuner final : public Tuner {
+ public:
+  XgbTuner(const ConfigSpace& space, const TunerOptions& options)
+      : space_(space),
+        options_(options),
+        sampler_(space, options.seed ^ 0x5851f42d4c957f2dULL),
+        rng_(options.seed),
+        model_({.objective = options.objective,
+                .rounds = std::max(1, options.boost_rounds),
+                .seed = options.seed}) {
+    options_.plan_size = std::max(options_.plan_size, 1);
+    options_.sa_walkers = std::max(options_.sa_walkers, 1);
+    options_.min_train = std::max(options_.min_train, 1);
+  }
+  std::string name() const override { return "xgb"; }
+
+  std::vector<uint64_t> NextBatch(int n) override {
+    std::vector<uint64_t> batch;
+    if (n <= 0) return batch;
+    if (ModelWanted()) {
+      Status s = dirty_ ? Refit() : Status::Ok();
+      if (s.ok()) {
+        dirty_ = false;
+        Expected<std::vector<Candidate>> plan = Plan();
+        if (plan.ok()) {
+          batch = Pick(*plan, n);
+        } else {
+          s = plan.status();
+        }
+      }
+      if (!s.ok()) Warn("cost model failed: " + s.message() + "; random batch");
+    }
+    while (static_cast<int>(batch.size()) < n) {
+      std::optional<uint64_t> next = RandomUnproposed();
+      if (!next) break;
+      Propose(*next, &batch);
+    }
+    return batch;
+  }
+
+
+  void Update(const std::vector<TrialResult>& results) override {
+    for (const TrialResult& r : history_.Add(results)) {
+      proposed_.insert(r.index);
+      sampler_.Exclude(r.index);
+      dirty_ = true;
+    }
+  }
+
+  void AddTransfer(const std::vector<TransferSample>& samples) override {
+    transfer_.insert(transfer_.end(), samples.begin(), samples.end());
+    for (const TransferSample& t : samples) transfer_ok_ += t.ok ? 1 : 0;
+    if (!samples.empty()) dirty_ = true;
+  }
+
+  std::vector<std::string> TakeWarnings() override { return std::exchange(warnings_, {}); }
+
+ private:
+  struct Candidate {
+    uint64_t index;
+    float score;
+    uint64_t tie;  // random order among equal scores
+  };
+
+  bool ModelWanted() const {
+    return static_cast<int>(history_.ok_count()) >= options_.min_train ||
+           transfer_ok_ >= static_cast<size_t>(options_.min_train);
+  }
+
+  std::vector<float> FeaturesOf(uint64_t index) const {
+    Config c = space_.Get(index);
+    return options_.features ? options_.features(c) : space_.Features(c);
+  }
+
+  // Appends `f` to the row-major `x`; every row must have the first row's length.
+  static Status AppendRow(const std::vector<float>& f, size_t* cols, std::vector<float>* x) {
+    if (*cols == 0) *cols = f.size();
+    if (f.size() != *cols || f.empty()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "inconsistent feature length: " + std::to_string(f.size()) + ", expected " +
+                        std::to_string(*cols));
+    }
+    x->insert(x->end(), f.begin(), f.end());
+    return Status::Ok();
+  }
+
+  Status Refit() {
+    TrainingSet data;
+    // Transfer samples first, one ranking group per task, labels relative to the group's best.
+    std::vector<int> group_ids;
+    for (const TransferSample& t : transfer_) {
+      if (std::find(group_ids.begin(), group_ids.end(), t.group) == group_ids.end()) {
+        group_ids.push_back(t.group);
+      }
+    }
+    for (int g : group_ids) {
+      double best = INFINITY;
+      unsigned count = 0;
+      for (const TransferSample& t : transfer_) {
+        if (t.group == g && t.ok && t.cost > 0) best = std::min(best, t.cost);
+      }
+      for (const TransferSample& t : transfer_) {
+        if (t.group != g) continue;
+        CT_RETURN_IF_ERROR(AppendRow(t.features, &data.cols, &data.x));
+        bool usable = t.ok && t.cost > 0 && std::isfinite(best);
+        data.labels.push_back(usable ? static_cast<float>(best / t.cost) : 0.f);
+        ++count;
+      }
+      data.groups.push_back(count);
+    }
+    // This task's own results: successes by best / cost, failures 0 (the lowest score), so the
+    // model learns where points fail as well as where they are fast.
+    unsigned own = 0;
+    for (const TrialResult& r : history_.results()) {
+      CT_RETURN_IF_ERROR(AppendRow(FeatureCached(r.index), &data.cols, &data.x));
+      data.labels.push_back(static_cast<float>(history_.Score(r)));
+      ++own;
+    }
+    if (own) data.groups.push_back(own);
+    return model_.Fit(data);
+  }
+
+  const std::vector<float>& FeatureCached(uint64_t index) {
+    auto it = features_.find(index);
+    if (it == features_.end()) it = features_.emplace(index, FeaturesOf(index)).first;
+    return it->second;
+  }
+
+  // Scores the points in `indices` that have no score yet.
+  Status Score(const std::vector<uint64_t>& indices,
+               std::unordered_map<uint64_t, float>* scores) {
+    std::vector<uint64_t> todo;
+    std::unordered_set<uint64_t> queued;
+    std::vector<float> x;
+    for (uint64_t i : indices) {
+      if (scores->count(i) || !queued.insert(i).second) continue;
+      todo.push_back(i);
+      std::vector<float> f = FeaturesOf(i);
+      x.insert(x.end(), f.begin(), f.end());
+    }
+    if (todo.empty()) return Status::Ok();
+    CT_ASSIGN_OR_RETURN(std::vector<float> s, model_.Predict(x, todo.size()));
+    for (size_t k = 0; k < todo.size(); ++k) (*scores)[todo[k]] = s[k];
+    return Status::Ok();
+  }
+
+  // Simulated annealing: walkers start at the last plan's points, the best measured points and
+  // random points; each step moves every walker to a random valid neighbour, accepted when the
+  // model scores it higher, or with probability exp(gain / T) as T cools to 0. The plan is the
+  // best `plan_size` unproposed points any walker scored.
+  Expected<std::vector<Candidate>> Plan() {
+    std::unordered_map<uint64_t, float> scores;
+    std::vector<uint64_t> walkers;
+    const size_t want = static_cast<size_t>(options_.sa_walkers);
+    for (const Candidate& c : last_plan_) {
+      if (walkers.size() >= want / 2) break;
+      if (!proposed_.count(c.index)) walkers.push_back(c.index);
+    }
+    std::vector<TrialResult> best = history_.results();
+    std::sort(best.begin(), best.end(), [&](const TrialResult& a, const TrialResult& b) {
+      return history_.Score(a) > history_.Score(b);
+    });
+    for (size_t i = 0; i < best.size() && walkers.size() < want * 3 / 4; ++i) {
+      if (history_.Score(best[i]) > 0) walkers.push_back(best[i].index);
+    }
+    for (int tries = 0; walkers.size() < want && tries < options_.sa_walkers * 8; ++tries) {
+      uint64_t i = space_.RandomIndex(rng_);
+      if (space_.IsValid(space_.Get(i))) walkers.push_back(i);
+    }
+    if (walkers.empty()) return std::vector<Candidate>{};
+    CT_RETURN_IF_ERROR(Score(walkers, &scores));
+
+    // The temperature starts at the spread of the walkers' scores, whatever the model's scale.
+    double mean = 0, var = 0;
+    for (uint64_t w : walkers) mean += scores[w];
+    mean /= walkers.size();
+    for (uint64_t w : walkers) var += (scores[w] - mean) * (scores[w] - mean);
+    const double t0 = std::max(std::sqrt(var / walkers.size()), 1e-6);
+
+    std::uniform_real_distribution<double> unit(0, 1);
+    std::vector<uint64_t> moves(walkers.size());
+    int stale = 0;
+    for (int step = 0; step < options_.sa_iterations && stale < 8; ++step) {
+      const double temp = t0 * (1.0 - static_cast<double>(step) / options_.sa_iterations);
+      for (size_t w = 0; w < walkers.size(); ++w) {
+        std::optional<uint64_t> next = space_.Neighbour(space_.Get(walkers[w]), rng_);
+        moves[w] = next ? *next : walkers[w];
+      }
+      size_t before = scores.size();
+      CT_RETURN_IF_ERROR(Score(moves, &scores));
+      stale = scores.size() == before ? stale + 1 : 0;
+      for (size_t w = 0; w < walkers.size(); ++w) {
+        double gain = scores[moves[w]] - scores[walkers[w]];
+        if (gain >= 0 || (temp > 0 && unit(rng_) < std::exp(gain / temp))) walkers[w] = moves[w];
+      }
+    }
+
+    // Trees score whole boxes of the space alike: ties are broken at random, never by index
+    // (which would favour the first knob's low values).
+    std::vector<Candidate> plan;
+    for (const auto& [index, score] : scores) {
+      if (!proposed_.count(index)) plan.push_back({index, score, rng_()});
+    }
+    size_t keep = std::min<size_t>(plan.size(), options_.plan_size);
+    std::partial_sort(plan.begin(), plan.begin() + keep, plan.end(),
+                      [](const Candidate& a, const Candidate& b) {
+                        return a.score > b.score || (a.score == b.score && a.tie < b.tie);
+                      });
+    plan.resize(keep);
+    last_plan_ = plan;
+    return plan;
+  }
+
+  // The batch from the plan: each slot is random with probability epsilon; otherwise the plan's
+  // point with the best rank-normalised score plus, when the diversity filter is on, a bonus for
+  // each knob value the batch does not hold yet.
+  std::vector<uint64_t> Pick(const std::vector<Candidate>& plan, int n) {
+    std::vector<uint64_t> batch;
+    std::vector<bool> taken(plan.size(), false);
+    std::vector<std::unordered_set<uint32_t>> held(space_.knobs().size());
+    std::uniform_real_distribution<double> unit(0, 1);
+    const double knobs = std::max<size_t>(1, space_.knobs().size());
+    // Scores scaled to [0, 1] over the plan, so equal scores stay equal.
+    float lo = plan.empty() ? 0.f : plan.back().score, hi = plan.empty() ? 0.f : plan.front().score;
+    const double span = hi > lo ? hi - lo : 1.0;
+    while (static_cast<int>(batch.size()) < n) {
+      if (unit(rng_) < options_.epsilon) {
+        std::optional<uint64_t> r = RandomUnproposed();
+        if (r) {
+          Propose(*r, &batch);
+          continue;
+        }
+      }
+      double best_gain = -1;
+      size_t best = plan.size();
+      for (size_t i = 0; i < plan.size(); ++i) {
+        if (taken[i] || proposed_.count(plan[i].index)) continue;
+        double gain = (plan[i].score - lo) / span;
+        if (options_.diversity) {
+          const auto& choices = space_.Get(plan[i].index).choices();
+          int fresh = 0;
+          for (size_t k = 0; k < choices.size(); ++k) fresh += held[k].count(choices[k]) ? 0 : 1;
+          gain += kDiversityWeight * fresh / knobs;
+        }
+        if (gain > best_gain) {
+          best_gain = gain;
+          best = i;
+        }
+      }
+      if (best == plan.size()) break;  // the plan is used up; the caller fills in at random
+      taken[best] = true;
+      const auto& choices = space_.Get(plan[best].index).choices();
+      for (size_t k = 0; k < choices.size(); ++k) held[k].insert(choices[k]);
+      Propose(plan[best].index, &batch);
+    }
+    return batch;
+  }
+
+  void Propose(uint64_t index, std::vector<uint64_t>* batch) {
+    proposed_.insert(index);
+    sampler_.Exclude(index);
+    batch->push_back(index);
+  }
+
+  std::optional<uint64_t> RandomUnproposed() {
+    while (std::optional<uint64_t> next = sampler_.Next()) {
+      if (!proposed_.count(*next)) return next;
+    }
+    return std::nullopt;
+  }
+
+  void Warn(std::string what) {
+    if (warnings_.size() < 100) warnings_.push_back(std::move(what));
+  }
+
+  const ConfigSpace& space_;
+  TunerOptions options_;
+  UniqueSampler sampler_;
+  std::mt19937_64 rng_;
+  CostModel model_;
+  History history_;
+  std::unordered_set<uint64_t> proposed_;
+  std::unordered_map<uint64_t, std::vector<float>> features_;  // of measured points
+  std::vector<TransferSample> transfer_;
+  size_t transfer_ok_ = 0;
+  bool dirty_ = false;
+  std::vector<Candidate> last_plan_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tuner> MakeXgbTuner(const ConfigSpace& space, const TunerOptions& options) {
+  return std::make_unique<XgbTuner>(space, options);
+}
+
+}  // namespace crosstune::tuner::internal
