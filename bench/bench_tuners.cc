@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "crosstune/tuner/replay.h"
+#include "record_space.h"
 
 namespace crosstune {
 namespace {
@@ -96,7 +97,30 @@ int Main(int argc, char** argv) {
   app.add_option("--batch", f.batch, "points per batch, every tuner")->capture_default_str();
   app.add_option("--target-fraction", f.target_fraction, "best / cost that counts as found")
       ->capture_default_str();
+  bool record = false;
+  std::string record_shape = "64,64,64";
+  std::string server_bin = CT_DEFAULT_SERVER;
+  app.add_flag("--record", record,
+               "record --matmul-space first when it is absent (every valid config of a matmul "
+               "task, measured on a crosstune-server started here)");
+  app.add_option("--record-shape", record_shape, "the recorded matmul's M,N,K")
+      ->capture_default_str();
+  app.add_option("--server-bin", server_bin, "crosstune-server for --record")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (record && !f.matmul_space.empty() && !std::filesystem::exists(f.matmul_space)) {
+    std::vector<int64_t> shape;
+    for (size_t pos = 0; pos <= record_shape.size();) {
+      size_t c = record_shape.find(',', pos);
+      shape.push_back(std::stoll(record_shape.substr(pos, c - pos)));
+      if (c == std::string::npos) break;
+      pos = c + 1;
+    }
+    if (Status s = bench::RecordMatmulSpace(f.matmul_space, shape, server_bin); !s.ok()) {
+      std::fprintf(stderr, "crosstune-bench-tuners: recording %s: %s\n", f.matmul_space.c_str(),
+                   s.ToString().c_str());
+      return 1;
+    }
+  }
 
   nlohmann::json out = {{"batch", f.batch},
                         {"seeds", f.seeds},

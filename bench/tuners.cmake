@@ -2,10 +2,14 @@
 if(NOT TARGET crosstune::tuner)
   return()
 endif()
-add_executable(crosstune-bench-tuners ${CMAKE_CURRENT_LIST_DIR}/bench_tuners.cc)
+add_executable(crosstune-bench-tuners ${CMAKE_CURRENT_LIST_DIR}/bench_tuners.cc
+  ${CMAKE_CURRENT_LIST_DIR}/record_space.cc ${CMAKE_CURRENT_LIST_DIR}/server_process.cc)
 target_link_libraries(crosstune-bench-tuners PRIVATE crosstune::tuner)
+target_include_directories(crosstune-bench-tuners PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+add_dependencies(crosstune-bench-tuners crosstune-server)
 # The shared Kernel Tuner space lives beside the project, never copied into it.
 target_compile_definitions(crosstune-bench-tuners PRIVATE
+  CT_DEFAULT_SERVER="$<TARGET_FILE:crosstune-server>"
   CT_DEFAULT_KT_SPACE="${PROJECT_SOURCE_DIR}/../shared/tuning-spaces/benchmark_hub-pnpoly-RTX_3090.json.gz")
 if(BUILD_TESTING)
   add_test(NAME bench_tuners_smoke COMMAND crosstune-bench-tuners --seeds 2 --random-seeds 2)

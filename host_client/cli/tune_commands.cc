@@ -305,7 +305,8 @@ void RegisterTune(CLI::App& app) {
   cmd->add_option("--transfer", f->tune.transfer_logs,
                   "other logs whose records of this template warm-start the cost model");
   cmd->add_option("--seed", f->tune.tuner_options.seed, "tuner seed")->capture_default_str();
-  cmd->add_option("--objective", f->tune.tuner_options.objective, "xgb: rank or reg")
+  cmd->add_option("--objective", f->tune.tuner_options.objective,
+                  "xgb cost model: ndcg (rank:ndcg), rank (rank:pairwise) or reg")
       ->capture_default_str();
   cmd->add_option("--workers", f->workers, "build workers (0: one per core)")->check(CLI::Range(0, 256));
   cmd->add_option("--number", f->tune.measure.number, "calls per round")->capture_default_str()->check(CLI::Range(1, 1'000'000));

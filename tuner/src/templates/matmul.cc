@@ -101,10 +101,12 @@ class MatmulTask final : public Task {
                            {"tile_k", nullptr},
                            {"tile_m", nullptr},
                            {"tile_n", nullptr},
-                           {"order", {"jr", "ir"}},
+                           {"order", {"ir", "jr"}},
                            {"unroll_k", 4},
                            {"pack_a", 1}};
-    // Blocks: the largest candidate not above a sensible size for L1/L2.
+    // Blocks: the largest candidate not above a sensible size. With the row panels outermost,
+    // an MR x KC panel of A stays in L1 while the KC x NC block of B streams from L2.
+    
     auto pick = [&](const char* knob, int64_t cap) {
       const Knob* kn = space_.FindKnob(knob);
       nlohmann::json best = kn->values.front();
@@ -113,9 +115,9 @@ class MatmulTask final : public Task {
       }
       want[knob] = best;
     };
-    pick("tile_k", 256);
+    pick("tile_k", 512);
     pick("tile_m", 96);
-    pick("tile_n", 512);
+    pick("tile_n", 256);
     auto c = space_.FromJson(want);
     if (c.ok() && space_.IsValid(*c)) return *c;
     // Smaller targets: walk down the register tile until the constraints hold.

@@ -1,0 +1,16 @@
+// Records a full-space matmul log for crosstune-bench-tuners: every valid config of a small matmul
+// task measured once (grid order) on a crosstune-server started on this machine, into `log`.
+// A log that exists already is read back as it is (a partial one is completed: resume).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "crosstune/status.h"
+
+namespace crosstune::bench {
+
+Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& shape,
+                         const std::string& server_bin);
+
+}  // namespace crosstune::bench
