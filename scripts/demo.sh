@@ -17,11 +17,15 @@ bash scripts/install-deps.sh
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default -B "$BUILD" >/dev/null
 targets=(crosstune crosstune-server)
+# The whole list first: `ninja ... | grep -q` would fail under pipefail (grep stops reading at the
+# first match and ninja dies of SIGPIPE once the list outgrows the pipe buffer).
+all_targets=$(ninja -C "$BUILD" -t targets all 2>/dev/null) || all_targets=
 for arch in aarch64 armhf; do
-  if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^crosstune-server-$arch:"; then
+  if grep -q "^crosstune-server-$arch:" <<<"$all_targets"; then
     targets+=("crosstune-server-$arch")
   fi
 done
+echo "demo: building ${targets[*]}" >&2
 cmake --build "$BUILD" --target "${targets[@]}"
 
 CT="$BUILD/host_client/cli/crosstune"
@@ -43,6 +47,9 @@ start_server() {
   local name=$1
   shift
   mkdir -p "$WORK/$name"
+  # Created here, not by the background job's redirection, which may come after the first read
+  # below (sed on a missing file fails, and set -e ends the demo).
+  : >"$WORK/$name.out"
   "$@" --host 127.0.0.1 --port 0 --work-dir "$WORK/$name" >"$WORK/$name.out" 2>"$WORK/$name.log" &
   PIDS+=($!)
   for _ in $(seq 300); do
