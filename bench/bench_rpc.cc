@@ -31,7 +31,7 @@
 
 #include "crosstune/client/session.h"
 #include "crosstune/crypto.h"
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 
 namespace crosstune::bench {
 namespace {

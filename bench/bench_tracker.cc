@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "crosstune/frame.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tracker_messages.h"
 
 extern char** environ;
@@ -181,37 +182,19 @@ int main(int argc, char** argv) {
   }
 
   // The tracker, as its own process, with an on-disk database like a real deployment.
-  std::string db = memory_db ? std::string()
-                             : "/tmp/crosstune-bench-tracker-" + std::to_string(::getpid()) +
-                                   ".sqlite";
-  int fds[2];
-  if (::pipe(fds) != 0) return 1;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::string db = memory_db
+                       ? std::string()
+                       : "/tmp/crosstune-bench-tracker-" + std::to_string(::getpid()) + ".sqlite";
   std::vector<std::string> targv = {
       tracker_bin,   "--host", "127.0.0.1",         "--port", "0", "--db", db,
       "--log-level", "warn",   "--startup-grace-s", "0"};
-  std::vector<char*> cargv;
-  for (auto& a : targv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  pid_t tracker_pid = -1;
-  if (posix_spawn(&tracker_pid, cargv[0], &fa, nullptr, cargv.data(), environ) != 0) {
-    std::fprintf(stderr, "crosstune-bench-tracker: error: cannot start %s\n", tracker_bin.c_str());
+  crosstune::ServerProcess tracker;
+  if (Status s = tracker.Start(targv, std::chrono::seconds(30), "/dev/null"); !s.ok()) {
+    std::fprintf(stderr, "crosstune-bench-tracker: error: %s\n", s.ToString().c_str());
     return 1;
   }
-  ::close(fds[1]);
-  std::string line;
-  char c;
-  while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
-  std::smatch m;
-  if (!std::regex_search(line, m, std::regex(R"(listening on 127\.0\.0\.1:(\d+))"))) {
-    std::fprintf(stderr, "crosstune-bench-tracker: error: tracker said '%s'\n", line.c_str());
-    ::kill(tracker_pid, SIGKILL);
-    return 1;
-  }
-  tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(std::stoi(m[1])));
+  const pid_t tracker_pid = tracker.pid();
+  tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), tracker.port());
   double rss_idle = RssMb(tracker_pid, "VmRSS:");
 
   asio::io_context io;
@@ -271,8 +254,7 @@ int main(int argc, char** argv) {
   if (!run_until([&] { return registered == servers; }, std::chrono::seconds(60))) {
     std::fprintf(stderr, "crosstune-bench-tracker: error: only %d of %d servers registered\n",
                  registered, servers);
-    ::kill(tracker_pid, SIGKILL);
-    return 1;
+    return 1;  // ~ServerProcess kills the tracker
   }
   beat();
 
@@ -354,8 +336,7 @@ int main(int argc, char** argv) {
   if (!run_until([&] { return connected_clients == clients; }, std::chrono::seconds(60))) {
     std::fprintf(stderr, "crosstune-bench-tracker: error: only %d of %d clients connected\n",
                  connected_clients, clients);
-    ::kill(tracker_pid, SIGKILL);
-    return 1;
+    return 1;  // ~ServerProcess kills the tracker
   }
 
   phase = Phase::kPaced;
@@ -381,8 +362,7 @@ int main(int argc, char** argv) {
   double hwm = RssMb(tracker_pid, "VmHWM:");
   phase = Phase::kDone;
 
-  ::kill(tracker_pid, SIGTERM);
-  ::waitpid(tracker_pid, nullptr, 0);
+  tracker.Terminate();
   if (!db.empty()) {
     for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((db + suffix).c_str());
   }

@@ -16,7 +16,7 @@
 #include "crosstune/client/session.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 
 using namespace crosstune;
 

@@ -63,7 +63,7 @@ const std::vector<ArchInfo>& Arches() {
         "avx512vnni", "avx512bf16",  "avx512fp16",   "avx512ifma",
         "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq",
         "vaes",       "vpclmulqdq",  "gfni",         "avxvnni",
-        "amx-tile",   "amx-int8",    "amx-bf16"}},
+        "amx-tile",   "amx-int8",    "amx-bf16",     "avx512er"}},
       {"aarch64",
        "aarch64-linux-gnu",
        "generic",

@@ -26,6 +26,45 @@ Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
   return reply;
 }
 
+Expected<msg::Hello> CheckHello(const Frame& f) {
+  if (f.op != Opcode::kHello) {
+    return Status(ErrorCode::kProtocolError,
+                  "expected Hello as the first frame, got " + std::string(OpcodeName(f.op)));
+  }
+  auto hello = f.As<msg::Hello>();
+  if (!hello.ok()) return hello.status();
+  if (hello->magic != kProtocolMagic) {
+    return Status(ErrorCode::kProtocolError, "bad magic: not a crosstune peer");
+  }
+  if (hello->major != kProtocolMajor) {
+    return Status(ErrorCode::kVersionMismatch,
+                  "client speaks protocol " + std::to_string(hello->major) + "." +
+                      std::to_string(hello->minor) + ", this peer " +
+                      std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor) +
+                      " (crosstune " + std::string(kCrosstuneVersion) + ")");
+  }
+  return hello;
+}
+
+msg::HelloReply MakeHelloReply(const std::string& session_id, bool auth_required) {
+  msg::HelloReply reply;
+  reply.version = std::string(kCrosstuneVersion);
+  reply.session_id = session_id;
+  reply.auth_required = auth_required;
+  if (auth_required) reply.nonce = RandomHex(32);
+  return reply;
+}
+
+Status CheckAuth(const Frame& f, const std::string& secret, const std::string& nonce) {
+  auto auth = f.op == Opcode::kAuth ? f.As<msg::Auth>()
+                                    : Expected<msg::Auth>(Status(ErrorCode::kUnauthorized, ""));
+  if (!auth.ok() || !ConstantTimeEquals(auth->hmac_hex, HmacSha256Hex(secret, nonce))) {
+    return Status(ErrorCode::kUnauthorized,
+                  "authentication failed: wrong or missing shared secret");
+  }
+  return Status::Ok();
+}
+
 Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& options,
                                      Deadline deadline) {
   auto first = ch.ReadFrame(deadline);
@@ -38,36 +77,12 @@ Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& 
     return first.status();
   }
   const Frame& f = *first;
-  if (f.op != Opcode::kHello) {
-    Status s(ErrorCode::kProtocolError,
-             "expected Hello as the first frame, got " + std::string(OpcodeName(f.op)));
-    (void)ch.SendError(f.request_id, s, deadline);
-    return s;
-  }
-  auto hello = f.As<msg::Hello>();
+  auto hello = CheckHello(f);
   if (!hello.ok()) {
     (void)ch.SendError(f.request_id, hello.status(), deadline);
     return hello.status();
   }
-  if (hello->magic != kProtocolMagic) {
-    Status s(ErrorCode::kProtocolError, "bad magic: not a crosstune peer");
-    (void)ch.SendError(f.request_id, s, deadline);
-    return s;
-  }
-  if (hello->major != kProtocolMajor) {
-    Status s(ErrorCode::kVersionMismatch,
-             "client speaks protocol " + std::to_string(hello->major) + "." +
-                 std::to_string(hello->minor) + ", this peer " + std::to_string(kProtocolMajor) +
-                 "." + std::to_string(kProtocolMinor) + " (crosstune " +
-                 std::string(kCrosstuneVersion) + ")");
-    (void)ch.SendError(f.request_id, s, deadline);
-    return s;
-  }
-  msg::HelloReply reply;
-  reply.version = std::string(kCrosstuneVersion);
-  reply.session_id = options.session_id;
-  reply.auth_required = !options.secret.empty();
-  if (reply.auth_required) reply.nonce = RandomHex(32);
+  msg::HelloReply reply = MakeHelloReply(options.session_id, !options.secret.empty());
   // Authentication comes before any check that would tell an unauthenticated peer something.
   if (!reply.auth_required && options.accept_hello) {
     Status s = options.accept_hello(*hello);
@@ -80,10 +95,7 @@ Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& 
   if (!reply.auth_required) return std::move(hello).value();
 
   CT_ASSIGN_OR_RETURN(Frame af, ch.ReadFrame(deadline));
-  auto auth = af.op == Opcode::kAuth ? af.As<msg::Auth>()
-                                     : Expected<msg::Auth>(Status(ErrorCode::kUnauthorized, ""));
-  if (!auth.ok() || !ConstantTimeEquals(auth->hmac_hex, HmacSha256Hex(options.secret, reply.nonce))) {
-    Status s(ErrorCode::kUnauthorized, "authentication failed: wrong or missing shared secret");
+  if (Status s = CheckAuth(af, options.secret, reply.nonce); !s.ok()) {
     (void)ch.SendError(af.request_id, s, deadline);
     return s;
   }

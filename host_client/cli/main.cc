@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.h"
+#include "crosstune/protocol.h"
 
 namespace crosstune::cli {
 
@@ -24,7 +25,7 @@ void Fail(const std::string& what) {
 int main(int argc, char** argv) {
   CLI::App app{"crosstune: cross-deploy, run and tune kernels on remote devices"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "crosstune 0.1.0");
+  app.set_version_flag("--version", "crosstune " + std::string(crosstune::kCrosstuneVersion));
   crosstune::cli::RegisterSessionCommands(app);
   crosstune::cli::RegisterBuildCommands(app);
   crosstune::cli::RegisterTrackerCommands(app);

@@ -28,7 +28,7 @@
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 
 namespace crosstune::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/compiler.h"
 #include "crosstune/client/session.h"
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 #include "test_kernels.h"
 
 namespace crosstune {

@@ -8,6 +8,7 @@
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/package.h"
+#include "crosstune/testing/support.h"
 #include "test_kernels.h"
 
 namespace crosstune::testing {
@@ -34,16 +35,6 @@ inline pkg::Manifest BuildPackage(const std::string& target, const std::string& 
   auto m = builder::WriteBuildPackage(r, res, out, graph, params);
   if (!m.ok()) throw std::runtime_error(m.status().ToString());
   return *m;
-}
-
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-inline void WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
 // Reads every member of a package, lets `edit` change them (and the manifest), writes `out`.

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "crosstune/client/session.h"
+#include "crosstune/testing/server_process.h"
 #include "package_helpers.h"
-#include "server_process.h"
 
 namespace crosstune {
 namespace {

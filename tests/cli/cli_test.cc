@@ -4,41 +4,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "crosstune/client/npy.h"
-#include "server_process.h"
+#include "crosstune/crypto.h"
+#include "crosstune/params.h"
+#include "crosstune/testing/server_process.h"
+#include "crosstune/testing/support.h"
 
 namespace crosstune {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using testing::CommandResult;
 
 // Runs `crosstune <args>` through the shell (arguments here are test-controlled, no user input).
-Result Crosstune(const std::string& args) {
-  std::string err_file = ::testing::TempDir() + "/cli_test_stderr_" + std::to_string(getpid());
-  std::string cmd = std::string(CT_CLI) + " " + args + " 2>" + err_file;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* e = std::fopen(err_file.c_str(), "r")) {
-    while ((n = fread(buf, 1, sizeof(buf), e)) > 0) r.err.append(buf, n);
-    std::fclose(e);
-  }
-  std::filesystem::remove(err_file);
-  return r;
+CommandResult Crosstune(const std::string& args) {
+  return testing::RunCommand(std::string(CT_CLI) + " " + args);
 }
 
 class CliTest : public ::testing::Test {
@@ -66,7 +51,7 @@ ServerProcess* CliTest::server_ = nullptr;
 std::string CliTest::work_;
 
 TEST_F(CliTest, InfoAsJsonNamesTheArchitecture) {
-  Result r = Crosstune("info " + server() + " --json");
+  CommandResult r = Crosstune("info " + server() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_FALSE(j["arch"].get<std::string>().empty());
@@ -75,11 +60,12 @@ TEST_F(CliTest, InfoAsJsonNamesTheArchitecture) {
 
 TEST_F(CliTest, RunSavesTheLastTensorAsNpy) {
   std::string out = work_ + "/sum.npy";
-  Result r = Crosstune("run " + server() +
-                       " " CT_HOST_KERNEL
-                       " --func vadd --arg 100xf32:ones --arg 100xf32:ones --arg 100xf32:zeros"
-                       " --out " +
-                       out);
+  CommandResult r =
+      Crosstune("run " + server() +
+                " " CT_HOST_KERNEL
+                " --func vadd --arg 100xf32:ones --arg 100xf32:ones --arg 100xf32:zeros"
+                " --out " +
+                out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("vadd"), std::string::npos) << r.out;
   auto a = client::ReadNpy(out);
@@ -93,8 +79,8 @@ TEST_F(CliTest, RunReadsNpyInputsAndSavesTheNamedArgument) {
   std::vector<float> x = {1, 2, 3, 4};
   std::string in = work_ + "/x.npy", out = work_ + "/c.npy";
   ASSERT_TRUE(client::WriteNpy(in, {4}, DLDataType{kDLFloat, 32, 1}, x.data(), 16).ok());
-  Result r = Crosstune("run " + server() + " " CT_HOST_KERNEL " --func vadd --arg " + in +
-                       " --arg " + in + " --arg 4xf32:random --out 2=" + out + " --json");
+  CommandResult r = Crosstune("run " + server() + " " CT_HOST_KERNEL " --func vadd --arg " + in +
+                              " --arg " + in + " --arg 4xf32:random --out 2=" + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["function"], "vadd");
@@ -106,10 +92,10 @@ TEST_F(CliTest, RunReadsNpyInputsAndSavesTheNamedArgument) {
 }
 
 TEST_F(CliTest, BenchReportsEveryRoundAsJson) {
-  Result r = Crosstune("bench " + server() +
-                       " " CT_HOST_KERNEL
-                       " --func matmul --arg 16x16xf32:random --arg 16x16xf32:random"
-                       " --arg 16x16xf32:zeros --number 2 --repeat 3 --flops 8192 --json");
+  CommandResult r = Crosstune("bench " + server() +
+                              " " CT_HOST_KERNEL
+                              " --func matmul --arg 16x16xf32:random --arg 16x16xf32:random"
+                              " --arg 16x16xf32:zeros --number 2 --repeat 3 --flops 8192 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["seconds_per_call"].size(), 3u);
@@ -118,9 +104,9 @@ TEST_F(CliTest, BenchReportsEveryRoundAsJson) {
 }
 
 TEST_F(CliTest, WrongArchKernelIsOneErrorLineAndExitCodeOne) {
-  Result r = Crosstune("run " + server() +
-                       " " CT_AARCH64_KERNEL
-                       " --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros");
+  CommandResult r = Crosstune("run " + server() +
+                              " " CT_AARCH64_KERNEL
+                              " --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.rfind("crosstune: error: ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find("aarch64"), std::string::npos) << r.err;
@@ -128,17 +114,164 @@ TEST_F(CliTest, WrongArchKernelIsOneErrorLineAndExitCodeOne) {
 }
 
 TEST_F(CliTest, BadArgumentsAreOneErrorLine) {
+  testing::ClosedPort nowhere;
   for (const std::string& args :
        {"run " + server() + " " CT_HOST_KERNEL " --func vadd --arg banana",
         "run " + server() + " " CT_HOST_KERNEL " --func nope --arg 1",
         "run " + server() + " " CT_HOST_KERNEL " --func vadd --arg 1",
-        std::string("info --server 127.0.0.1:9 --timeout 5"), std::string("info"),
+        "info --server " + nowhere.address() + " --timeout 5", std::string("info"),
         std::string("frobnicate")}) {
-    Result r = Crosstune(args);
+    CommandResult r = Crosstune(args);
     EXPECT_EQ(r.exit_code, 1) << args;
     EXPECT_EQ(r.err.rfind("crosstune: error: ", 0), 0u) << args << ": " << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << ": " << r.err;
   }
+}
+
+// --- the user's journey: build, inspect and run a package; files; the environment -------------
+
+nlohmann::json Json(const CommandResult& r) { return nlohmann::json::parse(r.out, nullptr, false); }
+
+TEST_F(CliTest, BuildsForATargetStringAPresetAndAutoAndInspectsEach) {
+  const std::string cache = " --cache-dir " + work_ + "/cache-targets";
+  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE
+                              " --target 'llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64' -o " +
+                              work_ + "/x86.ctpkg" + cache);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("wrote " + work_ + "/x86.ctpkg: ", 0), 0u) << r.out;
+  auto x86 = Json(Crosstune("inspect " + work_ + "/x86.ctpkg --json"));
+  ASSERT_TRUE(x86.is_object());
+  EXPECT_EQ(x86["valid"], true) << x86.dump();
+  EXPECT_EQ(x86["arch"], "x86_64");
+  ASSERT_EQ(x86["functions"].size(), 2u) << x86.dump();
+  EXPECT_EQ(x86["functions"][0]["name"], "vadd");
+  EXPECT_EQ(x86["functions"][1]["name"], "matmul");
+
+  r = Crosstune("build " CT_SAMPLE_SOURCE " --target rpi4 -o " + work_ + "/rpi4.ctpkg" + cache);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rpi = Json(Crosstune("inspect " + work_ + "/rpi4.ctpkg --json"));
+  EXPECT_EQ(rpi["arch"], "aarch64") << rpi.dump();
+  EXPECT_EQ(rpi["cpu"], "cortex-a72") << rpi.dump();
+  // The text form names the same package.
+  r = Crosstune("inspect " + work_ + "/rpi4.ctpkg");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("aarch64"), std::string::npos) << r.out;
+
+  // --target auto asks the live server for its triple and features.
+  auto device = Json(Crosstune("info " + server() + " --json"));
+  r = Crosstune("build " CT_SAMPLE_SOURCE " --target auto " + server() + " -o " + work_ +
+                "/auto.ctpkg" + cache);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("crosstune: target from the device: llvm -mtriple=" +
+                       device["triple"].get<std::string>()),
+            std::string::npos)
+      << r.err;
+  auto autopkg = Json(Crosstune("inspect " + work_ + "/auto.ctpkg --json"));
+  EXPECT_EQ(autopkg["arch"], device["arch"]) << autopkg.dump();
+  // ... and the package runs there.
+  std::string out = work_ + "/auto-sum.npy";
+  r = Crosstune(
+      "run " + server() + " " + work_ +
+      "/auto.ctpkg --func vadd --arg 8xf32:ones --arg 8xf32:ones --arg 8xf32:zeros --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto sum = client::ReadNpy(out);
+  ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+  EXPECT_EQ(reinterpret_cast<const float*>(sum->data.data())[7], 2.0f);
+}
+
+TEST_F(CliTest, BuildCacheAnswersTheSameBuildAndNoCacheCompilesAgain) {
+  const std::string args = "build " CT_SAMPLE_SOURCE " --target x86-64 -o " + work_ +
+                           "/cached.ctpkg --cache-dir " + work_ + "/cache-hits";
+  CommandResult first = Crosstune(args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find(", built in "), std::string::npos) << first.out;
+  CommandResult second = Crosstune(args);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find(", cached in "), std::string::npos) << second.out;
+  CommandResult forced = Crosstune(args + " --no-cache");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(forced.out.find(", built in "), std::string::npos) << forced.out;
+  // A different flag is a different build.
+  CommandResult flagged = Crosstune(args + " --flag -DUNUSED=1");
+  ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
+  EXPECT_NE(flagged.out.find(", built in "), std::string::npos) << flagged.out;
+}
+
+TEST_F(CliTest, ShipsGraphAndParamsInThePackage) {
+  std::string graph = testing::WriteFile(work_ + "/graph.json", R"({"nodes": []})");
+  pkg::ParamsWriter w;
+  std::vector<float> weights = {1, 2, 3, 4};
+  ASSERT_TRUE(w.Add("weight", DLDataType{kDLFloat, 32, 1}, {2, 2}, weights.data(), 16).ok());
+  ASSERT_TRUE(w.Write(work_ + "/params.bin").ok());
+  CommandResult r =
+      Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 --no-cache --graph " + graph +
+                " --params " + work_ + "/params.bin -o " + work_ + "/model.ctpkg");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = Json(Crosstune("inspect " + work_ + "/model.ctpkg --json"));
+  ASSERT_TRUE(m.is_object());
+  EXPECT_EQ(m["valid"], true) << m.dump();
+  std::vector<std::string> paths;
+  for (const auto& f : m["files"]) paths.push_back(f["path"].get<std::string>());
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "graph.json"), paths.end()) << m.dump();
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "params.bin"), paths.end()) << m.dump();
+  // The server verifies and loads it like any package.
+  r = Crosstune("run " + server() + " " + work_ +
+                "/model.ctpkg --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(CliTest, UploadsUnderAnotherNameAndEachCommandHasAFreshWorkspace) {
+  CommandResult r = Crosstune("upload " + server() + " " CT_HOST_KERNEL " --as renamed.so --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = Json(r);
+  EXPECT_EQ(f["path"], "renamed.so") << r.out;
+  EXPECT_EQ(f["size"], std::filesystem::file_size(CT_HOST_KERNEL));
+  EXPECT_EQ(f["sha256"], *Sha256FileHex(CT_HOST_KERNEL));
+  // The next command is a new session: its workspace starts empty (README, "Using it").
+  r = Crosstune("ls " + server() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json(r), nlohmann::json::array()) << r.out;
+  for (const std::string& cmd : {"download " + server() + " renamed.so " + work_ + "/back.so",
+                                 "rm " + server() + " renamed.so"}) {
+    r = Crosstune(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_EQ(r.err.rfind("crosstune: error: ", 0), 0u) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find("renamed.so"), std::string::npos) << cmd << ": " << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << cmd << ": " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(work_ + "/back.so"));
+}
+
+TEST_F(CliTest, TakesTheServerFromCrosstuneServer) {
+  CommandResult r =
+      testing::RunCommand("CROSSTUNE_SERVER=" + server_->address() + " " CT_CLI " info --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json(r)["server"], server_->address()) << r.out;
+}
+
+TEST(CliAuthTest, ReadsTheSecretFromCrosstuneAuthTokenFile) {
+  std::string dir = testing::MakeTempDir("crosstune-cli-auth");
+  testing::WriteFile(dir + "/secret", "farm-secret\n");
+  testing::WriteFile(dir + "/wrong", "guess\n");
+  std::filesystem::create_directories(dir + "/ws");
+  ServerProcess server;
+  Status s = server.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+                           dir + "/ws", "--auth-token-file", dir + "/secret"},
+                          std::chrono::seconds(20));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const std::string info = std::string(CT_CLI) + " info --json --server " + server.address();
+  // The README's texts for a missing and a wrong secret.
+  CommandResult none = testing::RunCommand(info);
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("peer requires authentication"), std::string::npos) << none.err;
+  CommandResult wrong = testing::RunCommand("CROSSTUNE_AUTH_TOKEN_FILE=" + dir + "/wrong " + info);
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("authentication failed"), std::string::npos) << wrong.err;
+  CommandResult right = testing::RunCommand("CROSSTUNE_AUTH_TOKEN_FILE=" + dir + "/secret " + info);
+  EXPECT_EQ(right.exit_code, 0) << right.err;
+  EXPECT_FALSE(Json(right)["arch"].get<std::string>().empty()) << right.out;
+  server.Stop();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

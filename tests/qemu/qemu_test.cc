@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "crosstune/client/session.h"
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 
 extern char** environ;
 

@@ -11,17 +11,10 @@
 
 namespace crosstune::testing {
 
-std::string MakeTempDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/crosstune-rpc-test-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) return "";
-  return tmpl;
-}
-
 std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::string>& args,
                                                     std::string* error, const std::string& binary) {
   auto p = std::unique_ptr<ServerProcess>(new ServerProcess());
-  p->work_dir_ = MakeTempDir();
+  p->work_dir_ = MakeTempDir("crosstune-rpc-test");
   const char* env_bin = std::getenv("CROSSTUNE_TEST_SERVER");
   std::string bin = !binary.empty() ? binary : env_bin && *env_bin ? env_bin : CT_SERVER_BIN;
   std::vector<std::string> argv;
@@ -60,12 +53,8 @@ std::vector<std::string> ServerProcess::Workspaces() const {
 }
 
 bool ServerProcess::WaitForNoWorkspaces(double seconds) const {
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (Workspaces().empty()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return Workspaces().empty();
+  return Eventually([this] { return Workspaces().empty(); },
+                    std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
 }
 
 }  // namespace crosstune::testing

@@ -1,5 +1,5 @@
 // The real crosstune-server binary as a child process for the rpc tests: a fresh work dir per
-// server, --host 127.0.0.1 and --port 0, started through the shared bench/server_process.h.
+// server, --host 127.0.0.1 and --port 0, started through the shared tests/support one.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "../../bench/server_process.h"
+#include "crosstune/testing/server_process.h"
+#include "crosstune/testing/support.h"
 
 namespace crosstune::testing {
 
@@ -36,8 +37,5 @@ class ServerProcess {
   uint16_t port_ = 0;
   std::string work_dir_;
 };
-
-// A fresh temporary directory (removed by the caller).
-std::string MakeTempDir();
 
 }  // namespace crosstune::testing

@@ -399,10 +399,15 @@ class AuthTest : public ::testing::Test {
 };
 
 TEST_F(AuthTest, RefusesClientsWithoutTheSecret) {
+  // The texts the README documents for each case.
   auto none = Session::Connect(Options(*server_));
   EXPECT_EQ(none.status().code(), ErrorCode::kUnauthorized) << none.status().ToString();
+  EXPECT_NE(none.status().message().find("peer requires authentication"), std::string::npos)
+      << none.status().ToString();
   auto wrong = Session::Connect(Options(*server_, "guess"));
   EXPECT_EQ(wrong.status().code(), ErrorCode::kUnauthorized) << wrong.status().ToString();
+  EXPECT_NE(wrong.status().message().find("authentication failed"), std::string::npos)
+      << wrong.status().ToString();
   auto right = Session::Connect(Options(*server_, "s3cret"));
   ASSERT_TRUE(right.ok()) << right.status().ToString();
   EXPECT_TRUE((*right)->Ping().ok());

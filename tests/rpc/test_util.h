@@ -59,15 +59,4 @@ inline void ExpectServerAnswers(const ServerProcess& server) {
   EXPECT_TRUE(ping.ok()) << ping.ToString();
 }
 
-inline std::string WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return path;
-}
-
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 }  // namespace crosstune::testing

@@ -1,13 +1,8 @@
 // A test farm on loopback: the real crosstune-tracker and crosstune-server binaries as child
-// processes on port 0, their ports read back from the "listening on" line each prints.
+// processes on port 0, started (and their ports read back) through tests/support's ServerProcess.
 #pragma once
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -24,83 +19,10 @@
 
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
-
-extern char** environ;
+#include "crosstune/testing/server_process.h"
+#include "crosstune/testing/support.h"
 
 namespace crosstune::testing {
-
-// A child process whose stdout first line is read back; stderr goes to a log file.
-class Process {
- public:
-  Process(std::vector<std::string> argv, const std::string& log_path) : argv_(std::move(argv)) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    std::vector<char*> args;
-    for (auto& a : argv_) args.push_back(a.data());
-    args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    out_ = fds[0];
-  }
-  ~Process() {
-    Kill(SIGTERM);
-    if (out_ >= 0) ::close(out_);
-  }
-
-  // The first stdout line, waiting at most `timeout`.
-  std::string ReadLine(std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000)) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string line;
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char c;
-      if (::read(out_, &c, 1) != 1) break;
-      if (c == '\n') return line;
-      line += c;
-    }
-    return line;
-  }
-
-  // Sends `sig` and reaps the process.
-  void Kill(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    for (int i = 0; i < 50; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  std::vector<std::string> argv_;
-  pid_t pid_ = -1;
-  int out_ = -1;
-};
-
-// Polls `cond` until it holds or `timeout` passes; returns whether it held. Used to wait for
-// events of other processes, never to assert how long they took.
-inline bool Eventually(const std::function<bool()>& cond,
-                       std::chrono::milliseconds timeout = std::chrono::milliseconds(15'000)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return cond();
-}
 
 class Farm {
  public:
@@ -116,8 +38,7 @@ class Farm {
   }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string WriteFile(const std::string& name, const std::string& text) {
-    std::ofstream(Path(name)) << text;
-    return Path(name);
+    return testing::WriteFile(Path(name), text);
   }
 
   // Starts (or restarts, on the same ports) the tracker with short timings.
@@ -142,14 +63,14 @@ class Farm {
                                      "--reattach-s",
                                      "10"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    tracker_ = std::make_unique<Process>(argv, Path("tracker.log"));
-    std::string line = tracker_->ReadLine();
+    tracker_ = std::make_unique<ServerProcess>();
+    Status started = tracker_->Start(argv, std::chrono::seconds(10), Path("tracker.log"));
     std::smatch m;
     static const std::regex re(R"(listening on 127\.0\.0\.1:(\d+) http 127\.0\.0\.1:(\d+))");
-    if (!std::regex_search(line, m, re)) {
-      std::ifstream log(Path("tracker.log"));
-      std::fprintf(stderr, "tracker did not start: '%s'\n%s\n", line.c_str(),
-                   std::string(std::istreambuf_iterator<char>(log), {}).c_str());
+    const std::string& line = tracker_->listening_line();
+    if (!started.ok() || !std::regex_search(line, m, re)) {
+      std::fprintf(stderr, "tracker did not start: %s '%s'\n%s\n", started.ToString().c_str(),
+                   line.c_str(), ReadFile(Path("tracker.log")).c_str());
       return false;
     }
     tracker_port_ = static_cast<uint16_t>(std::stoi(m[1]));
@@ -163,17 +84,18 @@ class Farm {
     std::vector<std::string> argv = {CROSSTUNE_SERVER_BIN, "--host",  "127.0.0.1", "--port", "0",
                                      "--tracker",          tracker(), "--key",     key};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p =
-        std::make_unique<Process>(argv, Path("server" + std::to_string(servers_.size()) + ".log"));
-    std::string line = p->ReadLine();
-    std::smatch m;
-    static const std::regex re(R"(listening on [^:]+:(\d+))");
-    if (!std::regex_search(line, m, re)) return -1;
-    server_ports_.push_back(static_cast<uint16_t>(std::stoi(m[1])));
+    auto p = std::make_unique<ServerProcess>();
+    std::string log = Path("server" + std::to_string(servers_.size()) + ".log");
+    if (!p->Start(argv, std::chrono::seconds(10), log).ok()) return -1;
+    server_ports_.push_back(p->port());
     servers_.push_back(std::move(p));
     return static_cast<int>(servers_.size()) - 1;
   }
-  Process& server(int i) { return *servers_[i]; }
+  ServerProcess& server(int i) { return *servers_[i]; }
+  uint16_t server_port(int i) const { return server_ports_[i]; }
+  std::string server_log(int i) const {
+    return ReadFile(Path("server" + std::to_string(i) + ".log"));
+  }
   std::string server_addr(int i) const { return "127.0.0.1:" + std::to_string(server_ports_[i]); }
 
   std::string tracker() const { return "127.0.0.1:" + std::to_string(tracker_port_); }
@@ -215,9 +137,9 @@ class Farm {
 
  private:
   std::filesystem::path dir_;
-  std::unique_ptr<Process> tracker_;
+  std::unique_ptr<ServerProcess> tracker_;
   uint16_t tracker_port_ = 0, http_port_ = 0;
-  std::vector<std::unique_ptr<Process>> servers_;
+  std::vector<std::unique_ptr<ServerProcess>> servers_;
   std::vector<uint16_t> server_ports_;
 };
 

@@ -98,12 +98,19 @@ class SchedulerTest : public ::testing::Test {
     }
   }
 
+  // The device's entry in a fresh snapshot; a device that is not there fails the test (and
+  // yields an entry whose state is "absent", which no expectation accepts by accident).
   const Snapshot::DeviceView& View(const std::string& name) {
     snap_ = S().Snap(now_);
     for (const auto& d : snap_.devices) {
       if (d.name == name) return d;
     }
-    static Snapshot::DeviceView none;
+    ADD_FAILURE() << "device " << name << " is not in the snapshot";
+    static Snapshot::DeviceView none = [] {
+      Snapshot::DeviceView v;
+      v.state = "absent";
+      return v;
+    }();
     return none;
   }
 
@@ -309,7 +316,9 @@ TEST_F(SchedulerTest, MultiSessionLeaseOutlivesItsSessions) {
   ASSERT_TRUE(S().SessionStarted(now_, 1, "tok1").ok());
   S().SessionEnded(now_, 1, {"tok1", 0, ""});
   Run();
-  EXPECT_NE(View(dev).state, "free");
+  const auto& v = View(dev);
+  EXPECT_EQ(v.state, "leased");
+  EXPECT_EQ(v.holder, req.holder);
 }
 
 TEST_F(SchedulerTest, ClientDisconnectReturnsTheDeviceAndDropsItsRequests) {

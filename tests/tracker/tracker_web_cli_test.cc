@@ -9,6 +9,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdio>
+#include <regex>
+#include <sstream>
+#include <thread>
 
 #include "farm.h"
 
@@ -18,17 +21,6 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
-
-// Runs a shell command line; returns its exit status and stdout.
-int Shell(const std::string& command, std::string* out) {
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 std::string HttpGet(uint16_t port, const std::string& target, std::string* content_type) {
   boost::asio::io_context io;
@@ -77,12 +69,11 @@ TEST_F(TrackerWebTest, StatusPageShowsTheFarmInHeadlessChromium) {
   ASSERT_TRUE(holder->RequestDevice(req).ok());
 
   std::string url = "http://127.0.0.1:" + std::to_string(farm_.http_port()) + "/";
-  std::string dom;
-  int rc = Shell(chromium + " --headless --disable-gpu --no-sandbox --no-first-run " +
-                     "--user-data-dir=" + farm_.Path("chromium") +
-                     " --virtual-time-budget=3000 --dump-dom " + url + " 2>/dev/null",
-                 &dom);
-  ASSERT_EQ(rc, 0) << dom;
+  auto run = RunCommand(chromium + " --headless --disable-gpu --no-sandbox --no-first-run " +
+                        "--user-data-dir=" + farm_.Path("chromium") +
+                        " --virtual-time-budget=3000 --dump-dom " + url);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string& dom = run.out;
   // Rendered by the page's script from /api/summary, so these prove the JS ran.
   EXPECT_NE(dom.find("id=\"device-" + farm_.server_addr(0) + "\""), std::string::npos) << dom;
   EXPECT_NE(dom.find("id=\"device-" + farm_.server_addr(1) + "\""), std::string::npos) << dom;
@@ -91,61 +82,214 @@ TEST_F(TrackerWebTest, StatusPageShowsTheFarmInHeadlessChromium) {
   EXPECT_NE(dom.find("2 devices, 1 leases"), std::string::npos);
 }
 
+// True when some line of `text` matches `pattern` as a whole.
+bool HasLine(const std::string& text, const std::string& pattern) {
+  const std::regex re(pattern);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_match(line, re)) return true;
+  }
+  return false;
+}
+
 TEST_F(TrackerWebTest, ServesSummaryJsonAndPrometheusMetrics) {
+  // One lease on the jetson, so the counters and states below are not all zero.
+  auto holder = farm_.Client("metrics-holder");
+  client::LeaseRequest req;
+  req.key = "jetson";
+  req.multi_session = true;
+  ASSERT_TRUE(holder->RequestDevice(req).ok());
+
   std::string type;
   auto summary = nlohmann::json::parse(HttpGet(farm_.http_port(), "/api/summary", &type));
   EXPECT_EQ(type, "application/json");
   EXPECT_EQ(summary["devices"].size(), 2u);
   std::string metrics = HttpGet(farm_.http_port(), "/metrics", &type);
   EXPECT_EQ(type.rfind("text/plain", 0), 0u);
-  for (const char* family :
-       {"crosstune_queue_depth{key=\"rpi4\"} 0", "crosstune_queue_wait_seconds_count",
-        "crosstune_device_utilisation{device=", "crosstune_device_infra_failures_total",
-        "crosstune_device_quarantined"}) {
-    EXPECT_NE(metrics.find(family), std::string::npos) << family << "\n" << metrics;
+  // Every family the README documents, with its TYPE line and a whole sample line.
+  const std::string rpi =
+      R"(device="127\.0\.0\.1:)" + std::to_string(farm_.server_port(0)) + R"(",key="rpi4")";
+  const std::string jetson =
+      R"(device="127\.0\.0\.1:)" + std::to_string(farm_.server_port(1)) + R"(",key="jetson")";
+  const std::string number = R"([0-9]+(\.[0-9]+)?(e[-+][0-9]+)?)";
+  const std::vector<std::pair<std::string, std::string>> families = {
+      {"crosstune_leases_active gauge", "crosstune_leases_active 1"},
+      {"crosstune_queue_depth gauge", R"(crosstune_queue_depth\{key="rpi4"\} 0)"},
+      {"crosstune_queue_oldest_wait_seconds gauge",
+       R"(crosstune_queue_oldest_wait_seconds\{key="jetson"\} 0)"},
+      {"crosstune_queue_wait_seconds summary",
+       R"(crosstune_queue_wait_seconds_count\{key="jetson"\} 1)"},
+      {"crosstune_queue_wait_seconds summary",
+       R"(crosstune_queue_wait_seconds_sum\{key="jetson"\} )" + number},
+      {"crosstune_queue_wait_seconds_max gauge",
+       R"(crosstune_queue_wait_seconds_max\{key="jetson"\} )" + number},
+      {"crosstune_requests_timed_out_total counter",
+       R"(crosstune_requests_timed_out_total\{key="rpi4"\} 0)"},
+      {"crosstune_requests_no_device_total counter",
+       R"(crosstune_requests_no_device_total\{key="rpi4"\} 0)"},
+      {"crosstune_device_up gauge", R"(crosstune_device_up\{)" + rpi + R"(,state="free"\} 1)"},
+      {"crosstune_device_up gauge", R"(crosstune_device_up\{)" + jetson + R"(,state="leased"\} 1)"},
+      {"crosstune_device_utilisation gauge",
+       R"(crosstune_device_utilisation\{)" + jetson + R"(\} )" + number},
+      {"crosstune_device_busy_seconds_total counter",
+       R"(crosstune_device_busy_seconds_total\{)" + jetson + R"(\} )" + number},
+      {"crosstune_device_infra_failures_total counter",
+       R"(crosstune_device_infra_failures_total\{)" + rpi + R"(\} 0)"},
+      {"crosstune_device_quarantined gauge", R"(crosstune_device_quarantined\{)" + rpi + R"(\} 0)"},
+  };
+  for (const auto& [type_line, sample] : families) {
+    EXPECT_TRUE(HasLine(metrics, "# TYPE " + type_line)) << type_line << "\n" << metrics;
+    EXPECT_TRUE(HasLine(metrics, sample)) << sample << "\n" << metrics;
   }
   EXPECT_NE(HttpGet(farm_.http_port(), "/nosuch", nullptr).find("not found"), std::string::npos);
 }
 
 #ifdef CROSSTUNE_CLI_BIN
+const std::string kCli = CROSSTUNE_CLI_BIN;
+
 TEST_F(TrackerWebTest, LeaseCommandRunsItsChildWithTheLeaseAndExitsWithItsStatus) {
-  std::string cli = CROSSTUNE_CLI_BIN;
-  std::string out;
   // The child reaches the leased server through CROSSTUNE_SERVER + CROSSTUNE_LEASE.
-  int rc = Shell(cli + " lease --tracker " + farm_.tracker() + " --key rpi4 --hold 30 -- sh -c '" +
-                     cli + " info --json > /dev/null && echo \"$CROSSTUNE_SERVER\" && exit 7'",
-                 &out);
-  EXPECT_EQ(rc, 7) << out;
-  EXPECT_NE(out.find(farm_.server_addr(0)), std::string::npos) << out;
+  auto r =
+      RunCommand(kCli + " lease --tracker " + farm_.tracker() + " --key rpi4 --hold 30 -- sh -c '" +
+                 kCli + " info --json > /dev/null && echo \"$CROSSTUNE_SERVER\" && exit 7'");
+  EXPECT_EQ(r.exit_code, 7) << r.out << r.err;
+  EXPECT_NE(r.out.find(farm_.server_addr(0)), std::string::npos) << r.out;
   // Released at exit: free again.
   EXPECT_TRUE(Eventually([&] { return farm_.Device(farm_.server_addr(0))["state"] == "free"; }));
-  // Without the lease the same command is refused by the server.
-  out.clear();
-  EXPECT_NE(Shell(cli + " info --server " + farm_.server_addr(0) + " 2>&1", &out), 0);
-  EXPECT_NE(out.find("lease"), std::string::npos) << out;
+  // Without the lease the same command is refused by the server, in one error line.
+  r = RunCommand(kCli + " info --server " + farm_.server_addr(0));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("crosstune: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("lease"), std::string::npos) << r.err;
 }
 
 TEST_F(TrackerWebTest, SessionCommandsReachADeviceThroughTheTracker) {
-  std::string cli = CROSSTUNE_CLI_BIN;
-  std::string out;
-  EXPECT_EQ(Shell(cli + " info --json --tracker " + farm_.tracker() + " --key rpi4", &out), 0)
-      << out;
-  EXPECT_NE(out.find("\"arch\""), std::string::npos) << out;
+  auto r = RunCommand(kCli + " info --json --tracker " + farm_.tracker() + " --key rpi4");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   // The device the tracker granted, not the (empty) --server flag.
-  EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["server"], farm_.server_addr(0)) << out;
+  auto info = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(info.is_object()) << r.out;
+  EXPECT_FALSE(info["arch"].get<std::string>().empty()) << r.out;
+  EXPECT_EQ(info["server"], farm_.server_addr(0)) << r.out;
   // The one-session lease ended with the session.
   EXPECT_TRUE(Eventually([&] { return farm_.Device(farm_.server_addr(0))["state"] == "free"; }));
-  out.clear();
-  EXPECT_EQ(Shell(cli + " query --tracker " + farm_.tracker(), &out), 0);
-  EXPECT_NE(out.find("jetson"), std::string::npos) << out;
-  out.clear();
-  EXPECT_EQ(Shell(cli + " query --json --tracker " + farm_.tracker(), &out), 0);
-  EXPECT_EQ(nlohmann::json::parse(out)["devices"].size(), 2u);
-  out.clear();
-  EXPECT_NE(Shell(cli + " kick --tracker " + farm_.tracker() + " " + farm_.server_addr(0) +
-                      " --admin-token-file /dev/null 2>&1",
-                  &out),
-            0);
+  r = RunCommand(kCli + " query --tracker " + farm_.tracker());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("jetson"), std::string::npos) << r.out;
+  r = RunCommand(kCli + " query --json --tracker " + farm_.tracker());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["devices"].size(), 2u);
+}
+
+TEST_F(TrackerWebTest, LeaseCommandTakesConstraintsPriorityAndWait) {
+  const std::string lease = kCli + " lease --tracker " + farm_.tracker() + " --key rpi4 ";
+  // -c picks by tag, and the command sees the device it got.
+  auto r = RunCommand(
+      lease + "-c soc=bcm2711 --priority 5 --wait 10 -- sh -c 'echo \"$CROSSTUNE_DEVICE\"'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, farm_.server_addr(0) + "\n") << r.err;
+  // A constraint no device of the key meets: NoDevice at once, one error line.
+  r = RunCommand(lease + "-c soc=nosuch -- true");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.err.rfind("crosstune: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_TRUE(Eventually([&] {
+    return farm_.Summary()["keys"].dump().find("\"no_device\":1") != std::string::npos;
+  })) << farm_.Summary().dump();
+
+  // While someone holds the device, a waiter queues with its priority; --wait ends the wait.
+  auto holder = farm_.Client("holder");
+  client::LeaseRequest req;
+  req.key = "rpi4";
+  req.multi_session = true;
+  ASSERT_TRUE(holder->RequestDevice(req).ok());
+  CommandResult waited;
+  std::thread waiter([&] { waited = RunCommand(lease + "--priority 7 --wait 60 -- true"); });
+  bool queued = Eventually([&] {
+    auto summary = farm_.Summary();
+    for (const auto& k : summary["keys"]) {
+      if (k["key"] == "rpi4" && k["queue"].size() == 1 && k["queue"][0]["priority"] == 7) {
+        return true;
+      }
+    }
+    return false;
+  });
+  EXPECT_TRUE(queued) << farm_.Summary().dump();
+  holder.reset();  // the holder leaves: the waiter gets the device and runs its command
+  waiter.join();
+  EXPECT_EQ(waited.exit_code, 0) << waited.err;
+  EXPECT_NE(waited.err.find("waiting for a 'rpi4' device: position 1"), std::string::npos)
+      << waited.err;
+
+  holder = farm_.Client("holder");
+  ASSERT_TRUE(holder->RequestDevice(req).ok());
+  r = RunCommand(lease + "--wait 1 -- true");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  // Queue updates may come first; the last line is the one error.
+  size_t last = r.err.rfind('\n', r.err.size() - 2);
+  EXPECT_EQ(r.err.compare(last == std::string::npos ? 0 : last + 1, 18, "crosstune: error: "), 0)
+      << r.err;
+}
+
+TEST_F(TrackerWebTest, BuildsForTheDeviceATrackerGrants) {
+  const std::string out = farm_.Path("auto.ctpkg");
+  auto r = RunCommand(kCli + " build " + CROSSTUNE_SAMPLE_SOURCE + " --target auto --tracker " +
+                      farm_.tracker() + " --key rpi4 --no-cache -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("crosstune: target from the device: llvm -mtriple="), std::string::npos)
+      << r.err;
+  r = RunCommand(kCli + " run --tracker " + farm_.tracker() + " --key rpi4 " + out +
+                 " --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(farm_.server_addr(0)), std::string::npos) << r.out;
+}
+
+// drain / undrain / kick as an operator runs them: the admin token is checked, each command
+// changes the device's state, and kick ends the holder's lease.
+TEST(TrackerAdminCliTest, DrainUndrainAndKickNeedTheAdminToken) {
+  Farm farm;
+  std::string admin = farm.WriteFile("admin", "admin-secret\n");
+  std::string wrong = farm.WriteFile("wrong", "guess\n");
+  ASSERT_TRUE(farm.StartTracker({"--admin-token-file", admin}));
+  int s = farm.StartServer("cpu");
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm.WaitRegistered(1));
+  const std::string dev = farm.server_addr(s);
+  auto admin_cmd = [&](const std::string& action, const std::string& token_file) {
+    return RunCommand(kCli + " " + action + " --tracker " + farm.tracker() + " " + dev +
+                      " --admin-token-file " + token_file);
+  };
+
+  auto r = admin_cmd("kick", wrong);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.err, "crosstune: error: wrong admin token\n");
+
+  r = admin_cmd("drain", admin);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dev + ": drained\n");
+  EXPECT_EQ(farm.Device(dev)["state"], "drained");
+  r = admin_cmd("undrain", admin);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dev + ": undrained\n");
+  EXPECT_EQ(farm.Device(dev)["state"], "free");
+
+  auto holder = farm.Client("holder");
+  client::LeaseRequest req;
+  req.key = "cpu";
+  req.multi_session = true;
+  ASSERT_TRUE(holder->RequestDevice(req).ok());
+  EXPECT_EQ(farm.Device(dev)["holder"], "holder");
+  r = admin_cmd("kick", admin);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dev + ": kicked\n");
+  EXPECT_TRUE(Eventually([&] { return farm.Device(dev)["state"] == "free"; }))
+      << farm.Summary().dump();
+  bool kicked = false;
+  auto summary = farm.Summary();
+  for (const auto& h : summary["history"]) {
+    kicked |= h["holder"] == "holder" && h["outcome"] == "kicked by an admin";
+  }
+  EXPECT_TRUE(kicked) << farm.Summary()["history"].dump();
 }
 #endif
 

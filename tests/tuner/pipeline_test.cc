@@ -12,7 +12,7 @@
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 
 namespace crosstune::tuner {
 namespace {

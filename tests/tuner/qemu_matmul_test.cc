@@ -10,7 +10,7 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 
 namespace crosstune::tuner {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "crosstune/crypto.h"
 #include "crosstune/frame.h"
+#include "crosstune/handshake.h"
 #include "crosstune/tracker/status_page.h"
 #include "crosstune/tracker/store.h"
 #include "crosstune/tracker_messages.h"
@@ -362,45 +363,22 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     c->close_after_write = true;
   }
 
+  // The checks are common/handshake.h's, shared with crosstune-server.
   void OnHello(const std::shared_ptr<Conn>& c, const Frame& f) {
-    if (f.op != Opcode::kHello) {
-      return Refuse(c, f.request_id,
-                    Status(ErrorCode::kProtocolError, "expected Hello as the first frame, got " +
-                                                          std::string(OpcodeName(f.op))));
-    }
-    auto hello = f.As<msg::Hello>();
+    auto hello = CheckHello(f);
     if (!hello.ok()) return Refuse(c, f.request_id, hello.status());
-    if (hello->magic != kProtocolMagic) {
-      return Refuse(c, f.request_id,
-                    Status(ErrorCode::kProtocolError, "bad magic: not a crosstune peer"));
-    }
-    if (hello->major != kProtocolMajor) {
-      return Refuse(
-          c, f.request_id,
-          Status(ErrorCode::kVersionMismatch,
-                 "peer speaks protocol " + std::to_string(hello->major) + "." +
-                     std::to_string(hello->minor) + ", this tracker " +
-                     std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor)));
-    }
     c->role = static_cast<PeerRole>(hello->role);
     c->peer_name = hello->peer_name.empty() ? c->remote.to_string() : hello->peer_name;
-    msg::HelloReply reply;
-    reply.version = std::string(kCrosstuneVersion);
-    reply.session_id = c->session_id = RandomHex(16);
-    reply.auth_required = !options.auth_secret.empty();
-    if (reply.auth_required) reply.nonce = c->nonce = RandomHex(32);
+    c->session_id = RandomHex(16);
+    msg::HelloReply reply = MakeHelloReply(c->session_id, !options.auth_secret.empty());
+    c->nonce = reply.nonce;
     c->stage = reply.auth_required ? Conn::Stage::kAuth : Conn::Stage::kReady;
     Reply(c, f.request_id, reply);
   }
 
   void OnAuth(const std::shared_ptr<Conn>& c, const Frame& f) {
-    auto auth = f.op == Opcode::kAuth ? f.As<msg::Auth>()
-                                      : Expected<msg::Auth>(Status(ErrorCode::kUnauthorized, ""));
-    if (!auth.ok() ||
-        !ConstantTimeEquals(auth->hmac_hex, HmacSha256Hex(options.auth_secret, c->nonce))) {
-      return Refuse(c, f.request_id,
-                    Status(ErrorCode::kUnauthorized,
-                           "authentication failed: wrong or missing shared secret"));
+    if (Status s = CheckAuth(f, options.auth_secret, c->nonce); !s.ok()) {
+      return Refuse(c, f.request_id, s);
     }
     c->stage = Conn::Stage::kReady;
     Reply(c, f.request_id, msg::Empty{});

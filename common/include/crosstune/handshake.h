@@ -28,4 +28,15 @@ struct ServerHandshakeOptions {
 Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& options,
                                      Deadline deadline);
 
+// The accepting side's checks without I/O, one implementation for ServerHandshake above and the
+// tracker's asynchronous connections, so every peer answers a bad handshake alike. A failed
+// check's Status is the error to send (to the frame's request id) before closing.
+//
+// The first frame: a Hello with our magic and protocol major.
+Expected<msg::Hello> CheckHello(const Frame& first);
+// The reply to an accepted Hello; with `auth_required` it carries a fresh nonce to answer.
+msg::HelloReply MakeHelloReply(const std::string& session_id, bool auth_required);
+// The second frame when authentication was required: an Auth with HMAC-SHA256(secret, nonce).
+Status CheckAuth(const Frame& second, const std::string& secret, const std::string& nonce);
+
 }  // namespace crosstune

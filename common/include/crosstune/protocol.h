@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "crosstune/version.h"
+
 namespace crosstune {
 
 // "CTUN" read as a little-endian u32.
@@ -18,7 +20,7 @@ inline constexpr uint32_t kProtocolMagic = 0x4e555443;
 // A different major is refused with kVersionMismatch; minors are compatible both ways.
 inline constexpr uint16_t kProtocolMajor = 1;
 inline constexpr uint16_t kProtocolMinor = 0;
-inline constexpr std::string_view kCrosstuneVersion = "0.1.0";
+inline constexpr std::string_view kCrosstuneVersion = CROSSTUNE_VERSION_STRING;
 
 enum class Opcode : uint16_t {
   // Replies.

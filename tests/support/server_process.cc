@@ -1,4 +1,4 @@
-#include "server_process.h"
+#include "crosstune/testing/server_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 extern char** environ;
@@ -16,14 +17,18 @@ namespace crosstune {
 
 ServerProcess::~ServerProcess() { Stop(); }
 
-Status ServerProcess::Start(const std::vector<std::string>& argv,
-                            std::chrono::milliseconds timeout) {
+Status ServerProcess::Start(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                            const std::string& stderr_log) {
   Stop();
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Status(ErrorCode::kIoError, std::strerror(errno));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  if (!stderr_log.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+  }
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Its own process group, so Stop() reaches the session children too.
@@ -66,10 +71,19 @@ Status ServerProcess::Start(const std::vector<std::string>& argv,
       line += c;
       continue;
     }
+    // "listening on HOST:PORT[ more]": the port is the first address's.
     auto at = line.find(kPrefix);
     if (at != std::string::npos) {
-      auto colon = line.rfind(':');
-      port_ = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
+      std::string addr = line.substr(at + kPrefix.size());
+      addr = addr.substr(0, addr.find(' '));
+      auto colon = addr.rfind(':');
+      int port = colon == std::string::npos ? 0 : std::atoi(addr.c_str() + colon + 1);
+      if (port <= 0 || port > 65535) {
+        Stop();
+        return Status(ErrorCode::kProtocolError, argv[0] + ": no port in '" + line + "'");
+      }
+      port_ = static_cast<uint16_t>(port);
+      line_ = line;
       break;
     }
     line.clear();
@@ -126,6 +140,21 @@ int ServerProcess::Terminate(std::chrono::milliseconds grace) {
   return status;
 }
 
+void ServerProcess::Kill(int sig) {
+  if (pid_ <= 0) return;
+  kill(-pid_, sig);
+  bool reaped = false;
+  for (int i = 0; i < 250 && !reaped; ++i) {
+    reaped = waitpid(pid_, nullptr, WNOHANG) == pid_;
+    if (!reaped) usleep(20'000);
+  }
+  // Children left behind hold the output pipe open; they go too.
+  kill(-pid_, SIGKILL);
+  if (!reaped) waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+  CloseOutput();
+}
+
 void ServerProcess::CloseOutput() {
   if (drain_.joinable()) drain_.join();
   if (stdout_fd_ >= 0) {
@@ -133,6 +162,7 @@ void ServerProcess::CloseOutput() {
     stdout_fd_ = -1;
   }
   port_ = 0;
+  line_.clear();
 }
 
 }  // namespace crosstune

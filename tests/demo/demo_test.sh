@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the README's first command, scripts/demo.sh, as a user would, and checks its table: one
+# row (or more) per expected device, each ending in "ok", and the demo building the cross
+# servers it found as build targets.
+#   demo_test.sh SOURCE_DIR DEVICE...      (e.g. local qemu-aarch64 qemu-armhf)
+set -uo pipefail
+src=$1
+shift
+out=$(bash "$src/scripts/demo.sh" 2>&1)
+rc=$?
+printf '%s\n' "$out"
+fail() {
+  echo "demo_test: FAIL: $*" >&2
+  exit 1
+}
+[ "$rc" -eq 0 ] || fail "scripts/demo.sh exited with $rc"
+
+# The table: the lines after the header whose first column is "device".
+table=$(awk 'seen && NF { print } $1 == "device" { seen = 1 }' <<<"$out")
+[ -n "$table" ] || fail "no table in the demo's output"
+for dev in "$@"; do
+  rows=$(awk -v d="$dev" '$1 == d' <<<"$table")
+  [ -n "$rows" ] || fail "no row for device $dev"
+  bad=$(awk '$NF != "ok"' <<<"$rows")
+  [ -z "$bad" ] || fail "device $dev: a row without ok: $bad"
+  case $dev in
+    qemu-*)
+      # A cross server must come from the demo's own build step (its target was detected),
+      # not from a binary an earlier build left behind.
+      target=crosstune-server-${dev#qemu-}
+      grep -q "^demo: building .*\\b$target\\b" <<<"$out" ||
+        fail "the demo did not build $target (target detection)"
+      ;;
+  esac
+done
+echo "demo_test: ok ($*)"

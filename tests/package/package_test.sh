@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# package_test.sh BUILD_DIR CONSUMER_SOURCE_DIR KERNEL.so CXX
+# Installs BUILD_DIR into a temporary prefix, builds the consumer there with CMake
+# (find_package(crosstune CONFIG COMPONENTS client)) and with pkg-config (crosstune-client), checks
+# that neither links a compiler library, and runs both against the installed crosstune-server.
+set -euo pipefail
+build=$1 consumer=$2 kernel=$3 cxx=$4
+work=$(mktemp -d "${TMPDIR:-/tmp}/crosstune-package-test.XXXXXX")
+server_pid=
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "package_test: FAIL: $*" >&2
+  exit 1
+}
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" >"$work/install.log" || {
+  cat "$work/install.log"
+  fail "cmake --install"
+}
+for f in lib/cmake/crosstune/crosstuneConfig.cmake lib/cmake/crosstune/crosstuneConfigVersion.cmake \
+         include/crosstune/version.h bin/crosstune-server; do
+  [ -e "$prefix/$f" ] || fail "not installed: $f"
+done
+pc_dir=$(dirname "$(find "$prefix" -name crosstune-client.pc | head -n 1)")
+[ -f "$pc_dir/crosstune-client.pc" ] || fail "crosstune-client.pc not installed"
+
+# 1. CMake: find_package(crosstune CONFIG), nothing but the prefix to go on.
+cmake -S "$consumer" -B "$work/cmake-build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log" 2>&1 || {
+  cat "$work/configure.log"
+  fail "the consumer does not configure against the installed package"
+}
+cmake --build "$work/cmake-build" >"$work/build.log" 2>&1 || {
+  cat "$work/build.log"
+  fail "the consumer does not build against the installed package"
+}
+
+# 2. pkg-config, for projects without CMake.
+PKG_CONFIG_PATH=$pc_dir pkg-config --exists crosstune-client || fail "pkg-config cannot find crosstune-client"
+# shellcheck disable=SC2046  # pkg-config's flags are words
+"$cxx" -O1 -o "$work/pc-consumer" "$consumer/consumer.cc" \
+  $(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags --libs crosstune-client) 2>"$work/pc-build.log" || {
+  cat "$work/pc-build.log"
+  fail "the consumer does not build with pkg-config's flags"
+}
+
+# crosstune::client brings no compiler along.
+for bin in "$work/cmake-build/consumer" "$work/pc-consumer"; do
+  if ldd "$bin" | grep -Ei 'llvm|clang|lld|nvrtc'; then
+    fail "$bin links compiler libraries"
+  fi
+done
+
+# 3. Both talk to the installed server.
+mkdir -p "$work/ws"
+: >"$work/server.out"  # before the server's own redirection, so the first read finds it
+"$prefix/bin/crosstune-server" --host 127.0.0.1 --port 0 --work-dir "$work/ws" \
+  >"$work/server.out" 2>"$work/server.log" &
+server_pid=$!
+server=
+for _ in $(seq 300); do
+  server=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/server.out")
+  [ -n "$server" ] && break
+  kill -0 "$server_pid" 2>/dev/null || break
+  sleep 0.1
+done
+[ -n "$server" ] || { cat "$work/server.log"; fail "the installed crosstune-server did not start"; }
+for bin in "$work/cmake-build/consumer" "$work/pc-consumer"; do
+  out=$("$bin" "$server" "$kernel") || fail "$bin: $out"
+  echo "$out"
+  [[ $out == "consumer: vadd ok on "* ]] || fail "$bin printed: $out"
+done
+echo "package_test: ok"

@@ -1,0 +1,48 @@
+// Small helpers the tests share: temporary directories, whole-file reads and writes, waiting for
+// a condition, running a command line, and a loopback port where nothing listens.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace crosstune::testing {
+
+// A fresh directory under $TMPDIR (or /tmp); "" on failure. The caller removes it.
+std::string MakeTempDir(const std::string& prefix = "crosstune-test");
+
+std::string ReadFile(const std::string& path);
+// Writes `bytes` to `path` (truncating) and returns `path`.
+std::string WriteFile(const std::string& path, const std::string& bytes);
+
+// Polls `cond` until it holds or `timeout` passes; returns whether it held. For waiting on
+// events of other processes, never for asserting how long they took.
+bool Eventually(const std::function<bool()>& cond,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(15'000));
+
+struct CommandResult {
+  int exit_code = -1;  // -1 when it did not exit normally
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+// Runs `command` with /bin/sh (test-controlled text only), capturing stdout and stderr apart.
+CommandResult RunCommand(const std::string& command);
+
+// A loopback TCP port that is bound but never listens, held for this object's lifetime: a
+// connection to it is refused at once, and no other process can take the port meanwhile.
+class ClosedPort {
+ public:
+  ClosedPort();
+  ~ClosedPort();
+  ClosedPort(const ClosedPort&) = delete;
+  ClosedPort& operator=(const ClosedPort&) = delete;
+  uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+}  // namespace crosstune::testing
