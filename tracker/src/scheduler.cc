@@ -183,9 +183,8 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
   const std::string& name = address;
   if (Device* old = DeviceByName(name)) {
     if (old->protocol != protocol) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "register: " + name + " is registered by a " + ProtocolName(old->protocol) +
-                        " server");
+      return Status(ErrorCode::kInvalidArgument, "register: " + name + " is registered by a " +
+                                                     ProtocolName(old->protocol) + " server");
     }
     // The same server again (a reconnect the tracker has not noticed yet): keep its lease.
     if (old->conn != conn) {

@@ -1,5 +1,6 @@
 #include "crosstune/tracker/tracker.h"
 
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -7,7 +8,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstring>
-#include <netinet/tcp.h>
 #include <deque>
 #include <functional>
 #include <map>
@@ -611,8 +611,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
         // Told only once the lease is committed (CommitBatch), so a tracker killed in between
         // still knows the lease when it restarts.
         if (c) {
-          std::string bytes = c->tvm ? tvm->EncodeGrant(a)
-                                     : EncodeFrame(Opcode::kResult, a.request_id, a.grant);
+          std::string bytes =
+              c->tvm ? tvm->EncodeGrant(a) : EncodeFrame(Opcode::kResult, a.request_id, a.grant);
           if (batch_open) {
             held_grants.emplace_back(c->id, std::move(bytes));
           } else {
