@@ -387,6 +387,7 @@ void TvmPeers::ProbeDone(uint64_t conn, const std::string& device, const Status&
   p.probing = false;
   p.next_probe = std::chrono::steady_clock::now() + options_.probe_interval;
   if (s.ok()) {
+    spdlog::debug("tracker: TVM server {}: probe passed", device);
     p.failed_probes = 0;
     return;
   }
