@@ -373,7 +373,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     if (stopped) return;
     auto now = SteadyClock::now();
     if (c->tvm) {
-      tvm->Closed(now, c->id);
+      tvm->Closed(now, c->id, why);
     } else if (c->is_device) {
       spdlog::info("tracker: server {} disconnected: {}", c->peer_name, why);
       sched.DeviceDisconnected(now, c->id);

@@ -271,13 +271,13 @@ Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
   return Status::Ok();
 }
 
-void TvmPeers::Closed(TimePoint now, uint64_t conn) {
+void TvmPeers::Closed(TimePoint now, uint64_t conn, const std::string& why) {
   auto it = peers_.find(conn);
   if (it == peers_.end()) return;
   Peer p = std::move(it->second);
   peers_.erase(it);
   if (!p.device.empty()) {
-    spdlog::info("tracker: TVM server {} disconnected", p.device);
+    spdlog::info("tracker: TVM server {} disconnected: {}", p.device, why);
     auto d = conn_by_device_.find(p.device);
     if (d != conn_by_device_.end() && d->second == conn) conn_by_device_.erase(d);
     sched_.DeviceDisconnected(now, conn);

@@ -70,7 +70,7 @@ class TvmPeers {
   // Handles every whole message in `data` and returns the bytes it used; an error means the
   // connection must be closed (the message says why).
   Expected<size_t> OnInput(TimePoint now, uint64_t conn, std::string_view data);
-  void Closed(TimePoint now, uint64_t conn);
+  void Closed(TimePoint now, uint64_t conn, const std::string& why);
 
   // Carries out a scheduler action addressed to a TVM connection. Returns false for the kinds
   // the tracker does itself: kGrant (sent as EncodeGrant's bytes once the lease is persisted)
