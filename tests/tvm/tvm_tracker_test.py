@@ -439,6 +439,22 @@ class CrosstuneTvmOnly(unittest.TestCase):
             rpc.connect_tracker("127.0.0.1", farm.port).request("ctonly", max_retry=1)
 
 
+class TvmBenchSmoke(unittest.TestCase):
+    """bench/tvm_tracker_bench.py at a tiny size: it runs and prints every figure (no timing
+    asserts: only its numbers side by side mean anything)."""
+
+    def test_bench_prints_both_trackers_latencies(self):
+        bench = os.path.join(HERE, "..", "..", "bench", "tvm_tracker_bench.py")
+        out = subprocess.run([sys.executable, bench, "--tracker-bin", BINS["tracker"],
+                              "--clients", "1", "--requests", "10", "--rounds", "1"],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        report = json.loads(out)
+        for key in ["crosstune_grant_ms_p50", "crosstune_grant_ms_p99",
+                    "tvm_tracker_grant_ms_p50", "tvm_tracker_grant_ms_p99", "p50_speedup"]:
+            self.assertGreater(report[key], 0, key)
+        self.assertEqual(report["grants_per_tracker"], 10)
+
+
 def main():
     args = sys.argv[1:]
     for name in BINS:
