@@ -19,6 +19,7 @@ class TvmPeersTest : public ::testing::Test {
   TvmPeersTest() : now_(TimePoint{} + 1000h) {
     SchedulerOptions so;
     so.startup_grace = 0ms;
+    so.default_lease = 60s;
     sched_ = std::make_unique<Scheduler>(so, now_);
     TvmOptions o;
     o.allow = true;
@@ -119,7 +120,7 @@ TEST_F(TvmPeersTest, ALeaseThatRunsOutNeverHandsOutTheSameKeyTwice) {
   ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
   ASSERT_TRUE(Send(3, {4, "cpu", "", 1}).ok());
   EXPECT_EQ(Replies(2).size(), 1u);
-  now_ += 2h;  // past the default lease: the lease ends, but the server's key is still out
+  now_ += 61s;  // past the lease (not the queue timeout): the lease ends, but the server's key is still out
   sched_->Tick(now_);
   Drain();
   EXPECT_TRUE(Replies(3).empty());
