@@ -120,7 +120,8 @@ TEST_F(TvmPeersTest, ALeaseThatRunsOutNeverHandsOutTheSameKeyTwice) {
   ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
   ASSERT_TRUE(Send(3, {4, "cpu", "", 1}).ok());
   EXPECT_EQ(Replies(2).size(), 1u);
-  now_ += 61s;  // past the lease (not the queue timeout): the lease ends, but the server's key is still out
+  now_ += 61s;  // past the lease (not the queue timeout): the lease ends, but the server's key is
+                // still out
   sched_->Tick(now_);
   Drain();
   EXPECT_TRUE(Replies(3).empty());
@@ -217,6 +218,17 @@ TEST_F(TvmPeersTest, WaitsForTheRestOfASplitMessage) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(*all, bytes.size());
   EXPECT_EQ(Replies(1), (std::vector<json>{0}));
+}
+
+TEST_F(TvmPeersTest, ADrainedTvmServerIsNotGrantedUntilUndrained) {
+  Server(1, 9091, "cpu:1");
+  ASSERT_TRUE(sched_->Admin(now_, "drain", "10.0.0.1:9091").ok());
+  Open(2);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  EXPECT_TRUE(Replies(2).empty());
+  ASSERT_TRUE(sched_->Admin(now_, "undrain", "10.0.0.1:9091").ok());
+  Drain();
+  EXPECT_EQ(Replies(2), (std::vector<json>{{0, {"10.0.0.1", 9091, "cpu:1"}}}));
 }
 
 TEST_F(TvmPeersTest, KickClosesTheTvmServersTrackerConnection) {
