@@ -138,11 +138,13 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--requests", type=int, default=50, help="per client per round")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--db", help="give crosstune-tracker this SQLite database (default: in memory)")
     args = ap.parse_args()
     servers = 2 * args.clients
 
-    ours, ours_port = start([args.tracker_bin, "--host", "127.0.0.1", "--port", "0", "--allow-tvm",
-                             "--log-level", "warn"], r"listening on 127\.0\.0\.1:(\d+)")
+    argv = [args.tracker_bin, "--host", "127.0.0.1", "--port", "0", "--allow-tvm",
+            "--log-level", "warn"] + (["--db", args.db] if args.db else [])
+    ours, ours_port = start(argv, r"listening on 127\.0\.0\.1:(\d+)")
     theirs, theirs_port = start([sys.executable, TVM_TRACKER], r"listening on 127\.0\.0\.1:(\d+)")
     results = {"crosstune": [], "tvm": []}
     try:
@@ -155,6 +157,7 @@ def main():
     ms = {k: [v * 1e3 for v in vs] for k, vs in results.items()}
     report = {
         "clients": args.clients,
+        "crosstune_db": "file" if args.db else "memory",
         "servers": servers,
         "grants_per_tracker": len(ms["crosstune"]),
         "crosstune_grant_ms_p50": round(pct(ms["crosstune"], 0.5), 3),
