@@ -424,6 +424,11 @@ class CrosstuneTvmOnly(unittest.TestCase):
             self.assertEqual(out.stdout.strip(), f"127.0.0.1:{ct_port}", out.stderr)
             # The TVM server's key went unused: it offers a fresh one after a few seconds.
             eventually(lambda: farm.queue("cpu")["free"] == 1, what="a fresh TVM offer")
+        self.assertIn("session ended: no client used the TVM match key",
+                      [h["outcome"] for h in farm.api_summary()["history"]])
+        query = subprocess.run([BINS["cli"], "query", "--tracker", f"127.0.0.1:{farm.port}"],
+                               capture_output=True, text=True, timeout=30, check=True).stdout
+        self.assertRegex(query, rf"127\.0\.0\.1:{tvm_server.port}\s+cpu\s+free.*protocol=tvm")
         # A key only a TVM server has is no key for a crosstune client, and the other way round.
         farm.start_server("tvmonly")
         eventually(lambda: farm.queue("tvmonly")["free"] == 1, what="the tvmonly server")
