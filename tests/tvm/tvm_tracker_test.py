@@ -244,6 +244,32 @@ class TrackerFlows:
                    what="three port probes")
         self.assertEqual(farm.read("tracker.log").count(f"registered TVM server {device}"), 1)
 
+    def test_uploads_loads_and_times_a_compiled_module(self):
+        # What a tuning run does with each candidate: compile, upload, load, check, time.
+        from tvm import te  # pylint: disable=import-outside-toplevel
+        from tvm.support import utils  # pylint: disable=import-outside-toplevel
+
+        farm = Farm(self)
+        self.start_tracker(farm)
+        farm.start_server("cpu")
+        n = 1024
+        a_ph = te.placeholder((n,), name="A")
+        b_ph = te.compute((n,), lambda i: a_ph[i] * 2.0, name="B")
+        lib = tvm.compile(tvm.IRModule({"main": te.create_prim_func([a_ph, b_ph])}),
+                          target={"kind": "llvm"})
+        tmp = utils.tempdir()
+        lib.export_library(tmp.relpath("vscale.so"))
+        eventually(lambda: farm.queue("cpu")["free"] == 1, what="the server")
+        remote = rpc.connect_tracker("127.0.0.1", farm.port).request("cpu")
+        remote.upload(tmp.relpath("vscale.so"))
+        rlib = remote.load_module("vscale.so")
+        dev = remote.cpu()
+        a = tvm.runtime.tensor(np.arange(n, dtype="float32"), dev)
+        b = tvm.runtime.tensor(np.zeros(n, dtype="float32"), dev)
+        rlib["main"](a, b)
+        np.testing.assert_array_equal(b.numpy(), np.arange(n, dtype="float32") * 2)
+        self.assertGreater(rlib.time_evaluator("main", dev, number=10, repeat=2)(a, b).mean, 0)
+
     def test_serves_waiting_clients_in_priority_order(self):
         farm = Farm(self)
         self.start_tracker(farm)
