@@ -270,6 +270,36 @@ class TrackerFlows:
         np.testing.assert_array_equal(b.numpy(), np.arange(n, dtype="float32") * 2)
         self.assertGreater(rlib.time_evaluator("main", dev, number=10, repeat=2)(a, b).mean, 0)
 
+    def test_metaschedule_rpc_runner_measures_candidates(self):
+        # pylint: disable=import-outside-toplevel
+        from tvm import te
+        from tvm.s_tir.meta_schedule.arg_info import TensorInfo
+        from tvm.s_tir.meta_schedule.runner import (EvaluatorConfig, RPCConfig, RPCRunner,
+                                                    RunnerInput)
+        from tvm.support import utils
+
+        farm = Farm(self)
+        self.start_tracker(farm)
+        farm.start_server("cpu")
+        farm.start_server("cpu")
+        n = 4096
+        a_ph = te.placeholder((n,), name="A")
+        b_ph = te.compute((n,), lambda i: a_ph[i] * 2.0, name="B")
+        lib = tvm.compile(tvm.IRModule({"main": te.create_prim_func([a_ph, b_ph])}),
+                          target={"kind": "llvm"})
+        tmp = utils.tempdir()
+        inputs = []
+        for i in range(4):
+            lib.export_library(tmp.relpath(f"candidate{i}.tar"))
+            inputs.append(RunnerInput(tmp.relpath(f"candidate{i}.tar"), "cpu",
+                                      [TensorInfo("float32", [n]), TensorInfo("float32", [n])]))
+        eventually(lambda: farm.queue("cpu")["free"] == 2, what="two servers")
+        runner = RPCRunner(RPCConfig("127.0.0.1", farm.port, "cpu", session_timeout_sec=60),
+                           EvaluatorConfig(number=3, repeat=1, min_repeat_ms=0), max_workers=2)
+        results = [f.result() for f in runner.run(inputs)]
+        self.assertEqual([r.error_msg for r in results], [None] * 4)
+        self.assertTrue(all(len(r.run_secs) == 1 for r in results))
+
     def test_serves_waiting_clients_in_priority_order(self):
         farm = Farm(self)
         self.start_tracker(farm)
