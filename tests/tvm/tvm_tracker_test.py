@@ -151,6 +151,24 @@ class Farm:
         self.servers.append(p)
         return p
 
+    def start_exec_server(self, key):
+        """TVM's own launcher, `python -m tvm.exec.rpc_server`. It binds the first free port of a
+        range it scans, so the range starts at a port the kernel just gave out."""
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        start = probe.getsockname()[1]
+        probe.close()
+        i = len(self.servers)
+        argv = [sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1",
+                "--port", str(start), "--port-end", str(min(start + 200, 65535)),
+                "--tracker", f"127.0.0.1:{self.port}", "--key", key]
+        p = self.spawn(argv, f"server{i}.log")
+        m = eventually(lambda: re.search(r"bind to 127\.0\.0\.1:(\d+)", self.read(f"server{i}.log")),
+                       what="TVM's rpc_server to bind")
+        p.port = int(m.group(1))
+        self.servers.append(p)
+        return p
+
     def start_client(self, key, priority, name, hold=True):
         argv = [sys.executable, os.path.join(HERE, "tvm_client.py"),
                 "--tracker", f"127.0.0.1:{self.port}", "--key", key,
@@ -342,7 +360,7 @@ class TrackerFlows:
     def test_query_rpc_tracker_prints_the_summary(self):
         farm = Farm(self)
         self.start_tracker(farm)
-        server = farm.start_server("cpu")
+        server = farm.start_exec_server("cpu")  # python -m tvm.exec.rpc_server, unchanged
         eventually(lambda: farm.queue("cpu")["free"] == 1, what="the server")
         out = subprocess.run(
             [sys.executable, "-m", "tvm.exec.query_rpc_tracker", "--host", "127.0.0.1",
