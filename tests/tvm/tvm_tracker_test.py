@@ -475,6 +475,37 @@ class CrosstuneTvmOnly(unittest.TestCase):
         self.assertEqual(t._sock.recv(1), b"")
         self.assertIn("does not accept connections", farm.read("tracker.log"))
 
+    def test_admins_drain_undrain_and_kick_a_tvm_device(self):
+        if not BINS["cli"]:
+            self.skipTest("the crosstune CLI was not built")
+        farm = Farm(self)
+        with open(farm.path("admin.secret"), "w") as f:
+            f.write("admin-secret-for-tests\n")
+        farm.start_crosstune_tracker(["--allow-tvm", "--admin-token-file", farm.path("admin.secret")])
+        server = farm.start_server("cpu")
+        device = f"127.0.0.1:{server.port}"
+        eventually(lambda: farm.queue("cpu")["free"] == 1, what="the server")
+
+        def admin(action):
+            subprocess.run([BINS["cli"], action, "--tracker", f"127.0.0.1:{farm.port}", device,
+                            "--admin-token-file", farm.path("admin.secret")],
+                           capture_output=True, text=True, timeout=30, check=True)
+
+        admin("drain")
+        waiter = farm.start_client("cpu", 0, "waiter")
+        eventually(lambda: farm.queue("cpu")["pending"] == 1, what="the request to wait")
+        self.assertEqual(farm.queue("cpu")["free"], 0)
+        admin("undrain")
+        self.assertEqual(waiter.line(), "granted waiter ok")
+        # Kick: TVM cannot end the session, so the tracker closes the server's tracker link; the
+        # server registers again once its session is over.
+        admin("kick")
+        eventually(lambda: farm.server_ports() == [], what="the kicked server to go")
+        self.assertIn("kicked by an admin",
+                      [h["outcome"] for h in farm.api_summary()["history"]])
+        farm.release("waiter")
+        eventually(lambda: farm.server_ports() == [server.port], what="the server to come back")
+
     def test_tvm_and_crosstune_devices_are_never_mixed(self):
         if not BINS["server"] or not BINS["cli"]:
             self.skipTest("crosstune-server or the crosstune CLI was not built")
