@@ -65,7 +65,8 @@ std::optional<int> Port(const json& j) {
     v = j.get<long>();
   } else if (j.is_string()) {
     const std::string& s = j.get_ref<const std::string&>();
-    if (s.empty() || s.size() > 5 || !std::all_of(s.begin(), s.end(), ::isdigit)) return {};
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (s.empty() || s.size() > 5 || !std::all_of(s.begin(), s.end(), digit)) return {};
     v = std::stol(s);
   }
   if (v <= 0 || v > 65535) return std::nullopt;
