@@ -7,7 +7,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git python3 python3-numpy
+  build-essential cmake ninja-build ccache pkg-config git python3 python3-numpy python3-venv
   libboost-dev libmsgpack-cxx-dev libdlpack-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev libsqlite3-dev
   llvm-14-dev libclang-14-dev clang-14 liblld-14-dev lld-14 lld
@@ -34,8 +34,29 @@ for arch in arm64 armhf; do
   [ -f "$CROSS_SYSROOT/$arch/.complete" ] || cross_missing+=("$arch")
 done
 
+# Apache TVM (pinned) in a virtual environment of its own, for the `tvm` tests and the TVM
+# benchmark: crosstune-tracker serves TVM's RPC servers and clients, and is compared with TVM's
+# own tracker. The newest apache-tvm-ffi crashes this TVM, so it is pinned; cloudpickle (TVM's RPC
+# server) and tornado (TVM's tracker) are needed but not declared by the wheel. ~600 MB.
+TVM_VENV=${CROSSTUNE_TVM_VENV:-/opt/crosstune/tvm-venv}
+TVM_PINS=(apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 cloudpickle tornado)
+install_tvm_venv() {
+  local stamp="$TVM_VENV/.crosstune-pins"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${TVM_PINS[*]}" ]; then
+    echo "install-deps: TVM venv present at $TVM_VENV"
+    return 0
+  fi
+  echo "install-deps: installing ${TVM_PINS[*]} into $TVM_VENV"
+  $SUDO mkdir -p "$(dirname "$TVM_VENV")"
+  $SUDO /usr/bin/python3 -m venv "$TVM_VENV"
+  $SUDO "$TVM_VENV/bin/pip" install -q "${TVM_PINS[@]}"
+  "$TVM_VENV/bin/python" -c "import tvm, tvm.rpc" >/dev/null
+  echo "${TVM_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
+}
+
 if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
+  install_tvm_venv
   exit 0
 fi
 
@@ -63,4 +84,5 @@ for arch in "${cross_missing[@]}"; do
   $SUDO touch "$CROSS_SYSROOT/$arch/.complete"
   rm -rf "$tmp"
 done
+install_tvm_venv
 echo "install-deps: done"

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   int64_t heartbeat_ms = 1000, heartbeat_timeout_ms = 5000, claim_timeout_ms = 5000;
   int64_t aging_s = 30, self_check_s = 10, reattach_s = 30, startup_grace_s = 10;
   int64_t default_lease_s = 1800, default_wait_s = 600;
+  int64_t tvm_wait_s = 0, tvm_probe_s = 10;
 
   CLI::App app{"crosstune-tracker: pools a farm of crosstune-server devices"};
   // A later flag overrides an earlier one (scripts append overrides to a base command line).
@@ -56,6 +57,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--default-wait-s", default_wait_s, "queue timeout when a client names none")
       ->capture_default_str();
+  app.add_flag("--allow-tvm", o.tvm.allow,
+               "accept Apache TVM RPC servers and clients (TVM's tracker protocol, which has no "
+               "authentication) on the tracker port");
+  app.add_option("--tvm-network", o.tvm.networks,
+                 "accept TVM peers only from this CIDR network (repeatable; default: any)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--tvm-wait-s", tvm_wait_s,
+                 "end a TVM client's wait for a device after this long (0: --default-wait-s)")
+      ->capture_default_str();
+  app.add_option("--tvm-probe-s", tvm_probe_s,
+                 "probe an idle TVM server's port this often; two failures drop it")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -87,6 +100,8 @@ int main(int argc, char** argv) {
   so.startup_grace = Ms(startup_grace_s * 1000);
   so.default_lease = Ms(default_lease_s * 1000);
   so.default_queue_timeout = Ms(default_wait_s * 1000);
+  o.tvm.request_timeout = Ms(tvm_wait_s * 1000);
+  o.tvm.probe_interval = Ms(tvm_probe_s * 1000);
 
   boost::asio::io_context io;
   crosstune::tracker::Tracker tracker(io, o);

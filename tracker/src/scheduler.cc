@@ -59,6 +59,8 @@ std::optional<std::string> Attribute(const std::map<std::string, std::string>& t
 
 }  // namespace
 
+const char* ProtocolName(Protocol p) { return p == Protocol::kTvm ? "tvm" : "crosstune"; }
+
 Scheduler::Scheduler(SchedulerOptions options, TimePoint now)
     : options_(std::move(options)), started_(now) {
   if (!options_.make_token) options_.make_token = [] { return RandomHex(16); };
@@ -131,7 +133,7 @@ void Scheduler::SetLeaseToken(Device& d, const std::string& token) {
 }
 
 bool Scheduler::Grantable(const Device& d) const {
-  if (!d.lease_token.empty()) return false;
+  if (!d.lease_token.empty() || !d.offered) return false;
   auto h = health_.find(d.name);
   if (h != health_.end() && (h->second.quarantined || h->second.draining)) return false;
   // A restored lease whose server has not re-registered with its token yet holds the device.
@@ -174,11 +176,16 @@ void Scheduler::Enqueue(Waiter w) {
 
 Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t conn,
                                                        const msg::Register& reg,
-                                                       const std::string& address) {
+                                                       const std::string& address,
+                                                       Protocol protocol) {
   if (reg.key.empty()) return Status(ErrorCode::kInvalidArgument, "register: empty key");
   if (address.empty()) return Status(ErrorCode::kInvalidArgument, "register: no address");
   const std::string& name = address;
   if (Device* old = DeviceByName(name)) {
+    if (old->protocol != protocol) {
+      return Status(ErrorCode::kInvalidArgument, "register: " + name + " is registered by a " +
+                                                     ProtocolName(old->protocol) + " server");
+    }
     // The same server again (a reconnect the tracker has not noticed yet): keep its lease.
     if (old->conn != conn) {
       Push({.kind = Action::Kind::kCloseConn, .conn = old->conn, .device = name});
@@ -202,6 +209,8 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
   if (fresh) {
     d.registered_at = now;
     d.free_since = now;
+    d.protocol = protocol;
+    d.offered = protocol != Protocol::kTvm;
   }
   device_by_conn_[conn] = name;
   Health& h = health_[name];
@@ -227,6 +236,14 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
   reply.lease_token = keep;
   Schedule(now);
   return reply;
+}
+
+void Scheduler::SetOffered(TimePoint now, uint64_t conn, bool offered) {
+  Device* d = DeviceByConn(conn);
+  if (!d || d->protocol != Protocol::kTvm) return;
+  d->offered = offered;
+  d->last_heartbeat = now;
+  Schedule(now);
 }
 
 void Scheduler::Heartbeat(TimePoint now, uint64_t conn, const msg::ServerHeartbeat& hb) {
@@ -371,7 +388,7 @@ void Scheduler::CountFailure(TimePoint now, const std::string& device, bool fail
 // --- clients ------------------------------------------------------------------------------------
 
 void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
-                        const msg::DeviceRequest& req) {
+                        const msg::DeviceRequest& req, Protocol protocol) {
   auto fail = [&](Status s) {
     Push({.kind = Action::Kind::kFail,
           .conn = conn,
@@ -388,13 +405,15 @@ void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
     int of_key = 0;
     bool any = false;
     for (const Device* d : KeyDevices(req.key)) {
+      if (d->protocol != protocol) continue;
       of_key++;
       if (!any && Matches(d->tags, d->info, req.constraints)) any = true;
     }
     if (!any) {
       stats_[req.key].no_device++;
+      std::string kind = protocol == Protocol::kTvm ? "TVM " : "";
       std::string why = of_key == 0
-                            ? "no device is registered with key '" + req.key + "'"
+                            ? "no " + kind + "device is registered with key '" + req.key + "'"
                             : "none of the " + std::to_string(of_key) + " devices with key '" +
                                   req.key + "' can ever match the constraints";
       return fail(Status(ErrorCode::kNoDevice, why));
@@ -405,6 +424,7 @@ void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
   w.conn = conn;
   w.request_id = request_id;
   w.req = req;
+  w.protocol = protocol;
   w.enqueued = now;
   Ms timeout = req.queue_timeout_ms ? Ms(req.queue_timeout_ms) : options_.default_queue_timeout;
   w.deadline = now + timeout;
@@ -513,6 +533,10 @@ Status Scheduler::Admin(TimePoint now, const std::string& action, const std::str
       return Status(ErrorCode::kNotFound, "device '" + device + "' holds no lease");
     }
     EndLease(now, d->lease_token, "kicked by an admin", false);
+    // A TVM server takes no revocation: closing its tracker connection is all the tracker can do.
+    if (d->protocol == Protocol::kTvm) {
+      Push({.kind = Action::Kind::kCloseConn, .conn = d->conn, .device = d->name});
+    }
   } else {
     return Status(ErrorCode::kInvalidArgument,
                   "unknown admin action '" + action + "' (drain, undrain, kick)");
@@ -557,6 +581,8 @@ void Scheduler::RestoreLease(TimePoint now, const LeaseRecord& r, int64_t now_un
 void Scheduler::Tick(TimePoint now) {
   std::vector<Device*> dead;
   for (auto& [name, d] : devices_) {
+    // TVM servers send no heartbeat (their health is the connection and a port probe).
+    if (d.protocol == Protocol::kTvm) continue;
     if (now - d.last_heartbeat >= options_.heartbeat_timeout) dead.push_back(&d);
   }
   for (Device* d : dead) {
@@ -635,7 +661,7 @@ void Scheduler::Schedule(TimePoint now) {
     for (Waiter& w : q) {
       if (free.empty()) break;
       for (auto it = free.begin(); it != free.end(); ++it) {
-        if (Matches((*it)->tags, (*it)->info, w.req.constraints)) {
+        if ((*it)->protocol == w.protocol && Matches((*it)->tags, (*it)->info, w.req.constraints)) {
           StartLease(now, **it, w);
           w.seq = 0;  // granted: removed below
           any = true;
@@ -669,6 +695,7 @@ void Scheduler::StartLease(TimePoint now, Device& d, Waiter w) {
   l.granted_unix_ms = unix_ms();
   l.waiter = std::move(w);
   SetLeaseToken(d, l.token);
+  if (d.protocol == Protocol::kTvm) d.offered = false;  // its match key is handed out
   d.busy_since = now;
   Push({.kind = Action::Kind::kPushToken,
         .conn = d.conn,
@@ -735,13 +762,16 @@ void Scheduler::SendQueueUpdates(TimePoint now, bool full) {
       a.update.queue_length = static_cast<uint32_t>(q.size());
       a.update.waited_ms = static_cast<uint64_t>(ToMs(now - w->enqueued));
       int matching = 0;
-      if (w->req.constraints.empty() && unconstrained_matching) {
+      bool plain = w->req.constraints.empty() && w->protocol == Protocol::kCrosstune;
+      if (plain && unconstrained_matching) {
         matching = *unconstrained_matching;
       } else {
         for (const Device* d : KeyDevices(key)) {
-          if (Matches(d->tags, d->info, w->req.constraints)) matching++;
+          if (d->protocol == w->protocol && Matches(d->tags, d->info, w->req.constraints)) {
+            matching++;
+          }
         }
-        if (w->req.constraints.empty()) unconstrained_matching = matching;
+        if (plain) unconstrained_matching = matching;
       }
       a.update.note = matching == 0
                           ? "no registered device matches now; waiting for one"
@@ -784,6 +814,7 @@ Snapshot Scheduler::Snap(TimePoint now) const {
     v.key = d.key;
     v.address = d.address;
     v.tags = d.tags;
+    v.protocol = d.protocol;
     v.arch = d.info.arch;
     v.triple = d.info.triple;
     v.cpu = d.info.cpu_model;
@@ -814,6 +845,8 @@ Snapshot Scheduler::Snap(TimePoint now) const {
       v.state = "free";
     }
     if (v.state == "free" && reserved_.count(name)) v.state = "reserved";
+    // A TVM server whose match key is out (a session, or a key not used yet) until it re-offers.
+    if (v.state == "free" && !d.offered) v.state = "busy";
     s.devices.push_back(std::move(v));
   }
   std::set<std::string> keys;
@@ -826,8 +859,8 @@ Snapshot Scheduler::Snap(TimePoint now) const {
     auto q = queues_.find(key);
     if (q != queues_.end()) {
       for (const Waiter* w = q->second.data(); w != q->second.data() + q->second.size(); ++w) {
-        kv.queue.push_back(
-            {w->req.holder, w->req.priority, EffectivePriority(*w, now), ToMs(now - w->enqueued)});
+        kv.queue.push_back({w->req.holder, w->protocol, w->req.priority, EffectivePriority(*w, now),
+                            ToMs(now - w->enqueued)});
       }
     }
     auto st = stats_.find(key);

@@ -36,6 +36,9 @@ nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& 
                             {"triple", d.triple},
                             {"cpu", d.cpu},
                             {"tags", d.tags},
+                            {"protocol", ProtocolName(d.protocol)},
+                            // TVM's tracker protocol has no authentication.
+                            {"authenticated", d.protocol != Protocol::kTvm},
                             {"draining", d.draining},
                             {"quarantined", d.quarantined},
                             {"consecutive_failures", d.consecutive_failures},
@@ -50,6 +53,7 @@ nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& 
     nlohmann::json q = nlohmann::json::array();
     for (const auto& w : k.queue) {
       q.push_back({{"holder", w.holder},
+                   {"protocol", ProtocolName(w.protocol)},
                    {"priority", w.priority},
                    {"effective_priority", w.effective_priority},
                    {"waited_ms", w.waited_ms}});
@@ -123,10 +127,11 @@ std::string MetricsText(const Snapshot& snap) {
           "Requests no registered device could ever match.",
           [](const auto& k) { return k.no_device; });
 
-  family("crosstune_device_up", "gauge", "1 per registered device, by state.");
+  family("crosstune_device_up", "gauge", "1 per registered device, by state and protocol.");
   for (const auto& d : snap.devices) {
-    out += fmt::format("crosstune_device_up{{device=\"{}\",key=\"{}\",state=\"{}\"}} 1\n",
-                       Label(d.name), Label(d.key), d.state);
+    out += fmt::format(
+        "crosstune_device_up{{device=\"{}\",key=\"{}\",state=\"{}\",protocol=\"{}\"}} 1\n",
+        Label(d.name), Label(d.key), d.state, ProtocolName(d.protocol));
   }
   per_device("crosstune_device_utilisation", "gauge",
              "Fraction of its registered time a device has been leased.",
@@ -153,7 +158,8 @@ std::string_view StatusPageHtml() {
  table { border-collapse: collapse; } td, th { padding: .25em .8em; border-bottom: 1px solid #ddd; text-align: left; }
  th { background: #f4f4f4; }
  .free { color: #17803d; } .quarantined { color: #b91c1c; font-weight: bold; } .drained { color: #a16207; }
- .leased, .in-session, .granting, .reserved { color: #1d4ed8; }
+ .leased, .in-session, .granting, .reserved, .busy { color: #1d4ed8; }
+ .tvm { color: #a16207; font-size: .85em; }
  #status { color: #666; }
 </style>
 </head>
@@ -187,7 +193,15 @@ async function refresh() {
     const s = await (await fetch('/api/summary', {cache: 'no-store'})).json();
     fill('devices', s.devices, (tr, d) => {
       tr.id = 'device-' + d.name;
-      cell(tr, d.name); cell(tr, d.key); cell(tr, d.state, d.state); cell(tr, d.holder);
+      cell(tr, d.name);
+      cell(tr, d.key);
+      if (d.protocol === 'tvm') {
+        const note = document.createElement('div');
+        note.className = 'tvm';
+        note.textContent = 'TVM server, unauthenticated';
+        tr.lastChild.appendChild(note);
+      }
+      cell(tr, d.state, d.state); cell(tr, d.holder);
       cell(tr, d.arch);
       cell(tr, Object.entries(d.tags).map(([k, v]) => k + '=' + v).join(' '));
       cell(tr, d.lease_remaining_ms ? Math.round(d.lease_remaining_ms / 1000) + ' s' : '');
@@ -196,7 +210,7 @@ async function refresh() {
     });
     fill('queues', s.keys, (tr, k) => {
       cell(tr, k.key); cell(tr, k.queue.length);
-      cell(tr, k.queue.map(w => w.holder + ' [p' + w.priority + ', ' + Math.round(w.waited_ms / 1000) + ' s]').join(', '));
+      cell(tr, k.queue.map(w => w.holder + (w.protocol === 'tvm' ? ' (TVM)' : '') + ' [p' + w.priority + ', ' + Math.round(w.waited_ms / 1000) + ' s]').join(', '));
       cell(tr, k.grants); cell(tr, k.wait_seconds_max.toFixed(1) + ' s');
     });
     fill('history', s.history, (tr, h) => {

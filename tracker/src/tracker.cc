@@ -1,5 +1,6 @@
 #include "crosstune/tracker/tracker.h"
 
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -17,6 +18,7 @@
 #include "crosstune/tracker/status_page.h"
 #include "crosstune/tracker/store.h"
 #include "crosstune/tracker_messages.h"
+#include "tvm_peers.h"
 
 namespace crosstune::tracker {
 namespace asio = boost::asio;
@@ -43,6 +45,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   Stage stage = Stage::kHello;
   PeerRole role = PeerRole::kClient;
   bool is_device = false;
+  bool tvm = false;  // speaks TVM's tracker protocol (TvmPeers), not ours
   std::string peer_name, nonce, session_id;
   asio::ip::address remote;
   std::vector<char> in;  // received bytes; [in_begin, in_end) not handled yet
@@ -108,12 +111,23 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
         acceptor(io),
         http_acceptor(io),
         tick_timer(io),
-        backoff_timer(io) {}
+        backoff_timer(io) {
+    TvmPeers::Hooks hooks;
+    hooks.send = [this](uint64_t id, std::string bytes) {
+      if (auto c = ConnById(id)) Send(c, std::move(bytes));
+    };
+    hooks.close = [this](uint64_t id, const std::string& why) {
+      if (auto c = ConnById(id)) Close(c, why);
+    };
+    hooks.drain = [this] { Drain(); };
+    tvm = std::make_unique<TvmPeers>(io, sched, options.tvm, std::move(hooks));
+  }
 
   asio::io_context& io;
   TrackerOptions options;
   Scheduler sched;
   std::unique_ptr<Store> store;
+  std::unique_ptr<TvmPeers> tvm;
   tcp::acceptor acceptor;
   tcp::acceptor http_acceptor;
   asio::steady_timer tick_timer;
@@ -205,6 +219,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
       }
     }
     for (auto& c : late) Close(c, "deadline passed");
+    tvm->Tick(now);
     sched.Tick(now);
     Drain();
   }
@@ -212,6 +227,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   // --- frames -----------------------------------------------------------------------------------
 
   Ms ReadTimeout(const Conn& c) const {
+    // TVM peers are silent while they wait for a grant or serve a session (hours, for a tuner).
+    if (c.tvm) return std::chrono::hours(24 * 365);
     if (c.stage != Conn::Stage::kReady) return options.handshake_timeout;
     if (c.is_device) return options.scheduler.heartbeat_timeout + Ms(1000);
     return options.client_idle_timeout;
@@ -235,13 +252,55 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           if (c->stage == Conn::Stage::kClosed) return;
           if (ec) return self->Close(c, ec.message());
           c->in_end += n;
+          if (c->tvm) QuickAck(*c);
           self->HandleInput(c);
           self->Drain();
           if (c->stage != Conn::Stage::kClosed && !c->close_after_write) self->StartRead(c);
         });
   }
 
+  // TVM's client sends a message's length and body in two writes without TCP_NODELAY, so its
+  // body waits (Nagle) for the ack of the length, which a delayed ack holds back for tens of ms.
+  // Acking at once after each read keeps a request from waiting on that.
+  static void QuickAck(Conn& c) {
+    int one = 1;
+    ::setsockopt(c.socket.native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+  }
+
+  // A connection whose first four bytes are TVM's tracker magic is handed to TvmPeers.
+  bool StartTvm(const std::shared_ptr<Conn>& c) {
+    Status s = tvm->Admit(c->remote);
+    boost::system::error_code ignored;
+    uint16_t port = c->socket.remote_endpoint(ignored).port();
+    c->peer_name = "tvm@" + HostPort(c->remote, port);
+    if (!s.ok()) {
+      spdlog::warn("tracker: refused {}: {}", c->peer_name, s.message());
+      Send(c, tvm::EncodeInt(tvm::kFail));  // TVM peers report "not RPC Tracker"
+      c->close_after_write = true;
+      return false;
+    }
+    c->tvm = true;
+    c->stage = Conn::Stage::kReady;
+    c->in_begin += 4;
+    tvm->Opened(c->id, c->remote, port);
+    QuickAck(*c);
+    Send(c, tvm::EncodeInt(tvm::kTrackerMagic));
+    return true;
+  }
+
+  void HandleTvmInput(const std::shared_ptr<Conn>& c) {
+    auto used = tvm->OnInput(SteadyClock::now(), c->id,
+                             std::string_view(c->in.data() + c->in_begin, c->in_end - c->in_begin));
+    if (!used.ok()) return Close(c, used.status().message());
+    c->in_begin += *used;
+  }
+
   void HandleInput(const std::shared_ptr<Conn>& c) {
+    if (c->stage == Conn::Stage::kHello && c->in_end - c->in_begin >= 4 &&
+        tvm::IsTrackerMagic(reinterpret_cast<unsigned char*>(c->in.data() + c->in_begin))) {
+      if (!StartTvm(c)) return;
+    }
+    if (c->tvm) return HandleTvmInput(c);
     while (c->stage != Conn::Stage::kClosed && !c->close_after_write) {
       size_t have = c->in_end - c->in_begin;
       if (have < 4) return;
@@ -314,7 +373,9 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     c->pending.clear();
     if (stopped) return;
     auto now = SteadyClock::now();
-    if (c->is_device) {
+    if (c->tvm) {
+      tvm->Closed(now, c->id, why);
+    } else if (c->is_device) {
       spdlog::info("tracker: server {} disconnected: {}", c->peer_name, why);
       sched.DeviceDisconnected(now, c->id);
     } else if (was_ready) {
@@ -509,6 +570,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   void Execute(Action& a) {
     using K = Action::Kind;
     auto c = ConnById(a.conn);
+    if (c && c->tvm && tvm->Execute(SteadyClock::now(), a)) return;
     int64_t unix_now = sched.unix_ms();
     switch (a.kind) {
       case K::kPushToken: {
@@ -527,10 +589,12 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
         // Told only once the lease is committed (CommitBatch), so a tracker killed in between
         // still knows the lease when it restarts.
         if (c) {
+          std::string bytes =
+              c->tvm ? tvm->EncodeGrant(a) : EncodeFrame(Opcode::kResult, a.request_id, a.grant);
           if (batch_open) {
-            held_grants.emplace_back(c->id, EncodeFrame(Opcode::kResult, a.request_id, a.grant));
+            held_grants.emplace_back(c->id, std::move(bytes));
           } else {
-            Reply(c, a.request_id, a.grant);
+            Send(c, std::move(bytes));
           }
         }
         spdlog::info("tracker: granted {} to {}", a.device, c ? c->peer_name : "(gone)");
@@ -705,6 +769,7 @@ Tracker::~Tracker() { Stop(); }
 
 Status Tracker::Start() {
   Impl& m = *impl_;
+  CT_RETURN_IF_ERROR(m.tvm->Init());
   CT_ASSIGN_OR_RETURN(m.store, Store::Open(m.options.db_path));
   CT_ASSIGN_OR_RETURN(auto leases, m.store->ActiveLeases());
   auto now = SteadyClock::now();

@@ -23,6 +23,12 @@ namespace crosstune::tracker {
 using TimePoint = std::chrono::steady_clock::time_point;
 using Ms = std::chrono::milliseconds;
 
+// The protocol a device's server and a request's client speak. A device is granted only to
+// requests of its own protocol: a crosstune client cannot open a session on a TVM RPC server,
+// nor the other way round. Both share the per-key queues (priority, aging, timeouts).
+enum class Protocol { kCrosstune, kTvm };
+const char* ProtocolName(Protocol p);
+
 struct SchedulerOptions {
   Ms heartbeat_interval{1000};
   Ms heartbeat_timeout{5000};  // a device silent this long is dropped
@@ -79,6 +85,7 @@ struct Snapshot {
   struct DeviceView {
     std::string name, key, address, state, holder, arch, triple, cpu;
     std::map<std::string, std::string> tags;
+    Protocol protocol = Protocol::kCrosstune;
     bool draining = false, quarantined = false;
     int consecutive_failures = 0;
     uint64_t infra_failures = 0, sessions = 0;
@@ -87,6 +94,7 @@ struct Snapshot {
   };
   struct WaiterView {
     std::string holder;
+    Protocol protocol = Protocol::kCrosstune;
     int32_t priority = 0;
     int64_t effective_priority = 0;
     int64_t waited_ms = 0;
@@ -113,8 +121,13 @@ class Scheduler {
   // --- servers ---
   // `address` is where clients reach the server (custom address or the one the tracker sees).
   // A second registration under the same address replaces the first (kCloseConn for the old).
+  // A name taken by a device of the other protocol is refused.
   Expected<msg::RegisterReply> RegisterDevice(TimePoint now, uint64_t conn,
-                                              const msg::Register& reg, const std::string& address);
+                                              const msg::Register& reg, const std::string& address,
+                                              Protocol protocol = Protocol::kCrosstune);
+  // TVM servers only: whether the server on `conn` has an offer (a match key) nobody was handed.
+  // A TVM device registers without one and loses it with each grant.
+  void SetOffered(TimePoint now, uint64_t conn, bool offered);
   void Heartbeat(TimePoint now, uint64_t conn, const msg::ServerHeartbeat& hb);
   void DeviceDisconnected(TimePoint now, uint64_t conn);
   void TokenAcked(TimePoint now, uint64_t conn, const std::string& token);
@@ -123,7 +136,8 @@ class Scheduler {
   void SelfCheckResult(TimePoint now, const std::string& device, const Status& result);
 
   // --- clients ---
-  void Request(TimePoint now, uint64_t conn, uint32_t request_id, const msg::DeviceRequest& req);
+  void Request(TimePoint now, uint64_t conn, uint32_t request_id, const msg::DeviceRequest& req,
+               Protocol protocol = Protocol::kCrosstune);
   Status Cancel(TimePoint now, uint64_t conn, uint32_t request_id);
   Expected<msg::LeaseInfo> Renew(TimePoint now, uint64_t conn, const msg::RenewLease& renew);
   Status Release(TimePoint now, const msg::ReleaseLease& release);
@@ -157,6 +171,8 @@ class Scheduler {
     std::map<std::string, std::string> tags;
     msg::DeviceInfo info;
     uint64_t conn = 0;
+    Protocol protocol = Protocol::kCrosstune;
+    bool offered = true;  // TVM: has a match key nobody was handed; crosstune: always
     TimePoint registered_at, last_heartbeat, free_since, busy_since;
     std::string lease_token;  // the lease on this device, "" when free
     double busy_seconds = 0;
@@ -176,6 +192,7 @@ class Scheduler {
     uint64_t conn = 0;
     uint32_t request_id = 0;
     msg::DeviceRequest req;
+    Protocol protocol = Protocol::kCrosstune;
     TimePoint enqueued, deadline;
     uint32_t last_position = 0;
     TimePoint last_update;  // when the client was last told its position

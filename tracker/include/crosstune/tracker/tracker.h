@@ -16,6 +16,7 @@
 
 #include "crosstune/status.h"
 #include "crosstune/tracker/scheduler.h"
+#include "crosstune/tracker/tvm.h"
 
 namespace crosstune::tracker {
 
@@ -27,6 +28,7 @@ struct TrackerOptions {
   std::string auth_secret;   // non-empty: servers and clients must answer the HMAC challenge
   std::string admin_secret;  // non-empty: enables drain/undrain/kick for holders of it
   SchedulerOptions scheduler;
+  TvmOptions tvm;  // TVM's tracker protocol on the same port (off unless tvm.allow)
   Ms handshake_timeout{10'000};
   Ms client_idle_timeout{120'000};  // clients send something (renew, heartbeat) more often
   Ms write_timeout{10'000};

@@ -1,0 +1,266 @@
+// TVM's tracker protocol over the real Scheduler, without sockets: messages go in through
+// TvmPeers::OnInput and replies come out through its send hook, as the tracker wires them.
+#include "tvm_peers.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace crosstune::tracker {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+class TvmPeersTest : public ::testing::Test {
+ protected:
+  TvmPeersTest() : now_(TimePoint{} + 1000h) {
+    SchedulerOptions so;
+    so.startup_grace = 0ms;
+    so.default_lease = 60s;
+    sched_ = std::make_unique<Scheduler>(so, now_);
+    TvmOptions o;
+    o.allow = true;
+    TvmPeers::Hooks hooks;
+    hooks.send = [this](uint64_t conn, std::string bytes) { sent_[conn] += bytes; };
+    hooks.close = [this](uint64_t conn, const std::string&) { closed_.push_back(conn); };
+    hooks.drain = [this] { Drain(); };
+    tvm_ = std::make_unique<TvmPeers>(io_, *sched_, o, std::move(hooks));
+  }
+
+  // What the tracker does with the scheduler's actions.
+  void Drain() {
+    while (sched_->HasActions()) {
+      for (Action& a : sched_->TakeActions()) {
+        if (tvm_conns_.count(a.conn) && tvm_->Execute(now_, a)) continue;
+        if (a.kind == Action::Kind::kGrant) sent_[a.conn] += tvm_->EncodeGrant(a);
+        if (a.kind == Action::Kind::kCloseConn) closed_.push_back(a.conn);
+        if (a.kind == Action::Kind::kFail) failed_[a.conn] = a.status.message();
+      }
+    }
+  }
+
+  void Open(uint64_t conn, const std::string& ip = "10.0.0.1") {
+    tvm_->Opened(conn, boost::asio::ip::make_address(ip), 40000);
+    tvm_conns_.insert(conn);
+  }
+  Status Send(uint64_t conn, const json& msg) {
+    std::string bytes = tvm::EncodeMessage(msg);
+    auto used = tvm_->OnInput(now_, conn, bytes);
+    Drain();
+    if (!used.ok()) return used.status();
+    EXPECT_EQ(*used, bytes.size());
+    return Status::Ok();
+  }
+  // The replies sent to `conn` since the last call, decoded.
+  std::vector<json> Replies(uint64_t conn) {
+    std::vector<json> out;
+    std::string& b = sent_[conn];
+    size_t at = 0;
+    while (b.size() - at >= 4) {
+      uint32_t len = 0;
+      for (int i = 0; i < 4; ++i) len |= uint32_t{static_cast<unsigned char>(b[at + i])} << (8 * i);
+      out.push_back(json::parse(b.substr(at + 4, len)));
+      at += 4 + len;
+    }
+    b.clear();
+    return out;
+  }
+  // A TVM server on `conn` at 10.0.0.1:`port` offering match key `matchkey`.
+  void Server(uint64_t conn, int port, const std::string& matchkey,
+              const std::string& key = "cpu") {
+    Open(conn);
+    ASSERT_TRUE(Send(conn, {5, {{"key", "server:" + key}, {"addr", {nullptr, port}}}}).ok());
+    ASSERT_TRUE(Send(conn, {3, key, {port, matchkey}, nullptr}).ok());
+    ASSERT_EQ(Replies(conn), (std::vector<json>{0, 0}));
+  }
+
+  TimePoint now_;
+  boost::asio::io_context io_;
+  std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<TvmPeers> tvm_;
+  std::set<uint64_t> tvm_conns_;
+  std::map<uint64_t, std::string> sent_;
+  std::map<uint64_t, std::string> failed_;
+  std::vector<uint64_t> closed_;
+};
+
+TEST_F(TvmPeersTest, GrantsTheServersHostPortAndMatchKey) {
+  Server(1, 9091, "cpu:0.25");
+  Open(2, "10.0.0.2");
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  EXPECT_EQ(Replies(2), (std::vector<json>{{0, {"10.0.0.1", 9091, "cpu:0.25"}}}));
+  // The key is out: the server's poll no longer lists it.
+  ASSERT_TRUE(Send(1, {7}).ok());
+  EXPECT_EQ(Replies(1), (std::vector<json>{json::array()}));
+  auto snap = sched_->Snap(now_);
+  ASSERT_EQ(snap.devices.size(), 1u);
+  EXPECT_EQ(snap.devices[0].protocol, Protocol::kTvm);
+  EXPECT_EQ(snap.devices[0].state, "in-session");
+}
+
+TEST_F(TvmPeersTest, AWaitingRequestIsGrantedWhenTheServerOffersAFreshKey) {
+  Server(1, 9091, "cpu:0.25");
+  Open(2);
+  Open(3);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  ASSERT_TRUE(Send(3, {4, "cpu", "", 1}).ok());
+  EXPECT_EQ(Replies(2).size(), 1u);
+  EXPECT_TRUE(Replies(3).empty());  // waits: the only server's key is out
+  ASSERT_TRUE(Send(1, {3, "cpu", {9091, "cpu:0.5"}, nullptr}).ok());
+  EXPECT_EQ(Replies(3), (std::vector<json>{{0, {"10.0.0.1", 9091, "cpu:0.5"}}}));
+}
+
+TEST_F(TvmPeersTest, ALeaseThatRunsOutNeverHandsOutTheSameKeyTwice) {
+  Server(1, 9091, "cpu:0.25");
+  Open(2);
+  Open(3);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  ASSERT_TRUE(Send(3, {4, "cpu", "", 1}).ok());
+  EXPECT_EQ(Replies(2).size(), 1u);
+  now_ += 61s;  // past the lease (not the queue timeout): the lease ends, but the server's key is
+                // still out
+  sched_->Tick(now_);
+  Drain();
+  EXPECT_TRUE(Replies(3).empty());
+  EXPECT_EQ(sched_->Snap(now_).devices.at(0).state, "busy");
+  ASSERT_TRUE(Send(1, {3, "cpu", {9091, "cpu:0.5"}, nullptr}).ok());
+  EXPECT_EQ(Replies(3), (std::vector<json>{{0, {"10.0.0.1", 9091, "cpu:0.5"}}}));
+}
+
+TEST_F(TvmPeersTest, HigherPriorityIsServedFirst) {
+  Server(1, 9091, "cpu:1");
+  Open(2);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());  // takes the server
+  Open(3);
+  Open(4);
+  ASSERT_TRUE(Send(3, {4, "cpu", "", 1}).ok());
+  ASSERT_TRUE(Send(4, {4, "cpu", "", 7}).ok());
+  ASSERT_TRUE(Send(1, {3, "cpu", {9091, "cpu:2"}, nullptr}).ok());
+  EXPECT_TRUE(Replies(3).empty());
+  EXPECT_EQ(Replies(4).size(), 1u);
+}
+
+TEST_F(TvmPeersTest, AClientThatClosesLeavesTheQueue) {
+  Server(1, 9091, "cpu:1");
+  Open(2);
+  Open(3);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  ASSERT_TRUE(Send(3, {4, "cpu", "", 1}).ok());
+  ASSERT_EQ(sched_->Snap(now_).keys[0].queue.size(), 1u);
+  tvm_->Closed(now_, 3, "test");
+  Drain();
+  EXPECT_TRUE(sched_->Snap(now_).keys[0].queue.empty());
+}
+
+TEST_F(TvmPeersTest, NeverMixesTvmAndCrosstuneDevices) {
+  msg::Register reg;
+  reg.key = "cpu";
+  ASSERT_TRUE(sched_->RegisterDevice(now_, 50, reg, "10.0.0.9:9090").ok());
+  Open(2);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  auto r = Replies(2);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0], -1);
+  EXPECT_EQ(r[0][1], "no TVM device is registered with key 'cpu'");
+
+  Server(1, 9091, "cpu:1", "tvmonly");
+  msg::DeviceRequest req;
+  req.key = "tvmonly";
+  sched_->Request(now_, 60, 1, req);
+  Drain();
+  EXPECT_EQ(failed_[60], "no device is registered with key 'tvmonly'");
+  // A TVM server cannot take over a crosstune device's name.
+  Open(3, "10.0.0.9");
+  EXPECT_FALSE(Send(3, {3, "cpu", {9090, "cpu:1"}, nullptr}).ok());
+}
+
+TEST_F(TvmPeersTest, SummaryListsTvmServersAndQueuesAsTvmsTrackerDoes) {
+  Server(1, 9091, "cpu:1");
+  ASSERT_TRUE(Send(1, {6}).ok());
+  auto r = Replies(1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0], 0);
+  EXPECT_EQ(r[0][1]["queue_info"], (json{{"cpu", {{"free", 1}, {"pending", 0}}}}));
+  EXPECT_EQ(r[0][1]["server_info"],
+            (json::array({{{"key", "server:cpu"}, {"addr", {"10.0.0.1", 9091}}}})));
+}
+
+TEST_F(TvmPeersTest, AcceptsAPortSentAsAString) {
+  Open(1);
+  ASSERT_TRUE(Send(1, {3, "cpu", {"9091", "cpu:1"}, "board7.lab"}).ok());
+  EXPECT_EQ(sched_->Snap(now_).devices.at(0).name, "board7.lab:9091");
+}
+
+TEST_F(TvmPeersTest, RefusesBadMessagesWithANamedError) {
+  Open(1);
+  auto feed = [&](const std::string& bytes) { return tvm_->OnInput(now_, 1, bytes).status(); };
+  auto len = [](int32_t v) { return tvm::EncodeInt(v); };
+  EXPECT_EQ(feed(len(0)).code(), ErrorCode::kProtocolError);
+  EXPECT_NE(feed(len((1 << 20) + 1)).message().find("out of range"), std::string::npos);
+  EXPECT_NE(feed(len(3) + "[1,").message().find("not UTF-8 JSON"), std::string::npos);
+  EXPECT_NE(feed(len(5) + "[\"\xff\"]").message().find("not UTF-8 JSON"), std::string::npos);
+  EXPECT_NE(feed(len(4) + "[99]").message().find("unknown code 99"), std::string::npos);
+  EXPECT_NE(feed(len(3) + "[3]").message().find("expected [3, key"), std::string::npos);
+  EXPECT_NE(feed(tvm::EncodeMessage({3, "cpu", {0, "cpu:1"}, nullptr})).message().find("bad port"),
+            std::string::npos);
+}
+
+TEST_F(TvmPeersTest, WaitsForTheRestOfASplitMessage) {
+  Open(1);
+  std::string bytes = tvm::EncodeMessage({1});
+  auto first = tvm_->OnInput(now_, 1, std::string_view(bytes).substr(0, 5));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, 0u);
+  auto all = tvm_->OnInput(now_, 1, bytes);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*all, bytes.size());
+  EXPECT_EQ(Replies(1), (std::vector<json>{0}));
+}
+
+TEST_F(TvmPeersTest, ADrainedTvmServerIsNotGrantedUntilUndrained) {
+  Server(1, 9091, "cpu:1");
+  ASSERT_TRUE(sched_->Admin(now_, "drain", "10.0.0.1:9091").ok());
+  Open(2);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  EXPECT_TRUE(Replies(2).empty());
+  ASSERT_TRUE(sched_->Admin(now_, "undrain", "10.0.0.1:9091").ok());
+  Drain();
+  EXPECT_EQ(Replies(2), (std::vector<json>{{0, {"10.0.0.1", 9091, "cpu:1"}}}));
+}
+
+TEST_F(TvmPeersTest, KickClosesTheTvmServersTrackerConnection) {
+  Server(1, 9091, "cpu:1");
+  Open(2);
+  ASSERT_TRUE(Send(2, {4, "cpu", "", 1}).ok());
+  ASSERT_TRUE(sched_->Admin(now_, "kick", "10.0.0.1:9091").ok());
+  Drain();
+  EXPECT_EQ(closed_, (std::vector<uint64_t>{1}));
+}
+
+TEST(TvmAdmitTest, RefusesTvmPeersUnlessAllowedAndInTheNetworks) {
+  boost::asio::io_context io;
+  Scheduler sched(SchedulerOptions{}, TimePoint{});
+  auto local = boost::asio::ip::make_address("127.0.0.1");
+  TvmPeers off(io, sched, TvmOptions{}, {});
+  EXPECT_NE(off.Admit(local).message().find("--allow-tvm"), std::string::npos);
+
+  TvmOptions o;
+  o.allow = true;
+  o.networks = {"10.0.0.0/8", "fd00::/8"};
+  TvmPeers limited(io, sched, o, {});
+  ASSERT_TRUE(limited.Init().ok());
+  EXPECT_FALSE(limited.Admit(local).ok());
+  EXPECT_TRUE(limited.Admit(boost::asio::ip::make_address("10.1.2.3")).ok());
+  EXPECT_TRUE(limited.Admit(boost::asio::ip::make_address("::ffff:10.1.2.3")).ok());
+  EXPECT_TRUE(limited.Admit(boost::asio::ip::make_address("fd12::1")).ok());
+  EXPECT_FALSE(limited.Admit(boost::asio::ip::make_address("fe80::1")).ok());
+
+  o.networks = {"10.0.0.0/33"};
+  EXPECT_FALSE(TvmPeers(io, sched, o, {}).Init().ok());
+}
+
+}  // namespace
+}  // namespace crosstune::tracker

@@ -1,0 +1,443 @@
+#include "tvm_peers.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <cstring>
+
+namespace crosstune::tracker {
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using json = nlohmann::json;
+
+namespace tvm {
+
+bool IsTrackerMagic(const unsigned char first[4]) {
+  int32_t v = static_cast<int32_t>(uint32_t{first[0]} | uint32_t{first[1]} << 8 |
+                                   uint32_t{first[2]} << 16 | uint32_t{first[3]} << 24);
+  return v == kTrackerMagic;
+}
+
+std::string EncodeInt(int32_t v) {
+  auto u = static_cast<uint32_t>(v);
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((u >> (8 * i)) & 0xff);
+  return out;
+}
+
+std::string EncodeMessage(const json& j) {
+  std::string body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return EncodeInt(static_cast<int32_t>(body.size())) + body;
+}
+
+}  // namespace tvm
+
+namespace {
+
+int32_t DecodeInt(const char* p) {
+  uint32_t u = 0;
+  for (int i = 0; i < 4; ++i) u |= uint32_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  return static_cast<int32_t>(u);
+}
+
+std::string JoinHostPort(const std::string& host, int port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// "host:port" or "[v6]:port" -> host (brackets off), port.
+std::pair<std::string, int> SplitHostPort(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {address, 0};
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return {host, std::atoi(address.c_str() + colon + 1)};
+}
+
+// A port as TVM peers send it: a number (Python) or a decimal string (C++ and Java servers).
+std::optional<int> Port(const json& j) {
+  long v = -1;
+  if (j.is_number_integer()) {
+    v = j.get<long>();
+  } else if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (s.empty() || s.size() > 5 || !std::all_of(s.begin(), s.end(), digit)) return {};
+    v = std::stol(s);
+  }
+  if (v <= 0 || v > 65535) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+Status Bad(const std::string& what) {
+  return Status(ErrorCode::kProtocolError, "TVM tracker message: " + what);
+}
+
+}  // namespace
+
+TvmPeers::TvmPeers(asio::io_context& io, Scheduler& sched, TvmOptions options, Hooks hooks)
+    : io_(io), sched_(sched), options_(std::move(options)), hooks_(std::move(hooks)) {}
+
+TvmPeers::~TvmPeers() { *alive_ = false; }
+
+Status TvmPeers::Init() {
+  for (const std::string& n : options_.networks) {
+    boost::system::error_code ec;
+    if (n.find(':') != std::string::npos) {
+      auto net = asio::ip::make_network_v6(n, ec);
+      if (!ec) nets6_.push_back(net);
+    } else {
+      auto net = asio::ip::make_network_v4(n, ec);
+      if (!ec) nets4_.push_back(net);
+    }
+    if (ec) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "bad --tvm-network '" + n + "': expected a CIDR network such as 10.0.0.0/8");
+    }
+  }
+  return Status::Ok();
+}
+
+Status TvmPeers::Admit(const asio::ip::address& remote) const {
+  if (!options_.allow) {
+    return Status(ErrorCode::kUnauthorized,
+                  "TVM peers are off (TVM's protocol has no authentication; start the tracker "
+                  "with --allow-tvm to accept them)");
+  }
+  if (nets4_.empty() && nets6_.empty()) return Status::Ok();
+  asio::ip::address a = remote;
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  }
+  if (a.is_v4()) {
+    uint32_t ip = a.to_v4().to_uint();
+    for (const auto& n : nets4_) {
+      if ((ip & n.netmask().to_uint()) == n.network().to_uint()) return Status::Ok();
+    }
+  } else {
+    auto ip = a.to_v6().to_bytes();
+    for (const auto& n : nets6_) {
+      auto net = n.network().to_bytes();
+      int bits = n.prefix_length();
+      bool match = true;
+      for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
+        uint8_t mask = bits >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - bits));
+        if ((ip[i] & mask) != (net[i] & mask)) match = false;
+      }
+      if (match) return Status::Ok();
+    }
+  }
+  return Status(ErrorCode::kUnauthorized,
+                "TVM peer " + a.to_string() + " is not in the networks of --tvm-network");
+}
+
+void TvmPeers::Opened(uint64_t conn, const asio::ip::address& remote, uint16_t remote_port) {
+  asio::ip::address a = remote;
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  }
+  Peer& p = peers_[conn];
+  p.remote = a.to_string();
+  p.remote_port = remote_port;
+}
+
+Expected<size_t> TvmPeers::OnInput(TimePoint now, uint64_t conn, std::string_view data) {
+  auto it = peers_.find(conn);
+  if (it == peers_.end()) return Status(ErrorCode::kInternal, "not a TVM connection");
+  size_t used = 0;
+  while (data.size() - used >= 4) {
+    int32_t len = DecodeInt(data.data() + used);
+    if (len <= 0 || len > tvm::kMaxMessageBytes) {
+      return Bad("length " + std::to_string(len) + " out of range (1.." +
+                 std::to_string(tvm::kMaxMessageBytes) + ")");
+    }
+    if (data.size() - used - 4 < static_cast<size_t>(len)) break;
+    // The parser also refuses strings that are not UTF-8.
+    json msg = json::parse(data.substr(used + 4, len), nullptr, /*allow_exceptions=*/false);
+    used += 4 + static_cast<size_t>(len);
+    if (msg.is_discarded()) return Bad("not UTF-8 JSON");
+    CT_RETURN_IF_ERROR(Handle(now, conn, it->second, msg));
+  }
+  return used;
+}
+
+Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
+  if (!msg.is_array() || msg.empty() || !msg[0].is_number_integer()) {
+    return Bad("expected [code, ...]");
+  }
+  switch (msg[0].get<int>()) {
+    case tvm::kPing:
+      Reply(conn, tvm::kSuccess);
+      return Status::Ok();
+    case tvm::kStop:
+      // TVM's tracker stops when given its random stop key; this one is stopped by its owner.
+      Reply(conn, tvm::kFail);
+      return Status::Ok();
+    case tvm::kPut:
+      return Put(now, conn, p, msg);
+    case tvm::kRequest: {
+      if (msg.size() < 2 || !msg[1].is_string() || msg[1].get_ref<const std::string&>().empty()) {
+        return Bad("REQUEST needs a key");
+      }
+      msg::DeviceRequest req;
+      req.key = msg[1].get<std::string>();
+      if (msg.size() > 2 && msg[2].is_string()) req.holder = msg[2].get<std::string>();
+      if (req.holder.empty()) req.holder = "tvm@" + JoinHostPort(p.remote, p.remote_port);
+      if (msg.size() > 3 && msg[3].is_number()) {
+        req.priority = static_cast<int32_t>(std::clamp(msg[3].get<double>(), -1e6, 1e6));
+      }
+      req.queue_timeout_ms = static_cast<uint32_t>(options_.request_timeout.count());
+      sched_.Request(now, conn, p.next_request_id++, req, Protocol::kTvm);
+      return Status::Ok();  // answered by the grant, or by a failure
+    }
+    case tvm::kUpdateInfo: {
+      if (msg.size() < 2 || !msg[1].is_object()) return Bad("UPDATE_INFO needs an object");
+      json info = msg[1];
+      if (info.contains("addr") && info["addr"].is_array() && !info["addr"].empty() &&
+          info["addr"][0].is_null()) {
+        info["addr"][0] = p.remote;  // null: the address the tracker sees
+      }
+      p.info.update(info);
+      Reply(conn, tvm::kSuccess);
+      return Status::Ok();
+    }
+    case tvm::kSummary:
+      Reply(conn, json::array({tvm::kSuccess, Summary(now)}));
+      return Status::Ok();
+    case tvm::kGetPendingMatchKeys: {
+      json keys = json::array();
+      if (!p.device.empty() && !p.handed_out) keys.push_back(p.matchkey);
+      if (p.handed_out) p.polls_since_grant++;
+      Reply(conn, keys);
+      return Status::Ok();
+    }
+    default:
+      return Bad("unknown code " + std::to_string(msg[0].get<int>()));
+  }
+}
+
+Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
+  if (msg.size() < 3 || !msg[1].is_string() || msg[1].get_ref<const std::string&>().empty() ||
+      !msg[2].is_array() || msg[2].size() != 2 || !msg[2][1].is_string()) {
+    return Bad("expected [3, key, [port, matchkey], custom_addr]");
+  }
+  auto port = Port(msg[2][0]);
+  if (!port) return Bad("PUT: bad port " + msg[2][0].dump());
+  std::string key = msg[1].get<std::string>();
+  std::string host = p.remote;
+  if (msg.size() > 3 && msg[3].is_string() && !msg[3].get_ref<const std::string&>().empty()) {
+    host = msg[3].get<std::string>();
+  }
+  std::string address = JoinHostPort(host, *port);
+
+  if (!p.device.empty() && (p.device != address || p.key != key)) {
+    // The same connection offers another address or key: a different device.
+    if (conn_by_device_[p.device] == conn) conn_by_device_.erase(p.device);
+    sched_.DeviceDisconnected(now, conn);
+    p.device.clear();
+    p.lease_token.clear();
+  }
+  if (p.device.empty()) {
+    msg::Register reg;
+    reg.key = key;
+    reg.port = static_cast<uint16_t>(*port);
+    reg.tags = {{"protocol", "tvm"}};
+    reg.info.version = "tvm";
+    auto r = sched_.RegisterDevice(now, conn, reg, address, Protocol::kTvm);
+    if (!r.ok()) return r.status();
+    p.device = r->device;
+    p.key = key;
+    conn_by_device_[p.device] = conn;
+    p.next_probe = now + options_.probe_interval;
+    spdlog::info("tracker: registered TVM server {} key={} (unauthenticated)", p.device, key);
+  } else if (!p.lease_token.empty()) {
+    // A fresh key: the session the last one was handed out for is over, or it went unused.
+    msg::SessionEnded ended;
+    ended.lease_token = p.lease_token;
+    ended.outcome = static_cast<uint8_t>(msg::Outcome::kOk);
+    // TVM's server polls every 2 s while idle and gives up on a key after 4 polls.
+    if (p.polls_since_grant >= 4) ended.message = "no client used the TVM match key";
+    p.lease_token.clear();
+    sched_.SessionEnded(now, conn, ended);
+  }
+  p.matchkey = msg[2][1].get<std::string>();
+  p.handed_out = false;
+  p.polls_since_grant = 0;
+  Reply(conn, tvm::kSuccess);
+  sched_.SetOffered(now, conn, true);
+  return Status::Ok();
+}
+
+void TvmPeers::Closed(TimePoint now, uint64_t conn, const std::string& why) {
+  auto it = peers_.find(conn);
+  if (it == peers_.end()) return;
+  Peer p = std::move(it->second);
+  peers_.erase(it);
+  if (!p.device.empty()) {
+    spdlog::info("tracker: TVM server {} disconnected: {}", p.device, why);
+    auto d = conn_by_device_.find(p.device);
+    if (d != conn_by_device_.end() && d->second == conn) conn_by_device_.erase(d);
+    sched_.DeviceDisconnected(now, conn);
+  }
+  sched_.ClientDisconnected(now, conn);  // its queued requests leave the queue
+}
+
+bool TvmPeers::Execute(TimePoint now, const Action& a) {
+  using K = Action::Kind;
+  auto it = peers_.find(a.conn);
+  if (it == peers_.end()) return false;
+  Peer& p = it->second;
+  switch (a.kind) {
+    case K::kPushToken:
+      if (a.token.empty()) {
+        p.lease_token.clear();  // the lease ended; the key stays out until the server re-PUTs
+        return true;
+      }
+      // The match key is the server's only token, and it is handed out with the grant: the
+      // lease is confirmed at once, and claimed, since TVM never says when a client connects.
+      p.lease_token = a.token;
+      p.lease_matchkey = p.matchkey;
+      p.handed_out = true;
+      p.polls_since_grant = 0;
+      sched_.TokenAcked(now, a.conn, a.token);
+      (void)sched_.SessionStarted(now, a.conn, a.token);
+      return true;
+    case K::kQueueUpdate:
+      return true;  // TVM clients wait silently
+    case K::kFail:
+      Reply(a.conn, json::array({tvm::kFail, a.status.message()}));
+      return true;
+    case K::kSelfCheck: {
+      std::weak_ptr<bool> alive = alive_;
+      std::string device = a.device;
+      Probe(device, [this, alive, device](Status s) {
+        if (alive.expired() || !*alive.lock()) return;
+        spdlog::info("tracker: port probe of quarantined TVM server {}: {}", device,
+                     s.ok() ? "passed" : s.ToString());
+        sched_.SelfCheckResult(std::chrono::steady_clock::now(), device, s);
+        hooks_.drain();
+      });
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+std::string TvmPeers::EncodeGrant(const Action& a) const {
+  auto [host, port] = SplitHostPort(a.grant.address);
+  std::string matchkey;
+  if (auto d = conn_by_device_.find(a.device); d != conn_by_device_.end()) {
+    if (auto p = peers_.find(d->second); p != peers_.end()) matchkey = p->second.lease_matchkey;
+  }
+  return tvm::EncodeMessage(json::array({tvm::kSuccess, json::array({host, port, matchkey})}));
+}
+
+json TvmPeers::Summary(TimePoint now) const {
+  Snapshot snap = sched_.Snap(now);
+  std::map<std::string, std::pair<int, int>> queues;  // key -> free, pending
+  for (const auto& d : snap.devices) {
+    if (d.protocol != Protocol::kTvm) continue;
+    queues[d.key].first += d.state == "free" ? 1 : 0;
+  }
+  for (const auto& k : snap.keys) {
+    bool tvm_waiter = std::any_of(k.queue.begin(), k.queue.end(),
+                                  [](const auto& w) { return w.protocol == Protocol::kTvm; });
+    if (tvm_waiter || queues.count(k.key)) {
+      // A TVM request waits behind every request of its key, whatever its protocol.
+      queues[k.key].second = static_cast<int>(k.queue.size());
+    }
+  }
+  json queue_info = json::object();
+  for (const auto& [key, fp] : queues) {
+    queue_info[key] = {{"free", fp.first}, {"pending", fp.second}};
+  }
+  json server_info = json::array();
+  for (const auto& [conn, p] : peers_) {
+    auto k = p.info.find("key");
+    if (k != p.info.end() && k->is_string() && k->get<std::string>().rfind("server", 0) == 0) {
+      server_info.push_back(p.info);
+    }
+  }
+  return {{"queue_info", queue_info}, {"server_info", server_info}};
+}
+
+void TvmPeers::Tick(TimePoint now) {
+  std::weak_ptr<bool> alive = alive_;
+  for (auto& [conn, p] : peers_) {
+    // Only an idle server is probed: one in a session does not accept until it ends.
+    if (p.device.empty() || p.handed_out || p.probing || now < p.next_probe) continue;
+    p.probing = true;
+    uint64_t id = conn;
+    std::string device = p.device;
+    Probe(device, [this, alive, id, device](Status s) {
+      if (alive.expired() || !*alive.lock()) return;
+      ProbeDone(id, device, s);
+    });
+  }
+}
+
+void TvmPeers::ProbeDone(uint64_t conn, const std::string& device, const Status& s) {
+  auto it = peers_.find(conn);
+  if (it == peers_.end() || it->second.device != device) return;
+  Peer& p = it->second;
+  p.probing = false;
+  p.next_probe = std::chrono::steady_clock::now() + options_.probe_interval;
+  if (s.ok()) {
+    spdlog::debug("tracker: TVM server {}: probe passed", device);
+    p.failed_probes = 0;
+    return;
+  }
+  spdlog::warn("tracker: TVM server {}: port probe failed: {}", device, s.message());
+  if (++p.failed_probes >= options_.probe_failures) {
+    hooks_.close(conn, "its port does not accept connections (" + s.message() + ")");
+  }
+}
+
+// Connects to the server's port and sends four bytes that are not TVM's RPC magic: TVM's
+// servers close such a connection and go on waiting, with no session and no change to their
+// tracker connection (an empty connection would make TVM's Python server drop its tracker
+// link and register again).
+void TvmPeers::Probe(const std::string& address, std::function<void(Status)> done) {
+  struct State {
+    explicit State(asio::io_context& io) : socket(io), resolver(io), timer(io) {}
+    tcp::socket socket;
+    tcp::resolver resolver;
+    asio::steady_timer timer;
+    std::string bytes = tvm::EncodeInt(0);
+    bool finished = false;
+    std::function<void(Status)> done;
+    void Finish(Status s) {
+      if (finished) return;
+      finished = true;
+      timer.cancel();
+      boost::system::error_code ignored;
+      socket.shutdown(tcp::socket::shutdown_both, ignored);
+      socket.close(ignored);
+      done(std::move(s));
+    }
+  };
+  auto st = std::make_shared<State>(io_);
+  st->done = std::move(done);
+  auto [host, port] = SplitHostPort(address);
+  st->timer.expires_after(options_.probe_timeout);
+  st->timer.async_wait([st](boost::system::error_code ec) {
+    if (!ec) st->Finish(Status(ErrorCode::kTimeout, "no answer within the probe timeout"));
+  });
+  st->resolver.async_resolve(
+      host, std::to_string(port),
+      [st](boost::system::error_code ec, tcp::resolver::results_type r) {
+        if (ec) return st->Finish(Status(ErrorCode::kDisconnected, ec.message()));
+        asio::async_connect(st->socket, r, [st](boost::system::error_code ec2, const auto&) {
+          if (ec2) return st->Finish(Status(ErrorCode::kDisconnected, ec2.message()));
+          asio::async_write(st->socket, asio::buffer(st->bytes),
+                            [st](boost::system::error_code, size_t) { st->Finish(Status::Ok()); });
+        });
+      });
+}
+
+}  // namespace crosstune::tracker

@@ -1,0 +1,123 @@
+// The TVM side of crosstune-tracker: TVM RPC servers and clients that speak TVM's tracker
+// protocol (python/tvm/rpc/{base,tracker,server,client}.py) on the tracker's port, mapped onto
+// the same Scheduler as crosstune peers.
+//
+// The protocol: the peer sends the int32 magic 0x2F271 and the tracker echoes it; then each
+// message is [int32 length][UTF-8 JSON], one request and one reply.
+//   [1]                                       -> 0                          PING
+//   [3, key, [port, matchkey], custom_addr]   -> 0                          PUT (server offers)
+//   [4, key, user, priority]                  -> [0, [host, port, matchkey]] REQUEST (once granted)
+//   [5, {"key": "server:<key>", "addr": [...]}] -> 0                        UPDATE_INFO
+//   [6]                                       -> [0, {"queue_info", "server_info"}] SUMMARY
+//   [7]                                       -> [matchkeys not handed out] GET_PENDING_MATCHKEYS
+//
+// How a TVM server maps onto a device: its first PUT registers the device (name "host:port",
+// Protocol::kTvm, tag protocol=tvm) and offers it. A grant hands out the match key and starts a
+// one-session lease, claimed at once (TVM says nothing when a client connects). The server PUTs
+// a fresh key after its session, or when the key went unused for a few seconds; that PUT ends
+// the lease and offers the device again. The device is gone when its tracker connection closes,
+// or when its port stops accepting connections (probed while the server is idle only, so a
+// running session is never disturbed).
+//
+// A REQUEST waits in the key's queue like a crosstune request (priority, aging, timeout) but is
+// granted TVM devices only. It is cancelled when the client's connection closes; a request that
+// times out is answered [-1, "why"], which TVM's client reports in its RuntimeError.
+//
+// Thread-safety: none; the tracker calls it from its io_context thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/network_v4.hpp>
+#include <boost/asio/ip/network_v6.hpp>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "crosstune/status.h"
+#include "crosstune/tracker/scheduler.h"
+#include "crosstune/tracker/tvm.h"
+
+namespace crosstune::tracker {
+
+namespace tvm {
+// [int32 length][JSON], as one buffer (TVM writes the two parts apart, which meets Nagle).
+std::string EncodeMessage(const nlohmann::json& j);
+std::string EncodeInt(int32_t v);
+}  // namespace tvm
+
+class TvmPeers {
+ public:
+  struct Hooks {
+    std::function<void(uint64_t conn, std::string bytes)> send;
+    std::function<void(uint64_t conn, const std::string& why)> close;
+    std::function<void()> drain;  // carry out the scheduler's pending actions
+  };
+
+  TvmPeers(boost::asio::io_context& io, Scheduler& sched, TvmOptions options, Hooks hooks);
+  ~TvmPeers();
+
+  // Validates the options (the networks); call before accepting.
+  Status Init();
+  // Whether a TVM peer from `remote` is let in; the error says why not.
+  Status Admit(const boost::asio::ip::address& remote) const;
+
+  // A connection that sent the magic; the caller echoes it (tvm::EncodeInt(kTrackerMagic)).
+  void Opened(uint64_t conn, const boost::asio::ip::address& remote, uint16_t remote_port);
+  // Handles every whole message in `data` and returns the bytes it used; an error means the
+  // connection must be closed (the message says why).
+  Expected<size_t> OnInput(TimePoint now, uint64_t conn, std::string_view data);
+  void Closed(TimePoint now, uint64_t conn, const std::string& why);
+
+  // Carries out a scheduler action addressed to a TVM connection. Returns false for the kinds
+  // the tracker does itself: kGrant (sent as EncodeGrant's bytes once the lease is persisted)
+  // and kCloseConn.
+  bool Execute(TimePoint now, const Action& a);
+  std::string EncodeGrant(const Action& a) const;
+
+  // Starts the port probes that are due.
+  void Tick(TimePoint now);
+
+ private:
+  struct Peer {
+    std::string remote;  // peer IP, as text
+    uint16_t remote_port = 0;
+    nlohmann::json info = nlohmann::json::object();  // UPDATE_INFO
+    // As a server:
+    std::string device;    // registered device name, "" before the first PUT
+    std::string key;       // its rpc key
+    std::string matchkey;  // the latest PUT
+    bool handed_out = false;
+    int polls_since_grant = 0;
+    std::string lease_token, lease_matchkey;
+    // Health.
+    TimePoint next_probe;
+    int failed_probes = 0;
+    bool probing = false;
+    // As a client:
+    uint32_t next_request_id = 1;
+  };
+
+  Status Handle(TimePoint now, uint64_t conn, Peer& p, const nlohmann::json& msg);
+  Status Put(TimePoint now, uint64_t conn, Peer& p, const nlohmann::json& msg);
+  nlohmann::json Summary(TimePoint now) const;
+  void Reply(uint64_t conn, const nlohmann::json& j) { hooks_.send(conn, tvm::EncodeMessage(j)); }
+  void Probe(const std::string& address, std::function<void(Status)> done);
+  void ProbeDone(uint64_t conn, const std::string& device, const Status& s);
+
+  boost::asio::io_context& io_;
+  Scheduler& sched_;
+  TvmOptions options_;
+  Hooks hooks_;
+  std::vector<boost::asio::ip::network_v4> nets4_;
+  std::vector<boost::asio::ip::network_v6> nets6_;
+  std::map<uint64_t, Peer> peers_;
+  std::map<std::string, uint64_t> conn_by_device_;
+  // Outlives pending probes' handlers: they check it before touching `this`.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace crosstune::tracker
