@@ -26,9 +26,14 @@ Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
   return reply;
 }
 
+bool HelloIsComplete(const Frame& f) {
+  return f.payload.type == msgpack::type::ARRAY && f.payload.via.array.size >= 4;
+}
+
 Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& options,
                                      Deadline deadline) {
-  auto first = ch.ReadFrame(deadline);
+  // An unauthenticated peer gets small frames only: no megabyte buffers for a bare header.
+  auto first = ch.ReadFrame(deadline, Limits::kMaxHandshakeFrameBytes);
   if (!first.ok()) {
     // Garbage or an oversize frame: answer with the reason (request id 0) where the socket allows.
     if (first.status().code() != ErrorCode::kDisconnected &&
@@ -49,7 +54,7 @@ Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& 
     (void)ch.SendError(f.request_id, hello.status(), deadline);
     return hello.status();
   }
-  if (hello->magic != kProtocolMagic) {
+  if (hello->magic != kProtocolMagic || !HelloIsComplete(f)) {
     Status s(ErrorCode::kProtocolError, "bad magic: not a crosstune peer");
     (void)ch.SendError(f.request_id, s, deadline);
     return s;
@@ -79,7 +84,7 @@ Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& 
   CT_RETURN_IF_ERROR(ch.Send(Opcode::kResult, f.request_id, reply, deadline));
   if (!reply.auth_required) return std::move(hello).value();
 
-  CT_ASSIGN_OR_RETURN(Frame af, ch.ReadFrame(deadline));
+  CT_ASSIGN_OR_RETURN(Frame af, ch.ReadFrame(deadline, Limits::kMaxHandshakeFrameBytes));
   auto auth = af.op == Opcode::kAuth ? af.As<msg::Auth>()
                                      : Expected<msg::Auth>(Status(ErrorCode::kUnauthorized, ""));
   if (!auth.ok() || !ConstantTimeEquals(auth->hmac_hex, HmacSha256Hex(options.secret, reply.nonce))) {
