@@ -190,9 +190,12 @@ int main(int argc, char** argv) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<std::string> targv = {
-      tracker_bin,   "--host", "127.0.0.1",         "--port", "0", "--db", db,
-      "--log-level", "warn",   "--startup-grace-s", "0"};
+  std::vector<std::string> targv = {tracker_bin, "--host", "127.0.0.1", "--port", "0", "--db", db,
+                                    "--log-level", "warn", "--startup-grace-s", "0",
+                                    // Every simulated peer connects from 127.0.0.1 at once.
+                                    "--max-handshakes", std::to_string(servers + clients + 64),
+                                    "--max-handshakes-per-peer",
+                                    std::to_string(servers + clients + 64)};
   std::vector<char*> cargv;
   for (auto& a : targv) cargv.push_back(a.data());
   cargv.push_back(nullptr);

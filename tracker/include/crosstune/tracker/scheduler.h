@@ -157,6 +157,7 @@ class Scheduler {
     std::map<std::string, std::string> tags;
     msg::DeviceInfo info;
     uint64_t conn = 0;
+    std::string server_id;  // msg::Register::server_id of the live registration
     TimePoint registered_at, last_heartbeat, free_since, busy_since;
     std::string lease_token;  // the lease on this device, "" when free
     double busy_seconds = 0;
