@@ -13,12 +13,32 @@ bash scripts/install-deps.sh
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default
 cmake --build --preset default
+# The fuzz targets (clang, ASan + UBSan; `ctest -L fuzz` runs each for a few seconds on its seeds)
+# run in a full run only: `scripts/test.sh -L unit` and the like skip them.
+fuzz=0
+if [ $# -eq 0 ] && command -v clang++-14 >/dev/null; then
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz
+  fuzz=1
+fi
 log=build/default/ctest-last.log
 set +e
 ctest --test-dir build/default --output-on-failure -j2 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+if [ "$fuzz" = 1 ]; then
+  ctest --test-dir build/fuzz --output-on-failure -j2 -L fuzz 2>&1 | tee -a "$log"
+  fuzz_rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] && rc=$fuzz_rc
+fi
 set -e
 # ctest prints label times and skipped tests after its summary; repeat the summary last.
-summary=$(grep -E '^[0-9]+% tests passed|No tests were found' "$log" | tail -n 1)
+summaries=$(grep -E '^[0-9]+% tests passed|No tests were found' "$log")
+if [ "$fuzz" = 1 ]; then
+  # The fuzz run's summary, then the main run's last (the line that counts every test).
+  echo "fuzz: $(tail -n 1 <<<"$summaries")"
+  summary=$(tail -n 2 <<<"$summaries" | head -n 1)
+else
+  summary=$(tail -n 1 <<<"$summaries")
+fi
 echo "${summary:-ctest: no summary (exit $rc)}"
 exit "$rc"

@@ -306,7 +306,19 @@ class Builder::Pool {
     int wstatus = 0;
     bool timed_out = why.code() == ErrorCode::kTimeout;
     if (timed_out) ::kill(w->pid, SIGKILL);
-    pid_t got = ::waitpid(w->pid, &wstatus, 0);
+    // A worker whose reply could not be read may still be alive (it spoke garbage): closing its
+    // channel makes it exit; one that does not within a second is killed, so this wait is
+    // bounded either way.
+    w->ch.Close();
+    pid_t got = 0;
+    for (int i = 0; i < 100 && got == 0; ++i) {
+      got = ::waitpid(w->pid, &wstatus, WNOHANG);
+      if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (got == 0) {
+      ::kill(w->pid, SIGKILL);
+      got = ::waitpid(w->pid, &wstatus, 0);
+    }
     std::string text;
     if (timed_out) {
       text = "build ran past its timeout of " + std::to_string(timeout.count()) +

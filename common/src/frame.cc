@@ -1,6 +1,34 @@
 #include "crosstune/frame.h"
 
+#include "crosstune/text.h"
+
 namespace crosstune {
+namespace {
+
+// Strings on the wire are UTF-8 (msgpack's str type says so); anything else is refused here,
+// where bytes from a peer become values, so no later JSON or log output meets raw bytes.
+bool StringsAreUtf8(const msgpack::object& o) {
+  switch (o.type) {
+    case msgpack::type::STR:
+      return IsValidUtf8(std::string_view(o.via.str.ptr, o.via.str.size));
+    case msgpack::type::ARRAY:
+      for (uint32_t i = 0; i < o.via.array.size; ++i) {
+        if (!StringsAreUtf8(o.via.array.ptr[i])) return false;
+      }
+      return true;
+    case msgpack::type::MAP:
+      for (uint32_t i = 0; i < o.via.map.size; ++i) {
+        if (!StringsAreUtf8(o.via.map.ptr[i].key) || !StringsAreUtf8(o.via.map.ptr[i].val)) {
+          return false;
+        }
+      }
+      return true;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
 
 Status Frame::AsStatus() const {
   if (op == Opcode::kResult) return Status::Ok();
@@ -18,7 +46,9 @@ Status Frame::AsStatus() const {
 std::string EncodeError(uint32_t request_id, const Status& status) {
   msg::Error e;
   e.code = static_cast<uint8_t>(status.code());
-  e.message = status.message();
+  // Messages quote paths, dlerror() and kernels' own text: whatever their bytes, the peer
+  // receives valid UTF-8.
+  e.message = ToValidUtf8(status.message());
   return EncodeFrame(Opcode::kError, request_id, e);
 }
 
@@ -60,6 +90,9 @@ Expected<Frame> DecodeFrameBody(const char* data, size_t size) {
     if (op > 0xffff) return Status(ErrorCode::kProtocolError, "opcode out of range");
     if (items[1].via.u64 > 0xffffffffull) {
       return Status(ErrorCode::kProtocolError, "request id out of range");
+    }
+    if (!StringsAreUtf8(items[2])) {
+      return Status(ErrorCode::kProtocolError, "a string in the frame is not valid UTF-8");
     }
     f.op = static_cast<Opcode>(op);
     f.request_id = static_cast<uint32_t>(items[1].via.u64);

@@ -26,6 +26,10 @@ Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
   return reply;
 }
 
+bool HelloIsComplete(const Frame& f) {
+  return f.payload.type == msgpack::type::ARRAY && f.payload.via.array.size >= 4;
+}
+
 Expected<msg::Hello> CheckHello(const Frame& f) {
   if (f.op != Opcode::kHello) {
     return Status(ErrorCode::kProtocolError,
@@ -33,7 +37,7 @@ Expected<msg::Hello> CheckHello(const Frame& f) {
   }
   auto hello = f.As<msg::Hello>();
   if (!hello.ok()) return hello.status();
-  if (hello->magic != kProtocolMagic) {
+  if (hello->magic != kProtocolMagic || !HelloIsComplete(f)) {
     return Status(ErrorCode::kProtocolError, "bad magic: not a crosstune peer");
   }
   if (hello->major != kProtocolMajor) {
@@ -67,7 +71,8 @@ Status CheckAuth(const Frame& f, const std::string& secret, const std::string& n
 
 Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& options,
                                      Deadline deadline) {
-  auto first = ch.ReadFrame(deadline);
+  // An unauthenticated peer gets small frames only: no megabyte buffers for a bare header.
+  auto first = ch.ReadFrame(deadline, Limits::kMaxHandshakeFrameBytes);
   if (!first.ok()) {
     // Garbage or an oversize frame: answer with the reason (request id 0) where the socket allows.
     if (first.status().code() != ErrorCode::kDisconnected &&
@@ -94,7 +99,7 @@ Expected<msg::Hello> ServerHandshake(Channel& ch, const ServerHandshakeOptions& 
   CT_RETURN_IF_ERROR(ch.Send(Opcode::kResult, f.request_id, reply, deadline));
   if (!reply.auth_required) return std::move(hello).value();
 
-  CT_ASSIGN_OR_RETURN(Frame af, ch.ReadFrame(deadline));
+  CT_ASSIGN_OR_RETURN(Frame af, ch.ReadFrame(deadline, Limits::kMaxHandshakeFrameBytes));
   if (Status s = CheckAuth(af, options.secret, reply.nonce); !s.ok()) {
     (void)ch.SendError(af.request_id, s, deadline);
     return s;

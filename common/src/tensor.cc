@@ -54,7 +54,10 @@ Expected<uint64_t> TensorBytes(const std::vector<int64_t>& shape, DLDataType dty
                                                  " is over the limit of " +
                                                  std::to_string(Limits::kMaxTensorRank));
   }
-  if (dtype.bits == 0 || dtype.bits % 8 != 0 || dtype.lanes == 0) {
+  // DLPack 0.6's type codes: int, uint, float, opaque handle, bfloat16, complex.
+  const bool known_code = dtype.code <= kDLComplex;
+  if (!known_code || dtype.bits == 0 || dtype.bits % 8 != 0 || dtype.bits > 128 ||
+      dtype.lanes == 0) {
     return Status(ErrorCode::kInvalidArgument, "unsupported dtype " + DTypeName(dtype));
   }
   // Checked multiplication (no __int128: the server also builds for 32-bit ARM).

@@ -230,7 +230,8 @@ void AddCallOptions(CLI::App* cmd, CallFlags* f) {
   cmd->add_option("--seed", f->seed, "seed for :random tensors (argument i uses seed+i)")
       ->capture_default_str();
   cmd->add_option("--call-timeout", f->call_timeout_s,
-                  "seconds one call may run on the device (default: the server's)");
+                  "seconds one call may run on the device (default: the server's)")
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_flag("--json", f->json, "machine-readable output");
 }
 
@@ -357,11 +358,13 @@ void RegisterBench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--repeat", b->time.repeat, "rounds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(uint32_t{1}, Limits::kMaxTimeRepeat));
   cmd->add_option("--min-repeat-ms", b->time.min_repeat_ms, "shortest round in ms")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{0}, Limits::kMaxTimeRoundMs));
   cmd->add_option("--cooldown-ms", b->time.cooldown_ms, "pause between rounds in ms")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{0}, Limits::kMaxTimeRoundMs));
   cmd->add_flag("--flush-cache", b->time.flush_cache, "flush the CPU caches before each round");
   cmd->add_option("--flops", b->flops, "floating-point operations per call, to report GFLOP/s");
   cmd->callback([b] {

@@ -3,8 +3,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <thread>
 
 #include "crosstune/crypto.h"
 #include "crosstune/handshake.h"
@@ -84,19 +86,54 @@ Expected<msg::Grant> TrackerClient::RequestDevice(const LeaseRequest& request) {
   req.key = request.key;
   req.constraints = request.constraints;
   req.priority = request.priority;
-  req.queue_timeout_ms = static_cast<uint32_t>(request.wait.count());
   req.lease_ms = static_cast<uint32_t>(request.hold.count());
   req.holder = options_.peer_name;
   req.multi_session = request.multi_session;
-  uint32_t id = channel_.NextRequestId();
+  auto wait_until = Clock::now() + request.wait;
+  uint32_t id = 0;
+  // (Re)sends the request for the time left of the caller's wait.
+  auto send = [&]() -> Status {
+    auto left = std::chrono::duration_cast<milliseconds>(wait_until - Clock::now());
+    req.queue_timeout_ms = static_cast<uint32_t>(std::max<int64_t>(left.count(), 1));
+    id = channel_.NextRequestId();
+    return channel_.Send(Opcode::kRequestDevice, id, req, DeadlineIn(options_.request_timeout));
+  };
+  // A lost tracker connection (a tracker restart) does not end the wait: reconnect with backoff
+  // for up to reconnect_window and queue again. The tracker cannot know the old place in the
+  // queue, so the request joins it anew.
+  auto reconnect = [&](const Status& why) -> Status {
+    channel_.Close();
+    auto until = std::min(Clock::now() + options_.reconnect_window, wait_until);
+    milliseconds backoff{100};
+    Status last = why;
+    while (Clock::now() < until) {
+      if (cancel_.load()) return Status(ErrorCode::kBusy, "request cancelled");
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, until - Clock::now()));
+      backoff = std::min(backoff * 2, milliseconds(2000));
+      last = Open();
+      if (last.ok()) return send();
+      // Refusals (wrong secret, another protocol) do not get better by retrying.
+      if (last.code() == ErrorCode::kUnauthorized || last.code() == ErrorCode::kVersionMismatch) {
+        break;
+      }
+    }
+    return Status(last.code(), "lost the tracker while waiting for a device (" + why.message() +
+                                   "); reconnecting failed: " + last.message());
+  };
   auto fail = [&](Status s) -> Expected<msg::Grant> {
     channel_.Close();
     return s;
   };
-  CT_RETURN_IF_ERROR(
-      channel_.Send(Opcode::kRequestDevice, id, req, DeadlineIn(options_.request_timeout)));
+  auto transport_error = [](const Status& s) {
+    return s.code() == ErrorCode::kDisconnected || s.code() == ErrorCode::kIoError ||
+           s.code() == ErrorCode::kTimeout;
+  };
+  if (Status st = send(); !st.ok()) {
+    if (!transport_error(st)) return fail(st);
+    CT_RETURN_IF_ERROR(reconnect(st));
+  }
   // The tracker answers a timed-out request itself; this is the backstop if it never does.
-  auto give_up = Clock::now() + request.wait + options_.request_timeout;
+  auto give_up = wait_until + options_.request_timeout;
   auto last_sent = Clock::now();
   bool cancel_sent = false;
   for (;;) {
@@ -104,32 +141,41 @@ Expected<msg::Grant> TrackerClient::RequestDevice(const LeaseRequest& request) {
     if (now >= give_up) {
       return fail(Status(ErrorCode::kTimeout, "no answer from the tracker about the request"));
     }
+    Status io;
     if (cancel_.load() && !cancel_sent) {
-      CT_RETURN_IF_ERROR(channel_.Send(Opcode::kCancelRequest, channel_.NextRequestId(),
-                                       msg::CancelRequest{id},
-                                       DeadlineIn(options_.request_timeout)));
-      cancel_sent = true;
+      io = channel_.Send(Opcode::kCancelRequest, channel_.NextRequestId(), msg::CancelRequest{id},
+                         DeadlineIn(options_.request_timeout));
+      cancel_sent = io.ok();
     }
-    if (now - last_sent >= kKeepAlive) {
-      CT_RETURN_IF_ERROR(channel_.Send(Opcode::kHeartbeat, channel_.NextRequestId(), msg::Empty{},
-                                       DeadlineIn(options_.request_timeout)));
+    if (io.ok() && now - last_sent >= kKeepAlive) {
+      io = channel_.Send(Opcode::kHeartbeat, channel_.NextRequestId(), msg::Empty{},
+                         DeadlineIn(options_.request_timeout));
       last_sent = now;
     }
-    pollfd p{channel_.fd(), POLLIN, 0};
-    int n = ::poll(&p, 1, 200);
-    if (n <= 0) continue;
-    auto f = channel_.ReadFrame(DeadlineIn(options_.request_timeout));
-    if (!f.ok()) return fail(f.status());
-    if (f->request_id != id) continue;  // replies to keep-alives and the cancel
-    if (f->op == Opcode::kQueueUpdate) {
-      if (request.on_queue_update) {
-        auto u = f->As<msg::QueueUpdate>();
-        if (u.ok()) request.on_queue_update(*u);
+    if (io.ok()) {
+      pollfd p{channel_.fd(), POLLIN, 0};
+      int n = ::poll(&p, 1, 200);
+      if (n <= 0) continue;
+      auto f = channel_.ReadFrame(DeadlineIn(options_.request_timeout));
+      if (f.ok()) {
+        if (f->request_id != id) continue;  // replies to keep-alives and the cancel
+        if (f->op == Opcode::kQueueUpdate) {
+          if (request.on_queue_update) {
+            auto u = f->As<msg::QueueUpdate>();
+            if (u.ok()) request.on_queue_update(*u);
+          }
+          continue;
+        }
+        CT_RETURN_IF_ERROR(f->AsStatus());
+        return f->As<msg::Grant>();
       }
-      continue;
+      io = f.status();
     }
-    CT_RETURN_IF_ERROR(f->AsStatus());
-    return f->As<msg::Grant>();
+    if (!transport_error(io)) return fail(io);
+    if (cancel_.load()) return fail(Status(ErrorCode::kBusy, "request cancelled"));
+    if (Status r = reconnect(io); !r.ok()) return fail(r);
+    cancel_sent = false;
+    last_sent = Clock::now();
   }
 }
 

@@ -21,6 +21,7 @@ void CallSlot::Begin(uint32_t request, const std::string& fn, uint32_t limit_ms,
   timeout_ms = limit_ms;
   calls = n;
   timing = is_timing;
+  loading = false;
   size_t len = std::min(fn.size(), sizeof(function) - 1);
   std::memcpy(function, fn.data(), len);
   function[len] = '\0';
@@ -128,16 +129,21 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed
     if (in_call) s += " in '" + fn + "'";
     return Status(ErrorCode::kTimeout, s);
   }
+  // What ran: a kernel, or a module's own code while it was being loaded.
+  std::string what = slot.loading ? "loading '" + fn + "'" : "kernel '" + fn + "'";
   if (WIFEXITED(wait_status)) {
     if (!in_call) return Status::Ok();
     // The kernel called exit(): the session is gone, and the client should hear why.
-    return Status(ErrorCode::kRemoteCrash, "kernel '" + fn +
-                                               "' ended the session process (exit status " +
+    return Status(ErrorCode::kRemoteCrash, what + " ended the session process (exit status " +
                                                std::to_string(WEXITSTATUS(wait_status)) + ")");
   }
   if (!WIFSIGNALED(wait_status)) return Status::Ok();
   int sig = WTERMSIG(wait_status);
   if (in_call && (sig == kCallTimerSignal || killed == ParentKill::kCallOverdue)) {
+    if (slot.loading) {
+      return Status(ErrorCode::kTimeout,
+                    what + " ran past " + std::to_string(slot.timeout_ms) + " ms");
+    }
     if (slot.timing) {
       return Status(ErrorCode::kTimeout, "timing '" + fn + "' ran past " +
                                              std::to_string(slot.timeout_ms) + " ms per call (" +
@@ -147,7 +153,7 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed
                   "call '" + fn + "' ran past " + std::to_string(slot.timeout_ms) + " ms");
   }
   if (in_call) {
-    return Status(ErrorCode::kRemoteCrash, "kernel '" + fn + "' died by " + DescribeSignal(sig));
+    return Status(ErrorCode::kRemoteCrash, what + " died by " + DescribeSignal(sig));
   }
   return Status(ErrorCode::kRemoteCrash,
                 "session process died by " + DescribeSignal(sig) + " outside a kernel call");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <mutex>
 #include <optional>
 
@@ -48,6 +49,16 @@ class PackageLoader final : public ModuleLoader {
       return Status(ErrorCode::kIoError,
                     "cannot make a directory for the package in the workspace");
     }
+    // The extracted copy is needed only while loading: a loaded library stays mapped after its
+    // file is gone, and the CUDA loader reads its image into memory. Removed on every path, so
+    // repeated loads (or failed extractions) do not pile up hidden copies in the workspace.
+    struct RemoveDir {
+      std::string path;
+      ~RemoveDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+      }
+    } remove_dir{dir};
     auto manifest = pkg::ExtractPackage(r.abs_path, dir, ThisDevice());
     if (!manifest.ok()) {
       return Status(manifest.status().code(), r.display_name + ": " + manifest.status().message());

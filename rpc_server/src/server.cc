@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,13 +19,16 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <vector>
 
 #include "crosstune/channel.h"
 #include "crosstune/crypto.h"
 #include "crosstune/server/call_slot.h"
+#include "crosstune/text.h"
 
 namespace crosstune::server {
 namespace {
@@ -62,6 +66,45 @@ void CloseOtherSockets(int keep) {
   for (int fd : fds) {
     struct stat st;
     if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) ::close(fd);
+  }
+}
+
+// Ends a session child and everything it started: a session leads its own process group, so a
+// process a kernel forked goes with it.
+void KillSession(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+}
+
+// Whether process `pid` exists and has not exited (a zombie nobody reaped yet has).
+bool ProcessRuns(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;  // no /proc: trust kill()
+  auto close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
+}
+
+// Workspaces are named session-<server pid>-<id>. A server killed with SIGKILL cannot remove
+// them (its sessions die with it: see RunChild), so a starting server removes those whose
+// server is gone. Others' live workspaces in a shared --work-dir are left alone.
+void SweepStaleWorkspaces(const std::string& work_dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(work_dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("session-", 0) != 0) continue;
+    char* end = nullptr;
+    long pid = std::strtol(name.c_str() + 8, &end, 10);
+    bool alive = end && *end == '-' && pid > 0 && ProcessRuns(static_cast<pid_t>(pid));
+    if (alive) continue;
+    std::error_code rec;
+    std::filesystem::remove_all(e.path(), rec);
+    if (rec) {
+      spdlog::warn("cannot remove stale workspace {}: {}", e.path().string(), rec.message());
+    } else {
+      spdlog::info("removed stale workspace {}", e.path().string());
+    }
   }
 }
 
@@ -152,7 +195,7 @@ class Server::Impl {
       auto it = sessions_.find(pid);
       if (it == sessions_.end()) return;
       it->second.end_reason = reason;
-      ::kill(pid, SIGKILL);
+      KillSession(pid);
     });
   }
 
@@ -184,6 +227,7 @@ class Server::Impl {
       return Status(ErrorCode::kIoError,
                     "cannot create --work-dir " + options_.work_dir + ": " + ec.message());
     }
+    SweepStaleWorkspaces(options_.work_dir);
     return Status::Ok();
   }
 
@@ -232,7 +276,7 @@ class Server::Impl {
     int fd = socket.release(ec);
     if (ec || fd < 0) return;
     std::string id = RandomHex(6);
-    std::string ws = options_.work_dir + "/session-" + id;
+    std::string ws = options_.work_dir + "/session-" + std::to_string(::getpid()) + "-" + id;
     std::error_code fec;
     std::filesystem::create_directories(ws, fec);
     if (fec) {
@@ -261,6 +305,7 @@ class Server::Impl {
     }
     std::fflush(stdout);
     std::fflush(stderr);
+    pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) {
       SendErrorAndClose(fd, 0, Status(ErrorCode::kBusy, "cannot fork a session process"));
@@ -268,7 +313,8 @@ class Server::Impl {
       std::filesystem::remove_all(ws, fec);
       return;
     }
-    if (pid == 0) RunChild(fd, ws, id, slot);  // never returns
+    if (pid == 0) RunChild(fd, ws, id, slot, parent);  // never returns
+    ::setpgid(pid, pid);  // also done by the child: whichever runs first
 
     Live live;
     live.id = id;
@@ -284,7 +330,7 @@ class Server::Impl {
         spdlog::warn("session {}: ran past {} s, killing it", it->second.id,
                      options_.session_timeout.count());
         it->second.killed = ParentKill::kSessionTimeout;
-        ::kill(pid, SIGKILL);
+        KillSession(pid);
       });
     }
     sessions_.emplace(pid, std::move(live));
@@ -303,9 +349,9 @@ class Server::Impl {
       for (auto& [pid, live] : sessions_) {
         if (live.killed == ParentKill::kNone && live.slot->Overdue(now, kGraceNs)) {
           spdlog::warn("session {}: call '{}' is past its limit and ignored the timer; killing it",
-                       live.id, live.slot->function);
+                       live.id, EscapeForLog(live.slot->function));
           live.killed = ParentKill::kCallOverdue;
-          ::kill(pid, SIGKILL);
+          KillSession(pid);
         }
       }
       Watch();
@@ -348,7 +394,15 @@ class Server::Impl {
     Drain(l);
   }
 
-  [[noreturn]] void RunChild(int fd, const std::string& ws, const std::string& id, CallSlot* slot) {
+  [[noreturn]] void RunChild(int fd, const std::string& ws, const std::string& id, CallSlot* slot,
+                             pid_t parent) {
+    // A session never outlives its server: after a kill -9 of the server, a restarted one may
+    // grant the device to someone else, and an orphaned session would still serve the first
+    // user. (qemu-user passes this through to the host kernel.)
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(0);  // the server died before the line above
+    // Its own process group, so that ending the session also ends what its kernels forked.
+    ::setpgid(0, 0);
     // The parent's asio objects are not touched here: the child only closes the descriptors it
     // must not hold (raw close leaves the parent's epoll registrations alone) and restores the
     // signal dispositions asio changed.
@@ -416,12 +470,13 @@ class Server::Impl {
                                                              options_.session_timeout.count());
     if (!report.ok() && !stopping_) {
       uint32_t request = live.slot->in_call.load() ? live.slot->request_id : 0;
-      spdlog::warn("session {}: {}", live.id, report.ToString());
+      spdlog::warn("session {}: {}", live.id, EscapeForLog(report.ToString()));
       SendErrorAndClose(live.fd, request, report);
     } else {
       ::close(live.fd);
     }
     UnmapCallSlot(live.slot);
+    ::kill(-pid, SIGKILL);  // whatever its kernels forked and left behind
     std::error_code ec;
     std::filesystem::remove_all(live.workspace, ec);
     if (ec) spdlog::warn("session {}: cannot remove {}: {}", live.id, live.workspace, ec.message());
@@ -438,7 +493,7 @@ class Server::Impl {
     child_signals_.cancel(ec);
     backoff_.cancel();
     watchdog_.cancel();
-    for (auto& [pid, live] : sessions_) ::kill(pid, SIGKILL);
+    for (auto& [pid, live] : sessions_) KillSession(pid);
     if (!sessions_.empty()) Reap(/*block=*/true);
     if (owns_work_dir_) {
       std::error_code fec;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "crosstune/server/tensor_store.h"
 #include "crosstune/server/time_evaluator.h"
 #include "crosstune/server/workspace.h"
+#include "crosstune/text.h"
 #include "cuda_backend.h"
 #include "receive_file.h"
 
@@ -53,12 +55,24 @@ class SessionHandler {
     ServerHandshakeOptions hs{options_.auth_secret, session_id, options_.accept_hello};
     auto hello = ServerHandshake(ch_, hs, DeadlineIn(options_.handshake_timeout));
     if (!hello.ok()) return hello.status();
-    spdlog::info("session {}: {} connected", session_id, hello->peer_name);
+    spdlog::info("session {}: {} connected", session_id, EscapeForLog(hello->peer_name));
     for (;;) {
-      auto frame = ch_.ReadFrame(session_deadline_);
+      // A client that sends nothing for the idle timeout gives its slot back.
+      Deadline idle_deadline =
+          options_.idle_timeout.count() > 0
+              ? std::min(Clock::now() + options_.idle_timeout, session_deadline_)
+              : session_deadline_;
+      auto frame = ch_.ReadFrame(idle_deadline);
       if (!frame.ok()) {
         const Status& s = frame.status();
         if (s.code() == ErrorCode::kDisconnected) return Status::Ok();
+        if (s.code() == ErrorCode::kTimeout && Clock::now() < session_deadline_) {
+          Status t(ErrorCode::kTimeout, "session idle for " +
+                                            std::to_string(options_.idle_timeout.count() / 1000) +
+                                            " s (the server's --idle-timeout)");
+          (void)ch_.SendError(0, t, DeadlineIn(milliseconds(500)));
+          return t;
+        }
         if (s.code() == ErrorCode::kTimeout) {
           Status t(ErrorCode::kTimeout,
                    "session ran past its " +
@@ -287,12 +301,21 @@ class SessionHandler {
     char head[64];
     ssize_t n = ::pread(lr.fd, head, sizeof(head), 0);
     lr.head.assign(head, n > 0 ? static_cast<size_t>(n) : 0);
+    // Loading runs the module's constructors and its crosstune_module_v1(): uploaded code, under
+    // the same limit and watchdog as a call.
+    uint32_t limit = static_cast<uint32_t>(
+        std::min<int64_t>(options_.call_timeout.count(), std::numeric_limits<uint32_t>::max()));
+    if (slot_) slot_->BeginLoad(f.request_id, req->path, limit);
+    if (options_.guard_calls && limit) ArmCallTimer(limit);
     auto module = loaders_.Load(lr);
+    if (options_.guard_calls && limit) ArmCallTimer(0);
+    if (slot_) slot_->End();
     if (!module.ok()) return ReplyError(f.request_id, module.status());
     uint32_t id = next_module_id_++;
     msg::ModuleInfo info = Describe(id, **module);
     modules_[id] = LoadedModule{std::move(module).value(), file->normalized};
-    spdlog::debug("loaded '{}' as module {} ({} functions)", req->path, id, info.functions.size());
+    spdlog::debug("loaded '{}' as module {} ({} functions)", EscapeForLog(req->path), id,
+                  info.functions.size());
     return Reply(f.request_id, info);
   }
 
@@ -387,9 +410,24 @@ class SessionHandler {
     return Reply(f.request_id, msg::CallReply{ret, seconds});
   }
 
+  // Checked before anything is sized by them.
+  static Status CheckTimeRequest(const msg::TimeRequest& r) {
+    if (r.repeat == 0 || r.repeat > Limits::kMaxTimeRepeat) {
+      return Status(ErrorCode::kInvalidArgument, "repeat must be 1.." +
+                                                     std::to_string(Limits::kMaxTimeRepeat) +
+                                                     ", not " + std::to_string(r.repeat));
+    }
+    if (r.min_repeat_ms > Limits::kMaxTimeRoundMs || r.cooldown_ms > Limits::kMaxTimeRoundMs) {
+      return Status(ErrorCode::kInvalidArgument, "min_repeat_ms and cooldown_ms must be at most " +
+                                                     std::to_string(Limits::kMaxTimeRoundMs));
+    }
+    return Status::Ok();
+  }
+
   Outcome HandleTime(const Frame& f) {
     auto req = f.As<msg::TimeRequest>();
     if (!req.ok()) return ReplyError(f.request_id, req.status());
+    if (Status bad = CheckTimeRequest(*req); !bad.ok()) return ReplyError(f.request_id, bad);
     Module* m = nullptr;
     auto index = Prepare(req->call, &m);
     if (!index.ok()) return ReplyError(f.request_id, index.status());

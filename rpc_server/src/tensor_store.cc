@@ -2,8 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "crosstune/tensor.h"
 #include "cuda_backend.h"
@@ -54,6 +56,15 @@ Expected<msg::TensorRef> TensorStore::Alloc(const msg::TensorAllocRequest& reque
   }
   constexpr uint64_t kAlign = 64;
   uint64_t alloc = (std::max<uint64_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
+  // Sizes are 64-bit on the wire; on a 32-bit board mmap/malloc take a 32-bit size_t, and a
+  // 4 GiB + 1 MiB request would map 1 MiB while every bounds check used the full size. Nothing
+  // larger than the address space can be mapped, so refuse it here. (Every later copy is
+  // bounded by nbytes, so it fits size_t too.)
+  if (alloc > static_cast<uint64_t>(std::numeric_limits<ptrdiff_t>::max())) {
+    return Status(ErrorCode::kLimitExceeded,
+                  "tensor of " + std::to_string(nbytes) + " bytes does not fit the " +
+                      std::to_string(sizeof(void*) * 8) + "-bit address space of this device");
+  }
   void* p = nullptr;
   Entry::Kind kind = Entry::Kind::kMalloc;
   if (on_gpu) {

@@ -18,6 +18,7 @@
 #include "crosstune/channel.h"
 #include "crosstune/crypto.h"
 #include "crosstune/handshake.h"
+#include "crosstune/text.h"
 #include "crosstune/tracker_messages.h"
 
 namespace crosstune::server {
@@ -87,6 +88,8 @@ msg::Outcome OutcomeOf(const Status& s) {
 }  // namespace
 
 struct TrackerLink::Impl {
+  // Identifies this server process to the tracker across reconnects (msg::Register::server_id).
+  const std::string server_id = RandomHex(16);
   explicit Impl(TrackerLinkOptions o) : options(std::move(o)) {
     void* p =
         ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -186,6 +189,7 @@ struct TrackerLink::Impl {
     reg.port = port;
     reg.lease_token = ReadToken(*shared);
     reg.session_active = SessionActive();
+    reg.server_id = server_id;
     CT_ASSIGN_OR_RETURN(auto reply, ch.Call<msg::RegisterReply>(Opcode::kRegister, reg, deadline));
     SetToken(reply.lease_token);
     registered.store(true);
@@ -248,7 +252,7 @@ struct TrackerLink::Impl {
           }
           SetToken(set->lease_token);
           if (!set->lease_token.empty()) {
-            spdlog::info("tracker link: leased to {}", set->holder);
+            spdlog::info("tracker link: leased to {}", EscapeForLog(set->holder));
           }
           CT_RETURN_IF_ERROR(ch.Send(Opcode::kResult, f.request_id, msg::Empty{}, io()));
           break;
@@ -266,7 +270,7 @@ struct TrackerLink::Impl {
         case Opcode::kResult:
           break;
         case Opcode::kError:
-          spdlog::warn("tracker link: tracker: {}", f.AsStatus().ToString());
+          spdlog::warn("tracker link: tracker: {}", EscapeForLog(f.AsStatus().ToString()));
           break;
         default:
           CT_RETURN_IF_ERROR(ch.SendError(

@@ -21,6 +21,7 @@
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/server.h"
 #include "crosstune/server/tracker_link.h"
+#include "crosstune/text.h"
 
 namespace {
 
@@ -54,9 +55,9 @@ int main(int argc, char** argv) {
   CLI::App app{"crosstune-server: runs and times uploaded kernels on this device"};
   ServerOptions opt;
   opt.port = 9090;
-  double session_timeout_s = 0, call_timeout_s = 60, handshake_timeout_s = 10;
+  double session_timeout_s = 0, call_timeout_s = 60, handshake_timeout_s = 10, idle_timeout_s = 600;
   uint64_t max_upload = opt.session.max_upload_bytes, max_tensor = opt.session.max_tensor_bytes;
-  std::string token_file, log_level = "info";
+  std::string token_file, tracker_token_file, log_level = "info";
   bool no_fork = false;
   crosstune::server::TrackerLinkOptions link;
   std::vector<std::string> tags;
@@ -68,15 +69,23 @@ int main(int argc, char** argv) {
   app.add_flag("--no-fork", no_fork,
                "serve sessions in this process, one at a time (debugging; a crashing kernel "
                "takes the server down and calls have no timeout)");
+  // Every duration is range-checked here: past these bounds a value would wrap or round to 0
+  // ("no limit") further down.
+  constexpr double kMonth = 30 * 86400.0;
   app.add_option("--session-timeout", session_timeout_s, "seconds a session may last (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--call-timeout", call_timeout_s, "default seconds one kernel call may run")
+      ->check(CLI::Range(0.0, kMonth));
+  app.add_option("--idle-timeout", idle_timeout_s,
+                 "seconds a session may go without a request before it ends (0: no limit)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, kMonth));
+  app.add_option("--call-timeout", call_timeout_s,
+                 "default seconds one kernel call (or loading a module) may run (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--handshake-timeout", handshake_timeout_s,
                  "seconds a new connection has to complete the handshake")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.01, 3600.0));
   app.add_option("--max-upload-bytes", max_upload, "largest file a client may upload")
       ->capture_default_str();
   app.add_option("--max-sessions", opt.max_sessions,
@@ -93,6 +102,9 @@ int main(int argc, char** argv) {
   app.add_option("--tracker", link.tracker,
                  "register with this tracker (host:port) and accept "
                  "only sessions holding its current lease token");
+  app.add_option("--tracker-token-file", tracker_token_file,
+                 "the tracker's --server-token-file (default: --auth-token-file)")
+      ->check(CLI::ExistingFile);
   app.add_option("--key", link.key, "the device key clients ask the tracker for (e.g. rpi4)");
   app.add_option("--tag", tags, "k=v device tag for the tracker (repeatable)");
   app.add_option("--custom-addr", link.custom_addr,
@@ -124,6 +136,21 @@ int main(int argc, char** argv) {
     }
     link.tags[t.substr(0, eq)] = t.substr(eq + 1);
   }
+  // The tracker takes only UTF-8 (a Latin-1 shell's "room=B\xfcro" would be refused there).
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--key", link.key}, {"--custom-addr", link.custom_addr}}) {
+    if (!crosstune::IsValidUtf8(value)) {
+      std::cerr << "crosstune-server: error: " << flag << " is not valid UTF-8\n";
+      return 1;
+    }
+  }
+  for (const auto& t : tags) {
+    if (!crosstune::IsValidUtf8(t)) {
+      std::cerr << "crosstune-server: error: --tag is not valid UTF-8 (convert it, e.g. with "
+                   "iconv -f latin1)\n";
+      return 1;
+    }
+  }
 
   auto logger = spdlog::stderr_color_mt("crosstune-server");
   spdlog::set_default_logger(logger);
@@ -135,6 +162,7 @@ int main(int argc, char** argv) {
   opt.session_timeout = std::chrono::seconds(static_cast<int64_t>(session_timeout_s + 0.999));
   opt.session.call_timeout = ms(call_timeout_s);
   opt.session.handshake_timeout = ms(handshake_timeout_s);
+  opt.session.idle_timeout = ms(idle_timeout_s);
   opt.session.max_upload_bytes = max_upload;
   opt.session.max_tensor_bytes = max_tensor;
   if (!token_file.empty()) {
@@ -162,6 +190,14 @@ int main(int argc, char** argv) {
     };
     link.self_check = [&work_dir] { return SelfCheck(work_dir); };
     link.auth_secret = opt.session.auth_secret;
+    if (!tracker_token_file.empty()) {
+      auto secret = crosstune::ReadSecretFile(tracker_token_file);
+      if (!secret.ok()) {
+        std::cerr << "crosstune-server: error: " << secret.status().message() << "\n";
+        return 1;
+      }
+      link.auth_secret = *secret;
+    }
     link.info = crosstune::server::CollectDeviceInfoInChild();
     tracker = std::make_unique<crosstune::server::TrackerLink>(link);
     opt.session.accept_hello = [t = tracker.get()](const crosstune::msg::Hello& hello) {

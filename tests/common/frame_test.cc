@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <map>
 #include <thread>
 
 #include "crosstune/channel.h"
@@ -47,6 +48,47 @@ TEST(Frame, RefusesBodyThatIsNotATriple) {
   auto f = DecodeFrameBody(sb.data(), sb.size());
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), ErrorCode::kProtocolError);
+}
+
+TEST(Frame, RefusesStringsThatAreNotUtf8AnywhereInThePayload) {
+  msg::Hello hello;
+  hello.peer_name = "B\xfcro";
+  std::string bytes = EncodeFrame(Opcode::kHello, 1, hello);
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ErrorCode::kProtocolError);
+  EXPECT_NE(f.status().message().find("UTF-8"), std::string::npos);
+
+  std::map<std::string, std::string> tags{{"room", "B\xfcro"}};
+  bytes = EncodeFrame(Opcode::kRegister, 1, std::vector<decltype(tags)>{tags});
+  EXPECT_FALSE(DecodeFrameBody(bytes.data() + 4, bytes.size() - 4).ok());
+  tags = {{"B\xfcro", "room"}};
+  bytes = EncodeFrame(Opcode::kRegister, 1, tags);
+  EXPECT_FALSE(DecodeFrameBody(bytes.data() + 4, bytes.size() - 4).ok());
+  tags = {{"room", "B\xc3\xbcro"}};
+  bytes = EncodeFrame(Opcode::kRegister, 1, tags);
+  EXPECT_TRUE(DecodeFrameBody(bytes.data() + 4, bytes.size() - 4).ok());
+}
+
+TEST(Frame, ErrorMessagesAreSentAsValidUtf8) {
+  std::string bytes = EncodeError(3, Status(ErrorCode::kNotFound, "/tmp/B\xfcro.so: not found"));
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  Status s = f->AsStatus();
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound);
+  EXPECT_EQ(s.message(), "/tmp/B\xef\xbf\xbdro.so: not found");
+}
+
+TEST(Frame, AnEmptyHelloIsNotComplete) {
+  std::string bytes = EncodeFrame(Opcode::kHello, 1, std::vector<int>{});
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->As<msg::Hello>().ok());  // it decodes, to the defaults, magic included
+  EXPECT_FALSE(HelloIsComplete(*f));
+  bytes = EncodeFrame(Opcode::kHello, 1, msg::Hello{});
+  f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(HelloIsComplete(*f));
 }
 
 TEST(Frame, WrongPayloadShapeIsAProtocolError) {

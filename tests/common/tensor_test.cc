@@ -29,6 +29,14 @@ TEST(Tensor, RefusesRankOverLimit) {
   EXPECT_EQ(TensorBytes(shape, DLDataType{kDLFloat, 32, 1}).status().code(), ErrorCode::kLimitExceeded);
 }
 
+TEST(Tensor, RefusesUnknownDTypeCodes) {
+  auto n = TensorBytes({4}, DLDataType{200, 32, 1});
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(TensorBytes({4}, DLDataType{kDLFloat, 248, 1}).ok());
+  EXPECT_TRUE(TensorBytes({4}, DLDataType{kDLComplex, 64, 1}).ok());
+}
+
 TEST(Tensor, ComputesBytes) {
   EXPECT_EQ(*TensorBytes({3, 5}, DLDataType{kDLFloat, 64, 1}), 120u);
 }

@@ -187,6 +187,19 @@ TEST_P(QemuBoardTest, RunsCrossCompiledMatmulAndMatchesHost) {
   }
 }
 
+// On a 32-bit board a 64-bit size must never be cut to 32 bits on its way to mmap: 4 GiB + 1 MiB
+// (under the default 8 GiB tensor limit) once mapped 1 MiB and then copied out of bounds.
+TEST_P(QemuBoardTest, RefusesATensorLargerThanA32BitAddressSpace) {
+  if (std::string(GetParam()->uname) != "armv7l") GTEST_SKIP() << "a 32-bit board's case";
+  auto t =
+      session_->AllocTensor({(int64_t{4} << 30) + (int64_t{1} << 20)}, DLDataType{kDLUInt, 8, 1});
+  ASSERT_FALSE(t.ok()) << "a 4 GiB + 1 MiB tensor was allocated on a 32-bit board";
+  EXPECT_EQ(t.status().code(), ErrorCode::kLimitExceeded) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("32-bit address space"), std::string::npos)
+      << t.status().ToString();
+  EXPECT_TRUE(session_->Ping().ok());
+}
+
 TEST_P(QemuBoardTest, RefusesAnX86KernelWithWrongArchBeforeLoading) {
   std::string so = CompileSampleKernel({"--target=x86_64-linux-gnu"}, "x86_64");
   ASSERT_FALSE(so.empty());

@@ -22,7 +22,14 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     std::istringstream words(prefix);
     for (std::string w; words >> w;) argv.push_back(w);
   }
-  argv.insert(argv.end(), {bin, "--host", "127.0.0.1", "--work-dir", p->work_dir_});
+  argv.insert(argv.end(), {bin, "--host", "127.0.0.1"});
+  auto given = std::find(args.begin(), args.end(), "--work-dir");
+  if (given == args.end()) {
+    argv.insert(argv.end(), {"--work-dir", p->work_dir_});
+  } else if (given + 1 != args.end()) {
+    std::filesystem::remove(p->work_dir_);
+    p->work_dir_ = *(given + 1);
+  }
   if (std::find(args.begin(), args.end(), "--port") == args.end()) {
     argv.insert(argv.end(), {"--port", "0"});
   }

@@ -24,6 +24,17 @@
 
 namespace crosstune::testing {
 
+// The binaries under test: this build's, or $CROSSTUNE_TEST_TRACKER / $CROSSTUNE_TEST_SERVER (e.g.
+// an older build, to see a regression test fail against it).
+inline std::string TrackerBin() {
+  const char* e = std::getenv("CROSSTUNE_TEST_TRACKER");
+  return e && *e ? e : CROSSTUNE_TRACKER_BIN;
+}
+inline std::string ServerBin() {
+  const char* e = std::getenv("CROSSTUNE_TEST_SERVER");
+  return e && *e ? e : CROSSTUNE_SERVER_BIN;
+}
+
 class Farm {
  public:
   Farm() {
@@ -43,7 +54,7 @@ class Farm {
 
   // Starts (or restarts, on the same ports) the tracker with short timings.
   bool StartTracker(std::vector<std::string> extra = {}, uint16_t port = 0, int http_port = 0) {
-    std::vector<std::string> argv = {CROSSTUNE_TRACKER_BIN,
+    std::vector<std::string> argv = {TrackerBin(),
                                      "--host",
                                      "127.0.0.1",
                                      "--port",
@@ -78,11 +89,12 @@ class Farm {
     return true;
   }
   void KillTracker(int sig = SIGKILL) { tracker_->Kill(sig); }
+  pid_t tracker_pid() const { return tracker_ ? tracker_->pid() : -1; }
 
   // Starts a crosstune-server registered with the tracker; returns its index.
   int StartServer(const std::string& key, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {CROSSTUNE_SERVER_BIN, "--host",  "127.0.0.1", "--port", "0",
-                                     "--tracker",          tracker(), "--key",     key};
+    std::vector<std::string> argv = {ServerBin(), "--host",  "127.0.0.1", "--port", "0",
+                                     "--tracker", tracker(), "--key",     key};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto p = std::make_unique<ServerProcess>();
     std::string log = Path("server" + std::to_string(servers_.size()) + ".log");

@@ -391,6 +391,18 @@ TEST_F(SchedulerTest, RejectsMalformedConstraints) {
   EXPECT_EQ(fails[0].status.code(), ErrorCode::kInvalidArgument);
 }
 
+TEST_F(SchedulerTest, RejectsConstraintsOnNumbersThatAreNotFinite) {
+  AddDevice(1);
+  for (const char* c : {"cores>=nan", "cores<=inf", "memory_mb>=-nan"}) {
+    auto req = Req();
+    req.constraints = {c};
+    S().Request(now_, 10, 1, req);
+    auto fails = OfKind(Run(), Kind::kFail);
+    ASSERT_EQ(fails.size(), 1u) << c;
+    EXPECT_EQ(fails[0].status.code(), ErrorCode::kInvalidArgument) << c;
+  }
+}
+
 TEST_F(SchedulerTest, MatchesTagsAndAttributes) {
   msg::DeviceInfo info;
   info.arch = "x86_64";
@@ -543,6 +555,35 @@ TEST_F(SchedulerTest, RestoredLeaseEndsWhenTheServerLostItsToken) {
   S().Request(now_, 20, 1, Req());
   EXPECT_EQ(GrantedConns(Run()), (std::vector<uint64_t>{20}));
   EXPECT_FALSE(S().Renew(now_, 30, {"old-token", 0}).ok());
+}
+
+TEST_F(SchedulerTest, RestoredOneSessionGrantNobodyClaimedGoesBackToThePool) {
+  // A `crosstune run` grant (multi_session false) of 30 minutes, not yet claimed at the restart.
+  LeaseRecord r{"old-token", "10.0.0.1:9090",        "rpi4",    "ci",
+                unix_base_,  unix_base_ + 1'800'000, 1'800'000, false};
+  S().RestoreLease(now_, r, unix_base_);
+  AddDevice(1, "rpi4", {}, "old-token");  // the server holds the token; no session runs
+  S().Request(now_, 20, 1, Req());
+  EXPECT_TRUE(GrantedConns(Run()).empty());
+  Advance(options_.reattach_window);
+  EXPECT_EQ(GrantedConns(Run()), (std::vector<uint64_t>{20}));
+}
+
+TEST_F(SchedulerTest, RestoredOneSessionGrantWithItsSessionRunningIsKept) {
+  LeaseRecord r{"old-token", "10.0.0.1:9090",        "rpi4",    "ci",
+                unix_base_,  unix_base_ + 1'800'000, 1'800'000, false};
+  S().RestoreLease(now_, r, unix_base_);
+  msg::Register reg;
+  reg.key = "rpi4";
+  reg.lease_token = "old-token";
+  reg.session_active = true;
+  ASSERT_TRUE(S().RegisterDevice(now_, 1, reg, "10.0.0.1:9090").ok());
+  conns_.insert(1);
+  S().Request(now_, 20, 1, Req());
+  Run();
+  Advance(options_.reattach_window * 2);
+  EXPECT_TRUE(GrantedConns(Run()).empty());
+  EXPECT_EQ(View("10.0.0.1:9090").holder, "ci");
 }
 
 TEST_F(SchedulerTest, RestoredLeaseAlreadyExpiredIsClosedInHistory) {

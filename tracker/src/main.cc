@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
 
@@ -13,7 +14,7 @@
 int main(int argc, char** argv) {
   using crosstune::tracker::Ms;
   crosstune::tracker::TrackerOptions o;
-  std::string auth_file, admin_file, log_level = "info";
+  std::string auth_file, server_auth_file, admin_file, log_level = "info";
   int64_t heartbeat_ms = 1000, heartbeat_timeout_ms = 5000, claim_timeout_ms = 5000;
   int64_t aging_s = 30, self_check_s = 10, reattach_s = 30, startup_grace_s = 10;
   int64_t default_lease_s = 1800, default_wait_s = 600;
@@ -29,34 +30,57 @@ int main(int argc, char** argv) {
   app.add_option("--db", o.db_path,
                  "SQLite database for session history and active leases (default: in memory)");
   app.add_option("--auth-token-file", auth_file,
-                 "shared secret: servers and clients must answer an HMAC challenge")
+                 "shared secret: clients (and servers, without --server-token-file) must answer "
+                 "an HMAC challenge")
+      ->check(CLI::ExistingFile);
+  app.add_option("--server-token-file", server_auth_file,
+                 "secret only servers hold: servers answer the challenge with it, so clients "
+                 "cannot register as servers")
       ->check(CLI::ExistingFile);
   app.add_option("--admin-token-file", admin_file, "admin token for drain, undrain and kick")
       ->check(CLI::ExistingFile);
   app.add_option("--heartbeat-ms", heartbeat_ms, "server heartbeat interval")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}));
   app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms, "drop a server silent this long")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}));
   app.add_option("--claim-timeout-ms", claim_timeout_ms,
                  "return a one-session grant nobody opens a session with")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}));
   app.add_option("--quarantine-after", o.scheduler.quarantine_after,
                  "quarantine after this many infrastructure failures in a row")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("--aging-s", aging_s, "a waiting request gains one priority level this often")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
   app.add_option("--self-check-s", self_check_s, "re-check a quarantined device this often")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
   app.add_option("--reattach-s", reattach_s,
                  "after a restart, holders have this long to re-attach their leases")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400}));
   app.add_option("--startup-grace-s", startup_grace_s,
                  "after a start, wait this long before calling a request unmatchable")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600}));
   app.add_option("--default-lease-s", default_lease_s, "lease length when a client names none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{7 * 86'400}));
   app.add_option("--default-wait-s", default_wait_s, "queue timeout when a client names none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{7 * 86'400}));
+  app.add_option("--max-handshakes", o.max_pre_auth_conns,
+                 "connections allowed at once before their handshake completes")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--max-handshakes-per-peer", o.max_pre_auth_conns_per_peer,
+                 "the same, from one peer address")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_flag("--allow-tvm", o.tvm.allow,
                "accept Apache TVM RPC servers and clients (TVM's tracker protocol, which has no "
                "authentication) on the tracker port");
@@ -85,6 +109,14 @@ int main(int argc, char** argv) {
     if (!s.ok()) return fail(s.status().message());
     o.auth_secret = *s;
   }
+  if (!server_auth_file.empty()) {
+    auto s = crosstune::ReadSecretFile(server_auth_file);
+    if (!s.ok()) return fail(s.status().message());
+    o.server_secret = *s;
+    if (o.server_secret == o.auth_secret) {
+      return fail("--server-token-file must differ from --auth-token-file");
+    }
+  }
   if (!admin_file.empty()) {
     auto s = crosstune::ReadSecretFile(admin_file);
     if (!s.ok()) return fail(s.status().message());
@@ -103,6 +135,18 @@ int main(int argc, char** argv) {
   o.tvm.request_timeout = Ms(tvm_wait_s * 1000);
   o.tvm.probe_interval = Ms(tvm_probe_s * 1000);
 
+  {
+    boost::system::error_code ec;
+    auto addr = boost::asio::ip::make_address(o.host, ec);
+    if (!ec && !addr.is_loopback() && (o.auth_secret.empty() || o.server_secret.empty())) {
+      spdlog::warn(
+          "crosstune-tracker: WARNING: listening on {} without {}: anyone who can reach this "
+          "address can {}",
+          o.host, o.auth_secret.empty() ? "--auth-token-file" : "--server-token-file",
+          o.auth_secret.empty() ? "register devices, take leases and run code on them"
+                                : "register a fake server in place of a device");
+    }
+  }
   boost::asio::io_context io;
   crosstune::tracker::Tracker tracker(io, o);
   if (auto s = tracker.Start(); !s.ok()) return fail(s.message());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 
 #include "crosstune/crypto.h"
 
@@ -38,7 +39,9 @@ std::optional<Constraint> Split(const std::string& text) {
 std::optional<double> Number(const std::string& s) {
   double v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  // "nan" and "inf" parse, but nan compares false both ways, so "cores>=nan" would match
+  // every device: only finite numbers are numbers here.
+  if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
   return v;
 }
 
@@ -186,7 +189,14 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
       return Status(ErrorCode::kInvalidArgument, "register: " + name + " is registered by a " +
                                                      ProtocolName(old->protocol) + " server");
     }
-    // The same server again (a reconnect the tracker has not noticed yet): keep its lease.
+    // A live registration is replaced only by the same server (a reconnect the tracker has
+    // not noticed yet), never by another peer claiming its address: that would end the
+    // holder's lease and send the next grants' tokens to the impostor.
+    if (old->conn != conn && (reg.server_id.empty() || reg.server_id != old->server_id)) {
+      return Status(ErrorCode::kBusy, "register: " + name +
+                                          " is registered by another live server; it may "
+                                          "register once that server is gone");
+    }
     if (old->conn != conn) {
       Push({.kind = Action::Kind::kCloseConn, .conn = old->conn, .device = name});
       device_by_conn_.erase(old->conn);
@@ -205,6 +215,7 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
   d.tags = reg.tags;
   d.info = reg.info;
   d.conn = conn;
+  d.server_id = reg.server_id;
   d.last_heartbeat = now;
   if (fresh) {
     d.registered_at = now;
@@ -230,6 +241,9 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
   reserved_.erase(name);
   SetLeaseToken(d, keep);
   if (!keep.empty() && d.busy_since == TimePoint{}) d.busy_since = now;
+  // A session running under the kept token claims a one-session lease the tracker restored
+  // without knowing whether it was claimed.
+  if (!keep.empty() && reg.session_active) leases_[keep].claimed = true;
   msg::RegisterReply reply;
   reply.device = name;
   reply.heartbeat_ms = static_cast<uint32_t>(options_.heartbeat_interval.count());
@@ -565,12 +579,16 @@ void Scheduler::RestoreLease(TimePoint now, const LeaseRecord& r, int64_t now_un
   l.holder = r.holder;
   l.granted_at = now - Ms(std::max<int64_t>(0, now_unix_ms - r.granted_unix_ms));
   l.expires_at = now + Ms(remaining);
-  l.claim_deadline = TimePoint::max();
   l.reattach_deadline = now + options_.reattach_window;
   l.lease_ms = Ms(r.lease_ms);
   l.multi_session = r.multi_session;
   l.acked = true;
-  l.claimed = true;  // unknown; never take it back as unclaimed
+  // Whether a one-session grant was claimed is not stored: it counts as claimed only when its
+  // server re-registers with a session running under it (RegisterDevice). Otherwise it goes
+  // back to the pool once the holder had the re-attach window to open its session, instead
+  // of blocking the device for the whole lease.
+  l.claimed = false;
+  l.claim_deadline = l.multi_session ? TimePoint::max() : l.reattach_deadline;
   l.granted_unix_ms = r.granted_unix_ms;
   reserved_.insert(r.device);
   leases_[r.token] = std::move(l);

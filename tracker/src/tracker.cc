@@ -15,6 +15,7 @@
 #include "crosstune/crypto.h"
 #include "crosstune/frame.h"
 #include "crosstune/handshake.h"
+#include "crosstune/text.h"
 #include "crosstune/tracker/status_page.h"
 #include "crosstune/tracker/store.h"
 #include "crosstune/tracker_messages.h"
@@ -43,6 +44,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   tcp::socket socket;
   uint64_t id;
   Stage stage = Stage::kHello;
+  bool pre_auth_counted = false;  // counted in Impl::pre_auth_* until the handshake completes
   PeerRole role = PeerRole::kClient;
   bool is_device = false;
   bool tvm = false;  // speaks TVM's tracker protocol (TvmPeers), not ours
@@ -111,7 +113,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
         acceptor(io),
         http_acceptor(io),
         tick_timer(io),
-        backoff_timer(io) {
+        backoff_timer(io),
+        http_backoff_timer(io) {
     TvmPeers::Hooks hooks;
     hooks.send = [this](uint64_t id, std::string bytes) {
       if (auto c = ConnById(id)) Send(c, std::move(bytes));
@@ -131,8 +134,14 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   tcp::acceptor acceptor;
   tcp::acceptor http_acceptor;
   asio::steady_timer tick_timer;
+  // One backoff timer per listener: a shared one let each listener's wait cancel the other's,
+  // and the cancelled listener never accepted again.
   asio::steady_timer backoff_timer;
+  asio::steady_timer http_backoff_timer;
   std::map<uint64_t, std::shared_ptr<Conn>> conns;
+  // Connections that have not completed their handshake, in total and per peer address.
+  size_t pre_auth_total = 0;
+  std::map<asio::ip::address, size_t> pre_auth_by_peer;
   uint64_t next_conn_id = 1;
   bool stopped = false;
   bool batch_open = false;  // a store transaction is open (see OpenBatch)
@@ -161,7 +170,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
       if (self->stopped) return;
       if (ec) {
         // Out of descriptors and the like: back off instead of spinning.
-        spdlog::warn("tracker: accept: {}", ec.message());
+        spdlog::warn("tracker: protocol accept: {}", ec.message());
         self->backoff_timer.expires_after(std::chrono::milliseconds(100));
         self->backoff_timer.async_wait([self](boost::system::error_code e) {
           if (!e) self->Accept();
@@ -174,7 +183,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
       auto c = std::make_shared<Conn>(std::move(s), self->next_conn_id++);
       c->remote = c->socket.remote_endpoint(ignored).address();
       self->conns[c->id] = c;
-      self->StartRead(c);
+      if (self->AdmitPreAuth(c)) self->StartRead(c);
       self->Accept();
     });
   }
@@ -191,12 +200,40 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
             })->Read();
             self->AcceptHttp();
           } else {
-            self->backoff_timer.expires_after(std::chrono::milliseconds(100));
-            self->backoff_timer.async_wait([self](boost::system::error_code e) {
+            spdlog::warn("tracker: http accept: {}", ec.message());
+            self->http_backoff_timer.expires_after(std::chrono::milliseconds(100));
+            self->http_backoff_timer.async_wait([self](boost::system::error_code e) {
               if (!e) self->AcceptHttp();
             });
           }
         });
+  }
+
+  // Counts a new connection against the unauthenticated limits, or refuses it (Busy) when the
+  // tracker already holds too many, in total or from this peer address.
+  bool AdmitPreAuth(const std::shared_ptr<Conn>& c) {
+    size_t& from_peer = pre_auth_by_peer[c->remote];
+    if (pre_auth_total >= options.max_pre_auth_conns ||
+        from_peer >= options.max_pre_auth_conns_per_peer) {
+      if (from_peer == 0) pre_auth_by_peer.erase(c->remote);
+      spdlog::debug("tracker: refused {}: too many connections before their handshake",
+                    c->remote.to_string());
+      SendError(c, 0, Status(ErrorCode::kBusy, "too many connections waiting for their handshake"));
+      c->close_after_write = true;
+      c->read_deadline = SteadyClock::now() + options.write_timeout;
+      return false;
+    }
+    ++from_peer;
+    ++pre_auth_total;
+    c->pre_auth_counted = true;
+    return true;
+  }
+  void LeavePreAuth(Conn& c) {
+    if (!c.pre_auth_counted) return;
+    c.pre_auth_counted = false;
+    --pre_auth_total;
+    auto it = pre_auth_by_peer.find(c.remote);
+    if (it != pre_auth_by_peer.end() && --it->second == 0) pre_auth_by_peer.erase(it);
   }
 
   void Tick() {
@@ -253,8 +290,16 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           if (ec) return self->Close(c, ec.message());
           c->in_end += n;
           if (c->tvm) QuickAck(*c);
-          self->HandleInput(c);
-          self->Drain();
+          // One failing handler ends its connection, never the tracker.
+          try {
+            self->HandleInput(c);
+            self->Drain();
+          } catch (const std::exception& e) {
+            spdlog::error("tracker: internal error on a connection from {} ({}): {}",
+                          c->remote.to_string(), EscapeForLog(c->peer_name), e.what());
+            self->Close(c, "internal error");
+            return;
+          }
           if (c->stage != Conn::Stage::kClosed && !c->close_after_write) self->StartRead(c);
         });
   }
@@ -304,7 +349,12 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     while (c->stage != Conn::Stage::kClosed && !c->close_after_write) {
       size_t have = c->in_end - c->in_begin;
       if (have < 4) return;
-      auto len = DecodeFrameLength(reinterpret_cast<unsigned char*>(c->in.data() + c->in_begin));
+      // Before the handshake only small frames are read: a peer that has proved nothing must
+      // not make the tracker allocate a megabyte.
+      uint32_t max_frame = c->stage == Conn::Stage::kReady ? Limits::kMaxFrameBytes
+                                                           : Limits::kMaxHandshakeFrameBytes;
+      auto len = DecodeFrameLength(reinterpret_cast<unsigned char*>(c->in.data() + c->in_begin),
+                                   max_frame);
       if (!len.ok()) {
         SendError(c, 0, len.status());
         c->close_after_write = true;
@@ -364,6 +414,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   void Close(const std::shared_ptr<Conn>& c, const std::string& why) {
     if (c->stage == Conn::Stage::kClosed) return;
     bool was_ready = c->stage == Conn::Stage::kReady;
+    LeavePreAuth(*c);
     c->stage = Conn::Stage::kClosed;
     boost::system::error_code ignored;
     c->socket.shutdown(tcp::socket::shutdown_both, ignored);
@@ -376,7 +427,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     if (c->tvm) {
       tvm->Closed(now, c->id, why);
     } else if (c->is_device) {
-      spdlog::info("tracker: server {} disconnected: {}", c->peer_name, why);
+      spdlog::info("tracker: server {} disconnected: {}", EscapeForLog(c->peer_name), why);
       sched.DeviceDisconnected(now, c->id);
     } else if (was_ready) {
       sched.ClientDisconnected(now, c->id);
@@ -419,7 +470,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Refuse(const std::shared_ptr<Conn>& c, uint32_t id, const Status& s) {
-    spdlog::info("tracker: refused {} ({}): {}", c->remote.to_string(), c->peer_name, s.ToString());
+    spdlog::info("tracker: refused {} ({}): {}", c->remote.to_string(), EscapeForLog(c->peer_name),
+                 EscapeForLog(s.ToString()));
     SendError(c, id, s);
     c->close_after_write = true;
   }
@@ -431,17 +483,26 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     c->role = static_cast<PeerRole>(hello->role);
     c->peer_name = hello->peer_name.empty() ? c->remote.to_string() : hello->peer_name;
     c->session_id = RandomHex(16);
-    msg::HelloReply reply = MakeHelloReply(c->session_id, !options.auth_secret.empty());
+    msg::HelloReply reply = MakeHelloReply(c->session_id, !SecretFor(*c).empty());
     c->nonce = reply.nonce;
     c->stage = reply.auth_required ? Conn::Stage::kAuth : Conn::Stage::kReady;
+    if (c->stage == Conn::Stage::kReady) LeavePreAuth(*c);
     Reply(c, f.request_id, reply);
   }
 
+  // Servers prove themselves with the server secret when the tracker has one; everyone else
+  // (and servers otherwise) with the client secret.
+  const std::string& SecretFor(const Conn& c) const {
+    bool server = c.role == PeerRole::kServer;
+    return server && !options.server_secret.empty() ? options.server_secret : options.auth_secret;
+  }
+
   void OnAuth(const std::shared_ptr<Conn>& c, const Frame& f) {
-    if (Status s = CheckAuth(f, options.auth_secret, c->nonce); !s.ok()) {
+    if (Status s = CheckAuth(f, SecretFor(*c), c->nonce); !s.ok()) {
       return Refuse(c, f.request_id, s);
     }
     c->stage = Conn::Stage::kReady;
+    LeavePreAuth(*c);
     Reply(c, f.request_id, msg::Empty{});
   }
 
@@ -479,7 +540,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           if (!r.ok()) return SendError(c, f.request_id, r.status());
           c->is_device = true;
           c->peer_name = r->device;
-          spdlog::info("tracker: registered {} key={} arch={}", r->device, reg.key, reg.info.arch);
+          spdlog::info("tracker: registered {} key={} arch={}", EscapeForLog(r->device),
+                       EscapeForLog(reg.key), EscapeForLog(reg.info.arch));
           Reply(c, f.request_id, *r);
         });
       case Opcode::kHeartbeat:
@@ -525,7 +587,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           Reply(c, f.request_id, msg::Empty{});
         });
       case Opcode::kQuery:
-        return Reply(c, f.request_id, msg::QueryReply{Summary().dump()});
+        return Reply(c, f.request_id, msg::QueryReply{DumpJson(Summary())});
       case Opcode::kAdmin:
         return With<msg::AdminRequest>(c, f, [&](const msg::AdminRequest& a) {
           if (options.admin_secret.empty()) {
@@ -537,14 +599,16 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           std::string want = HmacSha256Hex(options.admin_secret,
                                            c->session_id + "\n" + a.action + "\n" + a.device);
           if (!ConstantTimeEquals(a.proof, want)) {
-            spdlog::warn("tracker: refused admin {} {} from {}: wrong admin token", a.action,
-                         a.device, c->peer_name);
+            spdlog::warn("tracker: refused admin {} {} from {}: wrong admin token",
+                         EscapeForLog(a.action), EscapeForLog(a.device),
+                         EscapeForLog(c->peer_name));
             return SendError(c, f.request_id,
                              Status(ErrorCode::kUnauthorized, "wrong admin token"));
           }
           Status s = sched.Admin(now, a.action, a.device);
           if (!s.ok()) return SendError(c, f.request_id, s);
-          spdlog::info("tracker: admin {} {} by {}", a.action, a.device, c->peer_name);
+          spdlog::info("tracker: admin {} {} by {}", EscapeForLog(a.action), EscapeForLog(a.device),
+                       EscapeForLog(c->peer_name));
           Reply(c, f.request_id, msg::Empty{});
         });
       default:
@@ -597,7 +661,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
             Send(c, std::move(bytes));
           }
         }
-        spdlog::info("tracker: granted {} to {}", a.device, c ? c->peer_name : "(gone)");
+        spdlog::info("tracker: granted {} to {}", EscapeForLog(a.device),
+                     c ? EscapeForLog(c->peer_name) : "(gone)");
         return;
       case K::kQueueUpdate:
         if (c) Send(c, EncodeFrame(Opcode::kQueueUpdate, a.request_id, a.update));
@@ -620,7 +685,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
         return;
       case K::kLeaseEnded:
         OpenBatch();
-        spdlog::info("tracker: lease on {} by {} ended: {}", a.device, a.lease.holder, a.outcome);
+        spdlog::info("tracker: lease on {} by {} ended: {}", EscapeForLog(a.device),
+                     EscapeForLog(a.lease.holder), EscapeForLog(a.outcome));
         if (Status s = store->LeaseEnded(a.lease, a.outcome, unix_now); !s.ok()) {
           spdlog::warn("{}", s.ToString());
         }
@@ -656,7 +722,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   // answers a Hello.
   void SelfCheck(const std::shared_ptr<Conn>& c, const std::string& device) {
     auto done = [this, device](Status s) {
-      spdlog::info("tracker: self-check of {}: {}", device, s.ok() ? "passed" : s.ToString());
+      spdlog::info("tracker: self-check of {}: {}", EscapeForLog(device),
+                   s.ok() ? "passed" : EscapeForLog(s.ToString()));
       sched.SelfCheckResult(SteadyClock::now(), device, s);
       Drain();
     };
@@ -729,6 +796,12 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
 
   // --- views ------------------------------------------------------------------------------------
 
+  // Strings reach the summary from the wire and from the database (which may hold rows older
+  // than the wire's UTF-8 check): bytes that are not UTF-8 are shown as U+FFFD, never thrown.
+  static std::string DumpJson(const nlohmann::json& j, int indent = -1) {
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+
   nlohmann::json Summary() {
     std::vector<HistoryRow> history;
     if (auto h = store->RecentHistory(20); h.ok()) history = std::move(*h);
@@ -736,6 +809,19 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   }
 
   http::response<http::string_body> HandleHttp(const http::request<http::string_body>& req) {
+    try {
+      return ServeHttp(req);
+    } catch (const std::exception& e) {
+      spdlog::error("tracker: internal error serving {}: {}",
+                    EscapeForLog(std::string(req.target())), e.what());
+      http::response<http::string_body> res(http::status::internal_server_error, req.version());
+      res.set(http::field::content_type, "text/plain");
+      res.body() = "internal error\n";
+      return res;
+    }
+  }
+
+  http::response<http::string_body> ServeHttp(const http::request<http::string_body>& req) {
     http::response<http::string_body> res(http::status::ok, req.version());
     res.set(http::field::server, "crosstune-tracker");
     res.set(http::field::cache_control, "no-store");
@@ -749,7 +835,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
       res.body() = std::string(StatusPageHtml());
     } else if (target == "/api/summary") {
       res.set(http::field::content_type, "application/json");
-      res.body() = Summary().dump(1);
+      res.body() = DumpJson(Summary(), 1);
     } else if (target == "/metrics") {
       res.set(http::field::content_type, "text/plain; version=0.0.4");
       res.body() = MetricsText(sched.Snap(SteadyClock::now()));
@@ -798,6 +884,7 @@ void Tracker::Stop() {
   m.http_acceptor.close(ignored);
   m.tick_timer.cancel();
   m.backoff_timer.cancel();
+  m.http_backoff_timer.cancel();
   auto conns = m.conns;
   for (auto& [id, c] : conns) m.Close(c, "tracker stopping");
 }

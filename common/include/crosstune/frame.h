@@ -60,8 +60,9 @@ std::string EncodeError(uint32_t request_id, const Status& status);
 Expected<uint32_t> DecodeFrameLength(const unsigned char prefix[4],
                                      uint32_t max_frame_bytes = Limits::kMaxFrameBytes);
 
-// Decodes a body (without its prefix). Malformed msgpack, a body that is not a 3-array, or an
-// opcode over 16 bits is kProtocolError. Unknown opcodes decode; check IsKnownOpcode().
+// Decodes a body (without its prefix). Malformed msgpack, a body that is not a 3-array, an
+// opcode over 16 bits, or a string anywhere in it that is not valid UTF-8 is kProtocolError.
+// Unknown opcodes decode; check IsKnownOpcode().
 Expected<Frame> DecodeFrameBody(const char* data, size_t size);
 
 }  // namespace crosstune

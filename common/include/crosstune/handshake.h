@@ -13,6 +13,10 @@
 
 namespace crosstune {
 
+// Whether a Hello frame's payload carries the fields up to the role itself: a short or empty
+// array would decode to msg::Hello's defaults, magic and version included, and pass as ours.
+bool HelloIsComplete(const Frame& f);
+
 // Client side. `secret` empty: a peer that requires auth is refused with kUnauthorized locally.
 Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
                                           const std::string& secret, Deadline deadline);

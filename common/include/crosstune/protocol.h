@@ -91,10 +91,17 @@ bool IsKnownOpcode(uint16_t op);
 // Limits, checked before any allocation sized by a peer.
 struct Limits {
   static constexpr uint32_t kMaxFrameBytes = 1u << 20;   // 1 MiB of msgpack per frame
+  // Until a peer has completed its handshake (Hello, Auth) its frames are capped this small, so
+  // an unauthenticated connection costs little memory.
+  static constexpr uint32_t kMaxHandshakeFrameBytes = 4096;
   static constexpr size_t kMaxPathBytes = 1024;
   static constexpr int kMaxTensorRank = 8;
   static constexpr int kMaxCallArgs = 64;
   static constexpr size_t kStreamChunkBytes = 1u << 20;  // bulk bytes move in 1 MiB chunks
+  // TimeCall: rounds per request (the reply holds one double per round, far under a frame), and
+  // the longest min_repeat_ms and cooldown_ms.
+  static constexpr uint32_t kMaxTimeRepeat = 10'000;
+  static constexpr uint32_t kMaxTimeRoundMs = 600'000;
 };
 
 enum class PeerRole : uint8_t { kClient = 0, kServer = 1, kTracker = 2, kAdmin = 3 };

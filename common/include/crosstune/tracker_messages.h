@@ -49,7 +49,10 @@ struct Register {
   uint16_t port = 0;        // the server's session port
   std::string lease_token;  // the token the server accepts now (re-registration after restart)
   bool session_active = false;
-  MSGPACK_DEFINE(key, tags, info, custom_addr, port, lease_token, session_active)
+  // Random per server process, the same across its reconnects: only the server that holds a
+  // live registration may replace it.
+  std::string server_id;
+  MSGPACK_DEFINE(key, tags, info, custom_addr, port, lease_token, session_active, server_id)
 };
 
 struct RegisterReply {

@@ -30,6 +30,8 @@ struct TrackerOptions {
   std::string peer_name;    // shown as the lease holder; default user@host
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds request_timeout{30'000};
+  // RequestDevice: how long to keep reconnecting when the tracker connection drops mid-wait.
+  std::chrono::milliseconds reconnect_window{30'000};
 };
 
 struct LeaseRequest {

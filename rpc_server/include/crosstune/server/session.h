@@ -29,6 +29,9 @@ struct SessionOptions {
   std::chrono::milliseconds call_timeout{60'000};  // default per-call limit
   std::chrono::milliseconds session_timeout{0};    // 0: none (the parent enforces it too)
   std::chrono::milliseconds io_timeout{60'000};    // a stalled peer mid-request
+  // A session that receives no request for this long ends (0: never), so idle clients cannot
+  // hold every --max-sessions slot.
+  std::chrono::milliseconds idle_timeout{600'000};
   uint64_t max_upload_bytes = uint64_t{4} << 30;
   uint64_t max_tensor_bytes = uint64_t{8} << 30;
   // Kill-on-timeout needs a process to kill: in-process sessions (--no-fork) run calls unguarded.

@@ -29,7 +29,9 @@ struct TrackerLinkOptions {
   std::string key;
   std::map<std::string, std::string> tags;
   std::string custom_addr;  // what clients should dial; empty: the address the tracker sees
-  std::string auth_secret;  // the farm's shared secret; empty: none
+  // The secret the tracker asks servers for (its --server-token-file; older trackers: the farm's
+  // shared --auth-token-file); empty: none.
+  std::string auth_secret;
   msg::DeviceInfo info;
   // Runs when the tracker asks a quarantined device to check itself; Ok re-admits it (after the
   // tracker also reaches the device's address).

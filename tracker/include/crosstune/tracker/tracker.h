@@ -21,11 +21,15 @@
 namespace crosstune::tracker {
 
 struct TrackerOptions {
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";  // listening beyond loopback needs a reason (and auth)
   uint16_t port = 9190;      // 0: any free port (see Tracker::port())
   int http_port = -1;        // -1: no HTTP; 0: any free port
   std::string db_path;       // "": in memory, nothing survives a restart
-  std::string auth_secret;   // non-empty: servers and clients must answer the HMAC challenge
+  std::string auth_secret;   // non-empty: clients (and servers, without server_secret) must
+                             // answer the HMAC challenge
+  // Non-empty: peers that say they are servers answer the challenge with this secret instead,
+  // so a client (who holds auth_secret) cannot register as a server.
+  std::string server_secret;
   std::string admin_secret;  // non-empty: enables drain/undrain/kick for holders of it
   SchedulerOptions scheduler;
   TvmOptions tvm;  // TVM's tracker protocol on the same port (off unless tvm.allow)
@@ -34,6 +38,10 @@ struct TrackerOptions {
   Ms write_timeout{10'000};
   Ms probe_timeout{3'000};  // self-check: connect + Hello to the device's address
   Ms tick{100};
+  // Connections that have not completed their handshake (each may hold a small buffer until
+  // the handshake timeout): more are refused with Busy at once.
+  size_t max_pre_auth_conns = 512;
+  size_t max_pre_auth_conns_per_peer = 64;
 };
 
 class Tracker {

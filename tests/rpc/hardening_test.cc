@@ -1,0 +1,206 @@
+// The server under hostile modules, clients and faults: a module that spins while it loads, a
+// kernel that forks, a server killed with SIGKILL mid-session, idle sessions, oversize frames
+// before the handshake, and flag values that would wrap.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "crosstune/channel.h"
+#include "crosstune/handshake.h"
+#include "test_util.h"
+
+namespace crosstune::testing {
+namespace {
+
+using std::chrono::seconds;
+
+// Polls `cond` until it holds or `limit` passes: waits for another process's event, never
+// asserts how long it took.
+bool Eventually(const std::function<bool()>& cond, seconds limit = seconds(20)) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+// Whether `pid` is gone (or a zombie nobody reaped yet: it no longer runs).
+bool Gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;
+  auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
+// Calls forker.so's pids(): the session process and the process the kernel forked.
+std::pair<pid_t, pid_t> SessionAndForkedPids(client::Session& s) {
+  EXPECT_TRUE(s.Upload(CT_FORKER_KERNEL, "forker.so").ok());
+  auto m = s.LoadModule("forker.so");
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {0, 0};
+  auto t = s.AllocTensor({2}, DLDataType{kDLInt, 64, 1});
+  EXPECT_TRUE(t.ok());
+  if (!t.ok()) return {0, 0};
+  auto r = m->Call("pids", {client::CallArg::Tensor(*t)});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  int64_t pids[2] = {0, 0};
+  EXPECT_TRUE(t->CopyTo(pids, sizeof(pids)).ok());
+  return {static_cast<pid_t>(pids[0]), static_cast<pid_t>(pids[1])};
+}
+
+Channel RawChannel(const ServerProcess& server) {
+  auto ch = Channel::Connect("127.0.0.1", server.port(), DeadlineIn(seconds(10)));
+  EXPECT_TRUE(ch.ok()) << ch.status().ToString();
+  return ch.ok() ? std::move(ch).value() : Channel();
+}
+
+TEST(ServerHardeningTest, ModuleThatSpinsWhileLoadingTimesOutAtTheCallLimit) {
+  if (ForeignServer()) GTEST_SKIP() << "host-built module";
+  auto server = StartServer({"--call-timeout", "1"});
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->Upload(CT_LOAD_SPIN_KERNEL, "load_spin.so").ok());
+  auto m = s->LoadModule("load_spin.so");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kTimeout) << m.status().ToString();
+  EXPECT_EQ(m.status().message(), "loading 'load_spin.so' ran past 1000 ms");
+  ExpectServerAnswers(*server);
+}
+
+TEST(ServerHardeningTest, WhatAKernelForksEndsWithItsSession) {
+  if (ForeignServer()) GTEST_SKIP() << "host-built module";
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  auto [session_pid, forked] = SessionAndForkedPids(*s);
+  ASSERT_GT(forked, 0);
+  EXPECT_FALSE(Gone(forked));
+  ASSERT_TRUE(s->Close().ok());
+  EXPECT_TRUE(Eventually([&] { return Gone(forked); })) << "pid " << forked << " outlived it";
+  EXPECT_TRUE(Gone(session_pid));
+}
+
+TEST(ServerHardeningTest, SessionsDieWithAServerKilledBySigkillAndTheNextServerSweepsUp) {
+  if (ForeignServer()) GTEST_SKIP() << "host-built module";
+  std::string work_dir = MakeTempDir();
+  auto server = StartServer({"--work-dir", work_dir});
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  auto [session_pid, forked] = SessionAndForkedPids(*s);
+  ASSERT_GT(session_pid, 0);
+  ASSERT_GT(forked, 0);
+  ASSERT_EQ(server->Workspaces().size(), 1u);
+  ASSERT_EQ(::kill(server->pid(), SIGKILL), 0);
+  // The orphaned session would otherwise go on serving its client.
+  EXPECT_TRUE(Eventually([&] { return Gone(session_pid); })) << "session outlived its server";
+  EXPECT_FALSE(s->Ping().ok());
+  ::kill(forked, SIGKILL);  // what the kernel forked is not the server's to find after a kill -9
+  // SIGKILL left its workspace; the next server on this work dir removes it.
+  ASSERT_EQ(std::filesystem::directory_iterator(work_dir)->path().filename().string().rfind(
+                "session-", 0),
+            0u);
+  auto next = StartServer({"--work-dir", work_dir});
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->Workspaces().empty());
+  ExpectServerAnswers(*next);
+  std::error_code ec;
+  std::filesystem::remove_all(work_dir, ec);
+}
+
+TEST(ServerHardeningTest, IdleSessionEndsAfterTheIdleTimeout) {
+  auto server = StartServer({"--idle-timeout", "1"});
+  ASSERT_TRUE(server);
+  Channel ch = RawChannel(*server);
+  msg::Hello hello;
+  hello.peer_name = "idle";
+  ASSERT_TRUE(ClientHandshake(ch, hello, "", DeadlineIn(seconds(10))).ok());
+  auto f = ch.ReadFrame(DeadlineIn(seconds(30)));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  Status s = f->AsStatus();
+  EXPECT_EQ(s.code(), ErrorCode::kTimeout) << s.ToString();
+  EXPECT_NE(s.message().find("idle"), std::string::npos) << s.ToString();
+  ExpectServerAnswers(*server);
+}
+
+TEST(ServerHardeningTest, RefusesALargeFrameBeforeTheHandshake) {
+  auto server = StartServer({"--handshake-timeout", "5"});
+  ASSERT_TRUE(server);
+  Channel ch = RawChannel(*server);
+  const unsigned char header[4] = {0x00, 0x00, 0x10, 0x00};  // claims 1 MiB
+  ASSERT_TRUE(ch.WriteBytes(header, 4, DeadlineIn(seconds(5))).ok());
+  auto f = ch.ReadFrame(DeadlineIn(seconds(30)));
+  ASSERT_TRUE(f.ok()) << "no answer: " << f.status().ToString();
+  EXPECT_EQ(f->AsStatus().code(), ErrorCode::kLimitExceeded) << f->AsStatus().ToString();
+  ExpectServerAnswers(*server);
+}
+
+TEST(ServerHardeningTest, RefusesTimingRequestsOverTheProtocolsLimits) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->Upload(TestKernels(), "k.so").ok());
+  auto m = s->LoadModule("k.so");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (uint32_t repeat : {4294967295u, 200000u, 0u}) {
+    client::TimeOptions opt;
+    opt.repeat = repeat;
+    auto r = m->Time("empty", {}, opt);
+    ASSERT_FALSE(r.ok()) << "repeat " << repeat;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << r.status().ToString();
+  }
+  client::TimeOptions cool;
+  cool.cooldown_ms = 4294967295u;
+  EXPECT_EQ(m->Time("empty", {}, cool).status().code(), ErrorCode::kInvalidArgument);
+  // The session goes on.
+  client::TimeOptions ok;
+  ok.repeat = 3;
+  auto r = m->Time("empty", {}, ok);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seconds_per_call.size(), 3u);
+}
+
+// Hidden extraction directories (.ctpkg-*) under the session workspaces.
+size_t HiddenPackageCopies(const std::string& work_dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(work_dir, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename().string().rfind(".ctpkg-", 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST(ServerHardeningTest, PackageLoadsLeaveNoHiddenCopiesBehind) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->UploadBytes("manifest.json is not a tar archive", "bad.ctpkg").ok());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(s->LoadModule("bad.ctpkg").ok());
+  EXPECT_EQ(HiddenPackageCopies(server->work_dir()), 0u);
+  EXPECT_TRUE(s->Ping().ok());
+}
+
+TEST(ServerHardeningTest, RefusesFlagValuesThatWouldWrapOrMeanNoLimit) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--call-timeout", "4294968"},
+                                        {"--handshake-timeout", "0.0001"},
+                                        {"--session-timeout", "-1"},
+                                        {"--idle-timeout", "1e12"}}) {
+    std::string error;
+    auto server = ServerProcess::Start(args, &error);
+    EXPECT_FALSE(server) << args[0] << " " << args[1] << " was accepted";
+  }
+}
+
+}  // namespace
+}  // namespace crosstune::testing
