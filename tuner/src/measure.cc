@@ -115,7 +115,8 @@ Status DeviceRunner::Reopen() {
   co.auth_secret = spec_.auth_secret;
   co.lease_token = spec_.lease_token;
   co.request_timeout = spec_.request_timeout;
-  co.connect_timeout = std::min(spec_.request_timeout, co.connect_timeout);
+  // A loaded or emulated board can take seconds to fork a session; the reply deadline bounds it.
+  co.connect_timeout = spec_.request_timeout;
   CT_ASSIGN_OR_RETURN(session_, client::Session::Connect(co));
   CT_ASSIGN_OR_RETURN(info_, session_->Info());
   const auto specs = task_.args();
