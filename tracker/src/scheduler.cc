@@ -877,8 +877,8 @@ Snapshot Scheduler::Snap(TimePoint now) const {
     auto q = queues_.find(key);
     if (q != queues_.end()) {
       for (const Waiter* w = q->second.data(); w != q->second.data() + q->second.size(); ++w) {
-        kv.queue.push_back({w->req.holder, w->protocol, w->req.priority, EffectivePriority(*w, now),
-                            ToMs(now - w->enqueued)});
+        kv.queue.push_back({w->req.holder, w->req.priority, EffectivePriority(*w, now),
+                            ToMs(now - w->enqueued), w->protocol});
       }
     }
     auto st = stats_.find(key);

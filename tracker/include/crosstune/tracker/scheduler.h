@@ -94,10 +94,10 @@ struct Snapshot {
   };
   struct WaiterView {
     std::string holder;
-    Protocol protocol = Protocol::kCrosstune;
     int32_t priority = 0;
     int64_t effective_priority = 0;
     int64_t waited_ms = 0;
+    Protocol protocol = Protocol::kCrosstune;
   };
   struct KeyView {
     std::string key;
