@@ -1,11 +1,10 @@
-#include "crosstune/tuner/tuner.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
 #include "crosstune/tuner/replay.h"
+#include "crosstune/tuner/tuner.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -42,8 +41,9 @@ class EachTunerTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(EachTunerTest, ProposesEveryPointOfTheTableOnceAndFindsTheBest) {
   auto table = SmallTable();
   const ConfigSpace& space = table->space();
-  auto tuner = MakeTuner(GetParam(), space, {.seed = 5, .min_train = 4, .boost_rounds = 20,
-                                             .population = 8, .elite = 2});
+  auto tuner =
+      MakeTuner(GetParam(), space,
+                {.seed = 5, .min_train = 4, .boost_rounds = 20, .population = 8, .elite = 2});
   ASSERT_TRUE(tuner.ok()) << tuner.status().message();
   std::set<uint64_t> proposed;
   double best = INFINITY;
