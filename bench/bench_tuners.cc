@@ -39,8 +39,9 @@ nlohmann::json Skipped(const std::string& path, const std::string& why) {
 // Every tuner on one table; `check` adds the target for the space.
 nlohmann::json ReplaySpace(const std::string& path, const std::string& task, const Flags& f) {
   if (path.empty()) {
-    return Skipped(path, "no --matmul-space given (a full-space log: crosstune tune matmul ... "
-                         "--tuner grid over the whole space)");
+    return Skipped(path,
+                   "no --matmul-space given (a full-space log: crosstune tune matmul ... "
+                   "--tuner grid over the whole space)");
   }
   if (!std::filesystem::exists(path)) return Skipped(path, "absent: " + path);
   auto table = tuner::ReplayTable::Load(path, task);
@@ -130,11 +131,12 @@ int Main(int argc, char** argv) {
   if (!kt.contains("skipped")) {
     // The figures for this file: random needs a median of 80 trials (p90 260); Kernel
     // Tuner 1.5's best strategy (firefly) 37, counted the same way.
-    kt["reference"] = {{"random_median", 80}, {"random_p90", 260}, {"kernel_tuner_firefly_median", 37}};
+    kt["reference"] = {
+        {"random_median", 80}, {"random_p90", 260}, {"kernel_tuner_firefly_median", 37}};
     kt["target_xgb_median"] = 37;
     const auto& x = kt["tuners"].value("xgb", nlohmann::json::object());
-    kt["meets_target"] = x.contains("median") && x["median"].is_number() &&
-                         x["median"].get<double>() <= 37;
+    kt["meets_target"] =
+        x.contains("median") && x["median"].is_number() && x["median"].get<double>() <= 37;
   }
   out["kernel_tuner"] = kt;
   nlohmann::json mm = ReplaySpace(f.matmul_space, f.task, f);

@@ -35,13 +35,15 @@ void RegisterReplayCommand(CLI::App& app) {
     uint64_t max_trials = 0;
     double target_fraction = 0.95;
     std::string task;
+    std::string objective = "ndcg";
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "replay", "compare tuners on a recorded space (our full-space log or a Kernel Tuner cache)");
-  cmd->add_option("SPACE", o->space, "a full-space record log (.jsonl) or a Kernel Tuner cache "
-                                     "file (.json, .json.gz)")
+  cmd->add_option("SPACE", o->space,
+                  "a full-space record log (.jsonl) or a Kernel Tuner cache "
+                  "file (.json, .json.gz)")
       ->required();
   cmd->add_option("--tuner", o->tuners, "tuners to compare, comma-separated")
       ->delimiter(',')
@@ -58,6 +60,9 @@ void RegisterReplayCommand(CLI::App& app) {
       ->check(CLI::Range(1e-9, 1.0))
       ->capture_default_str();
   cmd->add_option("--task", o->task, "the task of a record log (its key, as `log summary` shows)");
+  cmd->add_option("--objective", o->objective, "xgb's cost model: ndcg, rank (pairwise) or reg")
+      ->check(CLI::IsMember({"ndcg", "rank", "reg"}))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] {
     for (const std::string& t : o->tuners) {
@@ -93,6 +98,7 @@ void RegisterReplayCommand(CLI::App& app) {
       ro.batch = o->batch;
       ro.max_trials = o->max_trials;
       ro.target_fraction = o->target_fraction;
+      ro.tuner_options.objective = o->objective;
       auto s = tuner::SummariseReplay(**table, ro, o->seeds);
       if (!s.ok()) Fail(s.status().message());
       if (s->warnings) {
@@ -106,13 +112,12 @@ void RegisterReplayCommand(CLI::App& app) {
       std::printf("%s\n", out.dump(2).c_str());
       return;
     }
-    std::printf("space %s: %llu points, %llu in the table (%zu measured ok), best %g, %zu within "
-                "%g of it\n",
-                (*table)->source().c_str(),
-                static_cast<unsigned long long>((*table)->space().size()),
-                static_cast<unsigned long long>((*table)->valid_count()), (*table)->ok_count(),
-                *(*table)->best(), (*table)->CountWithin(o->target_fraction),
-                o->target_fraction);
+    std::printf(
+        "space %s: %llu points, %llu in the table (%zu measured ok), best %g, %zu within "
+        "%g of it\n",
+        (*table)->source().c_str(), static_cast<unsigned long long>((*table)->space().size()),
+        static_cast<unsigned long long>((*table)->valid_count()), (*table)->ok_count(),
+        *(*table)->best(), (*table)->CountWithin(o->target_fraction), o->target_fraction);
     std::printf("trials to a point within %g of the best (batch %d, budget %llu):\n\n",
                 o->target_fraction, o->batch,
                 static_cast<unsigned long long>(summaries.front().max_trials));

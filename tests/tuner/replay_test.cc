@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 class KernelTunerCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ct-replay-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("ct-replay-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -78,20 +79,20 @@ void ExpectMixedTable(const ReplayTable& t) {
   EXPECT_TRUE(r.ok);
   EXPECT_DOUBLE_EQ(r.cost, 2.0);
   // A failure is in the space (a spent trial) but has no cost.
-  auto failed = t.space().FromJson({{"block", 64}, {"unroll", true}, {"mode", "safe"},
-                                    {"ratio", 1.0}});
+  auto failed =
+      t.space().FromJson({{"block", 64}, {"unroll", true}, {"mode", "safe"}, {"ratio", 1.0}});
   ASSERT_TRUE(failed.ok());
   EXPECT_TRUE(t.space().IsValid(*failed));
   EXPECT_FALSE(t.Measure(failed->index()).ok);
   EXPECT_EQ(t.Find(failed->index())->failure, "RuntimeFailedConfig");
   // The entry that held only its time got its values from its key.
-  auto from_key = t.space().FromJson({{"block", 64}, {"unroll", false}, {"mode", "fast"},
-                                      {"ratio", 1.0}});
+  auto from_key =
+      t.space().FromJson({{"block", 64}, {"unroll", false}, {"mode", "fast"}, {"ratio", 1.0}});
   ASSERT_TRUE(from_key.ok());
   EXPECT_DOUBLE_EQ(t.Measure(from_key->index()).cost, 3.0);
   // Points absent from the file are not in the space.
-  auto absent = t.space().FromJson({{"block", 32}, {"unroll", false}, {"mode", "safe"},
-                                    {"ratio", 1.0}});
+  auto absent =
+      t.space().FromJson({{"block", 32}, {"unroll", false}, {"mode", "safe"}, {"ratio", 1.0}});
   ASSERT_TRUE(absent.ok());
   EXPECT_FALSE(t.space().IsValid(*absent));
 }
@@ -134,11 +135,11 @@ TEST_F(KernelTunerCacheTest, MalformedFilesGetNamedErrors) {
       {"this is not json", "not JSON"},
       {R"({"cache": {}})", "tune_params_keys"},
       {R"({"tune_params_keys": ["x"]})", "no 'cache'"},
-      {R"({"tune_params_keys": ["x"], "cache": {"1": {"x": 1, "time": "Exploded"}}})",
-       "Exploded"},
+      {R"({"tune_params_keys": ["x"], "cache": {"1": {"x": 1, "time": "Exploded"}}})", "Exploded"},
       {R"({"tune_params_keys": ["x"], "cache": {"1": {"x": 1}}})", "has no 'time'"},
       {R"({"tune_params_keys": ["x"], "problem_size": {"a": 1},
-           "cache": {"1": {"x": 1, "time": 1}}})", "problem_size"},
+           "cache": {"1": {"x": 1, "time": 1}}})",
+       "problem_size"},
       {R"({"tune_params_keys": ["x", "y"], "cache": {"1": {"time": 1}}})", "2 parameters"},
       {R"({"tune_params_keys": ["x"], "cache": {}})", "no entries"},
   };
@@ -195,7 +196,8 @@ TEST_F(KernelTunerCacheTest, ReadsAFullSpaceRecordLogOfOneTask) {
 }
 
 TEST(SharedSpaceTest, ReadsThePnpolyCacheWithItsKnownFacts) {
-  std::string path = std::string(CT_SHARED_TUNING_SPACES) + "/benchmark_hub-pnpoly-RTX_3090.json.gz";
+  std::string path =
+      std::string(CT_SHARED_TUNING_SPACES) + "/benchmark_hub-pnpoly-RTX_3090.json.gz";
   if (!fs::exists(path)) GTEST_SKIP() << "no shared tuning space at " << path;
   auto t = ReplayTable::Load(path);
   ASSERT_TRUE(t.ok()) << t.status().message();

@@ -11,10 +11,10 @@ namespace {
 
 ConfigSpace SmallSpace() {
   ConfigSpace s;
-  EXPECT_TRUE(s.AddSplit("tile", 16, 2).ok());  // 5 choices: 16x1, 8x2, 4x4, 2x8, 1x16
+  EXPECT_TRUE(s.AddSplit("tile", 16, 2).ok());               // 5 choices: 16x1, 8x2, 4x4, 2x8, 1x16
   EXPECT_TRUE(s.AddReorder("order", {"i", "j", "k"}).ok());  // 6
   EXPECT_TRUE(s.AddAnnotate("ann", {"i"}, {Annotation::kNone, Annotation::kUnroll}).ok());  // 2
-  EXPECT_TRUE(s.AddCategorical("unroll", {1, 2, 4}).ok());  // 3
+  EXPECT_TRUE(s.AddCategorical("unroll", {1, 2, 4}).ok());                                  // 3
   return s;
 }
 

@@ -138,8 +138,8 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::FromPoints(std::string sourc
   std::vector<std::vector<nlohmann::json>> values(params.size());
   for (const ReplayPoint& p : points) {
     if (!p.values.is_object() || p.values.size() != params.size()) {
-      return Status(ErrorCode::kInvalidArgument,
-                    source + ": point " + p.values.dump() + " does not have the parameters of the table");
+      return Status(ErrorCode::kInvalidArgument, source + ": point " + p.values.dump() +
+                                                     " does not have the parameters of the table");
     }
     for (size_t k = 0; k < params.size(); ++k) {
       auto it = p.values.find(params[k]);
@@ -166,15 +166,14 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::FromPoints(std::string sourc
     std::vector<uint32_t> choices(params.size());
     for (size_t k = 0; k < params.size(); ++k) {
       const auto& choices_k = table->space_->knobs()[k].values;
-      auto pos = std::lower_bound(choices_k.begin(), choices_k.end(), p.values[params[k]],
-                                  ValueLess);
+      auto pos =
+          std::lower_bound(choices_k.begin(), choices_k.end(), p.values[params[k]], ValueLess);
       choices[k] = static_cast<uint32_t>(pos - choices_k.begin());
     }
     CT_ASSIGN_OR_RETURN(uint64_t index, table->space_->IndexOf(choices));
     if (p.ok && !(std::isfinite(p.cost) && p.cost >= 0)) {
-      return Status(ErrorCode::kInvalidArgument,
-                    table->source_ + ": point " + p.values.dump() + " has cost " +
-                        std::to_string(p.cost));
+      return Status(ErrorCode::kInvalidArgument, table->source_ + ": point " + p.values.dump() +
+                                                     " has cost " + std::to_string(p.cost));
     }
     if (p.ok) {
       ++table->ok_count_;
@@ -336,7 +335,8 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::LoadRecordLog(const std::str
   table->warnings_ = std::move(log.warnings);
   if (task.empty() && tasks.size() > 1) {
     table->warnings_.push_back(path + ": holds " + std::to_string(tasks.size()) +
-                               " tasks; replaying the first, '" + chosen + "' (choose with --task)");
+                               " tasks; replaying the first, '" + chosen +
+                               "' (choose with --task)");
   }
   return table;
 }
@@ -414,9 +414,9 @@ Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& opt
                                                 std::to_string(index) + " twice");
       }
       if (!table.Find(index)) {
-        return Status(ErrorCode::kInvalidArgument,
-                      "tuner " + options.tuner + " proposed point " + std::to_string(index) +
-                          ", which the table lacks");
+        return Status(ErrorCode::kInvalidArgument, "tuner " + options.tuner + " proposed point " +
+                                                       std::to_string(index) +
+                                                       ", which the table lacks");
       }
       TrialResult r = table.Measure(index);
       ++run.trials;

@@ -38,9 +38,7 @@ class History {
     if (!Usable(r) || !std::isfinite(best_)) return 0;
     return best_ / r.cost;
   }
-  static bool Usable(const TrialResult& r) {
-    return r.ok && std::isfinite(r.cost) && r.cost > 0;
-  }
+  static bool Usable(const TrialResult& r) { return r.ok && std::isfinite(r.cost) && r.cost > 0; }
 
  private:
   std::unordered_map<uint64_t, size_t> seen_;

@@ -62,7 +62,6 @@ class XgbTuner final : public Tuner {
     return batch;
   }
 
-
   void Update(const std::vector<TrialResult>& results) override {
     for (const TrialResult& r : history_.Add(results)) {
       proposed_.insert(r.index);
@@ -151,8 +150,7 @@ class XgbTuner final : public Tuner {
   }
 
   // Scores the points in `indices` that have no score yet.
-  Status Score(const std::vector<uint64_t>& indices,
-               std::unordered_map<uint64_t, float>* scores) {
+  Status Score(const std::vector<uint64_t>& indices, std::unordered_map<uint64_t, float>* scores) {
     std::vector<uint64_t> todo;
     std::unordered_set<uint64_t> queued;
     std::vector<float> x;

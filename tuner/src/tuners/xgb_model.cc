@@ -25,9 +25,9 @@ class Matrix {
   }
   Status Create(const std::vector<float>& x, size_t rows, size_t cols) {
     if (rows == 0 || cols == 0 || x.size() != rows * cols) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "cost model: " + std::to_string(x.size()) + " feature values for " +
-                        std::to_string(rows) + " rows of " + std::to_string(cols));
+      return Status(ErrorCode::kInvalidArgument, "cost model: " + std::to_string(x.size()) +
+                                                     " feature values for " + std::to_string(rows) +
+                                                     " rows of " + std::to_string(cols));
     }
     return XgbCheck(XGDMatrixCreateFromMat(x.data(), rows, cols, std::nanf(""), &handle_),
                     "XGDMatrixCreateFromMat");
@@ -54,9 +54,9 @@ CostModel::~CostModel() {
 Status CostModel::Fit(const TrainingSet& data) {
   Matrix train;
   CT_RETURN_IF_ERROR(train.Create(data.x, data.rows(), data.cols));
-  CT_RETURN_IF_ERROR(XgbCheck(
-      XGDMatrixSetFloatInfo(train.get(), "label", data.labels.data(), data.labels.size()),
-      "XGDMatrixSetFloatInfo(label)"));
+  CT_RETURN_IF_ERROR(
+      XgbCheck(XGDMatrixSetFloatInfo(train.get(), "label", data.labels.data(), data.labels.size()),
+               "XGDMatrixSetFloatInfo(label)"));
   std::string objective;
   if (options_.objective == "ndcg") {
     objective = "rank:ndcg";

@@ -16,12 +16,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "crosstune/status.h"
 #include "crosstune/tuner/space.h"
@@ -85,7 +84,7 @@ struct ReplayOptions {
   std::string tuner = "random";
   uint64_t seed = 1;
   int batch = 8;
-  uint64_t max_trials = 0;       // 0: the table's size (every seed then reaches the target)
+  uint64_t max_trials = 0;        // 0: the table's size (every seed then reaches the target)
   double target_fraction = 0.95;  // a point with best / cost >= this is "found"
   TunerOptions tuner_options;     // its seed is replaced by `seed`
 };
@@ -129,8 +128,7 @@ struct ReplaySummary {
 };
 
 // RunReplay for seeds 1..`seeds`, summarised.
-Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions options,
-                                        int seeds);
+Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions options, int seeds);
 
 // {"tuner":..., "median":..., "p90":..., "mean":..., "reached":..., "seeds":..., "space_size":...,
 //  "valid_count":..., "best":..., ...}; `with_runs` adds every seed's trials to target.
