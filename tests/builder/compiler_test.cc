@@ -57,8 +57,9 @@ TEST_P(CpuCompileTest, CompilesSharedObjectForTheTriple) {
   EXPECT_EQ(elf.elf_class, c.elf_class);
   EXPECT_EQ(elf.machine, c.machine);
   EXPECT_EQ(elf.type, 3) << "ET_DYN: a shared object";
-  if (c.machine == 40)
+  if (c.machine == 40) {
     EXPECT_NE(elf.flags & 0x400, 0u) << "armv7 must be hard-float (EF_ARM_ABI_FLOAT_HARD)";
+  }
   ASSERT_EQ(out->functions.size(), 2u);
   EXPECT_EQ(out->functions[0].name, "vadd");
   EXPECT_EQ(out->functions[0].signature, "ttti");

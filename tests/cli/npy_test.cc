@@ -164,7 +164,6 @@ TEST(Npy, RefusesMissingFile) {
   EXPECT_EQ(a.status().code(), ErrorCode::kIoError);
 }
 
-
 // numpy itself is the reference: it reads what we write, and we read what it writes in each
 // format version (3.0 included), for every dtype the CLI takes.
 class NpyWithNumpy : public ::testing::Test {

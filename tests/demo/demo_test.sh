@@ -6,7 +6,9 @@
 set -uo pipefail
 src=$1
 shift
-out=$(bash "$src/scripts/demo.sh" 2>&1)
+# With SIGPIPE at its default, as in a terminal (ctest starts tests with it ignored, which hides
+# failures that come from it).
+out=$(env --default-signal=PIPE bash "$src/scripts/demo.sh" 2>&1)
 rc=$?
 printf '%s\n' "$out"
 fail() {

@@ -61,7 +61,9 @@ TEST_F(SessionTest, ReportsDeviceInfo) {
   EXPECT_GT(info->memory_bytes, 0u);
   EXPECT_FALSE(info->os.empty());
   EXPECT_EQ(info->version, std::string(kCrosstuneVersion));
-  if (info->gpus.empty()) EXPECT_FALSE(info->gpu_status.empty());
+  if (info->gpus.empty()) {
+    EXPECT_FALSE(info->gpu_status.empty());
+  }
 }
 
 TEST_F(SessionTest, UploadsDownloadsListsAndRemovesFiles) {

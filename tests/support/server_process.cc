@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -77,7 +78,10 @@ Status ServerProcess::Start(const std::vector<std::string>& argv, std::chrono::m
       std::string addr = line.substr(at + kPrefix.size());
       addr = addr.substr(0, addr.find(' '));
       auto colon = addr.rfind(':');
-      int port = colon == std::string::npos ? 0 : std::atoi(addr.c_str() + colon + 1);
+      int port = 0;
+      if (colon != std::string::npos) {
+        std::from_chars(addr.data() + colon + 1, addr.data() + addr.size(), port);
+      }
       if (port <= 0 || port > 65535) {
         Stop();
         return Status(ErrorCode::kProtocolError, argv[0] + ": no port in '" + line + "'");

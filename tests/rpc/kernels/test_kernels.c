@@ -84,7 +84,9 @@ static int32_t spin(const ct_arg* args, int32_t num_args) {
 static int32_t segv(const ct_arg* args, int32_t num_args) {
   (void)args;
   (void)num_args;
-  volatile int* p = (volatile int*)16;
+  /* An address the compiler cannot see is bogus (a constant one draws -Warray-bounds). */
+  static volatile uintptr_t bad_address = 16;
+  volatile int* p = (volatile int*)bad_address;
   *p = 1;
   return 0;
 }
