@@ -126,7 +126,7 @@ class XgbTuner final : public Tuner {
         if (t.group != g) continue;
         CT_RETURN_IF_ERROR(AppendRow(t.features, &data.cols, &data.x));
         bool usable = t.ok && t.cost > 0 && std::isfinite(best);
-        data.labels.push_back(usable ? static_cast<float>(best / t.cost) : 0.f);
+        data.labels.push_back(Label(usable ? best / t.cost : 0.0));
         ++count;
       }
       data.groups.push_back(count);
@@ -136,11 +136,21 @@ class XgbTuner final : public Tuner {
     unsigned own = 0;
     for (const TrialResult& r : history_.results()) {
       CT_RETURN_IF_ERROR(AppendRow(FeatureCached(r.index), &data.cols, &data.x));
-      data.labels.push_back(static_cast<float>(history_.Score(r)));
+      data.labels.push_back(Label(history_.Score(r)));
       ++own;
     }
     if (own) data.groups.push_back(own);
     return model_.Fit(data);
+  }
+
+  // The training label of a point whose score (best / cost, 0 for a failure) is `score`. For the
+  // regression and pairwise objectives, the score itself. For ndcg, whose relevance grades are
+  // integers, 1 for the group's best point and 0 for the rest: the model learns what sets the
+  // best point apart, and the plan looks for more points like it. (Graded relevance, 0..3 by
+  // distance to the best, did worse on pnpoly: median 41.5, p90 325 against 28 / 65.)
+  float Label(double score) const {
+    if (options_.objective != "ndcg") return static_cast<float>(score);
+    return score >= 1.0 - 1e-12 ? 1.f : 0.f;
   }
 
   const std::vector<float>& FeatureCached(uint64_t index) {

@@ -49,9 +49,9 @@ struct TunerOptions {
   std::function<std::vector<float>(const Config&)> features;
 
   // --- xgb ---
-  // "ndcg" (rank:ndcg), "rank" (rank:pairwise) or "reg" (reg:squarederror). ndcg weighs the top
-  // of the ranking most, which is what a search needs: on the shared pnpoly space it reached 95%
-  // of the best in a median of ~35 trials where rank:pairwise needed ~45 (crosstune-bench-tuners).
+  // "ndcg" (rank:ndcg; the model learns what sets the best point apart), "rank" (rank:pairwise)
+  // or "reg" (reg:squarederror). On the shared pnpoly space ndcg reached 95% of the best in a
+  // median of ~25-29 trials where rank:pairwise needed ~45 (crosstune-bench-tuners).
   std::string objective = "ndcg";
   int plan_size = 64;              // candidates planned by simulated annealing per refit
   double epsilon = 0.05;           // share of each batch drawn at random
