@@ -11,6 +11,7 @@ packages=(
   libboost-dev libmsgpack-cxx-dev libdlpack-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev libsqlite3-dev
   llvm-14-dev libclang-14-dev clang-14 liblld-14-dev lld-14 lld
+  libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (fuzz, asan, tsan presets)
   libxgboost-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user

@@ -140,6 +140,7 @@ std::string SignalName(int sig) {
   // must not keep them open after the caller closes them.
   ::close_range(4, ~0u, 0);
   Channel ch(3);
+  ch.set_utf8_strings(false);  // sources, libraries and diagnostics are raw bytes
   for (;;) {
     auto frame = ch.ReadFrame(NoDeadline(), kMaxWorkerFrame);
     if (!frame.ok()) ::_exit(0);
@@ -354,6 +355,7 @@ class Builder::Pool {
     ::close(sv[1]);
     w->pid = pid;
     w->ch = Channel(sv[0]);
+    w->ch.set_utf8_strings(false);  // libraries and compiler output are raw bytes
     return Status::Ok();
   }
 

@@ -36,7 +36,9 @@ Status Errno(const char* what) {
 Channel::~Channel() { Close(); }
 
 Channel::Channel(Channel&& other) noexcept
-    : fd_(other.fd_), next_request_id_(other.next_request_id_) {
+    : fd_(other.fd_),
+      next_request_id_(other.next_request_id_),
+      utf8_strings_(other.utf8_strings_) {
   other.fd_ = -1;
 }
 
@@ -45,6 +47,7 @@ Channel& Channel::operator=(Channel&& other) noexcept {
     Close();
     fd_ = other.fd_;
     next_request_id_ = other.next_request_id_;
+    utf8_strings_ = other.utf8_strings_;
     other.fd_ = -1;
   }
   return *this;
@@ -193,7 +196,7 @@ Expected<Frame> Channel::ReadFrame(Deadline deadline, uint32_t max_frame_bytes) 
   CT_ASSIGN_OR_RETURN(uint32_t n, DecodeFrameLength(prefix, max_frame_bytes));
   std::string body(n, '\0');
   CT_RETURN_IF_ERROR(ReadBytes(body.data(), n, deadline));
-  return DecodeFrameBody(body.data(), body.size());
+  return DecodeFrameBody(body.data(), body.size(), utf8_strings_);
 }
 
 Status Channel::SendError(uint32_t request_id, const Status& status, Deadline deadline) {

@@ -64,7 +64,7 @@ Expected<uint32_t> DecodeFrameLength(const unsigned char prefix[4], uint32_t max
   return n;
 }
 
-Expected<Frame> DecodeFrameBody(const char* data, size_t size) {
+Expected<Frame> DecodeFrameBody(const char* data, size_t size, bool utf8_strings) {
   Frame f;
   try {
     // Container sizes are bounded by the frame itself; this stops a 5-byte header claiming
@@ -91,7 +91,7 @@ Expected<Frame> DecodeFrameBody(const char* data, size_t size) {
     if (items[1].via.u64 > 0xffffffffull) {
       return Status(ErrorCode::kProtocolError, "request id out of range");
     }
-    if (!StringsAreUtf8(items[2])) {
+    if (utf8_strings && !StringsAreUtf8(items[2])) {
       return Status(ErrorCode::kProtocolError, "a string in the frame is not valid UTF-8");
     }
     f.op = static_cast<Opcode>(op);

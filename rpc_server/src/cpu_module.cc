@@ -7,6 +7,7 @@
 
 #include "crosstune/server/elf.h"
 #include "crosstune/server/module.h"
+#include "crosstune/text.h"
 #include "package_loader.h"
 
 namespace crosstune::server {
@@ -119,12 +120,33 @@ class CpuLoader final : public ModuleLoader {
                                                      std::to_string(v) + ", this server speaks " +
                                                      std::to_string(CT_ABI_VERSION));
     }
+    // The table is the module's word: bound the count, and every name and signature must be a
+    // short UTF-8 string (they go into replies, which must be valid UTF-8 and fit a frame).
+    constexpr uint32_t kMaxFunctions = 4096;
+    constexpr size_t kMaxNameBytes = 256;
+    if (table->num_functions > kMaxFunctions || (table->num_functions && !table->functions)) {
+      uint32_t n = table->num_functions;
+      ::dlclose(handle);
+      return Status(ErrorCode::kInvalidArgument,
+                    name + ": the module lists " + std::to_string(n) + " functions (at most " +
+                        std::to_string(kMaxFunctions) + ")");
+    }
     for (uint32_t i = 0; i < table->num_functions; ++i) {
       const ct_function& f = table->functions[i];
       if (!f.name || !f.fn || !f.signature) {
         ::dlclose(handle);
         return Status(ErrorCode::kInvalidArgument, name + ": function " + std::to_string(i) +
                                                        " has no name, pointer or signature");
+      }
+      size_t name_len = ::strnlen(f.name, kMaxNameBytes + 1);
+      size_t sig_len = ::strnlen(f.signature, kMaxNameBytes + 1);
+      if (name_len > kMaxNameBytes || sig_len > kMaxNameBytes ||
+          !IsValidUtf8(std::string_view(f.name, name_len)) ||
+          !IsValidUtf8(std::string_view(f.signature, sig_len))) {
+        ::dlclose(handle);
+        return Status(ErrorCode::kInvalidArgument,
+                      name + ": function " + std::to_string(i) +
+                          " has a name or signature that is not a short UTF-8 string");
       }
     }
     return std::unique_ptr<Module>(std::make_unique<CpuModule>(handle, table));

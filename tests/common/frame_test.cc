@@ -70,6 +70,14 @@ TEST(Frame, RefusesStringsThatAreNotUtf8AnywhereInThePayload) {
   EXPECT_TRUE(DecodeFrameBody(bytes.data() + 4, bytes.size() - 4).ok());
 }
 
+TEST(Frame, TrustedPipesMayCarryRawBytesInStrings) {
+  std::string bytes = EncodeFrame(Opcode::kResult, 1, std::string("\x7f" "ELF\xff\xfe", 6));
+  EXPECT_FALSE(DecodeFrameBody(bytes.data() + 4, bytes.size() - 4).ok());
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4, /*utf8_strings=*/false);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->As<std::string>().value(), std::string("\x7f" "ELF\xff\xfe", 6));
+}
+
 TEST(Frame, ErrorMessagesAreSentAsValidUtf8) {
   std::string bytes = EncodeError(3, Status(ErrorCode::kNotFound, "/tmp/B\xfcro.so: not found"));
   auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);

@@ -74,6 +74,19 @@ TEST(ServerHardeningTest, ModuleThatSpinsWhileLoadingTimesOutAtTheCallLimit) {
   ExpectServerAnswers(*server);
 }
 
+TEST(ServerHardeningTest, RefusesAModuleWhoseFunctionNamesAreNotUtf8) {
+  if (ForeignServer()) GTEST_SKIP() << "host-built module";
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->Upload(CT_BAD_NAMES_KERNEL, "bad_names.so").ok());
+  auto m = s->LoadModule("bad_names.so");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument) << m.status().ToString();
+  EXPECT_TRUE(s->Ping().ok());
+}
+
 TEST(ServerHardeningTest, WhatAKernelForksEndsWithItsSession) {
   if (ForeignServer()) GTEST_SKIP() << "host-built module";
   auto server = StartServer();

@@ -34,6 +34,9 @@ class Channel {
   static Status ParseHostPort(const std::string& spec, std::string* host, uint16_t* port);
 
   bool is_open() const { return fd_ >= 0; }
+  // false: frames read may hold strings that are not UTF-8 (trusted internal pipes only; see
+  // DecodeFrameBody).
+  void set_utf8_strings(bool on) { utf8_strings_ = on; }
   int fd() const { return fd_; }
   int Release();  // gives up ownership of the fd
   void Close();
@@ -84,6 +87,7 @@ class Channel {
 
   int fd_ = -1;
   uint32_t next_request_id_ = 1;
+  bool utf8_strings_ = true;
 };
 
 }  // namespace crosstune

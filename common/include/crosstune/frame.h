@@ -63,6 +63,8 @@ Expected<uint32_t> DecodeFrameLength(const unsigned char prefix[4],
 // Decodes a body (without its prefix). Malformed msgpack, a body that is not a 3-array, an
 // opcode over 16 bits, or a string anywhere in it that is not valid UTF-8 is kProtocolError.
 // Unknown opcodes decode; check IsKnownOpcode().
-Expected<Frame> DecodeFrameBody(const char* data, size_t size);
+// `utf8_strings` false skips the UTF-8 check, for trusted internal pipes whose strings carry raw
+// bytes (the builder's worker protocol ships libraries and compiler output).
+Expected<Frame> DecodeFrameBody(const char* data, size_t size, bool utf8_strings = true);
 
 }  // namespace crosstune
