@@ -149,8 +149,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "--listen-fd " + std::to_string(fd) + ": not a socket: " + std::strerror(errno));
+      return Status(ErrorCode::kInvalidArgument, "--listen-fd " + std::to_string(fd) +
+                                                     ": not a socket: " + std::strerror(errno));
     }
     boost::system::error_code ec;
     a.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
