@@ -19,13 +19,14 @@ namespace crosstune {
 ServerProcess::~ServerProcess() { Stop(); }
 
 Status ServerProcess::Start(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
-                            const std::string& stderr_log) {
+                            const std::string& stderr_log, int pass_fd) {
   Stop();
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Status(ErrorCode::kIoError, std::strerror(errno));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  if (pass_fd >= 0) posix_spawn_file_actions_adddup2(&actions, pass_fd, 3);  // clears CLOEXEC
   if (!stderr_log.empty()) {
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_log.c_str(),
                                      O_WRONLY | O_CREAT | O_APPEND, 0644);

@@ -62,22 +62,45 @@ CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
-ClosedPort::ClosedPort() {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) return;
+namespace {
+
+// A TCP socket bound to 127.0.0.1 on a port the kernel picks; -1 on failure.
+int BindLoopback(uint16_t* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = 0;
   socklen_t len = sizeof(a);
-  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    return;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return -1;
   }
-  port_ = ntohs(a.sin_port);
+  *port = ntohs(a.sin_port);
+  return fd;
 }
 
+}  // namespace
+
+ClosedPort::ClosedPort() { fd_ = BindLoopback(&port_); }
+
 ClosedPort::~ClosedPort() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool ListeningSocket::open() {
+  if (fd_ >= 0) return true;
+  fd_ = BindLoopback(&port_);
+  if (fd_ >= 0 && ::listen(fd_, SOMAXCONN) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  return fd_ >= 0;
+}
+
+ListeningSocket::~ListeningSocket() {
   if (fd_ >= 0) ::close(fd_);
 }
 

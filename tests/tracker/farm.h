@@ -52,15 +52,16 @@ class Farm {
     return testing::WriteFile(Path(name), text);
   }
 
-  // Starts (or restarts, on the same ports) the tracker with short timings.
-  bool StartTracker(std::vector<std::string> extra = {}, uint16_t port = 0, int http_port = 0) {
+  // Starts the tracker with short timings. With `held_port` it serves on a listening socket this
+  // farm holds (--listen-fd), so a restarted tracker comes back on the same port for certain.
+  bool StartTracker(std::vector<std::string> extra = {}, bool held_port = false) {
     std::vector<std::string> argv = {TrackerBin(),
                                      "--host",
                                      "127.0.0.1",
                                      "--port",
-                                     std::to_string(port),
+                                     "0",
                                      "--http-port",
-                                     std::to_string(http_port),
+                                     "0",
                                      "--heartbeat-ms",
                                      "200",
                                      "--heartbeat-timeout-ms",
@@ -74,8 +75,13 @@ class Farm {
                                      "--reattach-s",
                                      "10"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    if (held_port) {
+      if (!listener_.open()) return false;
+      argv.insert(argv.end(), {"--listen-fd", "3"});
+    }
     tracker_ = std::make_unique<ServerProcess>();
-    Status started = tracker_->Start(argv, std::chrono::seconds(10), Path("tracker.log"));
+    Status started = tracker_->Start(argv, std::chrono::seconds(10), Path("tracker.log"),
+                                     held_port ? listener_.fd() : -1);
     std::smatch m;
     static const std::regex re(R"(listening on 127\.0\.0\.1:(\d+) http 127\.0\.0\.1:(\d+))");
     const std::string& line = tracker_->listening_line();
@@ -149,6 +155,7 @@ class Farm {
 
  private:
   std::filesystem::path dir_;
+  ListeningSocket listener_;
   std::unique_ptr<ServerProcess> tracker_;
   uint16_t tracker_port_ = 0, http_port_ = 0;
   std::vector<std::unique_ptr<ServerProcess>> servers_;

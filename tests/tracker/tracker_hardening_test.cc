@@ -324,7 +324,7 @@ TEST(TrackerHardeningTest, ClientsCannotRegisterWhenServersHaveTheirOwnSecret) {
 
 TEST(TrackerHardeningTest, QueuedRequestSurvivesATrackerRestart) {
   Farm farm;
-  ASSERT_TRUE(farm.StartTracker());
+  ASSERT_TRUE(farm.StartTracker({}, /*held_port=*/true));
   ASSERT_GE(farm.StartServer("cpu"), 0);
   ASSERT_TRUE(farm.WaitRegistered(1));
   auto first = farm.Client("first");
@@ -343,10 +343,11 @@ TEST(TrackerHardeningTest, QueuedRequestSurvivesATrackerRestart) {
   ASSERT_TRUE(Eventually([&] { return queued.load(); }));
   // ... when the tracker is killed and comes back on the same ports (its leases were in memory,
   // so the device is free after the restart).
-  uint16_t port = farm.tracker_port(), http = farm.http_port();
+  uint16_t port = farm.tracker_port();
   farm.KillTracker();
   // (A start-up grace, as by default, so the request waits for the server to re-register.)
-  ASSERT_TRUE(farm.StartTracker({"--startup-grace-s", "10"}, port, http));
+  ASSERT_TRUE(farm.StartTracker({"--startup-grace-s", "10"}, /*held_port=*/true));
+  ASSERT_EQ(farm.tracker_port(), port);
   waiter.join();
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
   EXPECT_FALSE(grant->lease_token.empty());
@@ -354,8 +355,11 @@ TEST(TrackerHardeningTest, QueuedRequestSurvivesATrackerRestart) {
 
 TEST(TrackerHardeningTest, ListensOnLoopbackByDefault) {
   Farm farm;
-  Process tracker({TrackerBin(), "--port", "0"}, farm.Path("default.log"));
-  EXPECT_NE(tracker.ReadLine().find("listening on 127.0.0.1:"), std::string::npos);
+  ServerProcess tracker;
+  ASSERT_TRUE(tracker.Start({TrackerBin(), "--port", "0"}, std::chrono::seconds(10),
+                            farm.Path("default.log"))
+                  .ok());
+  EXPECT_NE(tracker.listening_line().find("listening on 127.0.0.1:"), std::string::npos);
 }
 
 }  // namespace

@@ -224,7 +224,7 @@ TEST_F(TrackerFarmTest, ReadmitsAQuarantinedServerThatPassesItsSelfCheck) {
 TEST_F(TrackerFarmTest, RestartedTrackerKeepsRunningLeasesAndServersReRegister) {
   Farm farm;
   std::string db = farm.Path("tracker.sqlite");
-  ASSERT_TRUE(farm.StartTracker({"--db", db}));
+  ASSERT_TRUE(farm.StartTracker({"--db", db}, /*held_port=*/true));
   ASSERT_GE(farm.StartServer("cpu"), 0);
   ASSERT_GE(farm.StartServer("cpu"), 0);
   ASSERT_GE(farm.StartServer("canary"), 0);
@@ -244,11 +244,13 @@ TEST_F(TrackerFarmTest, RestartedTrackerKeepsRunningLeasesAndServersReRegister) 
   ASSERT_TRUE(gg.ok());
 
   uint16_t port = farm.tracker_port();
-  farm.KillTracker(SIGKILL);
+  farm.KillTracker(SIGKILL);  // the farm still holds the listening socket, and so the port
   // While the tracker is down the servers keep honouring the leases they were told about.
   EXPECT_TRUE(Connect(ga->address, ga->lease_token).ok());
   gone_holder.reset();
-  ASSERT_TRUE(farm.StartTracker({"--db", db, "--startup-grace-s", "5", "--reattach-s", "3"}, port));
+  ASSERT_TRUE(farm.StartTracker({"--db", db, "--startup-grace-s", "5", "--reattach-s", "3"},
+                                /*held_port=*/true));
+  ASSERT_EQ(farm.tracker_port(), port);
   ASSERT_TRUE(farm.WaitRegistered(3));
   EXPECT_TRUE(Eventually([&] {
     return farm.Device(ga->address)["state"] == "leased" &&

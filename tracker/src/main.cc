@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "tracker port (0: any free port)")->capture_default_str();
+  app.add_option("--listen-fd", o.listen_fd,
+                 "serve the tracker port on this inherited, listening socket instead of --port "
+                 "(socket activation: the port stays bound across restarts)");
   app.add_option("--http-port", o.http_port,
                  "status page, /api/summary and /metrics (0: any free port; default off)");
   app.add_option("--db", o.db_path,

@@ -2,11 +2,13 @@
 
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -161,6 +163,23 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     if (ec) {
       return Status(ErrorCode::kIoError,
                     "cannot listen on " + HostPort(addr, port) + ": " + ec.message());
+    }
+    return Status::Ok();
+  }
+
+  // Takes over an inherited listening socket (TrackerOptions::listen_fd).
+  Status Adopt(tcp::acceptor& a, int fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return Status(ErrorCode::kInvalidArgument, "--listen-fd " + std::to_string(fd) +
+                                                     ": not a socket: " + std::strerror(errno));
+    }
+    boost::system::error_code ec;
+    a.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+    if (ec) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "--listen-fd " + std::to_string(fd) + ": " + ec.message());
     }
     return Status::Ok();
   }
@@ -863,7 +882,11 @@ Status Tracker::Start() {
     spdlog::info("tracker: restored lease on {} held by {}", l.device, l.holder);
     m.sched.RestoreLease(now, l, m.sched.unix_ms());
   }
-  CT_RETURN_IF_ERROR(m.Listen(m.acceptor, m.options.port));
+  if (m.options.listen_fd >= 0) {
+    CT_RETURN_IF_ERROR(m.Adopt(m.acceptor, m.options.listen_fd));
+  } else {
+    CT_RETURN_IF_ERROR(m.Listen(m.acceptor, m.options.port));
+  }
   if (m.options.http_port >= 0) {
     CT_RETURN_IF_ERROR(m.Listen(m.http_acceptor, static_cast<uint16_t>(m.options.http_port)));
     m.AcceptHttp();

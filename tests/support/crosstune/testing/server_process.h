@@ -29,8 +29,9 @@ class ServerProcess {
   // argv[0] is the program (a path, or a name looked up in PATH). Waits up to `timeout` for the
   // listening line; the rest of the process's stdout is copied to this process's stderr. Its
   // stderr goes to `stderr_log` (appended) when given, else to this process's stderr.
+  // `pass_fd` >= 0 is handed to the process as its descriptor 3 (e.g. a listening socket).
   Status Start(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
-               const std::string& stderr_log = "");
+               const std::string& stderr_log = "", int pass_fd = -1);
   // Stops the process and its children (SIGTERM to the group, then SIGKILL).
   void Stop();
   // SIGTERM to the process alone, so it shuts down as on a user's Ctrl-C, and waits up to `grace`.

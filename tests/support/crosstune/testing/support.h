@@ -45,4 +45,22 @@ class ClosedPort {
   uint16_t port_ = 0;
 };
 
+// A loopback TCP socket, bound to a free port and listening, held by this object: hand it to a
+// server (e.g. crosstune-tracker --listen-fd) and the port outlives that server's restarts.
+class ListeningSocket {
+ public:
+  ListeningSocket() = default;
+  ~ListeningSocket();
+  ListeningSocket(const ListeningSocket&) = delete;
+  ListeningSocket& operator=(const ListeningSocket&) = delete;
+  // Opens the socket the first time; true while it is open.
+  bool open();
+  int fd() const { return fd_; }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
 }  // namespace crosstune::testing
