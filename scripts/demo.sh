@@ -31,6 +31,7 @@ for arch in aarch64 armhf; do
     targets+=("crosstune-server-$arch")
   fi
 done
+echo "demo: building ${targets[*]}"
 cmake --build "$BUILD" --target "${targets[@]}"
 
 CT="$BUILD/host_client/cli/crosstune"
@@ -62,6 +63,7 @@ wait_line() {
 }
 
 # The tracker, then each device registered under its own key (port 0: the kernel picks).
+: >"$WORK/tracker.out"
 "$BUILD/tracker/crosstune-tracker" --host 127.0.0.1 --port 0 --http-port 0 --startup-grace-s 0 \
   --db "$WORK/tracker.db" >"$WORK/tracker.out" 2>"$WORK/tracker.log" &
 PIDS+=($!)
@@ -75,6 +77,7 @@ start_server() {  # start_server NAME CMD...
   local name=$1
   shift
   mkdir -p "$WORK/$name"
+  : >"$WORK/$name.out"  # before the job starts, so the first read never finds it missing
   "$@" --host 127.0.0.1 --port 0 --work-dir "$WORK/$name" --tracker "$TRACKER" --key "$name" \
     >"$WORK/$name.out" 2>"$WORK/$name.log" &
   PIDS+=($!)
