@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <utility>
+
+#include "crosstune/status.h"
 
 namespace crosstune::cli {
 
@@ -24,5 +27,17 @@ int PrintError(const std::string& what);
 // For subcommand callbacks: prints the error as PrintError does and ends the command with exit
 // code 1 (throws CLI::RuntimeError, which main() turns into the exit code without printing more).
 [[noreturn]] void Fail(const std::string& what);
+
+// Ends the command with the error of a failed step (Fail), or returns the value.
+inline void Check(const Status& status) {
+  if (!status.ok()) {
+    Fail(status.message().empty() ? std::string(ErrorCodeName(status.code())) : status.message());
+  }
+}
+template <typename T>
+T Check(Expected<T> value) {
+  Check(value.status());
+  return std::move(value).value();
+}
 
 }  // namespace crosstune::cli

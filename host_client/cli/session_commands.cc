@@ -24,18 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-// Prints the error of a failed step and ends the command (exit code 1).
-void Check(const Status& status) {
-  if (!status.ok()) {
-    Fail(status.message().empty() ? std::string(ErrorCodeName(status.code())) : status.message());
-  }
-}
-template <typename T>
-T Check(Expected<T> value) {
-  Check(value.status());
-  return std::move(value).value();
-}
-
 std::unique_ptr<client::Session> Open(const ConnectFlags& flags) {
   return Check(OpenSession(flags));
 }

@@ -25,17 +25,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-void Check(const Status& status) {
-  if (!status.ok()) {
-    Fail(status.message().empty() ? std::string(ErrorCodeName(status.code())) : status.message());
-  }
-}
-template <typename T>
-T Check(Expected<T> value) {
-  Check(value.status());
-  return std::move(value).value();
-}
-
 struct TrackerFlags {
   std::string tracker;
   std::string auth_token_file;

@@ -35,17 +35,6 @@ namespace {
 
 using nlohmann::json;
 
-void Check(const Status& status) {
-  if (!status.ok()) {
-    Fail(status.message().empty() ? std::string(ErrorCodeName(status.code())) : status.message());
-  }
-}
-template <typename T>
-T Check(Expected<T> value) {
-  Check(value.status());
-  return std::move(value).value();
-}
-
 std::atomic<bool> g_stop{false};
 void OnInterrupt(int) {
   if (g_stop.exchange(true)) {
