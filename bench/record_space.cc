@@ -33,6 +33,10 @@ Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& sha
   o.trials = static_cast<int>(std::min<uint64_t>(task->space().size(), 1'000'000));
   o.batch = 16;
   o.log_path = log;
+  // One after the other: on this host the builder and the device share cores, and a compile
+  // running in the timed window slowed kernels by up to 2x (the table showed a config's twins
+  // at 0.5 and 0.97 of the best at random), which no cost model can learn.
+  o.overlap = false;
   o.measure.repeat = 3;
   o.measure.min_repeat_ms = 10;
   o.on_progress = [](const tuner::TuneProgress& p) {

@@ -9,7 +9,9 @@
 #include <fstream>
 #include <string>
 
+#include "crosstune/builder/target.h"
 #include "crosstune/tuner/records.h"
+#include "crosstune/tuner/task.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -193,6 +195,59 @@ TEST_F(KernelTunerCacheTest, ReadsAFullSpaceRecordLogOfOneTask) {
   auto none = ReplayTable::Load(path, "conv2d 1 float32");
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("matmul 64,64,64 float32"), std::string::npos);
+}
+
+TEST_F(KernelTunerCacheTest, ALogOfAKnownTemplateGivesTheModelTheTemplatesFeatures) {
+  auto target = builder::ParseTarget("x86-64");
+  ASSERT_TRUE(target.ok()) << target.status().message();
+  auto task = MakeTask("matmul", {64, 64, 64}, *target);
+  ASSERT_TRUE(task.ok()) << task.status().message();
+  const ConfigSpace& space = (*task)->space();
+  std::string path = (dir_ / "mm.jsonl").string();
+  {
+    auto w = RecordWriter::Open(path);
+    ASSERT_TRUE(w.ok());
+    UniqueSampler sampler(space, 7);
+    for (int i = 0; i < 5; ++i) {
+      Record r;
+      r.task = (*task)->id();
+      r.target = target->ToString();
+      r.config_values = space.Get(*sampler.Next()).ToJson();
+      r.mean = 1e-3 * (i + 1);
+      ASSERT_TRUE((*w)->Append(r).ok());
+    }
+  }
+  auto t = ReplayTable::Load(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_TRUE((*t)->features()) << ((*t)->warnings().empty() ? "" : (*t)->warnings().front());
+  // The features of every point are the template's own (knob values plus derived loop
+  // features), not the table's categorical indices.
+  for (uint64_t i = 0; i < (*t)->space().size(); ++i) {
+    const ReplayPoint* p = (*t)->Find(i);
+    if (!p) continue;
+    auto own = space.FromJson(p->values);
+    ASSERT_TRUE(own.ok());
+    EXPECT_EQ((*t)->features()((*t)->space().Get(i)), (*task)->Features(*own));
+    EXPECT_GT((*task)->Features(*own).size(), space.feature_length());
+  }
+
+  // A template the tuner does not know: knob features only, and a warning says so.
+  std::string other = (dir_ / "other.jsonl").string();
+  {
+    auto w = RecordWriter::Open(other);
+    ASSERT_TRUE(w.ok());
+    Record r;
+    r.task = {"nosuch", {8}, "float32"};
+    r.target = target->ToString();
+    r.config_values = {{"x", 1}};
+    r.mean = 1e-3;
+    ASSERT_TRUE((*w)->Append(r).ok());
+  }
+  auto u = ReplayTable::Load(other);
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_FALSE((*u)->features());
+  ASSERT_FALSE((*u)->warnings().empty());
+  EXPECT_NE((*u)->warnings().front().find("knob values only"), std::string::npos);
 }
 
 TEST(SharedSpaceTest, ReadsThePnpolyCacheWithItsKnownFacts) {

@@ -333,12 +333,52 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::LoadRecordLog(const std::str
   std::string name = path.substr(path.find_last_of('/') + 1);
   CT_ASSIGN_OR_RETURN(auto table, FromPoints(name + ": " + chosen, std::move(points), params));
   table->warnings_ = std::move(log.warnings);
+  table->AttachTaskFeatures(path, log.records, chosen);
   if (task.empty() && tasks.size() > 1) {
     table->warnings_.push_back(path + ": holds " + std::to_string(tasks.size()) +
                                " tasks; replaying the first, '" + chosen +
                                "' (choose with --task)");
   }
   return table;
+}
+
+void ReplayTable::AttachTaskFeatures(const std::string& path, const std::vector<Record>& records,
+                                     const std::string& chosen) {
+  // The first record of the task names its template, shape and target; a task made from them
+  // gives the same features a live tuning run gives its model.
+  auto it = std::find_if(records.begin(), records.end(),
+                         [&](const Record& r) { return r.task.Key() == chosen; });
+  if (it == records.end()) return;
+  auto target = builder::ParseTarget(it->target);
+  if (!target.ok()) {
+    warnings_.push_back(path + ": target '" + it->target + "' unreadable (" +
+                        target.status().message() + "); the cost model sees knob values only");
+    return;
+  }
+  auto made = MakeTask(it->task.template_name, it->task.shape, *target);
+  if (!made.ok()) {
+    warnings_.push_back(path + ": no template task for '" + chosen + "' (" +
+                        made.status().message() + "); the cost model sees knob values only");
+    return;
+  }
+  std::shared_ptr<const Task> task = std::move(made).value();
+  // Every point of the table must map onto the task's space, or the features would not all have
+  // one length.
+  for (const auto& [index, p] : *entries_) {
+    if (!task->space().FromJson(p.values).ok()) {
+      warnings_.push_back(path + ": a config is not in the template's space; the cost model sees "
+                          "knob values only");
+      return;
+    }
+  }
+  task_ = task;
+  features_ = [task](const Config& c) {
+    auto mapped = task->space().FromJson(c.ToJson());
+    // A point outside the table (a neighbour walk's step) may lie outside the template's space:
+    // it gets zeros of the same length.
+    if (!mapped.ok()) return std::vector<float>(task->Features(task->DefaultConfig()).size(), 0.0f);
+    return task->Features(*mapped);
+  };
 }
 
 Expected<std::unique_ptr<ReplayTable>> ReplayTable::Load(const std::string& path,
@@ -388,6 +428,7 @@ Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& opt
   }
   TunerOptions topts = options.tuner_options;
   topts.seed = options.seed;
+  if (!topts.features && table.features()) topts.features = table.features();
   CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> tuner, MakeTuner(options.tuner, table.space(), topts));
   const uint64_t max_trials = options.max_trials == 0
                                   ? table.valid_count()

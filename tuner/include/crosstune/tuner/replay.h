@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +25,7 @@
 
 #include "crosstune/status.h"
 #include "crosstune/tuner/space.h"
+#include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tuner.h"
 
 namespace crosstune::tuner {
@@ -68,9 +70,16 @@ class ReplayTable {
   TrialResult Measure(uint64_t index) const;
   // Warnings from loading (e.g. entries skipped).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // Cost-model features of a point. For a log of ours whose template and target are known, the
+  // template's own features (knob values plus derived loop features, as `crosstune tune` gives
+  // the model); empty otherwise, and the tuner uses the space's knob features.
+  const std::function<std::vector<float>(const Config&)>& features() const { return features_; }
 
  private:
   ReplayTable() = default;
+  // Sets features_ from the log's task (template, shape, target), or leaves a warning.
+  void AttachTaskFeatures(const std::string& path, const std::vector<Record>& records,
+                          const std::string& chosen);
   std::string source_;
   std::unique_ptr<ConfigSpace> space_;
   // Shared with the space's constraint, so the table may move.
@@ -78,6 +87,8 @@ class ReplayTable {
   size_t ok_count_ = 0;
   std::optional<double> best_;
   std::vector<std::string> warnings_;
+  std::shared_ptr<const Task> task_;  // the log's task, when it could be made
+  std::function<std::vector<float>(const Config&)> features_;
 };
 
 struct ReplayOptions {
@@ -86,7 +97,7 @@ struct ReplayOptions {
   int batch = 8;
   uint64_t max_trials = 0;        // 0: the table's size (every seed then reaches the target)
   double target_fraction = 0.95;  // a point with best / cost >= this is "found"
-  TunerOptions tuner_options;     // its seed is replaced by `seed`
+  TunerOptions tuner_options;     // its seed is replaced by `seed`; empty features: the table's
 };
 
 struct ReplayRun {
