@@ -5,7 +5,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "crosstune-bench-rpc exited with ${rc}")
 endif()
 foreach(key raw_tcp_rtt_us rpc_call_rtt_us raw_tcp_stream_mb_s upload_mb_s tensor_copy_mb_s
-            rpc_over_raw_rtt upload_over_raw_stream tensor_over_raw_stream)
+            rpc_over_raw_rtt upload_over_raw_stream upload_over_bound tensor_over_raw_stream)
   string(JSON value ERROR_VARIABLE err GET "${out}" ${key})
   if(err)
     message(FATAL_ERROR "no '${key}' in the JSON: ${err}\n${out}")

@@ -6,11 +6,14 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace crosstune {
@@ -37,18 +40,30 @@ Channel::~Channel() { Close(); }
 
 Channel::Channel(Channel&& other) noexcept
     : fd_(other.fd_),
+      rbuf_(std::move(other.rbuf_)),
+      rbeg_(other.rbeg_),
+      rend_(other.rend_),
+      rcvtimeo_us_(other.rcvtimeo_us_),
+      blocking_(other.blocking_),
       next_request_id_(other.next_request_id_),
       utf8_strings_(other.utf8_strings_) {
   other.fd_ = -1;
+  other.rbeg_ = other.rend_ = 0;
 }
 
 Channel& Channel::operator=(Channel&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = other.fd_;
+    rbuf_ = std::move(other.rbuf_);
+    rbeg_ = other.rbeg_;
+    rend_ = other.rend_;
+    rcvtimeo_us_ = other.rcvtimeo_us_;
+    blocking_ = other.blocking_;
     next_request_id_ = other.next_request_id_;
     utf8_strings_ = other.utf8_strings_;
     other.fd_ = -1;
+    other.rbeg_ = other.rend_ = 0;
   }
   return *this;
 }
@@ -62,6 +77,9 @@ int Channel::Release() {
 void Channel::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  rbeg_ = rend_ = 0;
+  rcvtimeo_us_ = 0;
+  blocking_ = false;
 }
 
 Status Channel::ParseHostPort(const std::string& spec, std::string* host, uint16_t* port) {
@@ -169,9 +187,73 @@ Status Channel::WriteBytes(const void* data, size_t size, Deadline deadline) {
   return Status::Ok();
 }
 
-Status Channel::ReadBytes(void* data, size_t size, Deadline deadline) {
+size_t Channel::TakeBuffered(void* data, size_t size) {
+  size_t n = std::min(size, rend_ - rbeg_);
+  if (n == 0) return 0;
+  std::memcpy(data, rbuf_.get() + rbeg_, n);
+  rbeg_ += n;
+  if (rbeg_ == rend_) rbeg_ = rend_ = 0;
+  return n;
+}
+
+Status Channel::SetReceiveWait(Deadline deadline) {
+  if (!blocking_) {
+    // Waits happen inside recv() itself (one system call where poll() and recv() were two);
+    // every other read and write passes MSG_DONTWAIT and does not block.
+    int flags = ::fcntl(fd_, F_GETFL, 0);
+    if (flags < 0) return Errno("fcntl");
+    if ((flags & O_NONBLOCK) != 0 && ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      return Errno("fcntl");
+    }
+    blocking_ = true;
+  }
+  int64_t want_us = 0;  // 0: wait without limit
+  if (deadline != NoDeadline()) {
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Status(ErrorCode::kTimeout, "deadline passed waiting for the peer");
+    want_us = left.count();
+    // The socket's limit is kept while it is neither past what is left (allowing 2%, at least
+    // 2 ms, of lateness) nor under half of it, so calls under one timeout set it once.
+    int64_t slack = std::max<int64_t>(2000, want_us / 50);
+    if (rcvtimeo_us_ > 0 && rcvtimeo_us_ <= want_us + slack && rcvtimeo_us_ >= want_us / 2) {
+      return Status::Ok();
+    }
+  } else if (rcvtimeo_us_ == 0) {
+    return Status::Ok();
+  }
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(want_us / 1'000'000);
+  tv.tv_usec = static_cast<suseconds_t>(want_us % 1'000'000);
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) return Errno("setsockopt");
+  rcvtimeo_us_ = want_us;
+  return Status::Ok();
+}
+
+Status Channel::Fill(size_t want, Deadline deadline) {
   if (fd_ < 0) return Status(ErrorCode::kDisconnected, "channel is closed");
-  char* p = static_cast<char*>(data);
+  if (!rbuf_) rbuf_ = std::make_unique<char[]>(kReadAhead);
+  if (rend_ - rbeg_ >= want) return Status::Ok();
+  if (kReadAhead - rbeg_ < want) {  // make room at the end
+    std::memmove(rbuf_.get(), rbuf_.get() + rbeg_, rend_ - rbeg_);
+    rend_ -= rbeg_;
+    rbeg_ = 0;
+  }
+  while (rend_ - rbeg_ < want) {
+    CT_RETURN_IF_ERROR(SetReceiveWait(deadline));
+    ssize_t n = ::recv(fd_, rbuf_.get() + rend_, kReadAhead - rend_, 0);
+    if (n > 0) {
+      rend_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return Status(ErrorCode::kDisconnected, "peer closed the connection");
+    // EAGAIN: the socket's wait limit passed; SetReceiveWait says whether the deadline has.
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+    return Errno("recv");
+  }
+  return Status::Ok();
+}
+
+Status Channel::ReadDirect(char* p, size_t size, Deadline deadline) {
   while (size > 0) {
     ssize_t n = ::recv(fd_, p, size, MSG_DONTWAIT);
     if (n > 0) {
@@ -190,12 +272,24 @@ Status Channel::ReadBytes(void* data, size_t size, Deadline deadline) {
   return Status::Ok();
 }
 
+Status Channel::ReadBytes(void* data, size_t size, Deadline deadline) {
+  if (fd_ < 0) return Status(ErrorCode::kDisconnected, "channel is closed");
+  size_t got = TakeBuffered(data, size);
+  return ReadDirect(static_cast<char*>(data) + got, size - got, deadline);
+}
+
 Expected<Frame> Channel::ReadFrame(Deadline deadline, uint32_t max_frame_bytes) {
-  unsigned char prefix[4];
-  CT_RETURN_IF_ERROR(ReadBytes(prefix, 4, deadline));
-  CT_ASSIGN_OR_RETURN(uint32_t n, DecodeFrameLength(prefix, max_frame_bytes));
+  CT_RETURN_IF_ERROR(Fill(4, deadline));
+  CT_ASSIGN_OR_RETURN(uint32_t n, DecodeFrameLength(
+                                      reinterpret_cast<const unsigned char*>(rbuf_.get() + rbeg_),
+                                      max_frame_bytes));
+  rbeg_ += 4;
+  // A body that fits the buffer is received there (with whatever follows it); a larger one goes
+  // straight into its string.
+  if (n <= kReadAhead) CT_RETURN_IF_ERROR(Fill(n, deadline));
   std::string body(n, '\0');
-  CT_RETURN_IF_ERROR(ReadBytes(body.data(), n, deadline));
+  size_t got = TakeBuffered(body.data(), n);
+  CT_RETURN_IF_ERROR(ReadDirect(body.data() + got, n - got, deadline));
   return DecodeFrameBody(body.data(), body.size(), utf8_strings_);
 }
 
@@ -236,7 +330,9 @@ Status Channel::ReceiveToFd(int file_fd, uint64_t size, Deadline deadline, ByteS
   std::vector<char> buf(std::min<uint64_t>(size, Limits::kStreamChunkBytes));
   while (size > 0) {
     size_t want = static_cast<size_t>(std::min<uint64_t>(size, buf.size()));
-    ssize_t n = ::recv(fd_, buf.data(), want, MSG_DONTWAIT);
+    // Bytes read ahead with the header come first.
+    ssize_t n = static_cast<ssize_t>(TakeBuffered(buf.data(), want));
+    if (n == 0) n = ::recv(fd_, buf.data(), want, MSG_DONTWAIT);
     if (n == 0) return Status(ErrorCode::kDisconnected, "peer closed the connection mid-stream");
     if (n < 0) {
       if (errno == EINTR) continue;

@@ -153,9 +153,11 @@ Expected<msg::Grant> TrackerClient::RequestDevice(const LeaseRequest& request) {
       last_sent = now;
     }
     if (io.ok()) {
-      pollfd p{channel_.fd(), POLLIN, 0};
-      int n = ::poll(&p, 1, 200);
-      if (n <= 0) continue;
+      if (!channel_.has_buffered_input()) {  // a frame read ahead is no longer in the socket
+        pollfd p{channel_.fd(), POLLIN, 0};
+        int n = ::poll(&p, 1, 200);
+        if (n <= 0) continue;
+      }
       auto f = channel_.ReadFrame(DeadlineIn(options_.request_timeout));
       if (f.ok()) {
         if (f->request_id != id) continue;  // replies to keep-alives and the cancel

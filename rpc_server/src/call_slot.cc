@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -157,6 +159,66 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed
   }
   return Status(ErrorCode::kRemoteCrash,
                 "session process died by " + DescribeSignal(sig) + " outside a kernel call");
+}
+
+namespace {
+
+CallSlot* g_timer_slot = nullptr;
+// steady_clock ns at which the pending expiry fires; 0: none pending. Read and written by the
+// handler too, so lock-free.
+std::atomic<int64_t> g_armed_until{0};
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+
+void SetTimerNs(int64_t ns) {
+  itimerval t{};
+  if (ns > 0) {
+    t.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    t.it_value.tv_usec = static_cast<suseconds_t>((ns % 1'000'000'000) / 1000);
+    if (t.it_value.tv_sec == 0 && t.it_value.tv_usec == 0) t.it_value.tv_usec = 1;
+  }
+  ::setitimer(ITIMER_REAL, &t, nullptr);
+}
+
+// Async-signal-safe: atomics, clock_gettime, setitimer, signal, raise.
+void OnCallTimer(int) {
+  const int saved_errno = errno;
+  const CallSlot* slot = g_timer_slot;
+  const int64_t now = SteadyNowNs();
+  const bool running = slot && slot->in_call.load(std::memory_order_acquire) != 0;
+  const int64_t deadline = slot ? slot->deadline_ns.load(std::memory_order_relaxed) : 0;
+  if (running && deadline != 0 && now >= deadline) {
+    // The default action ends the process as soon as the handler returns.
+    ::signal(SIGALRM, SIG_DFL);
+    ::raise(SIGALRM);
+  } else if (running && deadline != 0) {
+    g_armed_until.store(deadline, std::memory_order_relaxed);
+    SetTimerNs(deadline - now);
+  } else {
+    g_armed_until.store(0, std::memory_order_relaxed);
+  }
+  errno = saved_errno;
+}
+
+}  // namespace
+
+void InstallCallTimer(CallSlot* slot) {
+  g_timer_slot = slot;
+  g_armed_until.store(0, std::memory_order_relaxed);
+  struct sigaction sa {};
+  sa.sa_handler = OnCallTimer;
+  sigemptyset(&sa.sa_mask);
+  // Interrupted reads and writes restart; poll() returns EINTR, which the channel retries.
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGALRM, &sa, nullptr);
+}
+
+void StartCallTimer(const CallSlot& slot) {
+  const int64_t deadline = slot.deadline_ns.load(std::memory_order_relaxed);
+  if (deadline == 0) return;  // no limit for this call
+  const int64_t armed = g_armed_until.load(std::memory_order_relaxed);
+  if (armed != 0 && armed <= deadline) return;  // fires in time; the handler moves it on
+  g_armed_until.store(deadline, std::memory_order_relaxed);
+  SetTimerNs(deadline - SteadyNowNs());
 }
 
 void ArmCallTimer(uint64_t ms) {

@@ -44,6 +44,10 @@ class SessionHandler {
         options_(options),
         slot_(slot),
         tensors_(options.max_tensor_bytes) {
+    // A forked session keeps its call timer armed across calls (call_slot.h), so a call costs
+    // no timer system calls; without a slot (tests, in-process) the timer is set per call.
+    lazy_timer_ = options_.guard_calls && slot_ != nullptr;
+    if (lazy_timer_) InstallCallTimer(slot_);
     RegisterDefaultLoaders(loaders_);
     if (options_.add_loaders) options_.add_loaders(loaders_);
     if (options_.session_timeout.count() > 0) {
@@ -306,9 +310,9 @@ class SessionHandler {
     uint32_t limit = static_cast<uint32_t>(
         std::min<int64_t>(options_.call_timeout.count(), std::numeric_limits<uint32_t>::max()));
     if (slot_) slot_->BeginLoad(f.request_id, req->path, limit);
-    if (options_.guard_calls && limit) ArmCallTimer(limit);
+    StartTimer(limit);
     auto module = loaders_.Load(lr);
-    if (options_.guard_calls && limit) ArmCallTimer(0);
+    StopTimer(limit);
     if (slot_) slot_->End();
     if (!module.ok()) return ReplyError(f.request_id, module.status());
     uint32_t id = next_module_id_++;
@@ -382,11 +386,23 @@ class SessionHandler {
   void GuardBegin(uint32_t request_id, const std::string& fn, uint32_t limit_ms, uint64_t times,
                   bool timing) {
     if (slot_) slot_->Begin(request_id, fn, limit_ms, times, timing);
-    if (options_.guard_calls && limit_ms) ArmCallTimer(uint64_t{limit_ms} * times);
+    StartTimer(uint64_t{limit_ms} * times);
   }
   void GuardEnd(uint32_t limit_ms) {
-    if (options_.guard_calls && limit_ms) ArmCallTimer(0);
+    StopTimer(limit_ms);
     if (slot_) slot_->End();
+  }
+  // After slot_->Begin: the watchdog for a limit of `ms` (0: none).
+  void StartTimer(uint64_t ms) {
+    if (!options_.guard_calls || ms == 0) return;
+    if (lazy_timer_) {
+      StartCallTimer(*slot_);
+    } else {
+      ArmCallTimer(ms);
+    }
+  }
+  void StopTimer(uint64_t ms) {
+    if (options_.guard_calls && ms != 0 && !lazy_timer_) ArmCallTimer(0);
   }
 
   Status KernelError(Module* m, const std::string& fn, int32_t ret) {
@@ -524,6 +540,7 @@ class SessionHandler {
   Workspace ws_;
   const SessionOptions& options_;
   CallSlot* slot_;
+  bool lazy_timer_ = false;
   Deadline session_deadline_ = NoDeadline();
   LoaderRegistry loaders_;
   TensorStore tensors_;

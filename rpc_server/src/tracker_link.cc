@@ -238,9 +238,11 @@ struct TrackerLink::Impl {
       }
       auto wait = std::min<milliseconds>(milliseconds(50),
                                          std::chrono::duration_cast<milliseconds>(next_hb - now));
-      pollfd p{ch.fd(), POLLIN, 0};
-      int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
-      if (n <= 0) continue;
+      if (!ch.has_buffered_input()) {  // a frame read ahead is no longer in the socket
+        pollfd p{ch.fd(), POLLIN, 0};
+        int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
+        if (n <= 0) continue;
+      }
       CT_ASSIGN_OR_RETURN(Frame f, ch.ReadFrame(io()));
       last_rx = Clock::now();
       switch (f.op) {

@@ -141,6 +141,47 @@ TEST(Channel, ReadTimesOutAtDeadline) {
   EXPECT_EQ(f.status().code(), ErrorCode::kTimeout);
 }
 
+TEST(Channel, BytesReadAheadWithAFrameAreTheNextReadsBytes) {
+  auto [a, b] = SocketPair();
+  // Two frames and a raw body in one write: the first ReadFrame's single receive takes them all.
+  std::string wire = EncodeFrame(Opcode::kHeartbeat, 7, msg::Empty{}) +
+                     EncodeFrame(Opcode::kResult, 8, msg::Empty{}) + "raw-body";
+  ASSERT_TRUE(b.WriteBytes(wire.data(), wire.size(), DeadlineIn(std::chrono::seconds(2))).ok());
+  auto first = a.ReadFrame(DeadlineIn(std::chrono::seconds(2)));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->request_id, 7u);
+  // What a poll() of the socket would miss: the rest is already here.
+  EXPECT_TRUE(a.has_buffered_input());
+  auto second = a.ReadFrame(DeadlineIn(std::chrono::milliseconds(1)));
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(second->request_id, 8u);
+  char body[8];
+  ASSERT_TRUE(a.ReadBytes(body, sizeof body, DeadlineIn(std::chrono::milliseconds(1))).ok());
+  EXPECT_EQ(std::string(body, sizeof body), "raw-body");
+  EXPECT_FALSE(a.has_buffered_input());
+  // A moved channel keeps what it had read ahead.
+  std::string more = EncodeFrame(Opcode::kResult, 9, msg::Empty{}) + "xy";
+  ASSERT_TRUE(b.WriteBytes(more.data(), more.size(), DeadlineIn(std::chrono::seconds(2))).ok());
+  ASSERT_TRUE(a.ReadFrame(DeadlineIn(std::chrono::seconds(2))).ok());
+  Channel moved = std::move(a);
+  ASSERT_TRUE(moved.ReadBytes(body, 2, DeadlineIn(std::chrono::milliseconds(1))).ok());
+  EXPECT_EQ(std::string(body, 2), "xy");
+}
+
+TEST(Channel, AWaitEndsAtEachCallsOwnDeadline) {
+  auto [a, b] = SocketPair();
+  // A long wait first sets the socket's receive limit; a later, shorter deadline must still end
+  // its wait on time rather than at the old limit.
+  std::string f1 = EncodeFrame(Opcode::kResult, 1, msg::Empty{});
+  ASSERT_TRUE(b.WriteBytes(f1.data(), f1.size(), DeadlineIn(std::chrono::seconds(2))).ok());
+  ASSERT_TRUE(a.ReadFrame(DeadlineIn(std::chrono::seconds(20))).ok());
+  auto start = std::chrono::steady_clock::now();
+  auto f = a.ReadFrame(DeadlineIn(std::chrono::milliseconds(100)));
+  EXPECT_EQ(f.status().code(), ErrorCode::kTimeout);
+  // Not a performance bound: the old 20 s limit would have held the wait far past this.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(Channel, PeerCloseIsDisconnected) {
   auto [a, b] = SocketPair();
   b.Close();

@@ -134,6 +134,27 @@ TEST_F(FaultTest, SpinningKernelTimesOutAtTheCallLimit) {
   ExpectServerAnswers(*server_);
 }
 
+TEST_F(FaultTest, TheCallTimerKeptArmedAcrossCallsEndsOnlyACallPastItsOwnLimit) {
+  // The session keeps one timer armed across calls: an expiry meant for an earlier call that
+  // fires during a later one must move on to the later call's deadline, not end it.
+  client::RemoteModule m;
+  auto s = SessionWithKernels(&m);
+  ASSERT_TRUE(s);
+  for (int i = 0; i < 8; ++i) {
+    auto r = m.Call("busy_us", {client::CallArg::Int(60'000)}, /*timeout_ms=*/100);
+    ASSERT_TRUE(r.ok()) << "call " << i << ": " << r.status().ToString();
+  }
+  // A short limit after a long one: the timer armed for 60 s must not hold the short call.
+  ASSERT_TRUE(m.Call("empty", {}, /*timeout_ms=*/60'000).ok());
+  auto start = std::chrono::steady_clock::now();
+  auto r = m.Call("spin", {}, /*timeout_ms=*/300);
+  EXPECT_EQ(r.status().code(), ErrorCode::kTimeout) << r.status().ToString();
+  EXPECT_EQ(r.status().message(), "call 'spin' ran past 300 ms");
+  // Not a performance bound: the 60 s expiry (or the parent's backstop) would come far later.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  ExpectServerAnswers(*server_);
+}
+
 TEST_F(FaultTest, KernelThatBlocksTheTimerSignalStillTimesOut) {
   client::RemoteModule m;
   auto s = SessionWithKernels(&m);

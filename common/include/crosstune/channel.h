@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "crosstune/frame.h"
@@ -38,6 +39,9 @@ class Channel {
   // DecodeFrameBody).
   void set_utf8_strings(bool on) { utf8_strings_ = on; }
   int fd() const { return fd_; }
+  // Whether bytes already received wait in the read-ahead buffer. Code that polls fd() for input
+  // must check this first: a frame read ahead is no longer in the socket.
+  bool has_buffered_input() const { return rend_ > rbeg_; }
   int Release();  // gives up ownership of the fd
   void Close();
 
@@ -84,8 +88,25 @@ class Channel {
  private:
   static Status CheckReply(const Frame& f, uint32_t request_id);
   Status WaitFor(short events, Deadline deadline);
+  // Copies up to `size` read-ahead bytes out; returns how many.
+  size_t TakeBuffered(void* data, size_t size);
+  // Receives until at least `want` (<= kReadAhead) bytes are buffered. It waits inside recv()
+  // (the socket is put in blocking mode, its SO_RCVTIMEO bounding the wait), so a reply that is
+  // not there yet costs one system call; each recv takes whatever else has arrived too.
+  Status Fill(size_t want, Deadline deadline);
+  // Puts the socket in blocking mode once and sets SO_RCVTIMEO for `deadline` when the current
+  // setting does not fit; kTimeout when the deadline has passed.
+  Status SetReceiveWait(Deadline deadline);
+  // Reads `size` bytes straight from the socket (nothing buffered), for bulk bodies.
+  Status ReadDirect(char* p, size_t size, Deadline deadline);
 
+  static constexpr size_t kReadAhead = 64 * 1024;
   int fd_ = -1;
+  std::unique_ptr<char[]> rbuf_;  // read-ahead: [rbeg_, rend_) not yet consumed
+  size_t rbeg_ = 0;
+  size_t rend_ = 0;
+  int64_t rcvtimeo_us_ = 0;  // the socket's SO_RCVTIMEO as last set (0: none)
+  bool blocking_ = false;    // O_NONBLOCK cleared
   uint32_t next_request_id_ = 1;
   bool utf8_strings_ = true;
 };

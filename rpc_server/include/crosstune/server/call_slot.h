@@ -71,4 +71,14 @@ int64_t SteadyNowNs();
 // clamped to a day.
 void ArmCallTimer(uint64_t ms);
 
+// Child side, the watchdog without system calls per call. After InstallCallTimer(slot) the timer
+// stays armed across calls: StartCallTimer(), called after slot->Begin(), arms it only when no
+// pending expiry comes at or before this call's deadline (so a run of calls under one limit
+// arms it about once per limit, not twice per call). When it fires, a SIGALRM handler looks at
+// the slot: a call past its deadline ends the process by SIGALRM (DescribeChildEnd reports the
+// timeout); a later call still running moves the timer to that call's deadline; no call leaves
+// it off. One slot per process.
+void InstallCallTimer(CallSlot* slot);
+void StartCallTimer(const CallSlot& slot);
+
 }  // namespace crosstune::server
