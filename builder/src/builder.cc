@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <msgpack.hpp>
 #include <mutex>
 #include <regex>
@@ -201,6 +202,75 @@ void CacheStore(const std::string& dir, const std::string& key, const BuildResul
 
 // --- the pool -----------------------------------------------------------------------------------
 
+// Forks build workers, always from its one thread, which lives as long as the pool. A worker's
+// PR_SET_PDEATHSIG fires when the *thread* that forked it ends, not the process: a worker forked
+// by a short-lived build thread (BuildMany's, after replacing a crashed or timed-out worker) was
+// killed as soon as that thread returned, and the next build on it failed as a "compiler crash".
+class WorkerSpawner {
+ public:
+  WorkerSpawner() : thread_([this] { Loop(); }) {}
+  ~WorkerSpawner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  WorkerSpawner(const WorkerSpawner&) = delete;
+  WorkerSpawner& operator=(const WorkerSpawner&) = delete;
+
+  // A new worker: its pid and the caller's end of its socket.
+  Expected<std::pair<pid_t, int>> Spawn() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t ticket = ++requested_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return results_.count(ticket) != 0; });
+    Expected<std::pair<pid_t, int>> r = std::move(results_.at(ticket));
+    results_.erase(ticket);
+    return r;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || served_ < requested_; });
+      if (served_ == requested_) return;  // stopping, nothing asked
+      const uint64_t ticket = ++served_;
+      lock.unlock();
+      Expected<std::pair<pid_t, int>> r = Fork();
+      lock.lock();
+      results_.emplace(ticket, std::move(r));
+      cv_.notify_all();
+    }
+  }
+
+  static Expected<std::pair<pid_t, int>> Fork() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      return Status(ErrorCode::kInternal, std::string("socketpair: ") + std::strerror(errno));
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(sv[0]);
+      ::close(sv[1]);
+      return Status(ErrorCode::kInternal, std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) WorkerMain(sv[1]);
+    ::close(sv[1]);
+    return std::make_pair(pid, sv[0]);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t requested_ = 0;
+  uint64_t served_ = 0;
+  bool stop_ = false;
+  std::map<uint64_t, Expected<std::pair<pid_t, int>>> results_;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
 class Builder::Pool {
  public:
   explicit Pool(const BuilderOptions& options) : options_(options) {
@@ -341,20 +411,9 @@ class Builder::Pool {
   }
 
   Status SpawnLocked(Worker* w) {
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      return Status(ErrorCode::kInternal, std::string("socketpair: ") + std::strerror(errno));
-    }
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(sv[0]);
-      ::close(sv[1]);
-      return Status(ErrorCode::kInternal, std::string("fork: ") + std::strerror(errno));
-    }
-    if (pid == 0) WorkerMain(sv[1]);
-    ::close(sv[1]);
-    w->pid = pid;
-    w->ch = Channel(sv[0]);
+    CT_ASSIGN_OR_RETURN(auto spawned, spawner_.Spawn());
+    w->pid = spawned.first;
+    w->ch = Channel(spawned.second);
     w->ch.set_utf8_strings(false);  // libraries and compiler output are raw bytes
     return Status::Ok();
   }
@@ -380,6 +439,7 @@ class Builder::Pool {
   std::condition_variable cv_;
   std::vector<Worker> workers_;
   BuilderStats stats_;
+  WorkerSpawner spawner_;  // destroyed after ~Pool() has stopped the workers
 };
 
 Builder::Builder(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "crosstune/builder/builder.h"
 #include "test_kernels.h"
@@ -76,6 +77,30 @@ TEST_F(PoolTest, BuildPastItsTimeoutIsKilledAndTheWorkerReplaced) {
   EXPECT_EQ(r.status.code(), ErrorCode::kTimeout);
   EXPECT_NE(r.status.message().find("timeout of 300 ms"), std::string::npos);
   EXPECT_TRUE(builder->Build(Request("x86-64")).ok());
+}
+
+TEST_F(PoolTest, AWorkerReplacedOnAShortLivedThreadOutlivesThatThread) {
+  // The replacement for a timed-out worker is started while a BuildMany thread runs; a worker
+  // tied to the thread that forked it (PR_SET_PDEATHSIG) would die when that thread returns,
+  // and the next build would fail as a "compiler crash (SIGKILL)".
+  auto builder = Make(1, false);
+  BuildRequest hang = Request("x86-64");
+  hang.debug_action = BuildRequest::DebugAction::kHang;
+  hang.timeout = std::chrono::milliseconds(200);
+  auto first = builder->BuildMany({hang});
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].status.code(), ErrorCode::kTimeout);
+  std::thread([&] {
+    BuildResult r = builder->Build(hang);  // replaced again, on this thread, which then ends
+    EXPECT_EQ(r.status.code(), ErrorCode::kTimeout);
+    // A build answered by the replacement: it has started (and armed any parent-death signal)
+    // before this thread ends.
+    BuildResult ok = builder->Build(Request("x86-64"));
+    EXPECT_TRUE(ok.ok()) << ok.status.ToString();
+  }).join();
+  BuildResult after = builder->Build(Request("x86-64"));
+  EXPECT_TRUE(after.ok()) << after.status.ToString();
+  EXPECT_EQ(builder->stats().worker_restarts, 2u);
 }
 
 TEST_F(PoolTest, RepeatedBuildComesFromTheCache) {
