@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -59,7 +60,7 @@ double TimeRun(const std::vector<std::string>& argv) {
 
 nlohmann::json Summary(std::vector<double> s) {
   std::sort(s.begin(), s.end());
-  auto at = [&](double q) { return s[static_cast<size_t>(q * (s.size() - 1) + 0.5)] * 1e3; };
+  auto at = [&](double q) { return s[static_cast<size_t>(std::lround(q * (s.size() - 1)))] * 1e3; };
   double sum = 0;
   for (double x : s) sum += x;
   return {{"median_ms", at(0.5)},
@@ -68,11 +69,7 @@ nlohmann::json Summary(std::vector<double> s) {
           {"mean_ms", sum / s.size() * 1e3}};
 }
 
-}  // namespace
-}  // namespace crosstune
-
-int main(int argc, char** argv) {
-  using namespace crosstune;
+int Main(int argc, char** argv) {
   int runs = 200;
   std::string cli = CT_DEFAULT_CLI;
   std::string old_cli;
@@ -138,4 +135,16 @@ int main(int argc, char** argv) {
   if (sides.size() > 1) out["old_cli"] = report(sides[1]);
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
+}
+
+}  // namespace
+}  // namespace crosstune
+
+int main(int argc, char** argv) {
+  try {
+    return crosstune::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "crosstune-bench-cli: error: %s\n", e.what());
+    return 1;
+  }
 }

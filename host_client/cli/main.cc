@@ -3,6 +3,7 @@
 // that need one come from the compiler module, loaded only when one of them runs
 // (compiler_module.h).
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <exception>
 #include <string>
 
@@ -34,11 +35,7 @@ void AddCompilerCommand(CLI::App& app, const CompilerCommand& command,
   stand_in->callback([name] { Fail("'" + name + "': the compiler module was not loaded"); });
 }
 
-}  // namespace
-}  // namespace crosstune::cli
-
-int main(int argc, char** argv) {
-  using namespace crosstune::cli;
+int Main(int argc, char** argv) {
   const CrosstuneCliModule* module = nullptr;
   if (const std::string command = CommandName(argc, argv); CompilerCommandHelp(command)) {
     auto loaded = LoadCompilerModule(command);
@@ -48,7 +45,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"crosstune: cross-deploy, run and tune kernels on remote devices"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "crosstune " + std::string(crosstune::kCrosstuneVersion));
+  app.set_version_flag("--version", "crosstune " + std::string(kCrosstuneVersion));
   // In the order `crosstune --help` lists them.
   RegisterSessionCommands(app);
   AddCompilerCommand(app, kCompilerCommands[0], module);  // build
@@ -79,4 +76,16 @@ int main(int argc, char** argv) {
     return PrintError(e.what());
   }
   return 0;
+}
+
+}  // namespace
+}  // namespace crosstune::cli
+
+int main(int argc, char** argv) {
+  try {
+    return crosstune::cli::Main(argc, argv);
+  } catch (...) {  // e.g. out of memory while setting up the commands
+    std::fputs("crosstune: error: unexpected exception\n", stderr);
+    return 1;
+  }
 }

@@ -40,8 +40,7 @@ void RegisterReplayCommand(CLI::App& app) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand(
-      "replay", CompilerCommandHelp("replay"));
+  auto* cmd = app.add_subcommand("replay", CompilerCommandHelp("replay"));
   cmd->add_option("SPACE", o->space,
                   "a full-space record log (.jsonl) or a Kernel Tuner cache "
                   "file (.json, .json.gz)")

@@ -25,11 +25,11 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "crosstune/testing/server_process.h"
 
 namespace crosstune::cli {
 namespace {
@@ -62,7 +62,7 @@ std::vector<int64_t> ParseShape(const std::string& text) {
 
 std::string Duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
-  int t = static_cast<int>(s + 0.5);
+  int t = static_cast<int>(std::lround(s));
   if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
   if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
   return fmt::format("{}s", t);
