@@ -1,5 +1,6 @@
 // The `crosstune` command line: each area registers its subcommands on the one CLI11 app.
-// main.cc stays a thin parser; the work happens in the libraries.
+// main.cc stays a thin parser; the work happens in the libraries. The commands that need a
+// compiler live in a module loaded only when one of them runs (compiler_module.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,14 +11,21 @@
 
 namespace crosstune::cli {
 
+// In the `crosstune` binary, which links no compiler:
 // info, upload, download, ls, rm, run, bench (host_client/cli/session_commands.cc).
 void RegisterSessionCommands(CLI::App& app);
-// build, inspect (builder).
-void RegisterBuildCommands(CLI::App& app);
+// inspect (common's package checks).
+void RegisterInspectCommand(CLI::App& app);
 // query, lease, drain, undrain, kick (tracker).
 void RegisterTrackerCommands(CLI::App& app);
+
+// In the compiler module (compiler_module.h), which links the builder and the tuner:
+// build (builder).
+void RegisterBuildCommand(CLI::App& app);
 // tune, log summary|best|plot, export (tuner).
-void RegisterTuneCommands(CLI::App& app);
+void RegisterTuneCommand(CLI::App& app);
+void RegisterLogCommand(CLI::App& app);
+void RegisterExportCommand(CLI::App& app);
 // replay (tuner: compare tuners on a recorded space).
 void RegisterReplayCommand(CLI::App& app);
 

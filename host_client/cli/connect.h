@@ -3,11 +3,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "crosstune/client/session.h"
 #include "crosstune/status.h"
+#include "crosstune/tracker_messages.h"
 
 namespace crosstune::cli {
 
@@ -28,7 +30,12 @@ void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags);
 Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags);
 
 // Requests a --key device from --tracker, connects with the lease token and keeps the lease
-// renewed until the process exits (tracker_commands.cc).
+// renewed until the process exits (tracker_session.cc).
 Expected<std::unique_ptr<client::Session>> OpenTrackerSession(const ConnectFlags& flags);
+
+// Shared with `crosstune lease`: the line printed while waiting in a tracker's queue, and how
+// often to renew a lease held for `hold` (a third of it, and often enough to count as alive).
+void PrintQueueUpdate(const std::string& key, const msg::QueueUpdate& u);
+std::chrono::milliseconds RenewEvery(std::chrono::milliseconds hold);
 
 }  // namespace crosstune::cli

@@ -1,36 +1,59 @@
 // crosstune: the host command line. A thin parser: each area registers its subcommands
-// (commands.h) and the work happens in the libraries.
+// (commands.h) and the work happens in the libraries. This binary links no compiler; the commands
+// that need one come from the compiler module, loaded only when one of them runs
+// (compiler_module.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <string>
 
 #include "commands.h"
+#include "compiler_module.h"
 #include "crosstune/protocol.h"
 
 namespace crosstune::cli {
+namespace {
 
-int PrintError(const std::string& what) {
-  std::fprintf(stderr, "crosstune: error: %s\n", what.c_str());
-  return 1;
+// The command that argv names: its first word that is not an option (the app itself takes only
+// --help and --version), or "" when there is none.
+std::string CommandName(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] != '-') return argv[i];
+  }
+  return "";
 }
 
-void Fail(const std::string& what) {
-  PrintError(what);
-  throw CLI::RuntimeError(1);
+// Adds compiler command `name`: the module's, when it is loaded (the command runs), or else a
+// stand-in with the same name and help line, for `crosstune --help` and the list of commands.
+void AddCompilerCommand(CLI::App& app, const CompilerCommand& command,
+                        const CrosstuneCliModule* module) {
+  if (module && module->register_command(&app, command.name)) return;
+  auto* stand_in = app.add_subcommand(command.name, command.help);
+  stand_in->allow_extras();
+  std::string name = command.name;
+  // Unreachable while CommandName() agrees with CLI11 about which command runs.
+  stand_in->callback([name] { Fail("'" + name + "': the compiler module was not loaded"); });
 }
 
-}  // namespace crosstune::cli
+int Main(int argc, char** argv) {
+  const CrosstuneCliModule* module = nullptr;
+  if (const std::string command = CommandName(argc, argv); CompilerCommandHelp(command)) {
+    auto loaded = LoadCompilerModule(command);
+    if (!loaded.ok()) return PrintError(loaded.status().message());
+    module = *loaded;
+  }
 
-int main(int argc, char** argv) {
   CLI::App app{"crosstune: cross-deploy, run and tune kernels on remote devices"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "crosstune " + std::string(crosstune::kCrosstuneVersion));
-  crosstune::cli::RegisterSessionCommands(app);
-  crosstune::cli::RegisterBuildCommands(app);
-  crosstune::cli::RegisterTrackerCommands(app);
-  crosstune::cli::RegisterTuneCommands(app);
-  crosstune::cli::RegisterReplayCommand(app);
+  app.set_version_flag("--version", "crosstune " + std::string(kCrosstuneVersion));
+  // In the order `crosstune --help` lists them.
+  RegisterSessionCommands(app);
+  AddCompilerCommand(app, kCompilerCommands[0], module);  // build
+  RegisterInspectCommand(app);
+  RegisterTrackerCommands(app);
+  for (const CompilerCommand& c : kCompilerCommands) {
+    if (std::string_view(c.name) != "build") AddCompilerCommand(app, c, module);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -46,12 +69,23 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {
       std::string names;
       for (const CLI::App* sub : app.get_subcommands({})) names += " " + sub->get_name();
-      return crosstune::cli::PrintError(std::string("unknown command '") + argv[1] +
-                                        "' (commands:" + names + ")");
+      return PrintError(std::string("unknown command '") + argv[1] + "' (commands:" + names + ")");
     }
-    return crosstune::cli::PrintError(e.what());
+    return PrintError(e.what());
   } catch (const std::exception& e) {
-    return crosstune::cli::PrintError(e.what());
+    return PrintError(e.what());
   }
   return 0;
+}
+
+}  // namespace
+}  // namespace crosstune::cli
+
+int main(int argc, char** argv) {
+  try {
+    return crosstune::cli::Main(argc, argv);
+  } catch (...) {  // e.g. out of memory while setting up the commands
+    std::fputs("crosstune: error: unexpected exception\n", stderr);
+    return 1;
+  }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "compiler_module.h"
 #include "crosstune/tuner/replay.h"
 #include "crosstune/tuner/tuner.h"
 
@@ -39,8 +40,7 @@ void RegisterReplayCommand(CLI::App& app) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand(
-      "replay", "compare tuners on a recorded space (our full-space log or a Kernel Tuner cache)");
+  auto* cmd = app.add_subcommand("replay", CompilerCommandHelp("replay"));
   cmd->add_option("SPACE", o->space,
                   "a full-space record log (.jsonl) or a Kernel Tuner cache "
                   "file (.json, .json.gz)")

@@ -1,5 +1,4 @@
-// `crosstune query / lease / drain / undrain / kick` (the tracker), and OpenTrackerSession: how
-// every session command reaches a device through --tracker/--key.
+// `crosstune query / lease / drain / undrain / kick` (the tracker).
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -45,16 +44,6 @@ std::unique_ptr<client::TrackerClient> ConnectTracker(const std::string& tracker
   o.tracker = tracker;
   if (!auth_token_file.empty()) o.auth_secret = Check(ReadSecretFile(auth_token_file));
   return Check(client::TrackerClient::Connect(o));
-}
-
-void PrintQueueUpdate(const std::string& key, const msg::QueueUpdate& u) {
-  std::fprintf(stderr, "crosstune: waiting for a '%s' device: position %u of %u (%s)\n",
-               key.c_str(), u.position, u.queue_length, u.note.c_str());
-}
-
-// The renewal period: a third of the lease, and often enough to count as alive.
-milliseconds RenewEvery(milliseconds hold) {
-  return std::max(milliseconds(200), std::min(hold / 3, milliseconds(20'000)));
 }
 
 // --- query --------------------------------------------------------------------------------------
@@ -227,58 +216,7 @@ void RegisterAdmin(CLI::App& app, const std::string& action, const std::string& 
   });
 }
 
-// The tracker connection that holds the lease of this process's session; it lives until exit
-// (closing it ends the lease, or the session's end does).
-std::unique_ptr<client::TrackerClient>& SessionLeaseHolder() {
-  static auto* holder = new std::unique_ptr<client::TrackerClient>();
-  return *holder;
-}
-
 }  // namespace
-
-Expected<std::unique_ptr<client::Session>> OpenTrackerSession(const ConnectFlags& flags) {
-  if (flags.tracker.empty() || flags.key.empty()) {
-    return Status(ErrorCode::kInvalidArgument, "--tracker and --key go together");
-  }
-  client::TrackerOptions to;
-  to.tracker = flags.tracker;
-  client::ConnectOptions options;
-  if (!flags.auth_token_file.empty()) {
-    CT_ASSIGN_OR_RETURN(options.auth_secret, ReadSecretFile(flags.auth_token_file));
-    to.auth_secret = options.auth_secret;
-  }
-  auto timeout = milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
-  options.request_timeout = timeout;
-  options.connect_timeout = std::min(timeout, options.connect_timeout);
-  CT_ASSIGN_OR_RETURN(auto tracker, client::TrackerClient::Connect(to));
-  client::LeaseRequest req;
-  req.key = flags.key;
-  std::string key = flags.key;
-  req.on_queue_update = [key](const msg::QueueUpdate& u) { PrintQueueUpdate(key, u); };
-  // A device whose address does not answer is reported (it counts towards its quarantine) and
-  // the next one is tried.
-  Status last;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    CT_ASSIGN_OR_RETURN(msg::Grant grant, tracker->RequestDevice(req));
-    options.server = grant.address;
-    options.lease_token = grant.lease_token;
-    auto session = client::Session::Connect(options);
-    if (session.ok()) {
-      tracker->StartAutoRenew(grant.lease_token, RenewEvery(req.hold));
-      SessionLeaseHolder() = std::move(tracker);
-      return std::move(session).value();
-    }
-    last = Status(session.status().code(), grant.device + " (" + grant.address + ", from tracker " +
-                                               flags.tracker + "): " + session.status().message());
-    bool unreachable = session.status().code() == ErrorCode::kDisconnected ||
-                       session.status().code() == ErrorCode::kTimeout;
-    (void)tracker->Release(grant.lease_token,
-                           unreachable ? msg::Outcome::kUnreachable : msg::Outcome::kOk,
-                           session.status().message());
-    if (!unreachable) break;
-  }
-  return last;
-}
 
 void RegisterTrackerCommands(CLI::App& app) {
   RegisterQuery(app);

@@ -20,15 +20,16 @@
 #include <vector>
 
 #include "commands.h"
+#include "compiler_module.h"
 #include "connect.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "crosstune/testing/server_process.h"
 
 namespace crosstune::cli {
 namespace {
@@ -61,7 +62,7 @@ std::vector<int64_t> ParseShape(const std::string& text) {
 
 std::string Duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
-  int t = static_cast<int>(s + 0.5);
+  int t = static_cast<int>(std::lround(s));
   if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
   if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
   return fmt::format("{}s", t);
@@ -266,7 +267,7 @@ void RunTune(const TuneFlags& f) {
 
 void RegisterTune(CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
-  auto* cmd = app.add_subcommand("tune", "search a kernel template's config space on devices");
+  auto* cmd = app.add_subcommand("tune", CompilerCommandHelp("tune"));
   cmd->add_option("template", f->template_name, "kernel template (matmul)")->required();
   cmd->add_option("--shape", f->shape, "the task's sizes, e.g. 512,512,512 (matmul: M,N,K)")
       ->required();
@@ -488,7 +489,7 @@ void RunLogPlot(const std::string& path, const std::string& out_path) {
 }
 
 void RegisterLog(CLI::App& app) {
-  auto* log = app.add_subcommand("log", "read tuning record logs");
+  auto* log = app.add_subcommand("log", CompilerCommandHelp("log"));
   log->require_subcommand(1);
   struct Opts {
     std::string path, out;
@@ -556,7 +557,7 @@ void RegisterExport(CLI::App& app) {
     std::string path, out, task;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("export", "build a log's best config into a .ctpkg");
+  auto* cmd = app.add_subcommand("export", CompilerCommandHelp("export"));
   cmd->add_option("log", o->path, "record log (JSON lines)")->required();
   cmd->add_option("-o,--output", o->out, "package to write (.ctpkg)")->required();
   cmd->add_option("--task", o->task, "task key (\"matmul 512,512,512 float32\") when the log has several");
@@ -565,10 +566,8 @@ void RegisterExport(CLI::App& app) {
 
 }  // namespace
 
-void RegisterTuneCommands(CLI::App& app) {
-  RegisterTune(app);
-  RegisterLog(app);
-  RegisterExport(app);
-}
+void RegisterTuneCommand(CLI::App& app) { RegisterTune(app); }
+void RegisterLogCommand(CLI::App& app) { RegisterLog(app); }
+void RegisterExportCommand(CLI::App& app) { RegisterExport(app); }
 
 }  // namespace crosstune::cli

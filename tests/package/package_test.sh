@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# package_test.sh BUILD_DIR CONSUMER_SOURCE_DIR KERNEL.so CXX
+# package_test.sh BUILD_DIR CONSUMER_SOURCE_DIR KERNEL.so CXX [KERNEL_SOURCE.c]
 # Installs BUILD_DIR into a temporary prefix, builds the consumer there with CMake
 # (find_package(crosstune CONFIG COMPONENTS client)) and with pkg-config (crosstune-client), checks
 # that neither links a compiler library, and runs both against the installed crosstune-server.
+# With KERNEL_SOURCE, the installed `crosstune` finds its compiler module and builds it.
 set -euo pipefail
-build=$1 consumer=$2 kernel=$3 cxx=$4
+build=$1 consumer=$2 kernel=$3 cxx=$4 kernel_source=${5:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/crosstune-package-test.XXXXXX")
 server_pid=
 cleanup() {
@@ -55,6 +56,22 @@ for bin in "$work/cmake-build/consumer" "$work/pc-consumer"; do
     fail "$bin links compiler libraries"
   fi
 done
+
+# The installed command line: the binary needs no compiler; its compiler commands find the module
+# in lib/crosstune.
+if [ -n "$kernel_source" ] && [ -e "$prefix/bin/crosstune" ]; then
+  if ldd "$prefix/bin/crosstune" | grep -Ei 'llvm|clang|lld|nvrtc|xgboost'; then
+    fail "the installed crosstune links compiler libraries"
+  fi
+  "$prefix/bin/crosstune" tune --help >"$work/tune-help.log" 2>&1 || {
+    cat "$work/tune-help.log"
+    fail "the installed crosstune tune --help"
+  }
+  out=$("$prefix/bin/crosstune" build "$kernel_source" --target "llvm -mtriple=$(uname -m)-linux-gnu" \
+          --no-cache -o "$work/installed.ctpkg" 2>&1) || fail "the installed crosstune build: $out"
+  echo "$out"
+  "$prefix/bin/crosstune" inspect "$work/installed.ctpkg" >/dev/null || fail "crosstune inspect"
+fi
 
 # 3. Both talk to the installed server.
 mkdir -p "$work/ws"

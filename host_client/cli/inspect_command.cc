@@ -1,0 +1,82 @@
+// `crosstune inspect`: validates a package with common's checks and shows what it holds. It
+// needs no compiler, so it lives in the `crosstune` binary, not in the compiler module.
+//
+//   crosstune inspect k.ctpkg [--json]
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "crosstune/package.h"
+
+namespace crosstune::cli {
+namespace {
+
+using nlohmann::json;
+
+json InspectJson(const pkg::Manifest& m, bool valid, const std::string& error) {
+  json j = json::parse(pkg::ManifestToJson(m));
+  j["valid"] = valid;
+  if (!error.empty()) j["error"] = error;
+  return j;
+}
+
+void RunInspect(const std::string& path, bool as_json) {
+  auto p = pkg::OpenPackage(path);
+  if (!p.ok()) {
+    if (as_json)
+      std::printf("%s\n", json{{"valid", false}, {"error", p.status().message()}}.dump(2).c_str());
+    Fail(path + ": " + p.status().message());
+  }
+  const pkg::Manifest& m = p->manifest;
+  if (as_json) {
+    std::printf("%s\n", InspectJson(m, true, "").dump(2).c_str());
+    return;
+  }
+  std::string features;
+  for (const auto& f : m.required_features) features += (features.empty() ? "" : " ") + f;
+  std::printf("package   %s (valid: hashes, format v%u, ABI v%u)\n", path.c_str(), m.format_version,
+              m.abi_version);
+  std::printf("kind      %s\n", m.kind.c_str());
+  std::printf("target    %s\n", m.target.c_str());
+  std::printf("arch      %s (%s)%s%s\n", m.arch.c_str(), m.triple.c_str(),
+              m.cpu.empty() ? "" : ", cpu ", m.cpu.c_str());
+  std::printf("features  %s\n", features.empty() ? "(baseline only)" : features.c_str());
+  std::printf("built by  crosstune %s, %s %s\n", m.builder_version.c_str(), m.compiler.c_str(),
+              m.compiler_version.c_str());
+  std::printf("build id  %s\n", m.build_id.c_str());
+  std::printf("functions\n");
+  for (const auto& f : m.functions) {
+    std::string launch;
+    if (!f.grid.empty()) {
+      auto dims = [](const std::vector<std::string>& d) {
+        std::string s;
+        for (const auto& x : d) s += (s.empty() ? "" : ",") + x;
+        return s;
+      };
+      launch = "  grid=" + dims(f.grid) + " block=" + dims(f.block);
+    }
+    std::printf("  %-24s %s%s\n", f.name.c_str(), f.signature.c_str(), launch.c_str());
+  }
+  std::printf("files\n");
+  for (const auto& f : m.files) {
+    std::printf("  %-24s %10llu  sha256:%s\n", f.path.c_str(),
+                static_cast<unsigned long long>(f.size), f.sha256.c_str());
+  }
+}
+
+}  // namespace
+
+void RegisterInspectCommand(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  auto* inspect = app.add_subcommand(
+      "inspect", "Validate a .ctpkg and show its target, functions, files and versions");
+  inspect->add_option("package", *path, "the .ctpkg file")->required();
+  inspect->add_flag("--json", *as_json, "machine-readable output");
+  inspect->callback([path, as_json] { RunInspect(*path, *as_json); });
+}
+
+}  // namespace crosstune::cli
