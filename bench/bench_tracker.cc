@@ -185,12 +185,12 @@ int main(int argc, char** argv) {
   std::string db = memory_db
                        ? std::string()
                        : "/tmp/crosstune-bench-tracker-" + std::to_string(::getpid()) + ".sqlite";
-  std::vector<std::string> targv = {
-      tracker_bin,   "--host", "127.0.0.1",         "--port", "0", "--db", db,
-      "--log-level", "warn",   "--startup-grace-s", "0",
-      // Every simulated peer connects from 127.0.0.1 at once.
-      "--max-handshakes", std::to_string(servers + clients + 64), "--max-handshakes-per-peer",
-      std::to_string(servers + clients + 64)};
+  std::vector<std::string> targv = {tracker_bin, "--host", "127.0.0.1", "--port", "0", "--db", db,
+                                    "--log-level", "warn", "--startup-grace-s", "0",
+                                    // Every simulated peer connects from 127.0.0.1 at once.
+                                    "--max-handshakes", std::to_string(servers + clients + 64),
+                                    "--max-handshakes-per-peer",
+                                    std::to_string(servers + clients + 64)};
   crosstune::ServerProcess tracker;
   if (Status s = tracker.Start(targv, std::chrono::seconds(30), "/dev/null"); !s.ok()) {
     std::fprintf(stderr, "crosstune-bench-tracker: error: %s\n", s.ToString().c_str());

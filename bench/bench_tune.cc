@@ -5,18 +5,19 @@
 //   best GFLOP/s, for both modes, and the speed-up of the pipeline.
 //
 //   crosstune-bench-tune [--shape 1024,1024,1024] [--trials 64] [--workers 2] [--tuner xgb]
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unistd.h>
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/session.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "crosstune/testing/server_process.h"
 
 using namespace crosstune;
 
@@ -118,5 +119,8 @@ int main(int argc, char** argv) {
   out["target_wall_s_for_64_trials"] = 341.0 / 5;
   out["target_device_busy_fraction"] = 0.7;
   std::printf("%s\n", out.dump(2).c_str());
-  return out["pipelined"].contains("error") || (out.contains("serial") && out["serial"].contains("error")) ? 1 : 0;
+  return out["pipelined"].contains("error") ||
+                 (out.contains("serial") && out["serial"].contains("error"))
+             ? 1
+             : 0;
 }

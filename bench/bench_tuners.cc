@@ -106,7 +106,8 @@ int Main(int argc, char** argv) {
                "task, measured on a crosstune-server started here)");
   app.add_option("--record-shape", record_shape, "the recorded matmul's M,N,K")
       ->capture_default_str();
-  app.add_option("--server-bin", server_bin, "crosstune-server for --record")->capture_default_str();
+  app.add_option("--server-bin", server_bin, "crosstune-server for --record")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (record && !f.matmul_space.empty() && !std::filesystem::exists(f.matmul_space)) {
     std::vector<int64_t> shape;

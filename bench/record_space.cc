@@ -4,9 +4,9 @@
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/session.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "crosstune/testing/server_process.h"
 
 namespace crosstune::bench {
 
@@ -14,8 +14,8 @@ Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& sha
                          const std::string& server_bin) {
   CT_ASSIGN_OR_RETURN(auto builder, builder::Builder::Create({.workers = 2}));
   ServerProcess server;
-  CT_RETURN_IF_ERROR(server.Start({server_bin, "--host", "127.0.0.1", "--port", "0"},
-                                  std::chrono::seconds(30)));
+  CT_RETURN_IF_ERROR(
+      server.Start({server_bin, "--host", "127.0.0.1", "--port", "0"}, std::chrono::seconds(30)));
   client::ConnectOptions co;
   co.server = server.address();
   CT_ASSIGN_OR_RETURN(auto session, client::Session::Connect(co));

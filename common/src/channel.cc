@@ -10,8 +10,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -21,7 +21,8 @@ namespace {
 
 int PollTimeoutMs(Deadline deadline) {
   if (deadline == NoDeadline()) return -1;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;
   return left > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left);
 }
@@ -117,8 +118,7 @@ Expected<Channel> Channel::Connect(const std::string& host, uint16_t port, Deadl
   std::string port_str = std::to_string(port);
   int rc = ::getaddrinfo(host.c_str(), port_str.c_str(), &hints, &res);
   if (rc != 0) {
-    return Status(ErrorCode::kDisconnected,
-                  "cannot resolve " + host + ": " + ::gai_strerror(rc));
+    return Status(ErrorCode::kDisconnected, "cannot resolve " + host + ": " + ::gai_strerror(rc));
   }
   std::string last_error = "no address";
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
@@ -210,7 +210,8 @@ Status Channel::SetReceiveWait(Deadline deadline) {
   int64_t want_us = 0;  // 0: wait without limit
   if (deadline != NoDeadline()) {
     auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return Status(ErrorCode::kTimeout, "deadline passed waiting for the peer");
+    if (left.count() <= 0)
+      return Status(ErrorCode::kTimeout, "deadline passed waiting for the peer");
     want_us = left.count();
     // The socket's limit is kept while it is neither past what is left (allowing 2%, at least
     // 2 ms, of lateness) nor under half of it, so calls under one timeout set it once.
@@ -280,9 +281,9 @@ Status Channel::ReadBytes(void* data, size_t size, Deadline deadline) {
 
 Expected<Frame> Channel::ReadFrame(Deadline deadline, uint32_t max_frame_bytes) {
   CT_RETURN_IF_ERROR(Fill(4, deadline));
-  CT_ASSIGN_OR_RETURN(uint32_t n, DecodeFrameLength(
-                                      reinterpret_cast<const unsigned char*>(rbuf_.get() + rbeg_),
-                                      max_frame_bytes));
+  CT_ASSIGN_OR_RETURN(uint32_t n,
+                      DecodeFrameLength(reinterpret_cast<const unsigned char*>(rbuf_.get() + rbeg_),
+                                        max_frame_bytes));
   rbeg_ += 4;
   // A body that fits the buffer is received there (with whatever follows it); a larger one goes
   // straight into its string.

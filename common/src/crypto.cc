@@ -104,7 +104,8 @@ Expected<std::string> ReadSecretFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) {
+  while (!s.empty() &&
+         (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) {
     s.pop_back();
   }
   if (s.empty()) return Status(ErrorCode::kInvalidArgument, path + ": secret file is empty");

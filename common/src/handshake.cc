@@ -6,7 +6,8 @@ namespace crosstune {
 
 Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
                                           const std::string& secret, Deadline deadline) {
-  CT_ASSIGN_OR_RETURN(msg::HelloReply reply, ch.Call<msg::HelloReply>(Opcode::kHello, hello, deadline));
+  CT_ASSIGN_OR_RETURN(msg::HelloReply reply,
+                      ch.Call<msg::HelloReply>(Opcode::kHello, hello, deadline));
   if (reply.major != kProtocolMajor) {
     return Status(ErrorCode::kVersionMismatch,
                   "peer speaks protocol " + std::to_string(reply.major) + "." +
@@ -16,8 +17,9 @@ Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
   if (reply.auth_required) {
     if (secret.empty()) {
       ch.Close();
-      return Status(ErrorCode::kUnauthorized,
-                    "peer requires authentication; pass --auth-token-file (or CROSSTUNE_AUTH_TOKEN_FILE)");
+      return Status(
+          ErrorCode::kUnauthorized,
+          "peer requires authentication; pass --auth-token-file (or CROSSTUNE_AUTH_TOKEN_FILE)");
     }
     msg::Auth auth{HmacSha256Hex(secret, reply.nonce)};
     auto ok = ch.Call<msg::Empty>(Opcode::kAuth, auth, deadline);

@@ -261,7 +261,8 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
     m.library = j.at("library").get<std::string>();
     m.ptx = j.value("ptx", "");
     m.build_id = j.value("build_id", "");
-    if (auto t = j.find("tuning"); t != j.end()) m.tuning = t->is_string() ? t->get<std::string>() : t->dump();
+    if (auto t = j.find("tuning"); t != j.end())
+      m.tuning = t->is_string() ? t->get<std::string>() : t->dump();
     for (const auto& f : j.at("functions")) {
       Function fn;
       fn.name = f.at("name").get<std::string>();

@@ -12,24 +12,25 @@ bool operator==(const DLDataType& a, const DLDataType& b) {
 
 Expected<DLDataType> ParseDType(const std::string& name) {
   static const std::map<std::string, DLDataType> kNames = {
-      {"f16", {kDLFloat, 16, 1}},  {"float16", {kDLFloat, 16, 1}},
-      {"f32", {kDLFloat, 32, 1}},  {"float32", {kDLFloat, 32, 1}},
-      {"f64", {kDLFloat, 64, 1}},  {"float64", {kDLFloat, 64, 1}},
+      {"f16", {kDLFloat, 16, 1}},   {"float16", {kDLFloat, 16, 1}},
+      {"f32", {kDLFloat, 32, 1}},   {"float32", {kDLFloat, 32, 1}},
+      {"f64", {kDLFloat, 64, 1}},   {"float64", {kDLFloat, 64, 1}},
       {"bf16", {kDLBfloat, 16, 1}}, {"bfloat16", {kDLBfloat, 16, 1}},
-      {"i8", {kDLInt, 8, 1}},      {"int8", {kDLInt, 8, 1}},
-      {"i16", {kDLInt, 16, 1}},    {"int16", {kDLInt, 16, 1}},
-      {"i32", {kDLInt, 32, 1}},    {"int32", {kDLInt, 32, 1}},
-      {"i64", {kDLInt, 64, 1}},    {"int64", {kDLInt, 64, 1}},
-      {"u8", {kDLUInt, 8, 1}},     {"uint8", {kDLUInt, 8, 1}},
-      {"u16", {kDLUInt, 16, 1}},   {"uint16", {kDLUInt, 16, 1}},
-      {"u32", {kDLUInt, 32, 1}},   {"uint32", {kDLUInt, 32, 1}},
-      {"u64", {kDLUInt, 64, 1}},   {"uint64", {kDLUInt, 64, 1}},
+      {"i8", {kDLInt, 8, 1}},       {"int8", {kDLInt, 8, 1}},
+      {"i16", {kDLInt, 16, 1}},     {"int16", {kDLInt, 16, 1}},
+      {"i32", {kDLInt, 32, 1}},     {"int32", {kDLInt, 32, 1}},
+      {"i64", {kDLInt, 64, 1}},     {"int64", {kDLInt, 64, 1}},
+      {"u8", {kDLUInt, 8, 1}},      {"uint8", {kDLUInt, 8, 1}},
+      {"u16", {kDLUInt, 16, 1}},    {"uint16", {kDLUInt, 16, 1}},
+      {"u32", {kDLUInt, 32, 1}},    {"uint32", {kDLUInt, 32, 1}},
+      {"u64", {kDLUInt, 64, 1}},    {"uint64", {kDLUInt, 64, 1}},
       {"bool", {kDLUInt, 8, 1}},
   };
   auto it = kNames.find(name);
   if (it == kNames.end()) {
     return Status(ErrorCode::kInvalidArgument,
-                  "unknown dtype '" + name + "' (valid: f16 f32 f64 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool)");
+                  "unknown dtype '" + name +
+                      "' (valid: f16 f32 f64 bf16 i8 i16 i32 i64 u8 u16 u32 u64 bool)");
   }
   return it->second;
 }
@@ -37,11 +38,21 @@ Expected<DLDataType> ParseDType(const std::string& name) {
 std::string DTypeName(DLDataType t) {
   std::string base;
   switch (t.code) {
-    case kDLFloat: base = "f"; break;
-    case kDLInt: base = "i"; break;
-    case kDLUInt: base = "u"; break;
-    case kDLBfloat: base = "bf"; break;
-    default: base = "t" + std::to_string(t.code) + "_"; break;
+    case kDLFloat:
+      base = "f";
+      break;
+    case kDLInt:
+      base = "i";
+      break;
+    case kDLUInt:
+      base = "u";
+      break;
+    case kDLBfloat:
+      base = "bf";
+      break;
+    default:
+      base = "t" + std::to_string(t.code) + "_";
+      break;
   }
   std::string s = base + std::to_string(t.bits);
   if (t.lanes != 1) s += "x" + std::to_string(t.lanes);

@@ -24,8 +24,7 @@ static int32_t Fail(const char* why) {
 }
 
 static int IsF32(const DLTensor* t) {
-  return t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1 &&
-         t->strides == 0;
+  return t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1 && t->strides == 0;
 }
 
 static float* Data(const DLTensor* t) { return (float*)((char*)t->data + t->byte_offset); }
@@ -59,7 +58,8 @@ static int32_t Matmul(const ct_arg* args, int32_t num_args) {
   if (!IsF32(a) || !IsF32(b) || !IsF32(c)) return Fail("matmul wants compact f32 tensors");
   if (a->ndim != 2 || b->ndim != 2 || c->ndim != 2) return Fail("matmul wants 2-d tensors");
   int64_t m = a->shape[0], k = a->shape[1], n = b->shape[1];
-  if (b->shape[0] != k || c->shape[0] != m || c->shape[1] != n) return Fail("matmul: shapes differ");
+  if (b->shape[0] != k || c->shape[0] != m || c->shape[1] != n)
+    return Fail("matmul: shapes differ");
   const float* restrict pa = Data(a);
   const float* restrict pb = Data(b);
   float* restrict pc = Data(c);

@@ -49,7 +49,8 @@ std::vector<int64_t> ParseShape(const std::string& text) {
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string part =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     char* end = nullptr;
     long long v = std::strtoll(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0') Fail("--shape: '" + text + "' is not a list of integers");
@@ -142,7 +143,8 @@ void RunTune(const TuneFlags& f) {
   } else {
     local = std::make_unique<ServerProcess>();
     std::string bin = FindServerBinary();
-    Check(local->Start({bin, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"}, std::chrono::seconds(30)));
+    Check(local->Start({bin, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"},
+                       std::chrono::seconds(30)));
     pool = tuner::DevicePool::FromServers({local->address()}, "", timeout, {"local"});
   }
 
@@ -216,8 +218,10 @@ void RunTune(const TuneFlags& f) {
   const tuner::TuneSummary& s = *result;
   double busy_fraction = s.wall_s > 0 ? s.device_busy_s / (s.wall_s * std::max(1, s.devices)) : 0;
   if (f.json_out) {
-    json j = {{"task", {{"template", task->id().template_name}, {"shape", task->id().shape},
-                        {"dtype", task->id().dtype}}},
+    json j = {{"task",
+               {{"template", task->id().template_name},
+                {"shape", task->id().shape},
+                {"dtype", task->id().dtype}}},
               {"target", target.ToString()},
               {"tuner", options.tuner},
               {"trials_in_log", s.trials_in_log},
@@ -250,11 +254,11 @@ void RunTune(const TuneFlags& f) {
               label.c_str(), target.ToString().c_str(), s.trials_in_log, s.measured, s.resumed,
               ErrorsText(s.errors).c_str());
   if (s.has_default) {
-    std::printf("untuned (the template's default config): %.2f GFLOP/s%s\n",
-                s.default_record.gflops(),
-                s.default_record.ok()
-                    ? ""
-                    : (" (" + std::string(tuner::TrialErrorName(s.default_record.error)) + ")").c_str());
+    std::printf(
+        "untuned (the template's default config): %.2f GFLOP/s%s\n", s.default_record.gflops(),
+        s.default_record.ok()
+            ? ""
+            : (" (" + std::string(tuner::TrialErrorName(s.default_record.error)) + ")").c_str());
   }
   if (s.has_best) {
     std::printf("best: %.2f GFLOP/s (%.4f ms) on %s, config %s\n", s.best.gflops(),
@@ -273,22 +277,28 @@ void RegisterTune(CLI::App& app) {
       ->required();
   cmd->add_option("--target", f->target, "target string, preset, or auto (ask the device)")
       ->capture_default_str();
-  auto* dev = cmd->add_option_group("devices", "where to measure (default: a crosstune-server "
-                                               "started on this machine)");
+  auto* dev = cmd->add_option_group("devices",
+                                    "where to measure (default: a crosstune-server "
+                                    "started on this machine)");
   dev->add_option("--server,-s", f->servers, "crosstune-server HOST:PORT (repeatable)");
   dev->add_option("--tracker", f->tracker, "crosstune-tracker HOST:PORT")
       ->envname("CROSSTUNE_TRACKER");
   dev->add_option("--key", f->key, "device key: every free device of it measures in parallel");
   dev->add_option("--devices", f->max_devices, "at most this many devices of the key (0: all)");
-  dev->add_option("--wait", f->wait_s, "seconds to wait for the first device")->capture_default_str();
+  dev->add_option("--wait", f->wait_s, "seconds to wait for the first device")
+      ->capture_default_str();
   dev->add_option("--auth-token-file", f->auth_token_file, "shared secret file (HMAC challenge)")
       ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
-  dev->add_option("--timeout", f->timeout_s, "seconds to wait for each reply")->capture_default_str();
-  cmd->add_option("--trials", f->tune.trials, "trials for the task in the log, earlier ones included")
+  dev->add_option("--timeout", f->timeout_s, "seconds to wait for each reply")
+      ->capture_default_str();
+  cmd->add_option("--trials", f->tune.trials,
+                  "trials for the task in the log, earlier ones included")
       ->capture_default_str()
       ->check(CLI::Range(1, 10'000'000));
   cmd->add_option("--tuner", f->tune.tuner, "random, grid, ga or xgb")->capture_default_str();
-  cmd->add_option("--batch", f->tune.batch, "configs per batch")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--batch", f->tune.batch, "configs per batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--early-stop", f->tune.early_stop, "stop after N trials without a better config")
       ->check(CLI::Range(0, 10'000'000));
   cmd->add_option("--log", f->tune.log_path, "JSON-lines record log; an existing one is resumed");
@@ -298,18 +308,29 @@ void RegisterTune(CLI::App& app) {
   cmd->add_option("--objective", f->tune.tuner_options.objective,
                   "xgb cost model: ndcg (rank:ndcg), rank (rank:pairwise) or reg")
       ->capture_default_str();
-  cmd->add_option("--workers", f->workers, "build workers (0: one per core)")->check(CLI::Range(0, 256));
-  cmd->add_option("--number", f->tune.measure.number, "calls per round")->capture_default_str()->check(CLI::Range(1, 1'000'000));
-  cmd->add_option("--repeat", f->tune.measure.repeat, "rounds")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--workers", f->workers, "build workers (0: one per core)")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("--number", f->tune.measure.number, "calls per round")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--repeat", f->tune.measure.repeat, "rounds")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--min-repeat-ms", f->tune.measure.min_repeat_ms, "grow a round to at least this")
-      ->capture_default_str()->check(CLI::Range(0, 60'000));
-  cmd->add_option("--cooldown-ms", f->tune.measure.cooldown_ms, "pause between rounds")->check(CLI::Range(0, 60'000));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60'000));
+  cmd->add_option("--cooldown-ms", f->tune.measure.cooldown_ms, "pause between rounds")
+      ->check(CLI::Range(0, 60'000));
   cmd->add_flag("--flush-cache", f->tune.measure.flush_cache, "flush CPU caches before each round");
   cmd->add_option("--run-timeout-ms", f->tune.measure.run_timeout_ms, "limit per kernel call")
-      ->capture_default_str()->check(CLI::Range(1, 3'600'000));
-  cmd->add_option("--build-timeout", f->build_timeout_s, "seconds per build")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3'600'000));
+  cmd->add_option("--build-timeout", f->build_timeout_s, "seconds per build")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   cmd->add_flag("--no-check", f->no_check, "skip the output check against the reference");
-  cmd->add_flag("--no-default", f->no_default, "do not measure the template's default config first");
+  cmd->add_flag("--no-default", f->no_default,
+                "do not measure the template's default config first");
   cmd->add_flag("--json", f->json_out, "print one JSON object at the end");
   cmd->add_flag("--quiet,-q", f->quiet, "no progress lines");
   cmd->callback([f] { RunTune(*f); });
@@ -373,15 +394,17 @@ void RunLogSummary(const std::string& path, bool as_json) {
       const auto& msgs = g.messages.at(kind);
       auto top = std::max_element(msgs.begin(), msgs.end(),
                                   [](const auto& a, const auto& b) { return a.second < b.second; });
-      errors[std::string(tuner::TrialErrorName(kind))] = {{"count", n},
-                                                          {"commonest_message", top->first},
-                                                          {"commonest_count", top->second}};
+      errors[std::string(tuner::TrialErrorName(kind))] = {
+          {"count", n}, {"commonest_message", top->first}, {"commonest_count", top->second}};
     }
     j["errors"] = errors;
     for (const auto& b : best) {
       if (TaskTargetKey(b) != key) continue;
-      j["best"] = {{"gflops", b.gflops()}, {"mean_s", b.mean}, {"config", b.config_values},
-                   {"index", b.config_index}, {"device", b.device.name}};
+      j["best"] = {{"gflops", b.gflops()},
+                   {"mean_s", b.mean},
+                   {"config", b.config_values},
+                   {"index", b.config_index},
+                   {"device", b.device.name}};
     }
     out.push_back(j);
   }
@@ -396,7 +419,8 @@ void RunLogSummary(const std::string& path, bool as_json) {
                 j["unique_configs"].get<size_t>(), j["ok"].get<int>());
     for (const auto& [kind, e] : j["errors"].items()) {
       std::printf("  %-13s %4d  commonest (%d): %s\n", kind.c_str(), e["count"].get<int>(),
-                  e["commonest_count"].get<int>(), e["commonest_message"].get<std::string>().c_str());
+                  e["commonest_count"].get<int>(),
+                  e["commonest_message"].get<std::string>().c_str());
     }
     if (j.contains("best")) {
       std::printf("  best %.2f GFLOP/s (%.4f ms) on %s: %s\n", j["best"]["gflops"].get<double>(),
@@ -448,7 +472,8 @@ void RunLogPlot(const std::string& path, const std::string& out_path) {
   auto Y = [&](double v) { return H - B - (H - T - B) * (v / (max_y * 1.05)); };
   const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
   std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" "
       "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       W, H);
   svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, H - B,
@@ -541,11 +566,12 @@ void RunExport(const std::string& path, const std::string& out, const std::strin
   req.source_name = task->function() + ".c";
   builder::BuildResult built = builder::BuildInProcess(req);
   Check(built.status);
-  json tuning = {{"task", {{"template", r.task.template_name}, {"shape", r.task.shape},
-                           {"dtype", r.task.dtype}}},
-                 {"config", {{"index", config.index()}, {"values", r.config_values}}},
-                 {"record", r.ToJson()},
-                 {"log", path}};
+  json tuning = {
+      {"task",
+       {{"template", r.task.template_name}, {"shape", r.task.shape}, {"dtype", r.task.dtype}}},
+      {"config", {{"index", config.index()}, {"values", r.config_values}}},
+      {"record", r.ToJson()},
+      {"log", path}};
   auto manifest = Check(builder::WriteBuildPackage(req, built, out, "", "", tuning.dump()));
   std::printf("%s: %s best config (%.2f GFLOP/s on %s), function %s, build %s\n", out.c_str(),
               r.task.Key().c_str(), r.gflops(), r.device.name.c_str(), task->function().c_str(),
@@ -560,7 +586,8 @@ void RegisterExport(CLI::App& app) {
   auto* cmd = app.add_subcommand("export", CompilerCommandHelp("export"));
   cmd->add_option("log", o->path, "record log (JSON lines)")->required();
   cmd->add_option("-o,--output", o->out, "package to write (.ctpkg)")->required();
-  cmd->add_option("--task", o->task, "task key (\"matmul 512,512,512 float32\") when the log has several");
+  cmd->add_option("--task", o->task,
+                  "task key (\"matmul 512,512,512 float32\") when the log has several");
   cmd->callback([o] { RunExport(o->path, o->out, o->task); });
 }
 

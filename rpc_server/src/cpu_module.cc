@@ -127,9 +127,9 @@ class CpuLoader final : public ModuleLoader {
     if (table->num_functions > kMaxFunctions || (table->num_functions && !table->functions)) {
       uint32_t n = table->num_functions;
       ::dlclose(handle);
-      return Status(ErrorCode::kInvalidArgument,
-                    name + ": the module lists " + std::to_string(n) + " functions (at most " +
-                        std::to_string(kMaxFunctions) + ")");
+      return Status(ErrorCode::kInvalidArgument, name + ": the module lists " + std::to_string(n) +
+                                                     " functions (at most " +
+                                                     std::to_string(kMaxFunctions) + ")");
     }
     for (uint32_t i = 0; i < table->num_functions; ++i) {
       const ct_function& f = table->functions[i];

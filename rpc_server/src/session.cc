@@ -464,7 +464,8 @@ class SessionHandler {
       warm_up = false;
     };
     auto run = [&](uint64_t n) -> Status {
-      CT_RETURN_IF_ERROR(m->Invoke(*index, args_.data(), static_cast<int32_t>(args_.size()), n, &ret));
+      CT_RETURN_IF_ERROR(
+          m->Invoke(*index, args_.data(), static_cast<int32_t>(args_.size()), n, &ret));
       if (ret != 0) return KernelError(m, fn, ret);
       return Status::Ok();
     };

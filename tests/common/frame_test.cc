@@ -71,11 +71,16 @@ TEST(Frame, RefusesStringsThatAreNotUtf8AnywhereInThePayload) {
 }
 
 TEST(Frame, TrustedPipesMayCarryRawBytesInStrings) {
-  std::string bytes = EncodeFrame(Opcode::kResult, 1, std::string("\x7f" "ELF\xff\xfe", 6));
+  std::string bytes = EncodeFrame(Opcode::kResult, 1,
+                                  std::string("\x7f"
+                                              "ELF\xff\xfe",
+                                              6));
   EXPECT_FALSE(DecodeFrameBody(bytes.data() + 4, bytes.size() - 4).ok());
   auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4, /*utf8_strings=*/false);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_EQ(f->As<std::string>().value(), std::string("\x7f" "ELF\xff\xfe", 6));
+  EXPECT_EQ(f->As<std::string>().value(), std::string("\x7f"
+                                                      "ELF\xff\xfe",
+                                                      6));
 }
 
 TEST(Frame, ErrorMessagesAreSentAsValidUtf8) {
@@ -119,7 +124,8 @@ TEST(Frame, ErrorFrameCarriesCodeAndMessage) {
 
 TEST(Frame, OlderPeerWithFewerFieldsGetsDefaults) {
   // A Hello from a peer that knew only the first three fields.
-  std::string bytes = EncodeFrame(Opcode::kHello, 1, std::make_tuple(kProtocolMagic, uint16_t{1}, uint16_t{0}));
+  std::string bytes =
+      EncodeFrame(Opcode::kHello, 1, std::make_tuple(kProtocolMagic, uint16_t{1}, uint16_t{0}));
   auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
   ASSERT_TRUE(f.ok());
   auto h = f->As<msg::Hello>();
@@ -208,10 +214,13 @@ void RunHandshake(const std::string& server_secret, const std::string& client_se
   std::thread server([&, ch = std::move(s)]() mutable {
     ServerHandshakeOptions opts;
     opts.secret = server_secret;
-    *server_status = ServerHandshake(ch, opts, DeadlineIn(std::chrono::milliseconds(2000))).status();
+    *server_status =
+        ServerHandshake(ch, opts, DeadlineIn(std::chrono::milliseconds(2000))).status();
   });
   msg::Hello hello;
-  *client_status = ClientHandshake(c, hello, client_secret, DeadlineIn(std::chrono::milliseconds(2000))).status();
+  *client_status =
+      ClientHandshake(c, hello, client_secret, DeadlineIn(std::chrono::milliseconds(2000)))
+          .status();
   c.Close();
   server.join();
 }

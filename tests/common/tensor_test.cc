@@ -26,7 +26,8 @@ TEST(Tensor, RefusesOverflowingShape) {
 
 TEST(Tensor, RefusesRankOverLimit) {
   std::vector<int64_t> shape(Limits::kMaxTensorRank + 1, 1);
-  EXPECT_EQ(TensorBytes(shape, DLDataType{kDLFloat, 32, 1}).status().code(), ErrorCode::kLimitExceeded);
+  EXPECT_EQ(TensorBytes(shape, DLDataType{kDLFloat, 32, 1}).status().code(),
+            ErrorCode::kLimitExceeded);
 }
 
 TEST(Tensor, RefusesUnknownDTypeCodes) {
@@ -37,9 +38,7 @@ TEST(Tensor, RefusesUnknownDTypeCodes) {
   EXPECT_TRUE(TensorBytes({4}, DLDataType{kDLComplex, 64, 1}).ok());
 }
 
-TEST(Tensor, ComputesBytes) {
-  EXPECT_EQ(*TensorBytes({3, 5}, DLDataType{kDLFloat, 64, 1}), 120u);
-}
+TEST(Tensor, ComputesBytes) { EXPECT_EQ(*TensorBytes({3, 5}, DLDataType{kDLFloat, 64, 1}), 120u); }
 
 }  // namespace
 }  // namespace crosstune

@@ -55,24 +55,15 @@ class Farm {
   // Starts the tracker with short timings. With `held_port` it serves on a listening socket this
   // farm holds (--listen-fd), so a restarted tracker comes back on the same port for certain.
   bool StartTracker(std::vector<std::string> extra = {}, bool held_port = false) {
-    std::vector<std::string> argv = {TrackerBin(),
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     "0",
-                                     "--http-port",
-                                     "0",
-                                     "--heartbeat-ms",
-                                     "200",
-                                     "--heartbeat-timeout-ms",
-                                     "1500",
-                                     "--claim-timeout-ms",
-                                     "3000",
-                                     "--self-check-s",
-                                     "1",
-                                     "--startup-grace-s",
-                                     "0",
-                                     "--reattach-s",
+    std::vector<std::string> argv = {TrackerBin(), "--host",
+                                     "127.0.0.1",  "--port",
+                                     "0",          "--http-port",
+                                     "0",          "--heartbeat-ms",
+                                     "200",        "--heartbeat-timeout-ms",
+                                     "1500",       "--claim-timeout-ms",
+                                     "3000",       "--self-check-s",
+                                     "1",          "--startup-grace-s",
+                                     "0",          "--reattach-s",
                                      "10"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (held_port) {

@@ -357,9 +357,10 @@ TEST(TrackerHardeningTest, QueuedRequestSurvivesATrackerRestart) {
 TEST(TrackerHardeningTest, ListensOnLoopbackByDefault) {
   Farm farm;
   ServerProcess tracker;
-  ASSERT_TRUE(tracker.Start({TrackerBin(), "--port", "0"}, std::chrono::seconds(10),
-                            farm.Path("default.log"))
-                  .ok());
+  ASSERT_TRUE(
+      tracker
+          .Start({TrackerBin(), "--port", "0"}, std::chrono::seconds(10), farm.Path("default.log"))
+          .ok());
   EXPECT_NE(tracker.listening_line().find("listening on 127.0.0.1:"), std::string::npos);
 }
 

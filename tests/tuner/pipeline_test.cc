@@ -9,10 +9,10 @@
 #include <string>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
-#include "crosstune/testing/server_process.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -130,8 +130,8 @@ builder::Builder* PipelineTest::builder_ = nullptr;
 
 TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
   // Odd sizes that fill no tile, and one larger square.
-  for (std::vector<int64_t> shape : {std::vector<int64_t>{37, 29, 19}, {64, 64, 64},
-                                     {96, 200, 130}, {1, 17, 5}}) {
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{37, 29, 19}, {64, 64, 64}, {96, 200, 130}, {1, 17, 5}}) {
     auto task = MakeTask("matmul", shape, target_);
     ASSERT_TRUE(task.ok()) << task.status().ToString();
     std::vector<uint64_t> indices = {(*task)->DefaultConfig().index()};
@@ -174,8 +174,8 @@ TEST_F(PipelineTest, EveryTrialErrorKindComesFromARealCause) {
 
   // Refused before the compiler: a config outside the space's constraints.
   FaultyTask constrained(target_, {kNone, kWrong});
-  constrained.mutable_space_for_test().AddConstraint("no_wrong",
-                                                     [](const Config& c) { return c.Int("fault") == 0; });
+  constrained.mutable_space_for_test().AddConstraint(
+      "no_wrong", [](const Config& c) { return c.Int("fault") == 0; });
   auto refused = Run(constrained, {1});
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].error, TrialError::kInvalidConfig);

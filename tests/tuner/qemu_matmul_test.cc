@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
-#include "crosstune/testing/server_process.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -27,7 +27,8 @@ class QemuMatmulTest : public ::testing::TestWithParam<Board> {};
 TEST_P(QemuMatmulTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
   const Board& b = GetParam();
   if (std::string(b.qemu).empty() || ::access(b.qemu, X_OK) != 0) {
-    GTEST_SKIP() << "qemu-user for " << b.name << " is missing; scripts/install-deps.sh installs it";
+    GTEST_SKIP() << "qemu-user for " << b.name
+                 << " is missing; scripts/install-deps.sh installs it";
   }
   if (std::string(b.server).empty() || ::access(b.server, X_OK) != 0) {
     GTEST_SKIP() << "no cross-built crosstune-server for " << b.name << " at '" << b.server
@@ -40,8 +41,8 @@ TEST_P(QemuMatmulTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
                  ("crosstune-qemu-mm-" + std::string(b.name) + "-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   ServerProcess server;
-  Status st = server.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port",
-                            "0", "--work-dir", dir.string()},
+  Status st = server.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port", "0",
+                            "--work-dir", dir.string()},
                            std::chrono::seconds(30));
   ASSERT_TRUE(st.ok()) << st.ToString();
   DeviceSpec device{.name = b.name, .server = server.address()};
@@ -81,7 +82,8 @@ TEST_P(QemuMatmulTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
 
 INSTANTIATE_TEST_SUITE_P(
     Boards, QemuMatmulTest,
-    ::testing::Values(Board{"aarch64", CT_QEMU_AARCH64, "/usr/aarch64-linux-gnu", CT_SERVER_AARCH64},
+    ::testing::Values(Board{"aarch64", CT_QEMU_AARCH64, "/usr/aarch64-linux-gnu",
+                            CT_SERVER_AARCH64},
                       Board{"armhf", CT_QEMU_ARM, "/usr/arm-linux-gnueabihf", CT_SERVER_ARMHF}),
     [](const ::testing::TestParamInfo<Board>& info) { return std::string(info.param.name); });
 

@@ -35,8 +35,8 @@ Record Sample(uint64_t index, double mean, TrialError error = TrialError::kOk) {
 
 TEST(Records, RoundTripKeepsEveryField) {
   Record r = Sample(12, 0.5e-3, TrialError::kBuildError);
-  auto back = Record::FromJson(nlohmann::json::parse(r.ToJson().dump(-1, ' ', false,
-                                                     nlohmann::json::error_handler_t::replace)));
+  auto back = Record::FromJson(nlohmann::json::parse(
+      r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->task, r.task);
   EXPECT_EQ(back->config_index, 12u);
@@ -50,8 +50,8 @@ TEST(Records, RoundTripKeepsEveryField) {
 TEST(Records, EveryErrorNameParsesBack) {
   for (TrialError e : {TrialError::kOk, TrialError::kInvalidConfig, TrialError::kBuildError,
                        TrialError::kBuildTimeout, TrialError::kLoadError, TrialError::kRemoteCrash,
-                       TrialError::kRunTimeout, TrialError::kRuntimeError,
-                       TrialError::kWrongAnswer, TrialError::kDeviceLost}) {
+                       TrialError::kRunTimeout, TrialError::kRuntimeError, TrialError::kWrongAnswer,
+                       TrialError::kDeviceLost}) {
     auto parsed = ParseTrialError(TrialErrorName(e));
     ASSERT_TRUE(parsed.has_value()) << TrialErrorName(e);
     EXPECT_EQ(*parsed, e);
@@ -91,8 +91,8 @@ TEST(Records, ATornLastLineIsSkippedWithAWarningAndTheNextRecordStartsAFreshLine
 }
 
 TEST(Records, BestPicksTheLowestMeanPerTaskAndTarget) {
-  std::vector<Record> rs = {Sample(1, 3e-3), Sample(2, 1e-3), Sample(3, 0, TrialError::kWrongAnswer),
-                            Sample(4, 2e-3)};
+  std::vector<Record> rs = {Sample(1, 3e-3), Sample(2, 1e-3),
+                            Sample(3, 0, TrialError::kWrongAnswer), Sample(4, 2e-3)};
   Record other = Sample(5, 9e-3);
   other.task.shape = {32, 32, 32};
   rs.push_back(other);

@@ -53,8 +53,8 @@ TEST(TuneRequeue, AKilledDeviceHandsItsCandidatesToTheOtherAndReturnsItsLease) {
   client::TrackerOptions to;
   to.tracker = farm.tracker();
   to.peer_name = "tuner-test";
-  auto pool = DevicePool::FromTracker(to, "cpu", 0, std::chrono::seconds(10), "",
-                                      std::chrono::seconds(30));
+  auto pool =
+      DevicePool::FromTracker(to, "cpu", 0, std::chrono::seconds(10), "", std::chrono::seconds(30));
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   ASSERT_EQ((*pool)->devices().size(), 2u) << "every free device of the key is used";
 

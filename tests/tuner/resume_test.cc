@@ -10,11 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "crosstune/tuner/records.h"
 
@@ -49,13 +48,15 @@ TEST(TuneResume, ASigkilledRunLosesNoRecordAndTheNextMeasuresOnlyTheRest) {
                            ("crosstune-resume-" + std::to_string(::getpid()) + ".jsonl"))
                               .string();
   std::filesystem::remove(log);
-  const std::string common = "tune matmul --shape 40,40,40 --tuner random --trials 40 --batch 4 "
-                             "--repeat 1 --min-repeat-ms 0 --quiet --log " + log;
+  const std::string common =
+      "tune matmul --shape 40,40,40 --tuner random --trials 40 --batch 4 "
+      "--repeat 1 --min-repeat-ms 0 --quiet --log " +
+      log;
 
-  std::vector<std::string> argv = {CT_CLI_BIN, "tune", "matmul", "--shape", "40,40,40",
-                                   "--tuner", "random", "--trials", "40", "--batch", "4",
-                                   "--repeat", "1", "--min-repeat-ms", "0", "--quiet",
-                                   "--log", log};
+  std::vector<std::string> argv = {
+      CT_CLI_BIN, "tune",    "matmul",  "--shape", "40,40,40", "--tuner", "random",
+      "--trials", "40",      "--batch", "4",       "--repeat", "1",       "--min-repeat-ms",
+      "0",        "--quiet", "--log",   log};
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);

@@ -99,8 +99,8 @@ std::string MetricsText(const Snapshot& snap) {
   auto per_device = [&](const char* name, const char* type, const char* help, auto value) {
     family(name, type, help);
     for (const auto& d : snap.devices) {
-      out += fmt::format("{}{{device=\"{}\",key=\"{}\"}} {}\n", name, Label(d.name),
-                         Label(d.key), value(d));
+      out += fmt::format("{}{{device=\"{}\",key=\"{}\"}} {}\n", name, Label(d.name), Label(d.key),
+                         value(d));
     }
   };
 

@@ -1,7 +1,6 @@
 #include "crosstune/tuner/device_pool.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 namespace crosstune::tuner {

@@ -86,16 +86,15 @@ std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& ta
 
 // --- DeviceRunner ------------------------------------------------------------------------------
 
-DeviceRunner::DeviceRunner(const DeviceSpec& spec, const Task& task,
-                           const ReferenceData& reference, const MeasureOptions& options)
+DeviceRunner::DeviceRunner(const DeviceSpec& spec, const Task& task, const ReferenceData& reference,
+                           const MeasureOptions& options)
     : spec_(spec), task_(task), reference_(reference), options_(options) {}
 
 DeviceRunner::~DeviceRunner() {
   if (session_) (void)session_->Close();
 }
 
-Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Open(const DeviceSpec& spec,
-                                                           const Task& task,
+Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Open(const DeviceSpec& spec, const Task& task,
                                                            const ReferenceData& reference,
                                                            const MeasureOptions& options) {
   std::unique_ptr<DeviceRunner> r(new DeviceRunner(spec, task, reference, options));
@@ -121,7 +120,8 @@ Status DeviceRunner::Reopen() {
   CT_ASSIGN_OR_RETURN(info_, session_->Info());
   const auto specs = task_.args();
   for (size_t a = 0; a < specs.size(); ++a) {
-    CT_ASSIGN_OR_RETURN(client::RemoteTensor t, session_->AllocTensor(specs[a].shape, specs[a].dtype));
+    CT_ASSIGN_OR_RETURN(client::RemoteTensor t,
+                        session_->AllocTensor(specs[a].shape, specs[a].dtype));
     if (!specs[a].output) {
       CT_RETURN_IF_ERROR(t.CopyFrom(reference_.inputs[a].data(), reference_.inputs[a].size() * 4));
     }

@@ -58,8 +58,8 @@ nlohmann::json Record::ToJson() const {
   j["tuner"] = tuner;
   j["task"] = {{"template", task.template_name}, {"shape", task.shape}, {"dtype", task.dtype}};
   j["target"] = target;
-  j["device"] = {{"name", device.name}, {"arch", device.arch}, {"cpu", device.cpu},
-                 {"key", device.key}};
+  j["device"] = {
+      {"name", device.name}, {"arch", device.arch}, {"cpu", device.cpu}, {"key", device.key}};
   j["config"] = {{"index", config_index}, {"values", config_values}};
   j["flops"] = flops;
   j["costs"] = costs;
@@ -117,8 +117,8 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
 std::string UtcTimestamp() {
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
-            1000;
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[40];

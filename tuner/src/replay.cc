@@ -366,7 +366,8 @@ void ReplayTable::AttachTaskFeatures(const std::string& path, const std::vector<
   // one length.
   for (const auto& [index, p] : *entries_) {
     if (!task->space().FromJson(p.values).ok()) {
-      warnings_.push_back(path + ": a config is not in the template's space; the cost model sees "
+      warnings_.push_back(path +
+                          ": a config is not in the template's space; the cost model sees "
                           "knob values only");
       return;
     }

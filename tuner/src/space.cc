@@ -139,9 +139,9 @@ Status ConfigSpace::AddSplit(std::string name, int64_t extent, int parts,
   if (options.policy == SplitPolicy::kCandidates) {
     for (const auto& c : options.candidates) {
       if (static_cast<int>(c.size()) != parts - 1) {
-        return Status(ErrorCode::kInvalidArgument,
-                      "split '" + name + "': a candidate needs " + std::to_string(parts - 1) +
-                          " inner factors");
+        return Status(ErrorCode::kInvalidArgument, "split '" + name + "': a candidate needs " +
+                                                       std::to_string(parts - 1) +
+                                                       " inner factors");
       }
       int64_t prod = 1;
       bool ok = true;
@@ -170,9 +170,8 @@ Status ConfigSpace::AddSplit(std::string name, int64_t extent, int parts,
     knob.ints.push_back(std::move(factors));
   }
   if (knob.ints.empty()) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "split '" + knob.name + "': no factors of " + std::to_string(extent) +
-                      " fit the policy");
+    return Status(ErrorCode::kInvalidArgument, "split '" + knob.name + "': no factors of " +
+                                                   std::to_string(extent) + " fit the policy");
   }
   return AddKnob(std::move(knob));
 }
@@ -258,7 +257,8 @@ Status ConfigSpace::AddCategorical(std::string name, const std::vector<int64_t>&
   return AddKnob(std::move(knob));
 }
 
-Status ConfigSpace::AddCategoricalJson(std::string name, const std::vector<nlohmann::json>& values) {
+Status ConfigSpace::AddCategoricalJson(std::string name,
+                                       const std::vector<nlohmann::json>& values) {
   Knob knob;
   knob.name = std::move(name);
   knob.kind = KnobKind::kCategorical;
@@ -339,9 +339,9 @@ Config ConfigSpace::Get(uint64_t index) const {
 
 Expected<uint64_t> ConfigSpace::IndexOf(const std::vector<uint32_t>& choices) const {
   if (choices.size() != knobs_.size()) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "config has " + std::to_string(choices.size()) + " choices, the space has " +
-                      std::to_string(knobs_.size()) + " knobs");
+    return Status(ErrorCode::kInvalidArgument, "config has " + std::to_string(choices.size()) +
+                                                   " choices, the space has " +
+                                                   std::to_string(knobs_.size()) + " knobs");
   }
   uint64_t index = 0;
   for (size_t k = knobs_.size(); k-- > 0;) {
@@ -368,8 +368,8 @@ Expected<Config> ConfigSpace::FromJson(const nlohmann::json& values) const {
     const auto& vals = knobs_[k].values;
     auto pos = std::find(vals.begin(), vals.end(), *it);
     if (pos == vals.end()) {
-      return Status(ErrorCode::kNotFound, "knob '" + knobs_[k].name + "' has no choice " +
-                                              it->dump());
+      return Status(ErrorCode::kNotFound,
+                    "knob '" + knobs_[k].name + "' has no choice " + it->dump());
     }
     choices[k] = static_cast<uint32_t>(pos - vals.begin());
   }

@@ -74,7 +74,8 @@ Status CompareOutputs(const Task& task, const HostArgs& got, const HostArgs& wan
       char buf[160];
       std::snprintf(buf, sizeof buf, "%s[%s] = %.6g, reference %.6g (%llu of %llu elements differ)",
                     specs[a].name.c_str(), where.c_str(), g[first], w[first],
-                    static_cast<unsigned long long>(bad), static_cast<unsigned long long>(g.size()));
+                    static_cast<unsigned long long>(bad),
+                    static_cast<unsigned long long>(g.size()));
       return Status(ErrorCode::kInvalidArgument, buf);
     }
   }

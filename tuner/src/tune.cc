@@ -84,9 +84,9 @@ Status AllFailedStatus(const std::vector<Record>& records) {
   auto top = std::max_element(count.begin(), count.end(),
                               [](const auto& a, const auto& b) { return a.second < b.second; });
   return Status(ErrorCode::kInternal,
-                "all " + std::to_string(records.size()) + " trials failed; commonest: " +
-                    std::string(TrialErrorName(top->first)) + " (" + std::to_string(top->second) +
-                    "): " + first_message[top->first]);
+                "all " + std::to_string(records.size()) +
+                    " trials failed; commonest: " + std::string(TrialErrorName(top->first)) + " (" +
+                    std::to_string(top->second) + "): " + first_message[top->first]);
 }
 
 Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
@@ -142,7 +142,8 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
   TuneProgress progress;
   progress.total = options.trials;
   progress.done = static_cast<int>(done.size());
-  for (const auto& r : task_records) progress.best_gflops = std::max(progress.best_gflops, r.gflops());
+  for (const auto& r : task_records)
+    progress.best_gflops = std::max(progress.best_gflops, r.gflops());
 
   auto finish = [&]() -> Expected<TuneSummary> {
     sum.trials_in_log = static_cast<int>(task_records.size());
@@ -364,9 +365,9 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
 
     if (progress.devices == 0) {
       building.wait();
-      return Status(ErrorCode::kDisconnected,
-                    "every device was lost (" + lost.message() + "); " +
-                        std::to_string(sum.measured) + " trials measured this run, records kept");
+      return Status(ErrorCode::kDisconnected, "every device was lost (" + lost.message() + "); " +
+                                                  std::to_string(sum.measured) +
+                                                  " trials measured this run, records kept");
     }
     if (stop_now) {
       sum.stopped = true;

@@ -4,9 +4,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <msgpack.hpp>
+#include <string>
 
 #include "crosstune/messages.h"
 #include "crosstune/protocol.h"
@@ -29,8 +28,9 @@ struct Frame {
       payload.convert(out);
       return out;
     } catch (const std::exception& e) {
-      return Status(ErrorCode::kProtocolError,
-                    std::string("malformed ") + std::string(OpcodeName(op)) + " payload: " + e.what());
+      return Status(
+          ErrorCode::kProtocolError,
+          std::string("malformed ") + std::string(OpcodeName(op)) + " payload: " + e.what());
     }
   }
   // For replies: the Error payload as a Status (kOk for a kResult frame).

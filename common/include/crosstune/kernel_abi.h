@@ -73,10 +73,10 @@ typedef const ct_module* (*ct_module_entry)(void);
  *   static const ct_function kFns[] = {{"vadd", vadd, "ttt"}};
  *   CT_DEFINE_MODULE("llvm -mtriple=aarch64-linux-gnu", kFns, 0)
  */
-#define CT_DEFINE_MODULE(target_str, fn_array, last_error_fn)                                  \
-  static const ct_module ct_module_table_ = {CT_ABI_VERSION, (target_str),                     \
+#define CT_DEFINE_MODULE(target_str, fn_array, last_error_fn)                                    \
+  static const ct_module ct_module_table_ = {CT_ABI_VERSION, (target_str),                       \
                                              (uint32_t)(sizeof(fn_array) / sizeof(fn_array[0])), \
-                                             (fn_array), (last_error_fn)};                     \
+                                             (fn_array), (last_error_fn)};                       \
   CT_EXTERN_C CT_EXPORT const ct_module* crosstune_module_v1(void) { return &ct_module_table_; }
 
 #ifdef __cplusplus

@@ -6,10 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <msgpack.hpp>
 #include <string>
 #include <vector>
-
-#include <msgpack.hpp>
 
 #include "crosstune/protocol.h"
 
@@ -31,24 +30,24 @@ struct Hello {
   uint32_t magic = kProtocolMagic;
   uint16_t major = kProtocolMajor;
   uint16_t minor = kProtocolMinor;
-  uint8_t role = 0;            // a PeerRole
-  std::string peer_name;       // user@host or a server's key, for logs and the tracker
-  std::string lease_token;     // from the tracker; empty when none
+  uint8_t role = 0;         // a PeerRole
+  std::string peer_name;    // user@host or a server's key, for logs and the tracker
+  std::string lease_token;  // from the tracker; empty when none
   MSGPACK_DEFINE(magic, major, minor, role, peer_name, lease_token)
 };
 
 struct HelloReply {
   uint16_t major = kProtocolMajor;
   uint16_t minor = kProtocolMinor;
-  std::string version;         // crosstune release of the peer
+  std::string version;  // crosstune release of the peer
   bool auth_required = false;
-  std::string nonce;           // random bytes (hex) to answer with an Auth HMAC
+  std::string nonce;  // random bytes (hex) to answer with an Auth HMAC
   std::string session_id;
   MSGPACK_DEFINE(major, minor, version, auth_required, nonce, session_id)
 };
 
 struct Auth {
-  std::string hmac_hex;        // HMAC-SHA256(secret, nonce) in lower-case hex
+  std::string hmac_hex;  // HMAC-SHA256(secret, nonce) in lower-case hex
   MSGPACK_DEFINE(hmac_hex)
 };
 
@@ -56,14 +55,14 @@ struct Auth {
 
 struct GpuInfo {
   std::string name;
-  std::string arch;            // "sm_90"
+  std::string arch;  // "sm_90"
   uint64_t memory_bytes = 0;
   MSGPACK_DEFINE(name, arch, memory_bytes)
 };
 
 struct DeviceInfo {
-  std::string arch;            // uname machine: x86_64, aarch64, armv7l, riscv64
-  std::string triple;          // x86_64-linux-gnu, aarch64-linux-gnu, armv7-linux-gnueabihf
+  std::string arch;    // uname machine: x86_64, aarch64, armv7l, riscv64
+  std::string triple;  // x86_64-linux-gnu, aarch64-linux-gnu, armv7-linux-gnueabihf
   std::string cpu_model;
   std::vector<std::string> cpu_features;  // LLVM feature names: avx2, avx512f, neon, ...
   uint32_t cores = 0;
@@ -73,7 +72,7 @@ struct DeviceInfo {
   std::string version;
   uint16_t protocol_major = kProtocolMajor;
   uint16_t protocol_minor = kProtocolMinor;
-  std::string gpu_status;      // why there are no GPUs ("no CUDA driver"), empty otherwise
+  std::string gpu_status;  // why there are no GPUs ("no CUDA driver"), empty otherwise
   MSGPACK_DEFINE(arch, triple, cpu_model, cpu_features, cores, memory_bytes, os, gpus, version,
                  protocol_major, protocol_minor, gpu_status)
 };
@@ -84,7 +83,7 @@ struct DeviceInfo {
 struct UploadRequest {
   std::string path;
   uint64_t size = 0;
-  std::string sha256_hex;      // checked after the last byte; empty skips the check
+  std::string sha256_hex;  // checked after the last byte; empty skips the check
   MSGPACK_DEFINE(path, size, sha256_hex)
 };
 
@@ -112,12 +111,12 @@ struct FileList {
 
 struct FunctionInfo {
   std::string name;
-  std::string signature;       // kernel_abi.h: 't' tensor, 'i' int64, 'f' float64
+  std::string signature;  // kernel_abi.h: 't' tensor, 'i' int64, 'f' float64
   MSGPACK_DEFINE(name, signature)
 };
 
 struct LoadModuleRequest {
-  std::string path;            // a .so or .ctpkg in the workspace
+  std::string path;  // a .so or .ctpkg in the workspace
   MSGPACK_DEFINE(path)
 };
 
@@ -125,7 +124,7 @@ struct ModuleInfo {
   uint32_t module_id = 0;
   std::string target;
   std::vector<FunctionInfo> functions;
-  std::string kind;            // "cpu" or "cuda"
+  std::string kind;  // "cpu" or "cuda"
   MSGPACK_DEFINE(module_id, target, functions, kind)
 };
 
@@ -137,7 +136,7 @@ struct ModuleRef {
 enum class ArgKind : uint8_t { kInt64 = 0, kFloat64 = 1, kTensor = 2 };
 
 struct Arg {
-  uint8_t kind = 0;            // an ArgKind
+  uint8_t kind = 0;  // an ArgKind
   int64_t i = 0;
   double f = 0;
   uint32_t tensor_id = 0;
@@ -148,13 +147,13 @@ struct CallRequest {
   uint32_t module_id = 0;
   std::string function;
   std::vector<Arg> args;
-  uint32_t timeout_ms = 0;     // 0: the server's default call timeout
+  uint32_t timeout_ms = 0;  // 0: the server's default call timeout
   MSGPACK_DEFINE(module_id, function, args, timeout_ms)
 };
 
 struct CallReply {
   int32_t ret = 0;
-  double seconds = 0;          // wall time of the call on the device
+  double seconds = 0;  // wall time of the call on the device
   MSGPACK_DEFINE(ret, seconds)
 };
 
@@ -172,7 +171,7 @@ struct TimeRequest {
 
 struct TimeReply {
   std::vector<double> seconds_per_call;  // one entry per round
-  uint32_t number = 0;                    // calls per round after growth
+  uint32_t number = 0;                   // calls per round after growth
   MSGPACK_DEFINE(seconds_per_call, number)
 };
 
@@ -180,10 +179,10 @@ struct TimeReply {
 
 struct TensorAllocRequest {
   std::vector<int64_t> shape;
-  uint8_t dtype_code = 2;      // DLDataTypeCode (kDLFloat = 2)
+  uint8_t dtype_code = 2;  // DLDataTypeCode (kDLFloat = 2)
   uint8_t dtype_bits = 32;
   uint16_t dtype_lanes = 1;
-  int32_t device_type = 1;     // DLDeviceType (kDLCPU = 1, kDLCUDA = 2)
+  int32_t device_type = 1;  // DLDeviceType (kDLCPU = 1, kDLCUDA = 2)
   int32_t device_id = 0;
   MSGPACK_DEFINE(shape, dtype_code, dtype_bits, dtype_lanes, device_type, device_id)
 };

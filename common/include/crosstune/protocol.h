@@ -34,8 +34,8 @@ enum class Opcode : uint16_t {
   kClose = 14,
   // Session (rpc server).
   kInfo = 20,
-  kUpload = 21,     // header, then `size` raw bytes
-  kDownload = 22,   // reply header, then `size` raw bytes
+  kUpload = 21,    // header, then `size` raw bytes
+  kDownload = 22,  // reply header, then `size` raw bytes
   kListFiles = 23,
   kRemoveFile = 24,
   kLoadModule = 30,
@@ -65,12 +65,12 @@ enum class Opcode : uint16_t {
 // Small on purpose: callers decide retries from the code, humans read the message.
 enum class ErrorCode : uint8_t {
   kOk = 0,
-  kDisconnected = 1,     // peer went away; retry on another device is safe
-  kTimeout = 2,          // a deadline passed (network wait, call, session)
+  kDisconnected = 1,  // peer went away; retry on another device is safe
+  kTimeout = 2,       // a deadline passed (network wait, call, session)
   kNotFound = 3,
   kInvalidArgument = 4,
-  kRemoteCrash = 5,      // uploaded code died by a signal
-  kWrongArch = 6,        // module or package built for another architecture / missing cpu feature
+  kRemoteCrash = 5,  // uploaded code died by a signal
+  kWrongArch = 6,    // module or package built for another architecture / missing cpu feature
   kUnauthorized = 7,
   kBusy = 8,
   kVersionMismatch = 9,  // protocol major, ABI or package format version
@@ -78,9 +78,9 @@ enum class ErrorCode : uint8_t {
   kLimitExceeded = 11,   // frame, upload, tensor or workspace limit
   kIoError = 12,
   kBadHash = 13,
-  kKernelError = 14,     // the kernel returned non-zero
+  kKernelError = 14,  // the kernel returned non-zero
   kBuildError = 15,
-  kNoDevice = 16,        // no device can ever match a request / no GPU or driver present
+  kNoDevice = 16,  // no device can ever match a request / no GPU or driver present
   kInternal = 17,
 };
 
@@ -90,7 +90,7 @@ bool IsKnownOpcode(uint16_t op);
 
 // Limits, checked before any allocation sized by a peer.
 struct Limits {
-  static constexpr uint32_t kMaxFrameBytes = 1u << 20;   // 1 MiB of msgpack per frame
+  static constexpr uint32_t kMaxFrameBytes = 1u << 20;  // 1 MiB of msgpack per frame
   // Until a peer has completed its handshake (Hello, Auth) its frames are capped this small, so
   // an unauthenticated connection costs little memory.
   static constexpr uint32_t kMaxHandshakeFrameBytes = 4096;

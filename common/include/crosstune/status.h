@@ -50,8 +50,8 @@ class [[nodiscard]] Expected {
   std::variant<T, Status> v_;
 };
 
-#define CT_RETURN_IF_ERROR(expr)            \
-  do {                                      \
+#define CT_RETURN_IF_ERROR(expr)             \
+  do {                                       \
     ::crosstune::Status ct_status_ = (expr); \
     if (!ct_status_.ok()) return ct_status_; \
   } while (0)
@@ -63,6 +63,7 @@ class [[nodiscard]] Expected {
   if (!tmp.ok()) return tmp.status();            \
   lhs = std::move(tmp).value()
 // CT_ASSIGN_OR_RETURN(auto x, Foo()); returns Foo()'s Status on error.
-#define CT_ASSIGN_OR_RETURN(lhs, expr) CT_ASSIGN_OR_RETURN_IMPL(CT_CONCAT(ct_expected_, __LINE__), lhs, expr)
+#define CT_ASSIGN_OR_RETURN(lhs, expr) \
+  CT_ASSIGN_OR_RETURN_IMPL(CT_CONCAT(ct_expected_, __LINE__), lhs, expr)
 
 }  // namespace crosstune

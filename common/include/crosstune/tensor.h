@@ -1,11 +1,11 @@
 // Tensor descriptors on DLPack's vocabulary: dtype names, shapes, byte sizes with limits.
 #pragma once
 
+#include <dlpack/dlpack.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <dlpack/dlpack.h>
 
 #include "crosstune/status.h"
 

@@ -96,17 +96,12 @@ class MatmulTask final : public Task {
 
   Config DefaultConfig() const override {
     const bool wide = regs_ >= 32;
-    nlohmann::json want = {{"mr", 6},
-                           {"nv", wide ? 4 : 2},
-                           {"tile_k", nullptr},
-                           {"tile_m", nullptr},
-                           {"tile_n", nullptr},
-                           {"order", {"ir", "jr"}},
-                           {"unroll_k", 4},
-                           {"pack_a", 1}};
+    nlohmann::json want = {{"mr", 6},           {"nv", wide ? 4 : 2}, {"tile_k", nullptr},
+                           {"tile_m", nullptr}, {"tile_n", nullptr},  {"order", {"ir", "jr"}},
+                           {"unroll_k", 4},     {"pack_a", 1}};
     // Blocks: the largest candidate not above a sensible size. With the row panels outermost,
     // an MR x KC panel of A stays in L1 while the KC x NC block of B streams from L2.
-    
+
     auto pick = [&](const char* knob, int64_t cap) {
       const Knob* kn = space_.FindKnob(knob);
       nlohmann::json best = kn->values.front();
@@ -136,9 +131,9 @@ class MatmulTask final : public Task {
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
     uint64_t bytes = BufferFloats(c) * 4;
     if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "packing buffers need " + std::to_string(bytes >> 20) +
-                        " MiB, over a quarter of the device's memory");
+      return Status(ErrorCode::kInvalidArgument, "packing buffers need " +
+                                                     std::to_string(bytes >> 20) +
+                                                     " MiB, over a quarter of the device's memory");
     }
     return Status::Ok();
   }
@@ -192,13 +187,13 @@ class MatmulTask final : public Task {
     const double padded_m = std::ceil(m_ / mr) * mr, padded_n = std::ceil(n_ / nr) * nr;
     f.insert(f.end(), {
                           static_cast<float>(nr),
-                          static_cast<float>(mr * nr),                 // accumulators
-                          static_cast<float>(mr * nr / (mr + nr)),     // FMAs per load
-                          static_cast<float>(kc * nr * 4 / 1024.0),    // B panel KiB (L1)
-                          static_cast<float>(kc * mr * 4 / 1024.0),    // A panel KiB (L1)
-                          static_cast<float>(kc * nc * 4 / 1024.0),    // packed B KiB (L2/L3)
-                          static_cast<float>(kc * mc * 4 / 1024.0),    // packed A KiB (L2)
-                          static_cast<float>(std::ceil(k_ / kc)),      // trip counts
+                          static_cast<float>(mr * nr),               // accumulators
+                          static_cast<float>(mr * nr / (mr + nr)),   // FMAs per load
+                          static_cast<float>(kc * nr * 4 / 1024.0),  // B panel KiB (L1)
+                          static_cast<float>(kc * mr * 4 / 1024.0),  // A panel KiB (L1)
+                          static_cast<float>(kc * nc * 4 / 1024.0),  // packed B KiB (L2/L3)
+                          static_cast<float>(kc * mc * 4 / 1024.0),  // packed A KiB (L2)
+                          static_cast<float>(std::ceil(k_ / kc)),    // trip counts
                           static_cast<float>(std::ceil(m_ / mc)),
                           static_cast<float>(std::ceil(n_ / nc)),
                           static_cast<float>(padded_m * padded_n / (double(m_) * n_)),  // waste

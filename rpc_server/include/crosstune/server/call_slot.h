@@ -26,8 +26,8 @@ struct CallSlot {
   uint32_t timeout_ms = 0;              // the armed limit for one call (0: none)
   uint64_t calls = 0;                   // calls in the current batch (>1 while timing)
   bool timing = false;                  // a TimeCall round rather than a Call
-  bool loading = false;  // loading a module (its constructors run) rather than a call
-  char function[128] = {};              // NUL-terminated, truncated
+  bool loading = false;     // loading a module (its constructors run) rather than a call
+  char function[128] = {};  // NUL-terminated, truncated
 
   // Child side: record that `function` starts (n calls, each under limit_ms; 0: no limit).
   void Begin(uint32_t request, const std::string& fn, uint32_t limit_ms, uint64_t n,

@@ -172,7 +172,7 @@ class Scheduler {
     msg::DeviceInfo info;
     uint64_t conn = 0;
     Protocol protocol = Protocol::kCrosstune;
-    bool offered = true;  // TVM: has a match key nobody was handed; crosstune: always
+    bool offered = true;    // TVM: has a match key nobody was handed; crosstune: always
     std::string server_id;  // msg::Register::server_id of the live registration
     TimePoint registered_at, last_heartbeat, free_since, busy_since;
     std::string lease_token;  // the lease on this device, "" when free

@@ -22,15 +22,15 @@ namespace crosstune::tracker {
 
 struct TrackerOptions {
   std::string host = "127.0.0.1";  // listening beyond loopback needs a reason (and auth)
-  uint16_t port = 9190;      // 0: any free port (see Tracker::port())
+  uint16_t port = 9190;            // 0: any free port (see Tracker::port())
   // >= 0: serve the tracker port on this inherited socket, already bound and listening, instead
   // of binding `port` (socket activation: whoever holds the socket keeps the port across a
   // restart, and connections wait in its backlog meanwhile).
   int listen_fd = -1;
-  int http_port = -1;        // -1: no HTTP; 0: any free port
-  std::string db_path;       // "": in memory, nothing survives a restart
-  std::string auth_secret;   // non-empty: clients (and servers, without server_secret) must
-                             // answer the HMAC challenge
+  int http_port = -1;       // -1: no HTTP; 0: any free port
+  std::string db_path;      // "": in memory, nothing survives a restart
+  std::string auth_secret;  // non-empty: clients (and servers, without server_secret) must
+                            // answer the HMAC challenge
   // Non-empty: peers that say they are servers answer the challenge with this secret instead,
   // so a client (who holds auth_secret) cannot register as a server.
   std::string server_secret;

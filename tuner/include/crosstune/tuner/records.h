@@ -19,12 +19,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "crosstune/status.h"
 
@@ -35,12 +34,12 @@ enum class TrialError {
   kInvalidConfig,  // a constraint or a device limit refused it before any compile
   kBuildError,     // the compiler's diagnostics in the message
   kBuildTimeout,
-  kLoadError,      // upload or load refused (wrong arch, missing symbol, ...)
-  kRemoteCrash,    // the kernel died by a signal: which one, in which function
+  kLoadError,    // upload or load refused (wrong arch, missing symbol, ...)
+  kRemoteCrash,  // the kernel died by a signal: which one, in which function
   kRunTimeout,
-  kRuntimeError,   // the kernel returned non-zero
-  kWrongAnswer,    // output differs from the reference
-  kDeviceLost,     // the device went away mid-measurement (the candidate is requeued)
+  kRuntimeError,  // the kernel returned non-zero
+  kWrongAnswer,   // output differs from the reference
+  kDeviceLost,    // the device went away mid-measurement (the candidate is requeued)
 };
 std::string_view TrialErrorName(TrialError e);
 std::optional<TrialError> ParseTrialError(std::string_view name);

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
@@ -28,8 +29,6 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "crosstune/status.h"
 
@@ -133,8 +132,7 @@ class ConfigSpace {
   uint64_t RandomIndex(std::mt19937_64& rng) const;
   // A valid point that differs from `from` in one knob (two when no single change is valid),
   // drawn at random; nullopt when none was found in `tries` draws.
-  std::optional<uint64_t> Neighbour(const Config& from, std::mt19937_64& rng,
-                                    int tries = 64) const;
+  std::optional<uint64_t> Neighbour(const Config& from, std::mt19937_64& rng, int tries = 64) const;
 
   // Features of a point for cost models: each knob's choice features, in knob order. Always
   // the same length for one space.
@@ -170,8 +168,8 @@ class UniqueSampler {
  private:
   const ConfigSpace& space_;
   std::mt19937_64 rng_;
-  std::unordered_set<uint64_t> seen_;                 // drawn or excluded
-  std::unordered_map<uint64_t, uint64_t> swapped_;   // shuffle positions that moved
+  std::unordered_set<uint64_t> seen_;               // drawn or excluded
+  std::unordered_map<uint64_t, uint64_t> swapped_;  // shuffle positions that moved
   uint64_t cursor_ = 0;
 };
 

@@ -66,7 +66,9 @@ class Task {
   virtual double rtol() const { return 1e-4; }
   virtual double atol() const { return 1e-4; }
   // Features for cost models: the space's knob features plus derived loop features.
-  virtual std::vector<float> Features(const Config& config) const { return space_.Features(config); }
+  virtual std::vector<float> Features(const Config& config) const {
+    return space_.Features(config);
+  }
 
  protected:
   TaskId id_;

@@ -29,9 +29,9 @@
 namespace crosstune::tuner {
 
 struct TuneProgress {
-  int done = 0;      // trials of this task in the log, this run's included
-  int total = 0;     // the run's goal
-  int measured = 0;  // by this run
+  int done = 0;                      // trials of this task in the log, this run's included
+  int total = 0;                     // the run's goal
+  int measured = 0;                  // by this run
   std::map<TrialError, int> errors;  // this run's failures by kind
   double best_gflops = 0;
   int devices = 0;  // still serving
@@ -65,9 +65,9 @@ struct TuneOptions {
 };
 
 struct TuneSummary {
-  int trials_in_log = 0;  // for this task, after the run
-  int resumed = 0;        // records that were already there
-  int measured = 0;       // by this run
+  int trials_in_log = 0;             // for this task, after the run
+  int resumed = 0;                   // records that were already there
+  int measured = 0;                  // by this run
   std::map<TrialError, int> errors;  // over every record of the task
   bool has_best = false;
   Record best;
@@ -77,7 +77,7 @@ struct TuneSummary {
   double device_busy_s = 0;  // summed over devices: time spent measuring
   double build_s = 0;        // summed build time of this run
   int devices = 0;
-  bool stopped = false;      // by options.stop
+  bool stopped = false;  // by options.stop
   bool early_stopped = false;
   std::vector<std::string> log_warnings;
 };

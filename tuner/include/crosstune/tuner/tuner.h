@@ -53,12 +53,12 @@ struct TunerOptions {
   // or "reg" (reg:squarederror). On the shared pnpoly space ndcg reached 95% of the best in a
   // median of ~25-29 trials where rank:pairwise needed ~45 (crosstune-bench-tuners).
   std::string objective = "ndcg";
-  int plan_size = 64;              // candidates planned by simulated annealing per refit
-  double epsilon = 0.05;           // share of each batch drawn at random
-  bool diversity = true;           // keep the planned batch spread over the space
-  int sa_iterations = 150;         // annealing steps per plan
-  int sa_walkers = 128;            // parallel annealing chains
-  int min_train = 8;               // successful samples before the model is used
+  int plan_size = 64;       // candidates planned by simulated annealing per refit
+  double epsilon = 0.05;    // share of each batch drawn at random
+  bool diversity = true;    // keep the planned batch spread over the space
+  int sa_iterations = 150;  // annealing steps per plan
+  int sa_walkers = 128;     // parallel annealing chains
+  int min_train = 8;        // successful samples before the model is used
   int boost_rounds = 60;
 
   // --- ga ---
