@@ -1,31 +1,67 @@
 #!/usr/bin/env bash
-# Checks the C/C++ files a branch changed against BASE (default: origin/main, else main):
-#   clang-format  the changed lines must be formatted as .clang-format says
-#   clang-tidy    .clang-tidy's bug-finding checks on the changed sources (needs build/default's
-#                 compile_commands.json; skipped with a note when it is missing)
-# Exits non-zero on a deviation or a finding. Usage: scripts/check-style.sh [BASE] [--no-tidy]
+# Style and bug-finding checks on C/C++ code:
+#   clang-format  changed lines (or, with --all, every tracked file) as .clang-format says
+#   clang-tidy    .clang-tidy's checks (bugprone, concurrency, cert, ...) on the changed sources
+#                 (needs build/default's compile_commands.json; skipped with a note without it)
+# "Changed" is against BASE: the argument, else $CROSSTUNE_STYLE_BASE, else the merge base with
+# origin/main (main) when HEAD is ahead of it, else HEAD's parent (the last commit, as CI on main
+# sees it). Exits non-zero on a deviation or a finding.
+#   scripts/check-style.sh [BASE] [--no-tidy] [--all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=${1:-}
+base=
 tidy=1
-[ "${2:-}" = --no-tidy ] && tidy=0
-[ "$base" = --no-tidy ] && { tidy=0; base=; }
+all=0
+for a in "$@"; do
+  case $a in
+    --no-tidy) tidy=0 ;;
+    --all) all=1 ;;
+    *) base=$a ;;
+  esac
+done
+base=${base:-${CROSSTUNE_STYLE_BASE:-}}
 if [ -z "$base" ]; then
-  base=main
-  git rev-parse -q --verify origin/main >/dev/null && base=origin/main
+  for b in origin/main main; do
+    if git rev-parse -q --verify "$b" >/dev/null; then
+      mb=$(git merge-base "$b" HEAD 2>/dev/null || true)
+      if [ -n "$mb" ] && [ "$mb" != "$(git rev-parse HEAD)" ]; then
+        base=$mb
+        break
+      fi
+    fi
+  done
 fi
-merge_base=$(git merge-base "$base" HEAD)
-mapfile -t files < <(git diff --name-only --diff-filter=ACMR "$merge_base" -- '*.c' '*.cc' '*.h')
-if [ ${#files[@]} -eq 0 ]; then
-  echo "check-style: no C/C++ files changed since $base"
-  exit 0
-fi
+if [ -z "$base" ] && git rev-parse -q --verify HEAD~1 >/dev/null; then base=HEAD~1; fi
 status=0
-format_diff=$(git clang-format-14 --binary clang-format-14 --diff "$merge_base" -- "${files[@]}" || true)
-if [ -n "$format_diff" ] && ! grep -q "^no modified files to format\|^clang-format did not modify any files" <<<"$format_diff"; then
-  printf '%s\n' "$format_diff"
-  echo "check-style: formatting differs from .clang-format (run: git clang-format-14 $merge_base)" >&2
-  status=1
+
+if [ "$all" = 1 ]; then
+  mapfile -t every < <(git ls-files '*.c' '*.cc' '*.h')
+  if ! clang-format-14 --dry-run --Werror "${every[@]}" 2>/tmp/check-style-format.$$; then
+    grep -E "^[^ ]+:[0-9]+:[0-9]+: " /tmp/check-style-format.$$ | cut -d: -f1 | sort -u |
+      sed 's/^/check-style: not formatted: /' >&2
+    echo "check-style: run clang-format-14 -i on the files above" >&2
+    status=1
+  fi
+  rm -f /tmp/check-style-format.$$
+fi
+
+if [ -z "$base" ]; then
+  echo "check-style: no base commit to compare with (a shallow clone?); clang-tidy skipped"
+  exit $status
+fi
+mapfile -t files < <(git diff --name-only --diff-filter=ACMR "$base" -- '*.c' '*.cc' '*.h')
+if [ ${#files[@]} -eq 0 ]; then
+  echo "check-style: no C/C++ files changed since $(git rev-parse --short "$base")"
+  exit $status
+fi
+if [ "$all" = 0 ]; then
+  format_diff=$(git clang-format-14 --binary clang-format-14 --diff "$base" -- "${files[@]}" || true)
+  if [ -n "$format_diff" ] &&
+    ! grep -q "^no modified files to format\|^clang-format did not modify any files" <<<"$format_diff"; then
+    printf '%s\n' "$format_diff"
+    echo "check-style: formatting differs from .clang-format (run: git clang-format-14 $base)" >&2
+    status=1
+  fi
 fi
 if [ "$tidy" = 1 ]; then
   db=build/default/compile_commands.json
@@ -37,7 +73,10 @@ if [ "$tidy" = 1 ]; then
       case $f in *.cc | *.c) grep -q "\"file\": \"[^\"]*/$f\"" "$db" && sources+=("$f") ;; esac
     done
     if [ ${#sources[@]} -gt 0 ]; then
-      clang-tidy-14 -p build/default --quiet --warnings-as-errors='*' "${sources[@]}" || status=1
+      echo "check-style: clang-tidy on ${#sources[@]} changed source(s) since $(git rev-parse --short "$base")"
+      printf '%s\n' "${sources[@]}" |
+        xargs -P "$(nproc)" -n 1 clang-tidy-14 -p build/default --quiet --warnings-as-errors='*' ||
+        status=1
     fi
   fi
 fi

@@ -12,7 +12,25 @@ bash scripts/install-deps.sh
 # ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset default
-cmake --build --preset default
+mkdir -p build/default
+cmake --build --preset default 2>&1 | tee build/default/build-last.log
+# Build hygiene, as a gate: a compiler warning in project code (ccache replays a cached
+# compile's warnings, so a fresh clone sees every one), a file clang-format would change, or a
+# clang-tidy finding in the changed sources fails the run; the tests still run so their summary
+# stays the last line.
+gate=0
+# Any warning counts, a system header's too: GCC reports some (a dangling reference, say) at the
+# library line the project's code misuses.
+warnings=$(grep -E ':[0-9]+:[0-9]+: warning:' build/default/build-last.log |
+  grep -v '^\.\./\.\./build/' | sort -u || true)
+if [ -n "$warnings" ]; then
+  printf '%s\n' "$warnings"
+  echo "test.sh: the build warns in project code (above); warnings are errors in CI" >&2
+  gate=1
+fi
+if [ $# -eq 0 ]; then
+  bash scripts/check-style.sh --all || gate=1
+fi
 # The fuzz targets (clang, ASan + UBSan; `ctest -L fuzz` runs each for a few seconds on its seeds)
 # run in a full run only: `scripts/test.sh -L unit` and the like skip them.
 fuzz=0
@@ -40,5 +58,7 @@ if [ "$fuzz" = 1 ]; then
 else
   summary=$(tail -n 1 <<<"$summaries")
 fi
+[ "$gate" = 1 ] && echo "test.sh: the build hygiene gate failed (warnings, formatting or clang-tidy; see above)"
 echo "${summary:-ctest: no summary (exit $rc)}"
+[ "$rc" = 0 ] && rc=$gate
 exit "$rc"

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -177,6 +179,56 @@ TEST_F(CliTest, BuildsForATargetStringAPresetAndAutoAndInspectsEach) {
   auto sum = client::ReadNpy(out);
   ASSERT_TRUE(sum.ok()) << sum.status().ToString();
   EXPECT_EQ(reinterpret_cast<const float*>(sum->data.data())[7], 2.0f);
+}
+
+TEST_F(CliTest, InspectOfACorruptedPackageSaysWhatIsWrongAndExitsOne) {
+  const std::string good = work_ + "/corrupt-src.ctpkg";
+  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 -o " + good +
+                              " --cache-dir " + work_ + "/cache-corrupt");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 4096u);
+  // One flipped byte inside the library's data (the tar's last member before its end blocks),
+  // and the same package cut short.
+  std::string flipped = bytes;
+  flipped[bytes.size() - 1024 - 700] ^= 0x5a;
+  const std::string bad = work_ + "/corrupt.ctpkg", cut = work_ + "/cut.ctpkg";
+  std::ofstream(bad, std::ios::binary) << flipped;
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  for (const std::string& path : {bad, cut}) {
+    CommandResult j = Crosstune("inspect " + path + " --json");
+    EXPECT_EQ(j.exit_code, 1) << path << ": " << j.out;
+    auto doc = Json(j);
+    ASSERT_TRUE(doc.is_object()) << path << ": " << j.out;
+    EXPECT_EQ(doc["valid"], false) << doc.dump();
+    EXPECT_FALSE(doc["error"].get<std::string>().empty()) << doc.dump();
+    CommandResult t = Crosstune("inspect " + path);
+    EXPECT_EQ(t.exit_code, 1);
+    EXPECT_EQ(t.err.rfind("crosstune: error: " + path + ": ", 0), 0u) << t.err;
+    EXPECT_EQ(t.err.find('\n'), t.err.size() - 1) << t.err;
+  }
+  EXPECT_EQ(Crosstune("inspect " + good).exit_code, 0);
+}
+
+TEST_F(CliTest, RunAndBenchUploadUnderTheNameGivenWithAs) {
+  const std::string call = " " CT_HOST_KERNEL " --func vadd --arg 8xf32:ones --arg 8xf32:ones"
+                           " --arg 8xf32:zeros";
+  CommandResult r = Crosstune("run " + server() + call + " --as kernels/v1.so --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Crosstune("bench " + server() + call + " --as kernels/v2.so --number 1 --repeat 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A name that leaves the workspace is refused by the server: one error line naming it.
+  for (const std::string& cmd : {std::string("run"), std::string("bench")}) {
+    r = Crosstune(cmd + " " + server() + call + " --as ../outside.so");
+    EXPECT_EQ(r.exit_code, 1) << cmd;
+    EXPECT_EQ(r.err.rfind("crosstune: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("../outside.so"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
 }
 
 TEST_F(CliTest, BuildCacheAnswersTheSameBuildAndNoCacheCompilesAgain) {

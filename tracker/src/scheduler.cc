@@ -343,7 +343,7 @@ void Scheduler::TokenAcked(TimePoint now, uint64_t conn, const std::string& toke
   Push(std::move(a));
 }
 
-Status Scheduler::SessionStarted(TimePoint now, uint64_t conn, const std::string& token) {
+Status Scheduler::SessionStarted(TimePoint /*now*/, uint64_t conn, const std::string& token) {
   Device* d = DeviceByConn(conn);
   if (!d) return Status(ErrorCode::kNotFound, "not a registered device");
   auto it = leases_.find(token);

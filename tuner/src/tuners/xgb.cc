@@ -269,7 +269,8 @@ class XgbTuner final : public Tuner {
         if (taken[i] || proposed_.count(plan[i].index)) continue;
         double gain = (plan[i].score - lo) / span;
         if (options_.diversity) {
-          const auto& choices = space_.Get(plan[i].index).choices();
+          const Config point = space_.Get(plan[i].index);  // owns the choices read below
+          const auto& choices = point.choices();
           int fresh = 0;
           for (size_t k = 0; k < choices.size(); ++k) fresh += held[k].count(choices[k]) ? 0 : 1;
           gain += kDiversityWeight * fresh / knobs;
@@ -281,7 +282,8 @@ class XgbTuner final : public Tuner {
       }
       if (best == plan.size()) break;  // the plan is used up; the caller fills in at random
       taken[best] = true;
-      const auto& choices = space_.Get(plan[best].index).choices();
+      const Config point = space_.Get(plan[best].index);
+      const auto& choices = point.choices();
       for (size_t k = 0; k < choices.size(); ++k) held[k].insert(choices[k]);
       Propose(plan[best].index, &batch);
     }
