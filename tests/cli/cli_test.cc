@@ -215,7 +215,8 @@ TEST_F(CliTest, InspectOfACorruptedPackageSaysWhatIsWrongAndExitsOne) {
 }
 
 TEST_F(CliTest, RunAndBenchUploadUnderTheNameGivenWithAs) {
-  const std::string call = " " CT_HOST_KERNEL " --func vadd --arg 8xf32:ones --arg 8xf32:ones"
+  const std::string call = " " CT_HOST_KERNEL
+                           " --func vadd --arg 8xf32:ones --arg 8xf32:ones"
                            " --arg 8xf32:zeros";
   CommandResult r = Crosstune("run " + server() + call + " --as kernels/v1.so --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
