@@ -617,9 +617,8 @@ void Scheduler::Tick(TimePoint now) {
       ending.emplace_back(token, "expired (not renewed)");
     } else if (!l.multi_session && !l.claimed && now >= l.claim_deadline) {
       ending.emplace_back(token, "unclaimed: no session within " + Seconds(options_.claim_timeout));
-    } else if (l.client_conn == 0 && !l.claimed && now >= l.reattach_deadline) {
-      ending.emplace_back(token, "holder did not re-attach after a tracker restart");
-    } else if (l.client_conn == 0 && l.multi_session && now >= l.reattach_deadline) {
+    } else if (l.client_conn == 0 && (!l.claimed || l.multi_session) &&
+               now >= l.reattach_deadline) {
       ending.emplace_back(token, "holder did not re-attach after a tracker restart");
     }
   }
