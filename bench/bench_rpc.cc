@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -178,7 +179,7 @@ double RawStreamMbS(uint16_t port, uint64_t bytes) {
 }  // namespace
 }  // namespace crosstune::bench
 
-int main(int argc, char** argv) {
+static int BenchMain(int argc, char** argv) {
   using namespace crosstune;
   using namespace crosstune::bench;
   CLI::App app{"crosstune-bench-rpc: RPC cost over raw TCP on loopback, as one JSON object"};
@@ -386,4 +387,16 @@ int main(int argc, char** argv) {
                  {"pin_cpu", pin_cpu}};
   std::printf("%s\n", j.dump(2).c_str());
   return 0;
+}
+
+// Nothing may escape main(): a stray exception is one error line and exit status 1.
+int main(int argc, char** argv) {
+  try {
+    return BenchMain(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
+  }
+  return 1;
 }

@@ -24,9 +24,11 @@
 #include <array>
 #include <boost/asio.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -122,7 +124,8 @@ struct Stats {
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  size_t i = std::min(v.size() - 1,
+                      static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
   return v[i];
 }
 
@@ -152,7 +155,7 @@ double CpuSeconds(pid_t pid) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int BenchMain(int argc, char** argv) {
   std::string tracker_bin = CT_DEFAULT_TRACKER;
   int servers = 1000, clients = 1000;
   double paced_rate = 1000, paced_s = 5, saturated_s = 3;
@@ -175,7 +178,7 @@ int main(int argc, char** argv) {
   ::getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &lim);
-  if (lim.rlim_cur < static_cast<rlim_t>(servers + clients + 64)) {
+  if (lim.rlim_cur < static_cast<rlim_t>(servers) + static_cast<rlim_t>(clients) + 64) {
     std::fprintf(stderr, "crosstune-bench-tracker: error: RLIMIT_NOFILE %llu is too low\n",
                  static_cast<unsigned long long>(lim.rlim_cur));
     return 1;
@@ -404,4 +407,16 @@ int main(int argc, char** argv) {
   j["target_rss_mb"] = 100;
   std::printf("%s\n", j.dump(2).c_str());
   return (j["errors"].get<uint64_t>() == 0 && paced.grants > 0) ? 0 : 1;
+}
+
+// Nothing may escape main(): a stray exception is one error line and exit status 1.
+int main(int argc, char** argv) {
+  try {
+    return BenchMain(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
+  }
+  return 1;
 }

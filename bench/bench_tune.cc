@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,7 +38,7 @@ std::vector<int64_t> ParseShape(const std::string& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int BenchMain(int argc, char** argv) {
   CLI::App app{"crosstune-bench-tune: a tuning job, pipelined against serial, same run"};
   std::string shape_text = "1024,1024,1024", tuner_name = "xgb", server_bin = CT_DEFAULT_SERVER;
   int trials = 64, workers = 2, batch = 8;
@@ -123,4 +124,16 @@ int main(int argc, char** argv) {
                  (out.contains("serial") && out["serial"].contains("error"))
              ? 1
              : 0;
+}
+
+// Nothing may escape main(): a stray exception is one error line and exit status 1.
+int main(int argc, char** argv) {
+  try {
+    return BenchMain(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
+  }
+  return 1;
 }

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -155,4 +156,14 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace crosstune
 
-int main(int argc, char** argv) { return crosstune::Main(argc, argv); }
+// Nothing may escape main(): a stray exception is one error line and exit status 1.
+int main(int argc, char** argv) {
+  try {
+    return crosstune::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
+  }
+  return 1;
+}

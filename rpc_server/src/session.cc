@@ -395,7 +395,7 @@ class SessionHandler {
   // After slot_->Begin: the watchdog for a limit of `ms` (0: none).
   void StartTimer(uint64_t ms) {
     if (!options_.guard_calls || ms == 0) return;
-    if (lazy_timer_) {
+    if (lazy_timer_ && slot_ != nullptr) {  // lazy_timer_ implies a slot
       StartCallTimer(*slot_);
     } else {
       ArmCallTimer(ms);

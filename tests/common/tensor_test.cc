@@ -19,7 +19,7 @@ TEST(Tensor, RefusesUnknownDTypeListingValidOnes) {
 }
 
 TEST(Tensor, RefusesOverflowingShape) {
-  auto n = TensorBytes({1ll << 40, 1ll << 40}, DLDataType{kDLFloat, 32, 1});
+  auto n = TensorBytes({1LL << 40, 1LL << 40}, DLDataType{kDLFloat, 32, 1});
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), ErrorCode::kLimitExceeded);
 }

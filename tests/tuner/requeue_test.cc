@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "../tracker/farm.h"
@@ -33,7 +34,8 @@ void KillTree(pid_t pid) {
     if (close == std::string::npos) continue;
     int ppid = 0;
     char state = 0;
-    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == pid) {
+    std::istringstream fields(line.substr(close + 1));
+    if ((fields >> state >> ppid) && ppid == pid) {
       children.push_back(std::stoi(name));
     }
   }

@@ -238,7 +238,13 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
     std::vector<uint64_t> next;
     if (!stop_now && !early) next = propose(std::min(options.batch, options.trials - planned));
     planned += static_cast<int>(next.size());
-    if (options.overlap) building = build_async(std::move(next));
+    // Overlapped: the next batch builds while this one runs; serial: after it.
+    std::vector<uint64_t> after_run;
+    if (options.overlap) {
+      building = build_async(std::move(next));
+    } else {
+      after_run = std::move(next);
+    }
 
     // Devices pull candidates; a lost device's candidate goes back for another.
     std::mutex mu;
@@ -336,7 +342,7 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
       }
     }
     for (auto& t : threads) t.join();
-    if (!options.overlap) building = build_async(std::move(next));
+    if (!options.overlap) building = build_async(std::move(after_run));
 
     std::vector<TrialResult> results;
     for (auto& [r, t] : finished) {

@@ -30,6 +30,7 @@
 
 namespace crosstune::tuner {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): a false positive on the implicit move of json
 struct ReplayPoint {
   nlohmann::json values;  // {"param": value, ...}
   bool ok = false;
