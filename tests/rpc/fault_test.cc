@@ -140,8 +140,9 @@ TEST_F(FaultTest, TheCallTimerKeptArmedAcrossCallsEndsOnlyACallPastItsOwnLimit) 
   client::RemoteModule m;
   auto s = SessionWithKernels(&m);
   ASSERT_TRUE(s);
+  // Eight 150 ms calls under a 500 ms limit: the first call's expiry comes during the fourth.
   for (int i = 0; i < 8; ++i) {
-    auto r = m.Call("busy_us", {client::CallArg::Int(60'000)}, /*timeout_ms=*/100);
+    auto r = m.Call("busy_us", {client::CallArg::Int(150'000)}, /*timeout_ms=*/500);
     ASSERT_TRUE(r.ok()) << "call " << i << ": " << r.status().ToString();
   }
   // A short limit after a long one: the timer armed for 60 s must not hold the short call.
