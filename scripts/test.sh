@@ -21,7 +21,9 @@ cmake --build --preset default 2>&1 | tee build/default/build-last.log
 gate=0
 # Any warning counts, a system header's too: GCC reports some (a dangling reference, say) at the
 # library line the project's code misuses.
-warnings=$(grep -E ':[0-9]+:[0-9]+: warning:' build/default/build-last.log |
+# (Ninja makes GCC colour its diagnostics: strip the escapes first.)
+warnings=$(sed 's/\x1b\[[0-9;]*[mK]//g' build/default/build-last.log |
+  grep -E ':[0-9]+:[0-9]+: warning:' |
   grep -v '^\.\./\.\./build/' | sort -u || true)
 if [ -n "$warnings" ]; then
   printf '%s\n' "$warnings"
