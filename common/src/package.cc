@@ -1,6 +1,7 @@
 #include "crosstune/package.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -431,6 +433,31 @@ Expected<Manifest> WritePackage(const std::string& out_path, Manifest manifest,
   return manifest;
 }
 
+namespace {
+
+// The whole params.bin checked where it lies in the archive (mapped, not read), so that a package
+// whose hashes match but whose tensor index is broken is invalid here, as the server's loader
+// finds it. Where the member cannot be mapped (a 32-bit board and a huge file), the check is left
+// to the loader, which validates the extracted file anyway.
+Status CheckParamsInPlace(int fd, const TarMember& member) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = member.offset / page * page;
+  const uint64_t span = member.offset - start + member.size;
+  if (member.size == 0 || span > std::numeric_limits<size_t>::max() ||
+      start > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+    return Status::Ok();
+  }
+  void* map = ::mmap(nullptr, static_cast<size_t>(span), PROT_READ, MAP_PRIVATE, fd,
+                     static_cast<off_t>(start));
+  if (map == MAP_FAILED) return Status::Ok();
+  const auto* data = static_cast<const uint8_t*>(map) + (member.offset - start);
+  auto params = ParamsFile::FromBuffer(data, member.size);
+  ::munmap(map, static_cast<size_t>(span));
+  return params.ok() ? Status::Ok() : params.status();
+}
+
+}  // namespace
+
 Expected<Package> OpenPackage(const std::string& path) {
   CT_ASSIGN_OR_RETURN(std::vector<TarMember> members, ListTar(path));
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -519,6 +546,7 @@ Expected<Package> OpenPackage(const std::string& path) {
                         (id.empty() ? std::string("(none)") : id.substr(0, 12)) +
                         ", not to this library (" + m.build_id.substr(0, 12) + ")");
     }
+    CT_RETURN_IF_ERROR(CheckParamsInPlace(fd.get(), *p->second));
   }
   return Package{path, std::move(m), std::move(members)};
 }

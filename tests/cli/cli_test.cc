@@ -273,6 +273,31 @@ TEST_F(CliTest, ShipsGraphAndParamsInThePackage) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+TEST_F(CliTest, APackageWhoseParamsIndexIsBrokenIsInvalidToInspectAsToTheServer) {
+  // Hashes all match (the packager hashes what it is given); the params index lies about a
+  // tensor's size. inspect used to call this valid while the server refused it.
+  pkg::ParamsWriter w;
+  std::vector<float> weights = {1, 2, 3, 4};
+  ASSERT_TRUE(w.Add("weight", DLDataType{kDLFloat, 32, 1}, {2, 2}, weights.data(), 16).ok());
+  std::string bytes = w.Serialize();
+  const size_t at = bytes.find("\"nbytes\":16");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 12, "\"nbytes\":61");  // same length: the index size stays right
+  std::string params = testing::WriteFile(work_ + "/bad-params.bin", bytes);
+  const std::string pkg = work_ + "/bad-params.ctpkg";
+  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 --no-cache --params " +
+                              params + " -o " + pkg);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = Json(Crosstune("inspect " + pkg + " --json"));
+  ASSERT_TRUE(m.is_object());
+  EXPECT_EQ(m["valid"], false) << m.dump();
+  EXPECT_NE(m["error"].get<std::string>().find("params.bin"), std::string::npos) << m.dump();
+  r = Crosstune("run " + server() + " " + pkg +
+                " --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("params.bin"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, UploadsUnderAnotherNameAndEachCommandHasAFreshWorkspace) {
   CommandResult r = Crosstune("upload " + server() + " " CT_HOST_KERNEL " --as renamed.so --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
