@@ -11,6 +11,16 @@
 #include "package_loader.h"
 
 namespace crosstune::server {
+
+std::string ShowAs(std::string text, const std::string& path, const std::string& name) {
+  if (path.empty()) return text;
+  for (size_t at = text.find(path); at != std::string::npos;
+       at = text.find(path, at + name.size())) {
+    text.replace(at, path.size(), name);
+  }
+  return text;
+}
+
 namespace {
 
 // The one checking helper for the dl* API: dlerror() text, or a fallback.
@@ -95,15 +105,13 @@ class CpuLoader final : public ModuleLoader {
     std::string why = handle ? "" : DlError("dlopen failed");
     if (linked) ::unlink(unique.c_str());
     if (!handle) {
-      // The loader names the path it was given; the client knows its own name for the file.
-      for (size_t at = why.find(open_path); at != std::string::npos; at = why.find(open_path)) {
-        why.replace(at, open_path.size(), name);
-      }
+      why = ShowAs(ShowAs(why, open_path, name), request.abs_path, name);
       return Status(ErrorCode::kInvalidArgument, name + ": cannot load: " + why);
     }
     auto entry = reinterpret_cast<ct_module_entry>(::dlsym(handle, CT_MODULE_SYMBOL));
     if (!entry) {
-      std::string why = DlError("symbol not found");
+      std::string why =
+          ShowAs(ShowAs(DlError("symbol not found"), open_path, name), request.abs_path, name);
       ::dlclose(handle);
       return Status(ErrorCode::kInvalidArgument,
                     name + ": not a crosstune module (no " CT_MODULE_SYMBOL "): " + why);

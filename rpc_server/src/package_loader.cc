@@ -61,11 +61,17 @@ class PackageLoader final : public ModuleLoader {
     } remove_dir{dir};
     auto manifest = pkg::ExtractPackage(r.abs_path, dir, ThisDevice());
     if (!manifest.ok()) {
-      return Status(manifest.status().code(), r.display_name + ": " + manifest.status().message());
+      return Status(manifest.status().code(),
+                    r.display_name + ": " +
+                        ShowAs(ShowAs(manifest.status().message(), dir, "(package)"), r.abs_path,
+                               r.display_name));
     }
     if (manifest->kind == "cuda") {
       auto m = LoadCudaModule(*manifest, dir);
-      if (!m.ok()) return Status(m.status().code(), r.display_name + ": " + m.status().message());
+      if (!m.ok()) {
+        return Status(m.status().code(),
+                      r.display_name + ": " + ShowAs(m.status().message(), dir, "(package)"));
+      }
       return m;
     }
     LoadRequest lib;

@@ -333,6 +333,16 @@ TEST_F(SessionTest, RefusesFilesThatAreNotModules) {
   auto bad = session_->LoadModule("bad_abi.so");
   EXPECT_EQ(bad.status().code(), ErrorCode::kVersionMismatch) << bad.status().ToString();
   EXPECT_EQ(session_->LoadModule("missing.so").status().code(), ErrorCode::kNotFound);
+
+  // A library without the module entry point: named by the client's own name for it, with no
+  // path of the server's (its workspace, the loader's temporary link) in the message.
+  ASSERT_TRUE(session_->Upload(CT_NO_ENTRY_KERNEL, "plain.so").ok());
+  auto plain = session_->LoadModule("plain.so");
+  EXPECT_EQ(plain.status().code(), ErrorCode::kInvalidArgument) << plain.status().ToString();
+  const std::string why = plain.status().message();
+  EXPECT_EQ(why.rfind("plain.so: not a crosstune module", 0), 0u) << why;
+  EXPECT_EQ(why.find('/'), std::string::npos) << why;
+  EXPECT_EQ(why.find(".ct-tmp"), std::string::npos) << why;
   EXPECT_TRUE(session_->Ping().ok());
 }
 

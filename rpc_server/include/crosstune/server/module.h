@@ -48,6 +48,10 @@ struct LoadRequest {
   Workspace* workspace = nullptr;
 };
 
+// `text` with every occurrence of the server-side `path` replaced by the client's `name`: loader
+// and extraction messages must not show the server's directories.
+std::string ShowAs(std::string text, const std::string& path, const std::string& name);
+
 class ModuleLoader {
  public:
   virtual ~ModuleLoader() = default;
