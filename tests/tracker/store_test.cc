@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "crosstune/crypto.h"
 #include "crosstune/tracker/status_page.h"
@@ -60,6 +61,36 @@ TEST_F(StoreTest, ReportsAnUnopenableDatabase) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kIoError);
   EXPECT_NE(store.status().message().find("tracker database"), std::string::npos);
+}
+
+TEST_F(StoreTest, RefusesACorruptDatabaseAndLeavesItAsItIs) {
+  {
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    // Enough history to fill several pages.
+    for (int i = 0; i < 400; ++i) {
+      auto l = Lease("t" + std::to_string(i), "holder-" + std::to_string(i) + std::string(64, 'x'));
+      ASSERT_TRUE((*store)->LeaseStarted(l).ok());
+      ASSERT_TRUE((*store)->LeaseEnded(l, "released", 5000 + i).ok());
+    }
+  }
+  // The last connection closed: the WAL is folded into the file. Garble a page in the middle.
+  const auto size = std::filesystem::file_size(path_);
+  ASSERT_GT(size, 4u * 4096);
+  {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2 / 4096 * 4096));
+    std::string junk(4096, '\xa5');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto store = Store::Open(path_);
+  ASSERT_FALSE(store.ok()) << "a corrupt database opened as if it were whole";
+  EXPECT_EQ(store.status().code(), ErrorCode::kIoError);
+  EXPECT_NE(store.status().message().find(path_), std::string::npos) << store.status().message();
+  EXPECT_NE(store.status().message().find("corrupt"), std::string::npos)
+      << store.status().message();
+  // Nothing is lost: the file is left for whoever wants to look at it or move it aside.
+  EXPECT_EQ(std::filesystem::file_size(path_), size);
 }
 
 TEST(StatusPageTest, RendersSummaryAndMetricsFromASnapshot) {

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "crosstune/text.h"
+
 namespace crosstune::tracker {
 namespace {
 
@@ -107,6 +109,7 @@ Expected<std::unique_ptr<Store>> Store::Open(const std::string& path) {
     return s;
   }
   std::unique_ptr<Store> store(new Store(db));
+  if (p != ":memory:") CT_RETURN_IF_ERROR(store->CheckIntact(p));
   // WAL + NORMAL: a commit costs no fsync of the main file; a crash loses at most the last
   // transactions, never the database.
   CT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
@@ -116,6 +119,28 @@ Expected<std::unique_ptr<Store>> Store::Open(const std::string& path) {
     store->StartCheckpointer(p);
   }
   return store;
+}
+
+// A damaged page would otherwise surface later as an empty history or lost leases, with nothing
+// said. quick_check reads every page (a few ms for a tracker's database); the file is left as it
+// is, for whoever wants to look at it or move it aside.
+Status Store::CheckIntact(const std::string& path) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(1)", -1, &stmt, nullptr);
+  std::string verdict;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+      const unsigned char* text = sqlite3_column_text(stmt, 0);
+      verdict = text ? reinterpret_cast<const char*>(text) : "";
+    }
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE && rc != SQLITE_OK) verdict = sqlite3_errmsg(db_);
+  sqlite3_finalize(stmt);
+  if (verdict == "ok") return Status::Ok();
+  return Status(ErrorCode::kIoError,
+                "tracker database " + path + " is corrupt (" + EscapeForLog(verdict) +
+                    "); it was left as it is: move it aside to start with an empty one");
 }
 
 Store::~Store() {

@@ -47,6 +47,8 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  // kIoError naming `path` when SQLite's quick_check finds the file damaged.
+  Status CheckIntact(const std::string& path);
   void StartCheckpointer(const std::string& path);
   Status LeaseStartedLocked(const LeaseRecord& lease);
   Status LeaseEndedLocked(const LeaseRecord& lease, const std::string& outcome,
