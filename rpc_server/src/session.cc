@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -215,6 +216,34 @@ class SessionHandler {
 
   // --- Files ----------------------------------------------------------------------------------
 
+  // Whether `size` more bytes at `path` (replacing what is there) fit the workspace quota. The
+  // workspace is summed on demand: files kernels wrote count too, and nothing can drift.
+  Status CheckWorkspaceQuota(const std::string& path, uint64_t size) {
+    namespace fs = std::filesystem;
+    uint64_t used = 0;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(ws_.root(), ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      std::error_code sec;
+      if (it->is_regular_file(sec)) used += it->file_size(sec);
+    }
+    if (auto parts = SplitWorkspacePath(path); parts.ok()) {
+      fs::path existing = ws_.root();
+      for (const auto& part : *parts) existing /= part;
+      std::error_code sec;
+      if (fs::is_regular_file(existing, sec)) used -= std::min(used, fs::file_size(existing, sec));
+    }
+    const uint64_t limit = options_.max_workspace_bytes;
+    if (size > limit || used > limit - size) {
+      return Status(ErrorCode::kLimitExceeded,
+                    "upload of '" + path + "' (" + std::to_string(size) +
+                        " bytes) would fill the session's workspace past its limit of " +
+                        std::to_string(limit) + " bytes (" + std::to_string(used) +
+                        " in use; --max-workspace-bytes); remove files first");
+    }
+    return Status::Ok();
+  }
+
   Outcome HandleUpload(const Frame& f) {
     auto req = f.As<msg::UploadRequest>();
     // Without a readable header we do not know how many bytes follow: the stream is lost.
@@ -230,6 +259,9 @@ class SessionHandler {
                      " bytes, over the server's limit of " +
                      std::to_string(options_.max_upload_bytes) + " (--max-upload-bytes)"),
           req->size);
+    }
+    if (Status quota = CheckWorkspaceQuota(req->path, req->size); !quota.ok()) {
+      return RefuseBody(f.request_id, quota, req->size);
     }
     auto pending = ws_.CreateTemp(req->path);
     if (!pending.ok()) return RefuseBody(f.request_id, pending.status(), req->size);

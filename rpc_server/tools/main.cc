@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   opt.port = 9090;
   double session_timeout_s = 0, call_timeout_s = 60, handshake_timeout_s = 10, idle_timeout_s = 600;
   uint64_t max_upload = opt.session.max_upload_bytes, max_tensor = opt.session.max_tensor_bytes;
+  uint64_t max_workspace = opt.session.max_workspace_bytes;
   std::string token_file, tracker_token_file, log_level = "info";
   bool no_fork = false;
   crosstune::server::TrackerLinkOptions link;
@@ -86,6 +87,10 @@ int main(int argc, char** argv) {
                  "seconds a new connection has to complete the handshake")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3600.0));
+  app.add_option("--max-workspace-bytes", max_workspace,
+                 "what one session's workspace may hold in all")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-upload-bytes", max_upload, "largest file a client may upload")
       ->capture_default_str();
   app.add_option("--max-sessions", opt.max_sessions,
@@ -164,6 +169,7 @@ int main(int argc, char** argv) {
   opt.session.handshake_timeout = ms(handshake_timeout_s);
   opt.session.idle_timeout = ms(idle_timeout_s);
   opt.session.max_upload_bytes = max_upload;
+  opt.session.max_workspace_bytes = max_workspace;
   opt.session.max_tensor_bytes = max_tensor;
   if (!token_file.empty()) {
     auto secret = crosstune::ReadSecretFile(token_file);

@@ -189,6 +189,27 @@ TEST_F(FaultTest, ServerCallTimeoutAppliesWhenTheRequestGivesNone) {
   ExpectServerAnswers(*server_);
 }
 
+TEST_F(FaultTest, UploadsPastTheWorkspaceQuotaAreRefusedAndTheSessionGoesOn) {
+  server_ = StartServer({"--max-workspace-bytes", "3000"});
+  ASSERT_TRUE(server_);
+  auto s = Connect(*server_);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->UploadBytes(std::string(2000, 'a'), "a.bin").ok());
+  auto over = s->UploadBytes(std::string(2000, 'b'), "b.bin");
+  EXPECT_EQ(over.status().code(), ErrorCode::kLimitExceeded) << over.status().ToString();
+  EXPECT_NE(over.status().message().find("--max-workspace-bytes"), std::string::npos)
+      << over.status().message();
+  // Replacing a file counts it once: a.bin at 2500 bytes fits where a.bin + b.bin did not.
+  EXPECT_TRUE(s->UploadBytes(std::string(2500, 'c'), "a.bin").ok());
+  ASSERT_TRUE(s->RemoveFile("a.bin").ok());
+  EXPECT_TRUE(s->UploadBytes(std::string(2000, 'b'), "b.bin").ok());
+  auto files = s->ListFiles();
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 1u);  // the refused upload left nothing behind
+  EXPECT_EQ((*files)[0].path, "b.bin");
+  EXPECT_TRUE(s->Ping().ok());
+}
+
 TEST_F(FaultTest, SessionTimeoutEndsALongCall) {
   server_ = StartServer({"--session-timeout", "1"});
   ASSERT_TRUE(server_);

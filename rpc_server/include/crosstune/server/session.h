@@ -33,6 +33,8 @@ struct SessionOptions {
   // hold every --max-sessions slot.
   std::chrono::milliseconds idle_timeout{600'000};
   uint64_t max_upload_bytes = uint64_t{4} << 30;
+  // What one session's workspace may hold in all (uploads; a file replaced counts once).
+  uint64_t max_workspace_bytes = uint64_t{16} << 30;
   uint64_t max_tensor_bytes = uint64_t{8} << 30;
   // Kill-on-timeout needs a process to kill: in-process sessions (--no-fork) run calls unguarded.
   bool guard_calls = true;
