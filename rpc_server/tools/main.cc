@@ -11,6 +11,7 @@
 #include <unistd.h>
 #endif
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -49,7 +50,7 @@ crosstune::Status SelfCheck(const std::string& work_dir) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int ServerMain(int argc, char** argv) {
   using crosstune::server::Server;
   using crosstune::server::ServerOptions;
   CLI::App app{"crosstune-server: runs and times uploaded kernels on this device"};
@@ -232,4 +233,16 @@ int main(int argc, char** argv) {
   server.Run();
   if (tracker) tracker->Stop();
   return 0;
+}
+
+// Nothing may escape main(): a stray exception is one error line and exit status 1.
+int main(int argc, char** argv) {
+  try {
+    return ServerMain(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "crosstune-server: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "crosstune-server: error: unknown exception\n");
+  }
+  return 1;
 }
