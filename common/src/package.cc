@@ -16,6 +16,7 @@
 #include <set>
 
 #include "crosstune/crypto.h"
+#include "crosstune/json_fields.h"
 #include "crosstune/kernel_abi.h"
 #include "crosstune/params.h"
 
@@ -243,7 +244,7 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
   Manifest m;
   try {
     if (!j.is_object()) throw std::runtime_error("not an object");
-    m.format_version = j.at("format_version").get<uint32_t>();
+    m.format_version = JsonInteger<uint32_t>(j.at("format_version"), "format_version");
     if (m.format_version != kFormatVersion) {
       return Status(ErrorCode::kVersionMismatch, "package format version " +
                                                      std::to_string(m.format_version) +
@@ -256,7 +257,7 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
     m.arch = j.at("arch").get<std::string>();
     m.cpu = j.value("cpu", "");
     m.required_features = j.value("required_features", std::vector<std::string>{});
-    m.abi_version = j.at("abi_version").get<uint32_t>();
+    m.abi_version = JsonInteger<uint32_t>(j.at("abi_version"), "abi_version");
     m.builder_version = j.value("builder_version", "");
     m.compiler = j.value("compiler", "");
     m.compiler_version = j.value("compiler_version", "");
@@ -272,11 +273,14 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
       fn.symbol = f.value("symbol", "");
       fn.grid = f.value("grid", std::vector<std::string>{});
       fn.block = f.value("block", std::vector<std::string>{});
-      fn.shared_mem_bytes = f.value("shared_mem_bytes", 0u);
+      if (auto sm = f.find("shared_mem_bytes"); sm != f.end()) {
+        fn.shared_mem_bytes = JsonInteger<uint32_t>(*sm, "shared_mem_bytes");
+      }
       m.functions.push_back(std::move(fn));
     }
     for (const auto& f : j.at("files")) {
-      m.files.push_back({f.at("path").get<std::string>(), f.at("size").get<uint64_t>(),
+      m.files.push_back({f.at("path").get<std::string>(),
+                         JsonInteger<uint64_t>(f.at("size"), "size"),
                          f.at("sha256").get<std::string>()});
     }
   } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "crosstune/json_fields.h"
 #include "crosstune/tensor.h"
 
 namespace crosstune::pkg {
@@ -211,9 +212,9 @@ Status ParamsFile::Parse() {
       ParamTensor t;
       t.name = j.at("name").get<std::string>();
       CT_ASSIGN_OR_RETURN(t.dtype, ParseDType(j.at("dtype").get<std::string>()));
-      t.shape = j.at("shape").get<std::vector<int64_t>>();
-      t.offset = j.at("offset").get<uint64_t>();
-      t.nbytes = j.at("nbytes").get<uint64_t>();
+      t.shape = JsonIntegers<int64_t>(j.at("shape"), "shape");
+      t.offset = JsonInteger<uint64_t>(j.at("offset"), "offset");
+      t.nbytes = JsonInteger<uint64_t>(j.at("nbytes"), "nbytes");
       if (!names.insert(t.name).second) return Bad("duplicate tensor '" + t.name + "'");
       auto want = TensorBytes(t.shape, t.dtype);
       if (!want.ok()) return Bad("tensor '" + t.name + "': " + want.status().message());
@@ -235,7 +236,7 @@ Status ParamsFile::Parse() {
       ranges.emplace_back(t.offset, t.offset + t.nbytes);
       tensors_.push_back(std::move(t));
     }
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's, or JsonInteger's range errors
     return Bad(std::string("malformed index: ") + e.what());
   }
   std::sort(ranges.begin(), ranges.end());

@@ -217,6 +217,33 @@ TEST_F(PackageTest, CudaPackagesNeedAMatchingGpu) {
   EXPECT_TRUE(CheckDevice(m, d).ok());  // PTX is JIT-compiled for the newer GPU
 }
 
+TEST(ManifestTest, NumbersThatAreNotIntegersInRangeAreNamedErrors) {
+  // A float where an integer belongs converted with undefined behaviour (the package fuzzer found
+  // format_version 8.9e81); a negative size wrapped. Each is now a named kInvalidArgument.
+  const std::string base =
+      R"("kind":"cpu","target":"t","triple":"x86_64-linux-gnu","arch":"x86_64",)"
+      R"("library":"kernel.so","functions":[],)";
+  struct Case {
+    std::string json;
+    std::string field;
+  };
+  for (
+      const Case& c : std::vector<Case>{
+          {"{" + base + R"("format_version":8.88889e81,"abi_version":1,"files":[]})",
+           "format_version"},
+          {"{" + base + R"("format_version":1,"abi_version":-1,"files":[]})", "abi_version"},
+          {"{" + base +
+               R"("format_version":1,"abi_version":1,"files":[{"path":"a","size":-5,"sha256":""}]})",
+           "size"},
+      }) {
+    auto m = pkg::ManifestFromJson(c.json);
+    ASSERT_FALSE(m.ok()) << c.json;
+    EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument) << m.status().ToString();
+    EXPECT_NE(m.status().message().find(c.field + " must be an integer"), std::string::npos)
+        << m.status().message();
+  }
+}
+
 TEST(ParamsTest, RoundTripsAlignedTensorsThroughMmap) {
   ParamsWriter w;
   std::vector<float> a(100, 1.5f);
