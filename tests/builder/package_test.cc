@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "crosstune/crypto.h"
@@ -273,7 +274,7 @@ TEST(ParamsTest, RefusesTruncatedMisalignedAndGarbage) {
   std::string good = w.Serialize();
   alignas(64) static char buf[1 << 16];
   auto check = [&](const std::string& bytes, const std::string& want) {
-    std::memcpy(buf, bytes.data(), bytes.size());
+    std::copy(bytes.begin(), bytes.end(), buf);  // bytes, not a C string
     auto p = ParamsFile::FromBuffer(buf, bytes.size());
     ASSERT_FALSE(p.ok()) << want;
     EXPECT_NE(p.status().message().find(want), std::string::npos) << p.status().message();
@@ -287,7 +288,7 @@ TEST(ParamsTest, RefusesTruncatedMisalignedAndGarbage) {
   std::string misaligned = good;
   size_t at = misaligned.find("\"offset\":");
   misaligned[at + 9] = misaligned[at + 9] == '9' ? '8' : static_cast<char>(misaligned[at + 9] + 1);
-  std::memcpy(buf, misaligned.data(), misaligned.size());
+  std::copy(misaligned.begin(), misaligned.end(), buf);
   auto p = ParamsFile::FromBuffer(buf, misaligned.size());
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("aligned"), std::string::npos) << p.status().message();
