@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "crosstune/guarded_main.h"
 #include "crosstune/testing/support.h"
 
 extern char** environ;
@@ -141,10 +142,5 @@ int Main(int argc, char** argv) {
 }  // namespace crosstune
 
 int main(int argc, char** argv) {
-  try {
-    return crosstune::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "crosstune-bench-cli: error: %s\n", e.what());
-    return 1;
-  }
+  return crosstune::GuardedMain("crosstune-bench-cli", [&] { return crosstune::Main(argc, argv); });
 }

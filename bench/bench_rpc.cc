@@ -22,7 +22,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,6 +31,7 @@
 
 #include "crosstune/client/session.h"
 #include "crosstune/crypto.h"
+#include "crosstune/guarded_main.h"
 #include "crosstune/testing/server_process.h"
 
 namespace crosstune::bench {
@@ -389,14 +389,6 @@ static int BenchMain(int argc, char** argv) {
   return 0;
 }
 
-// Nothing may escape main(): a stray exception is one error line and exit status 1.
 int main(int argc, char** argv) {
-  try {
-    return BenchMain(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
-  } catch (...) {
-    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
-  }
-  return 1;
+  return crosstune::GuardedMain("crosstune-bench-rpc", [&] { return BenchMain(argc, argv); });
 }

@@ -28,7 +28,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <exception>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -41,6 +40,7 @@
 #include <vector>
 
 #include "crosstune/frame.h"
+#include "crosstune/guarded_main.h"
 #include "crosstune/testing/server_process.h"
 #include "crosstune/tracker_messages.h"
 
@@ -409,14 +409,6 @@ static int BenchMain(int argc, char** argv) {
   return (j["errors"].get<uint64_t>() == 0 && paced.grants > 0) ? 0 : 1;
 }
 
-// Nothing may escape main(): a stray exception is one error line and exit status 1.
 int main(int argc, char** argv) {
-  try {
-    return BenchMain(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
-  } catch (...) {
-    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
-  }
-  return 1;
+  return crosstune::GuardedMain("crosstune-bench-tracker", [&] { return BenchMain(argc, argv); });
 }

@@ -9,13 +9,13 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/session.h"
+#include "crosstune/guarded_main.h"
 #include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
@@ -126,14 +126,6 @@ static int BenchMain(int argc, char** argv) {
              : 0;
 }
 
-// Nothing may escape main(): a stray exception is one error line and exit status 1.
 int main(int argc, char** argv) {
-  try {
-    return BenchMain(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
-  } catch (...) {
-    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
-  }
-  return 1;
+  return crosstune::GuardedMain("crosstune-bench-tune", [&] { return BenchMain(argc, argv); });
 }

@@ -9,13 +9,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "crosstune/guarded_main.h"
 #include "crosstune/tuner/replay.h"
 #include "record_space.h"
 
@@ -156,14 +156,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace crosstune
 
-// Nothing may escape main(): a stray exception is one error line and exit status 1.
 int main(int argc, char** argv) {
-  try {
-    return crosstune::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", argv[0], e.what());
-  } catch (...) {
-    std::fprintf(stderr, "%s: error: unknown exception\n", argv[0]);
-  }
-  return 1;
+  return crosstune::GuardedMain("crosstune-bench-tuners",
+                                [&] { return crosstune::Main(argc, argv); });
 }

@@ -11,7 +11,6 @@
 #include <unistd.h>
 #endif
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +18,7 @@
 #include <memory>
 
 #include "crosstune/crypto.h"
+#include "crosstune/guarded_main.h"
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/server.h"
 #include "crosstune/server/tracker_link.h"
@@ -235,14 +235,6 @@ static int ServerMain(int argc, char** argv) {
   return 0;
 }
 
-// Nothing may escape main(): a stray exception is one error line and exit status 1.
 int main(int argc, char** argv) {
-  try {
-    return ServerMain(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "crosstune-server: error: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "crosstune-server: error: unknown exception\n");
-  }
-  return 1;
+  return crosstune::GuardedMain("crosstune-server", [&] { return ServerMain(argc, argv); });
 }
