@@ -6,7 +6,8 @@
 namespace crosstune::tuner {
 
 Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape,
-                                               const builder::Target& target);
+                                               const builder::Target& target,
+                                               const TaskOptions& options);
 
 Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) const {
   (void)config;
@@ -20,8 +21,13 @@ const std::vector<std::string>& TemplateNames() {
 }
 
 Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
-                                         const builder::Target& target) {
-  if (name == "matmul") return MakeMatmulTask(shape, target);
+                                         const builder::Target& target,
+                                         const TaskOptions& options) {
+  if (options.threads < 1 || options.threads > 4096) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "threads must be 1..4096, not " + std::to_string(options.threads));
+  }
+  if (name == "matmul") return MakeMatmulTask(shape, target, options);
   std::string known;
   for (const auto& n : TemplateNames()) known += (known.empty() ? "" : ", ") + n;
   return Status(ErrorCode::kInvalidArgument,
