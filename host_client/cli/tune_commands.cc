@@ -103,6 +103,8 @@ std::string FindServerBinary() {
 
 struct TuneFlags {
   int threads = 1;
+  std::string workload;
+  int round = 16;
   std::string template_name;
   std::string shape;
   std::string target = "auto";
@@ -120,8 +122,16 @@ struct TuneFlags {
   bool quiet = false;
 };
 
+void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
+                 tuner::DevicePool& pool, builder::Builder& builder);
+
 void RunTune(const TuneFlags& f) {
-  auto shape = ParseShape(f.shape);
+  if (f.workload.empty() == f.template_name.empty()) {
+    Fail("give a template (crosstune tune matmul --shape ...) or --workload, not both");
+  }
+  if (f.workload.empty() && f.shape.empty()) Fail("--shape is required with a template");
+  std::vector<int64_t> shape;
+  if (f.workload.empty()) shape = ParseShape(f.shape);
   // Workers are forked: the builder comes before any thread (server output, lease renewal).
   auto builder = Check(builder::Builder::Create({.workers = f.workers}));
 
@@ -164,7 +174,9 @@ void RunTune(const TuneFlags& f) {
   } else {
     target = Check(builder::ParseTarget(f.target));
   }
-  auto task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
+  std::unique_ptr<tuner::Task> task;
+  if (f.workload.empty())
+    task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
 
   tuner::TuneOptions options = f.tune;
   options.measure.check = !f.no_check;
@@ -177,6 +189,11 @@ void RunTune(const TuneFlags& f) {
   if (!options.log_path.empty()) options.transfer_logs.push_back(options.log_path);
   options.stop = &g_stop;
   ::signal(SIGINT, OnInterrupt);
+  if (!f.workload.empty()) {
+    RunWorkload(f, target, options, *pool, *builder);
+    ::signal(SIGINT, SIG_DFL);
+    return;
+  }
 
   const bool tty = ::isatty(STDERR_FILENO) && !f.quiet;
   const std::string label = task->id().Key();
@@ -270,12 +287,99 @@ void RunTune(const TuneFlags& f) {
                         : (s.early_stopped ? " (early stop)" : ""));
 }
 
+void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
+                 tuner::DevicePool& pool, builder::Builder& builder) {
+  auto layers = Check(tuner::MakeWorkload(f.workload));
+  if (options.log_path.empty()) Fail("--workload needs --log (its tasks resume from it)");
+  tuner::WorkloadTuneOptions wo;
+  wo.name = f.workload;
+  wo.trials = options.trials;
+  wo.round = f.round;
+  wo.threads = f.threads;
+  options.on_progress = nullptr;  // one line per round instead
+  wo.tune = options;
+  wo.on_round = [&](size_t i, const tuner::TaskScheduler& s) {
+    if (f.quiet) return;
+    int spent = 0;
+    for (size_t k = 0; k < s.size(); ++k) spent += s.trials(k);
+    double net = s.NetworkSeconds();
+    std::fprintf(stderr, "tune %s: %d/%d trials; %s now %d trials, best %s; network %s\n",
+                 f.workload.c_str(), spent, wo.trials, layers[i].name.c_str(), s.trials(i),
+                 s.best(i) == tuner::TaskScheduler::kNoTime
+                     ? "none"
+                     : fmt::format("{:.3f} ms", s.best(i) * 1e3).c_str(),
+                 net == tuner::TaskScheduler::kNoTime
+                     ? "unknown yet"
+                     : fmt::format("{:.2f} ms", net * 1e3).c_str());
+  };
+  auto result = tuner::TuneWorkload(layers, target, pool.devices(), builder, wo);
+  if (!result.ok()) Fail(f.workload + ": " + result.status().message());
+  const tuner::WorkloadSummary& s = *result;
+  auto ms = [](double sec) -> json {
+    return sec == tuner::TaskScheduler::kNoTime ? json(nullptr) : json(sec * 1e3);
+  };
+  if (f.json_out) {
+    json tasks = json::array();
+    for (const auto& t : s.tasks) {
+      tasks.push_back({{"layer", t.layer.name},
+                       {"template", t.layer.template_name},
+                       {"shape", t.layer.shape},
+                       {"count", t.layer.count},
+                       {"trials", t.trials},
+                       {"best_ms", ms(t.best_seconds)},
+                       {"share", t.share},
+                       {"gflops", t.has_best ? t.best.gflops() : 0.0},
+                       {"error", t.error}});
+    }
+    std::printf("%s\n", json{{"workload", f.workload},
+                             {"target", target.ToString()},
+                             {"threads", f.threads},
+                             {"trials_in_log", s.trials_in_log},
+                             {"measured", s.measured},
+                             {"network_ms", ms(s.network_seconds)},
+                             {"untuned_network_ms", ms(s.untuned_network_seconds)},
+                             {"wall_s", s.wall_s},
+                             {"stopped", s.stopped},
+                             {"tasks", tasks},
+                             {"log", options.log_path}}
+                            .dump()
+                            .c_str());
+    return;
+  }
+  std::printf("%-22s %-8s %-34s %5s %6s %10s %7s %8s\n", "layer", "template", "shape", "count",
+              "trials", "best ms", "share", "GFLOP/s");
+  for (const auto& t : s.tasks) {
+    std::string shape;
+    for (size_t k = 0; k < t.layer.shape.size(); ++k) {
+      shape += (k ? "," : "") + std::to_string(t.layer.shape[k]);
+    }
+    std::printf("%-22s %-8s %-34s %5d %6d %10s %6.1f%% %8.2f%s\n", t.layer.name.c_str(),
+                t.layer.template_name.c_str(), shape.c_str(), t.layer.count, t.trials,
+                t.has_best ? fmt::format("{:.4f}", t.best_seconds * 1e3).c_str() : "-",
+                t.share * 100, t.has_best ? t.best.gflops() : 0.0,
+                t.error.empty() ? "" : ("  " + t.error.substr(0, 60)).c_str());
+  }
+  auto net = [](double sec) {
+    return sec == tuner::TaskScheduler::kNoTime ? std::string("unknown (a layer has no time)")
+                                                : fmt::format("{:.3f} ms", sec * 1e3);
+  };
+  std::printf("estimated network time: %s tuned, %s untuned (sum of count x best)\n",
+              net(s.network_seconds).c_str(), net(s.untuned_network_seconds).c_str());
+  std::printf("%d trials in the log (%d measured now), %.1f s%s\n", s.trials_in_log, s.measured,
+              s.wall_s, s.stopped ? " (stopped by Ctrl-C)" : "");
+}
+
 void RegisterTune(CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
   auto* cmd = app.add_subcommand("tune", CompilerCommandHelp("tune"));
-  cmd->add_option("template", f->template_name, "kernel template (matmul)")->required();
-  cmd->add_option("--shape", f->shape, "the task's sizes, e.g. 512,512,512 (matmul: M,N,K)")
-      ->required();
+  cmd->add_option("template", f->template_name, "kernel template (matmul, ...)");
+  cmd->add_option("--shape", f->shape, "the task's sizes, e.g. 512,512,512 (matmul: M,N,K)");
+  cmd->add_option("--workload", f->workload,
+                  "tune a network's distinct layers as tasks under one budget (resnet50); "
+                  "--trials is then the network's, and --log is required");
+  cmd->add_option("--round", f->round, "with --workload: trials per round for the chosen task")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("--target", f->target, "target string, preset, or auto (ask the device)")
       ->capture_default_str();
   cmd->add_option("--threads", f->threads,
@@ -376,6 +480,7 @@ void RunLogSummary(const std::string& path, bool as_json) {
     g.configs.insert(r.config_index);
     g.devices.insert(r.device.name);
     g.tuners.insert(r.tuner);
+    if (g.first.workload.is_null() && !r.workload.is_null()) g.first.workload = r.workload;
     if (r.ok()) {
       g.ok++;
     } else {
@@ -414,6 +519,40 @@ void RunLogSummary(const std::string& path, bool as_json) {
     }
     out.push_back(j);
   }
+  // Tasks tuned as a network's layers: each one's share of the estimated network time (sum of
+  // count x best over the network's tasks on one target).
+  struct Network {
+    double seconds = 0;
+    int trials = 0, tasks = 0, missing = 0;
+  };
+  std::map<std::string, Network> networks;  // "name [target]"
+  auto network_key = [](const json& j) {
+    return j["workload"]["name"].get<std::string>() + "  [" + j["target"].get<std::string>() + "]";
+  };
+  for (size_t i = 0; i < order.size(); ++i) {
+    const tuner::Record& first = groups[order[i]].first;
+    const json& w = first.workload;
+    if (!w.is_object() || !w.contains("name") || !w.contains("count")) continue;
+    json& j = out[i];
+    j["workload"] = {{"name", w["name"]}, {"layer", w.value("layer", "")}, {"count", w["count"]}};
+    Network& n = networks[network_key(j)];
+    n.tasks++;
+    n.trials += j["trials"].get<int>();
+    if (j.contains("best")) {
+      n.seconds += w["count"].get<double>() * j["best"]["mean_s"].get<double>();
+    } else {
+      n.missing++;
+    }
+  }
+  for (auto& j : out) {
+    if (!j.contains("workload")) continue;
+    const Network& n = networks[network_key(j)];
+    if (n.missing == 0 && n.seconds > 0 && j.contains("best")) {
+      j["workload"]["share"] =
+          j["workload"]["count"].get<double>() * j["best"]["mean_s"].get<double>() / n.seconds;
+      j["workload"]["network_ms"] = n.seconds * 1e3;
+    }
+  }
   if (as_json) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -435,6 +574,23 @@ void RunLogSummary(const std::string& path, bool as_json) {
                   j["best"]["config"].dump().c_str());
     } else {
       std::printf("  no successful trial\n");
+    }
+    if (j.contains("workload") && j["workload"].contains("share")) {
+      std::printf("  %s layer %s x%d: %.1f%% of the network's time\n",
+                  j["workload"]["name"].get<std::string>().c_str(),
+                  j["workload"]["layer"].get<std::string>().c_str(),
+                  j["workload"]["count"].get<int>(), j["workload"]["share"].get<double>() * 100);
+    }
+  }
+  for (const auto& [name, n] : networks) {
+    if (n.missing > 0) {
+      std::printf(
+          "network %s: %d tasks, %d trials; %d task(s) without a working config, so no "
+          "network time\n",
+          name.c_str(), n.tasks, n.trials, n.missing);
+    } else {
+      std::printf("network %s: %d tasks, %d trials, estimated time %.3f ms (sum of count x best)\n",
+                  name.c_str(), n.tasks, n.trials, n.seconds * 1e3);
     }
   }
 }

@@ -72,6 +72,7 @@ nlohmann::json Record::ToJson() const {
   j["build_s"] = build_s;
   j["run_s"] = run_s;
   j["timestamp"] = timestamp;
+  if (!workload.is_null()) j["workload"] = workload;
   return j;
 }
 
@@ -116,6 +117,7 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
     r.build_s = j.value("build_s", 0.0);
     r.run_s = j.value("run_s", 0.0);
     r.timestamp = j.value("timestamp", "");
+    if (auto w = j.find("workload"); w != j.end() && w->is_object()) r.workload = *w;
     return r;
   } catch (const nlohmann::json::exception& e) {
     return Status(ErrorCode::kInvalidArgument, std::string("not a record (") + e.what() + ")");

@@ -301,6 +301,7 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
           r.build_s = m.build_s;
           r.run_s = m.run_s;
           r.timestamp = UtcTimestamp();
+          r.workload = options.workload;
           if (writer) {
             if (Status s = writer->Append(r); !s.ok()) warn(s.ToString());
           }

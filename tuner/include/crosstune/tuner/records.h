@@ -81,6 +81,9 @@ struct Record {
   double build_s = 0;
   double run_s = 0;
   std::string timestamp;  // UTC ISO 8601
+  // For a task tuned as part of a network (tune --workload): {"name":"resnet50",
+  // "layer":"layer1.0.conv2","count":3}. Null otherwise (and then not written).
+  nlohmann::json workload;
 
   bool ok() const { return error == TrialError::kOk; }
   double gflops() const { return ok() && mean > 0 ? flops / mean / 1e9 : 0; }

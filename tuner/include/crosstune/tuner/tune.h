@@ -25,6 +25,7 @@
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tuner.h"
+#include "crosstune/tuner/workload.h"
 
 namespace crosstune::tuner {
 
@@ -58,6 +59,8 @@ struct TuneOptions {
   TunerOptions tuner_options;
   // Logs with records of other tasks of the same template, for the cost model's warm start.
   std::vector<std::string> transfer_logs;
+  // Written into every record (Record::workload) when the task is part of a network.
+  nlohmann::json workload;
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT): end after the current batch
   std::function<void(const TuneProgress&)> on_progress;  // after each measurement and batch
   std::function<void(const std::string&)> on_warning;
@@ -91,5 +94,52 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
 // "all N trials failed; commonest: KIND (count): message" for a task's records, or Ok when one
 // succeeded.
 Status AllFailedStatus(const std::vector<Record>& task_records);
+
+// --- A network: its tasks under one budget ------------------------------------------------------
+
+struct WorkloadTuneOptions {
+  std::string name;   // the workload's name, for records ("resnet50")
+  int trials = 2000;  // for the whole network in the log, earlier runs' included
+  int round = 16;     // trials per round for the task the scheduler picks
+  int threads = 1;    // every task's threads
+  SchedulerOptions scheduler;
+  // For each round's Tune(): tuner, batch, measure, log_path (required), stop, callbacks. Its
+  // trials, include_default, transfer_logs and workload are set per round.
+  TuneOptions tune;
+  // After each round: the task that ran, and the scheduler's state.
+  std::function<void(size_t task, const TaskScheduler&)> on_round;
+};
+
+struct WorkloadTaskResult {
+  WorkloadLayer layer;
+  TaskId id;
+  int trials = 0;
+  double best_seconds = TaskScheduler::kNoTime;
+  double share = 0;  // of the estimated network time
+  bool has_best = false;
+  Record best;
+  std::string error;  // why it has no time, if it has none
+};
+
+struct WorkloadSummary {
+  std::vector<WorkloadTaskResult> tasks;
+  double network_seconds = TaskScheduler::kNoTime;          // sum of count x best
+  double untuned_network_seconds = TaskScheduler::kNoTime;  // the same with default configs
+  int trials_in_log = 0;
+  int measured = 0;  // by this run
+  double wall_s = 0;
+  bool stopped = false;
+};
+
+// Tunes a network's layers as tasks under one budget: resumes every task's trials from the log,
+// then gives rounds to the task the scheduler picks until the budget is spent. Tasks of one
+// template warm-start each other's cost model from the same log. Errors: a layer's template
+// cannot make its task (the message names it); no device. A task whose every trial fails is
+// reported in its result, not as an error.
+Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
+                                       const builder::Target& target,
+                                       const std::vector<DeviceSpec>& devices,
+                                       builder::Builder& builder,
+                                       const WorkloadTuneOptions& options);
 
 }  // namespace crosstune::tuner

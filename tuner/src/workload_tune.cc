@@ -1,0 +1,147 @@
+// TuneWorkload: a network's tasks under one trial budget, steered by the TaskScheduler.
+#include <chrono>
+#include <cmath>
+
+#include "crosstune/tuner/tune.h"
+
+namespace crosstune::tuner {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
+                                       const builder::Target& target,
+                                       const std::vector<DeviceSpec>& devices,
+                                       builder::Builder& builder,
+                                       const WorkloadTuneOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (options.tune.log_path.empty()) {
+    return Status(ErrorCode::kInvalidArgument, "a workload needs a log (its tasks resume from it)");
+  }
+  if (options.round < 1) return Status(ErrorCode::kInvalidArgument, "round must be at least 1");
+  std::vector<std::unique_ptr<Task>> tasks;
+  std::vector<SchedulerTask> sched_tasks;
+  for (const auto& layer : layers) {
+    auto task = MakeTask(layer.template_name, layer.shape, target, {options.threads});
+    if (!task.ok()) {
+      return Status(task.status().code(),
+                    options.name + " layer " + layer.name + ": " + task.status().message());
+    }
+    sched_tasks.push_back(
+        {static_cast<double>(layer.count), (*task)->flops(), layer.template_name});
+    tasks.push_back(std::move(task).value());
+  }
+  TaskScheduler scheduler(sched_tasks, options.scheduler);
+
+  WorkloadSummary summary;
+  summary.tasks.resize(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    summary.tasks[i].layer = layers[i];
+    summary.tasks[i].id = tasks[i]->id();
+  }
+
+  // Resume: what the log already holds for each task on this target.
+  const std::string target_text = target.ToString();
+  auto log = ReadLog(options.tune.log_path);
+  int total = 0;
+  if (log.ok()) {
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      int n = 0;
+      double best = TaskScheduler::kNoTime;
+      for (const auto& r : log->records) {
+        if (!(r.task == tasks[i]->id()) || r.target != target_text) continue;
+        ++n;
+        if (r.ok() && r.mean > 0) best = std::min(best, r.mean);
+      }
+      if (n > 0) scheduler.Update(i, n, best);
+      summary.tasks[i].trials = n;
+      total += n;
+    }
+  }
+
+  while (total < options.trials) {
+    if (options.tune.stop && options.tune.stop->load()) {
+      summary.stopped = true;
+      break;
+    }
+    const int pick = scheduler.Next();
+    if (pick < 0) break;  // every task failed every round
+    const auto i = static_cast<size_t>(pick);
+    WorkloadTaskResult& result = summary.tasks[i];
+    TuneOptions o = options.tune;
+    o.trials = result.trials + std::min(options.round, options.trials - total);
+    o.include_default = result.trials == 0;
+    o.transfer_logs = {options.tune.log_path};
+    o.workload = {{"name", options.name}, {"layer", layers[i].name}, {"count", layers[i].count}};
+    auto run = Tune(*tasks[i], devices, builder, o);
+    double best = TaskScheduler::kNoTime;
+    int now = o.trials;
+    if (run.ok()) {
+      now = run->trials_in_log;
+      summary.measured += run->measured;
+      if (run->has_best) best = run->best.mean;
+      if (run->stopped) summary.stopped = true;
+    } else if (run.status().code() == ErrorCode::kDisconnected ||
+               run.status().code() == ErrorCode::kNoDevice) {
+      return run.status();  // no device left: the log keeps what was measured
+    } else {
+      result.error = run.status().message();
+    }
+    total += now - result.trials;
+    result.trials = now;
+    scheduler.Update(i, now, best);
+    if (options.on_round) options.on_round(i, scheduler);
+    if (summary.stopped) break;
+  }
+
+  // The results, from the log (this run's records and earlier ones).
+  auto final_log = ReadLog(options.tune.log_path);
+  double network = 0, untuned = 0;
+  bool complete = true, untuned_complete = true;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    WorkloadTaskResult& result = summary.tasks[i];
+    const uint64_t default_index = tasks[i]->DefaultConfig().index();
+    double default_s = TaskScheduler::kNoTime;
+    int n = 0;
+    if (final_log.ok()) {
+      for (const auto& r : final_log->records) {
+        if (!(r.task == tasks[i]->id()) || r.target != target_text) continue;
+        ++n;
+        if (!r.ok() || r.mean <= 0) continue;
+        if (!result.has_best || r.mean < result.best.mean) {
+          result.best = r;
+          result.has_best = true;
+        }
+        if (r.config_index == default_index) default_s = std::min(default_s, r.mean);
+      }
+    }
+    result.trials = n;
+    result.best_seconds = result.has_best ? result.best.mean : TaskScheduler::kNoTime;
+    if (result.has_best) {
+      network += layers[i].count * result.best_seconds;
+    } else {
+      complete = false;
+    }
+    if (default_s != TaskScheduler::kNoTime) {
+      untuned += layers[i].count * default_s;
+    } else {
+      untuned_complete = false;
+    }
+    summary.trials_in_log += n;
+  }
+  if (complete) {
+    summary.network_seconds = network;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      summary.tasks[i].share = layers[i].count * summary.tasks[i].best_seconds / network;
+    }
+  }
+  if (untuned_complete) summary.untuned_network_seconds = untuned;
+  summary.wall_s = Since(t0);
+  return summary;
+}
+
+}  // namespace crosstune::tuner
