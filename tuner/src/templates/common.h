@@ -1,0 +1,149 @@
+// Helpers shared by the CPU kernel templates: what the target's vector unit offers, candidate
+// lists for split knobs, and pieces of generated C that every template's kernel needs (vector
+// types, tensor checks, a VW x VW in-register transpose, the parallel launch).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/target.h"
+
+namespace crosstune::tuner::templates {
+
+inline bool HasAttr(const builder::Target& t, const std::string& feature) {
+  return std::find(t.attrs.begin(), t.attrs.end(), "+" + feature) != t.attrs.end();
+}
+
+// AVX-512 from a feature or from the generic x86-64-v4 level (the x86-avx512 preset).
+inline bool HasAvx512(const builder::Target& t) {
+  const bool off = std::find(t.attrs.begin(), t.attrs.end(), "-avx512f") != t.attrs.end();
+  return !off && (HasAttr(t, "avx512f") || t.cpu == "x86-64-v4");
+}
+
+// Floats per vector register the generated code should use.
+inline int VectorWidth(const builder::Target& t) {
+  const std::string arch = t.Arch();
+  if (arch == "x86_64") {
+    if (HasAvx512(t)) return 16;
+    if (HasAttr(t, "avx") || HasAttr(t, "avx2") || t.cpu == "x86-64-v3") return 8;
+    return 4;
+  }
+  return 4;  // NEON (aarch64, armv7), and scalarised 4-lane vectors elsewhere
+}
+
+// Vector registers a micro-kernel may hold at once.
+inline int VectorRegisters(const builder::Target& t) {
+  const std::string arch = t.Arch();
+  if (arch == "x86_64") return HasAvx512(t) ? 32 : 16;
+  if (arch == "aarch64") return 32;
+  return 16;  // armv7 NEON: 16 q registers
+}
+
+// The values of `list` below `extent`, and `extent` itself (no blocking), sorted and unique.
+inline std::vector<int64_t> CandidatesUpTo(const std::vector<int64_t>& list, int64_t extent) {
+  std::vector<int64_t> out;
+  for (int64_t v : list) {
+    if (v < extent) out.push_back(v);
+  }
+  out.push_back(extent);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+inline std::vector<std::vector<int64_t>> AsCandidates(const std::vector<int64_t>& v) {
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(v.size());
+  for (int64_t x : v) out.push_back({x});
+  return out;
+}
+
+inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+inline int64_t CeilDiv(int64_t v, int64_t m) { return (v + m - 1) / m; }
+
+// Generated C after `#include "crosstune/kernel_abi.h"` and a `#define VW <floats per vector>`:
+//   vf / vfu / vi     aligned and unaligned float vectors, an int vector of the same lanes
+//   MIN, MAX_TASKS    (MAX_TASKS bounds per-task scratch: a task indexes its own slice)
+//   g_error, last_error, set by check_tensor(arg, ndim, shape, what) on a bad tensor
+//   relu(v)
+//   transpose(t)      t[i][j] <- t[j][i] for a VW x VW block held in VW vectors
+//   run_tasks(body, closure, items)  body(task, tasks, closure) for each task; a task takes the
+//                     items [items * task / tasks, items * (task + 1) / tasks) (task_range)
+inline std::string KernelPrelude(int vw) {
+  std::ostringstream o;
+  o << R"C(
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
+typedef int32_t vi __attribute__((vector_size(VW * 4)));
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX_TASKS 64
+
+static const char* g_error = "";
+static const char* last_error(void) { return g_error; }
+
+/* A compact float32 tensor of `ndim` dimensions and the given shape, or 1 with g_error set. */
+static int check_tensor(const ct_arg* arg, int ndim, const long* shape, const char* what) {
+  if (arg->kind != CT_ARG_TENSOR) { g_error = what; return 1; }
+  const DLTensor* t = arg->value.v_tensor;
+  if (t->ndim != ndim || t->dtype.code != kDLFloat || t->dtype.bits != 32 || t->dtype.lanes != 1) {
+    g_error = what;
+    return 1;
+  }
+  long stride = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (t->shape[d] != shape[d] || (t->strides && t->shape[d] > 1 && t->strides[d] != stride)) {
+      g_error = what;
+      return 1;
+    }
+    stride *= shape[d];
+  }
+  return 0;
+}
+
+static inline float* tensor_data(const ct_arg* arg) {
+  const DLTensor* t = arg->value.v_tensor;
+  return (float*)((char*)t->data + t->byte_offset);
+}
+
+static inline __attribute__((always_inline)) vf relu(vf v) {
+  const vi keep = v > (vf){0};
+  return (vf)((vi)v & keep);
+}
+
+typedef int32_t (*task_body)(int32_t task, int32_t num_tasks, void* closure);
+
+static inline void task_range(long items, int32_t task, int32_t num_tasks, long* begin, long* end) {
+  *begin = items * task / num_tasks;
+  *end = items * (task + 1) / num_tasks;
+}
+
+static int32_t run_tasks(task_body body, void* closure, long items) {
+  if (items <= 0) return 0;
+  /* Single-threaded until the server provides a parallel launch; the bodies already split. */
+  return body(0, 1, closure);
+}
+)C";
+  // Transpose: log2(VW) stages; stage b swaps, within each 2b x 2b block, the b x b block above
+  // the diagonal with the one below it.
+  o << "\nstatic inline __attribute__((always_inline)) void transpose(vf* t) {\n  vf a, b;\n";
+  for (int b = 1; b < vw; b *= 2) {
+    for (int i = 0; i < vw; ++i) {
+      if (i & b) continue;
+      std::string lo, hi;
+      for (int j = 0; j < vw; ++j) {
+        lo += ", " + std::to_string((j & b) ? vw + j - b : j);
+        hi += ", " + std::to_string((j & b) ? vw + j : j + b);
+      }
+      o << "  a = t[" << i << "]; b = t[" << i + b << "];\n"
+        << "  t[" << i << "] = __builtin_shufflevector(a, b" << lo << ");\n"
+        << "  t[" << i + b << "] = __builtin_shufflevector(a, b" << hi << ");\n";
+    }
+  }
+  o << "}\n";
+  return o.str();
+}
+
+}  // namespace crosstune::tuner::templates
