@@ -7,6 +7,8 @@ namespace crosstune::tuner {
 
 Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape,
                                                const builder::Target& target);
+Expected<std::unique_ptr<Task>> MakeConv2dTask(const std::vector<int64_t>& shape,
+                                               const builder::Target& target);
 
 Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) const {
   (void)config;
@@ -15,13 +17,14 @@ Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) co
 }
 
 const std::vector<std::string>& TemplateNames() {
-  static const std::vector<std::string> names = {"matmul"};
+  static const std::vector<std::string> names = {"matmul", "conv2d"};
   return names;
 }
 
 Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
                                          const builder::Target& target) {
   if (name == "matmul") return MakeMatmulTask(shape, target);
+  if (name == "conv2d") return MakeConv2dTask(shape, target);
   std::string known;
   for (const auto& n : TemplateNames()) known += (known.empty() ? "" : ", ") + n;
   return Status(ErrorCode::kInvalidArgument,

@@ -76,11 +76,12 @@ class Task {
   ConfigSpace space_;
 };
 
-// Template names MakeTask knows ("matmul").
+// Template names MakeTask knows ("matmul", "conv2d").
 const std::vector<std::string>& TemplateNames();
 
-// A task of template `name` for `shape` (matmul: M,N,K) on `target`. kInvalidArgument for an
-// unknown template (listing the known ones), a wrong shape or a target the template cannot use.
+// A task of template `name` for `shape` on `target` (matmul: M,N,K; conv2d:
+// N,C,H,W,K,R,S,stride,pad[,residual]). kInvalidArgument for an unknown template (listing the
+// known ones), a wrong shape (with the template's usage) or a target the template cannot use.
 Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
                                          const builder::Target& target);
 

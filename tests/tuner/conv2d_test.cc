@@ -1,0 +1,170 @@
+// The conv2d template: shapes and their errors, the space and its limits (unit), and generated
+// code for many shapes and configs run on a real crosstune-server on loopback against the
+// reference (integration).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/builder.h"
+#include "crosstune/testing/server_process.h"
+#include "crosstune/tuner/task.h"
+#include "template_checks.h"
+
+namespace crosstune::tuner {
+namespace {
+
+builder::Target Avx512() {
+  auto t = builder::ParseTarget("x86-avx512");
+  EXPECT_TRUE(t.ok());
+  return *t;
+}
+
+TEST(Conv2dTaskTest, RefusesWrongShapesWithTheUsage) {
+  for (std::vector<int64_t> bad : {std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 0},
+                                   {0, 64, 56, 56, 64, 3, 3, 1, 1},
+                                   {1, 64, 56, 56, 64, 3, 3, 0, 1},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, -1},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 2},
+                                   {1, 4, 2, 2, 8, 5, 5, 1, 1}}) {
+    auto task = MakeTask("conv2d", bad, Avx512());
+    ASSERT_FALSE(task.ok());
+    EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(
+        task.status().message().find("conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual]"),
+        std::string::npos)
+        << task.status().message();
+  }
+  auto unknown = MakeTask("conv3d", {1, 2, 3}, Avx512());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("conv2d"), std::string::npos);
+}
+
+TEST(Conv2dTaskTest, ArgumentsFlopsAndKeyFollowTheShape) {
+  auto plain = MakeTask("conv2d", {1, 64, 56, 56, 64, 3, 3, 1, 1, 0}, Avx512());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->id().Key(), "conv2d 1,64,56,56,64,3,3,1,1 float32");
+  auto args = (*plain)->args();
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[3].name, "out");
+  EXPECT_TRUE(args[3].output);
+  EXPECT_EQ(args[3].shape, (std::vector<int64_t>{1, 64, 56, 56}));
+  EXPECT_DOUBLE_EQ((*plain)->flops(), 2.0 * 64 * 56 * 56 * 64 * 9);
+
+  // 7x7 stride 2 pad 3 on 224: 112 x 112 out, and a residual argument before out.
+  auto stem = MakeTask("conv2d", {2, 3, 224, 224, 64, 7, 7, 2, 3, 1}, Avx512());
+  ASSERT_TRUE(stem.ok());
+  args = (*stem)->args();
+  ASSERT_EQ(args.size(), 5u);
+  EXPECT_EQ(args[3].name, "residual");
+  EXPECT_FALSE(args[3].output);
+  EXPECT_EQ(args[4].shape, (std::vector<int64_t>{2, 64, 112, 112}));
+}
+
+TEST(Conv2dTaskTest, DefaultConfigIsValidAndFeaturesHaveOneLength) {
+  for (std::string target : {"x86-avx512", "x86-avx2", "x86-64", "aarch64", "armv7-neon"}) {
+    auto t = builder::ParseTarget(target);
+    ASSERT_TRUE(t.ok()) << target;
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1, 1},
+                                       {1, 3, 224, 224, 64, 7, 7, 2, 3},
+                                       {1, 1, 1, 1, 1, 1, 1, 1, 0}}) {
+      auto task = MakeTask("conv2d", shape, *t);
+      ASSERT_TRUE(task.ok()) << task.status().ToString();
+      Config d = (*task)->DefaultConfig();
+      EXPECT_TRUE((*task)->space().IsValid(d)) << target << " " << d.ToString();
+      const size_t len = (*task)->Features(d).size();
+      UniqueSampler s((*task)->space(), 3);
+      for (int i = 0; i < 20; ++i) {
+        auto next = s.Next();
+        if (!next) break;
+        EXPECT_EQ((*task)->Features((*task)->space().Get(*next)).size(), len);
+      }
+    }
+  }
+  // On AVX-512 the 56-wide 3x3 layer gets 14-pixel tiles of two 16-channel vectors.
+  auto task = MakeTask("conv2d", {1, 64, 56, 56, 64, 3, 3, 1, 1}, Avx512());
+  ASSERT_TRUE(task.ok());
+  Config d = (*task)->DefaultConfig();
+  EXPECT_EQ(d.Int("ow_tile"), 14);
+  EXPECT_EQ(d.Int("oc_vectors"), 2);
+}
+
+TEST(Conv2dTaskTest, RefusesScratchOverAQuarterOfTheDeviceMemory) {
+  auto task = MakeTask("conv2d", {8, 256, 224, 224, 64, 3, 3, 1, 1}, Avx512());
+  ASSERT_TRUE(task.ok());
+  msg::DeviceInfo small;
+  small.memory_bytes = uint64_t{64} << 20;
+  Status s = (*task)->CheckLimits((*task)->DefaultConfig(), small);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("quarter of the device's memory"), std::string::npos) << s.message();
+  msg::DeviceInfo big;
+  big.memory_bytes = uint64_t{64} << 30;
+  EXPECT_TRUE((*task)->CheckLimits((*task)->DefaultConfig(), big).ok());
+}
+
+class Conv2dOnServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto b = builder::Builder::Create({.workers = 2});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    builder_ = std::move(b).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete builder_;
+    builder_ = nullptr;
+  }
+  void SetUp() override {
+    Status s = server_.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0"},
+                             std::chrono::seconds(20));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    device_.name = "local";
+    device_.server = server_.address();
+    client::ConnectOptions co;
+    co.server = server_.address();
+    auto session = client::Session::Connect(co);
+    ASSERT_TRUE(session.ok());
+    auto info = (*session)->Info();
+    ASSERT_TRUE(info.ok());
+    info_ = *info;
+    auto t = builder::TargetFromDevice(info_);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    target_ = *t;
+  }
+
+  void Check(const std::vector<int64_t>& shape, int samples) {
+    auto task = MakeTask("conv2d", shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    testing::ExpectConfigsMatchReference(*builder_, **task, device_, info_,
+                                         testing::ConfigsToCheck(**task, samples, 17));
+  }
+
+  static builder::Builder* builder_;
+  ServerProcess server_;
+  DeviceSpec device_;
+  msg::DeviceInfo info_;
+  builder::Target target_;
+};
+builder::Builder* Conv2dOnServerTest::builder_ = nullptr;
+
+// Sizes that fill no tile: odd widths and heights, channel counts that fill no vector or block.
+TEST_F(Conv2dOnServerTest, OddShapesMatchTheReference) {
+  Check({1, 3, 13, 11, 5, 3, 3, 2, 1}, 6);
+  Check({1, 16, 9, 7, 20, 1, 1, 1, 0}, 6);
+  Check({2, 17, 10, 12, 33, 3, 3, 1, 1}, 4);
+}
+
+TEST_F(Conv2dOnServerTest, ResidualIsAddedBeforeTheRelu) {
+  Check({1, 8, 11, 9, 24, 3, 3, 1, 1, 1}, 4);
+  Check({2, 16, 8, 8, 16, 1, 1, 2, 0, 1}, 2);
+}
+
+// The kinds of layer ResNet-50 has, at smaller sizes: 7x7 s2 p3, 3x3 s2 p1, 1x1 s2 p0.
+TEST_F(Conv2dOnServerTest, ResNetLayerKindsMatchTheReference) {
+  Check({1, 3, 23, 21, 16, 7, 7, 2, 3}, 3);
+  Check({1, 32, 15, 15, 32, 3, 3, 2, 1}, 3);
+  Check({1, 64, 14, 14, 64, 1, 1, 2, 0}, 3);
+}
+
+}  // namespace
+}  // namespace crosstune::tuner

@@ -1,0 +1,75 @@
+// Helpers for the kernel template tests: configs worth checking (the default, random samples and
+// the extremes of each knob) and one DeviceRunner pass over them against the reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/builder.h"
+#include "crosstune/tuner/measure.h"
+#include "crosstune/tuner/task.h"
+
+namespace crosstune::tuner::testing {
+
+// The default config, `samples` random valid ones, and for every knob a valid config at its
+// first and its last choice (the smallest and largest tiles, blocks, unrolls), no index twice.
+inline std::vector<uint64_t> ConfigsToCheck(const Task& task, int samples, uint64_t seed) {
+  std::vector<uint64_t> out = {task.DefaultConfig().index()};
+  const ConfigSpace& space = task.space();
+  UniqueSampler sampler(space, seed);
+  for (int i = 0; i < samples; ++i) {
+    if (auto next = sampler.Next()) out.push_back(*next);
+  }
+  const auto& knobs = space.knobs();
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    for (uint32_t want : {uint32_t{0}, static_cast<uint32_t>(knobs[k].size() - 1)}) {
+      // A valid point with this choice: the default with the knob changed, else a scan.
+      std::vector<uint32_t> choices = task.DefaultConfig().choices();
+      choices[k] = want;
+      auto index = space.IndexOf(choices);
+      if (index.ok() && space.IsValid(space.Get(*index))) {
+        out.push_back(*index);
+        continue;
+      }
+      for (uint64_t i = 0; i < std::min<uint64_t>(space.size(), 1'000'000); ++i) {
+        Config c = space.Get(i);
+        if (c.choices()[k] == want && space.IsValid(c)) {
+          out.push_back(i);
+          break;
+        }
+      }
+    }
+  }
+  std::set<uint64_t> seen;
+  out.erase(
+      std::remove_if(out.begin(), out.end(), [&](uint64_t i) { return !seen.insert(i).second; }),
+      out.end());
+  return out;
+}
+
+// Builds `indices` of `task` for the device and checks each one's answer there; one failure per
+// bad config, naming the task and the config.
+inline void ExpectConfigsMatchReference(builder::Builder& builder, const Task& task,
+                                        const DeviceSpec& device, const msg::DeviceInfo& info,
+                                        const std::vector<uint64_t>& indices) {
+  MeasureOptions options;
+  options.repeat = 1;
+  options.min_repeat_ms = 0;
+  options.run_timeout_ms = 60'000;
+  auto cands = BuildCandidates(builder, task, indices, info, options);
+  ReferenceData ref = ReferenceData::Make(task, 3);
+  auto runner = DeviceRunner::Open(device, task, ref, options);
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  for (const auto& c : cands) {
+    Measurement m = (*runner)->Measure(c);
+    EXPECT_EQ(m.error, TrialError::kOk)
+        << device.name << " " << task.id().Key() << " " << task.space().Get(c.index).ToString()
+        << ": " << TrialErrorName(m.error) << " " << m.message;
+  }
+}
+
+}  // namespace crosstune::tuner::testing
