@@ -14,11 +14,20 @@
 // Channel counts that do not fill a block are zero-padded in the packed copies (zeros add
 // nothing) and never written out.
 //
-// The work is a list of items (image, output-channel block, output row), split into contiguous
-// ranges by task, so the kernel runs unchanged on one thread or many; packing is split likewise.
+// A 1x1 filter without padding is a matrix product, out[n] (K x P) = weight (K x C) · x (C x P)
+// over the P = OH*OW output pixels, and may take a second algorithm ("gemm"): the pixels (every
+// stride-th one) are copied into zero-padded panels of NV vectors, the weight is read as it is,
+// and an MR-channel x NV-vector register tile broadcasts one weight per channel. The pixels are
+// the vector lanes, so NCHW output is stored directly, with no transpose.
+//
+// The work is a list of items (image, output-channel block, output row; for gemm: image, pixel
+// panel), split into contiguous ranges by task, so the kernel runs unchanged on one thread or
+// many; packing is split likewise.
 //
 // Knobs: ow_tile (T), oc_vectors (KV), ic_block (CB), order of the row-tile and input-channel
-// block loops, unroll of the innermost channel loop.
+// block loops, unroll of the innermost channel loop; for 1x1 filters also algorithm (direct,
+// gemm), gemm_rows (MR) and gemm_vectors (NV). The knobs of the algorithm not chosen are held at
+// their first value, so no kernel appears twice in the space.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -117,6 +126,15 @@ class Conv2dTask final : public Task {
                            {"ic_block", cb},
                            {"order", {"ow", "cb"}},
                            {"unroll_c", 1}};
+    if (HasGemm()) {
+      // 1x1: the matrix product, 6 channels x 4 vectors of pixels (2 on 16-register targets).
+      want["algorithm"] = "gemm";
+      want["gemm_rows"] = std::min<int64_t>(k_, 6);
+      want["gemm_vectors"] = regs_ >= 32 ? 4 : 2;
+      want["ow_tile"] = 1;
+      want["oc_vectors"] = 1;
+      want["ic_block"] = cb_knob->values.front();
+    }
     auto c = space_.FromJson(want);
     if (c.ok() && space_.IsValid(*c)) return *c;
     UniqueSampler s(space_, 1);
@@ -149,8 +167,14 @@ class Conv2dTask final : public Task {
       << "#define OWP " << RoundUp(ow_, vw_) << "L\n#define UNROLL " << c.Int("unroll_c") << "\n"
       << "#define CB_OUTER " << (c.Ints("order")[0] == 1 ? 1 : 0) << "\n"
       << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n"
-      << templates::KernelPrelude(vw_) << TileFunction("tile_full", b.t);
-    if (ow_ % b.t) o << TileFunction("tile_rem", ow_ % b.t);
+      << "#define GEMM " << (b.gemm ? 1 : 0) << "\n#define MR " << b.mr << "\n#define NV " << b.nv
+      << "\n#define NRP " << b.nv * vw_ << "\n#define P_ " << oh_ * ow_ << "L\n"
+      << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n"
+      << templates::KernelPrelude(vw_);
+    if (!b.gemm) {
+      o << TileFunction("tile_full", b.t);
+      if (ow_ % b.t) o << TileFunction("tile_rem", ow_ % b.t);
+    }
     o << kKernelBody;
     return o.str();
   }
@@ -214,15 +238,32 @@ class Conv2dTask final : public Task {
                           static_cast<float>(ScratchFloats(c) * 4 / 1048576.0),
                           static_cast<float>(vw_),
                       });
+    // The matrix-product algorithm's tile (1x1 filters; held values otherwise).
+    const double mr = b.mr, nrp = b.nv * vw_;
+    const double p = static_cast<double>(oh_ * ow_);
+    f.insert(f.end(), {
+                          static_cast<float>(b.gemm ? 1 : 0),
+                          static_cast<float>(mr * b.nv),                     // accumulators
+                          static_cast<float>(mr * b.nv / (mr + b.nv)),       // FMAs per load
+                          static_cast<float>(c_ * nrp * 4 / 1024.0),         // panel KiB
+                          static_cast<float>(std::ceil(p / nrp) * nrp / p),  // padded pixels
+                          static_cast<float>(std::ceil(k_ / mr) * mr / k_),  // repeated rows
+                      });
     return f;
   }
 
  private:
   struct Blocks {
     int64_t t, kv, cb, cbn, kb;
+    bool gemm;
+    int64_t mr, nv;
   };
+  bool HasGemm() const { return r_ == 1 && s_ == 1 && pad_ == 0; }
   Blocks BlocksOf(const Config& c) const {
     Blocks b{};
+    b.gemm = HasGemm() && c.Int("algorithm") == 1;
+    b.mr = HasGemm() ? c.Int("gemm_rows") : 1;
+    b.nv = HasGemm() ? c.Int("gemm_vectors") : 1;
     b.t = c.Int("ow_tile");
     b.kv = c.Int("oc_vectors");
     b.cb = c.Int("ic_block");
@@ -244,19 +285,46 @@ class Conv2dTask final : public Task {
     CT_RETURN_IF_ERROR(space_.AddReorder("order", {"ow", "cb"}));
     CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_c", {1, 2, 4, 8}));
     const int regs = regs_;
+    if (HasGemm()) {
+      CT_RETURN_IF_ERROR(space_.AddCategoricalJson("algorithm", {"direct", "gemm"}));
+      std::vector<int64_t> rows;
+      for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
+      CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_rows", rows));
+      CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_vectors", {1, 2, 3, 4}));
+      const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order"};
+      const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors"};
+      space_.AddConstraint("one_algorithm", [direct, gemm](const Config& c) {
+        const auto& held = c.Int("algorithm") == 1 ? direct : gemm;
+        const ConfigSpace& sp = *c.space();
+        for (const auto& k : held) {
+          if (c.choices()[sp.KnobIndex(k)] != 0) return false;
+        }
+        return true;
+      });
+      space_.AddConstraint("gemm_registers", [regs](const Config& c) {
+        return c.Int("gemm_rows") * c.Int("gemm_vectors") + c.Int("gemm_vectors") + 1 <= regs;
+      });
+    }
     // The accumulators plus the KV weight vectors and a broadcast must fit the register file, or
     // they spill and the tile is slower than a smaller one.
     space_.AddConstraint("registers", [regs](const Config& c) {
       return c.Int("ow_tile") * c.Int("oc_vectors") + c.Int("oc_vectors") + 1 <= regs;
     });
     // Unrolling past the channel block only repeats configs.
-    space_.AddConstraint("unroll_fits",
-                         [](const Config& c) { return c.Int("unroll_c") <= c.Int("ic_block"); });
+    const bool has_gemm = HasGemm();
+    const int64_t channels = c_;
+    space_.AddConstraint("unroll_fits", [has_gemm, channels](const Config& c) {
+      const bool gemm = has_gemm && c.Int("algorithm") == 1;
+      return c.Int("unroll_c") <= (gemm ? channels : c.Int("ic_block"));
+    });
     return Status::Ok();
   }
 
   uint64_t ScratchFloats(const Config& c) const {
     const Blocks b = BlocksOf(c);
+    if (b.gemm) {
+      return static_cast<uint64_t>(n_) * CeilDiv(oh_ * ow_, b.nv * vw_) * c_ * b.nv * vw_;
+    }
     const uint64_t in =
         static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
     const uint64_t w = static_cast<uint64_t>(b.kb) * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
@@ -316,11 +384,6 @@ const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
 )KERNEL";
 
 const char* const Conv2dTask::kKernelBody = R"KERNEL(
-/* Packed copies; what is never written (padding, channels past C or K) stays zero. */
-static float g_in[N_ * CBN * HP * WP * CB] __attribute__((aligned(64)));
-static float g_w[KB * CBN * R_ * S_ * CB * KVW] __attribute__((aligned(64)));
-static float g_rows[MAX_TASKS][OWP * KVW] __attribute__((aligned(64)));
-
 typedef struct {
   const float* data;
   const float* weight;
@@ -328,6 +391,107 @@ typedef struct {
   const float* residual;
   float* out;
 } conv_args;
+
+#if GEMM
+/* Pixel panels [N][PB][C][NRP]: NRP output pixels' inputs a channel; past P they stay zero. */
+static float g_x[N_ * PB * C_ * NRP] __attribute__((aligned(64)));
+
+/* Items: (image, pixel panel). */
+static int32_t pack_pixels(int32_t task, int32_t num_tasks, void* closure) {
+  const conv_args* a = (const conv_args*)closure;
+  long begin, end;
+  task_range(N_ * PB, task, num_tasks, &begin, &end);
+  for (long item = begin; item < end; ++item) {
+    const long pb = item % PB, n = item / PB;
+    float* dst = g_x + item * C_ * NRP;
+    const long p0 = pb * NRP, pn = MIN(NRP, P_ - p0);
+    for (long c = 0; c < C_; ++c) {
+      const float* src = a->data + (n * C_ + c) * H_ * W_;
+      float* d = dst + c * NRP;
+#if ST == 1
+      if (pn == NRP) {
+        for (int v = 0; v < NV; ++v) *(vf*)(d + v * VW) = *(const vfu*)(src + p0 + v * VW);
+        continue;
+      }
+      for (long j = 0; j < pn; ++j) d[j] = src[p0 + j];
+#else
+      for (long j = 0; j < pn; ++j) {
+        const long p = p0 + j;
+        d[j] = src[(p / OW) * ST * W_ + (p % OW) * ST];
+      }
+#endif
+    }
+  }
+  return 0;
+}
+
+/* Channels [k0, k0 + rows) x the panel's pixels, with the epilogue. Rows past `rows` repeat
+   row k0 and are not stored. */
+static inline __attribute__((always_inline)) void gemm_tile(const conv_args* a,
+                                                            const float* restrict xp, long n,
+                                                            long k0, long rows, long p0, long pn) {
+  const float* wr[MR];
+  for (int i = 0; i < MR; ++i) wr[i] = a->weight + (k0 + (i < rows ? i : 0)) * C_;
+  vf acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = (vf){0};
+#pragma clang loop unroll_count(UNROLL)
+  for (long c = 0; c < C_; ++c) {
+    vf x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = *(const vf*)(xp + c * NRP + v * VW);
+    for (int i = 0; i < MR; ++i) {
+      const float w = wr[i][c];
+      for (int v = 0; v < NV; ++v) acc[i][v] += w * x[v];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    if (i >= rows) break;
+    const long k = k0 + i;
+    float* o = a->out + (n * K_ + k) * P_ + p0;
+#if RESIDUAL
+    const float* res = a->residual + (n * K_ + k) * P_ + p0;
+#endif
+    for (int v = 0; v < NV; ++v) {
+      vf y = acc[i][v] + a->bias[k];
+      if ((v + 1) * VW <= pn) {
+#if RESIDUAL
+        y += *(const vfu*)(res + v * VW);
+#endif
+        *(vfu*)(o + v * VW) = relu(y);
+      } else {
+        float part[VW];
+        *(vfu*)part = y;
+        for (long j = 0; j < VW && v * VW + j < pn; ++j) {
+          float z = part[j];
+#if RESIDUAL
+          z += res[v * VW + j];
+#endif
+          o[v * VW + j] = z > 0 ? z : 0;
+        }
+      }
+    }
+  }
+}
+
+/* Items: (image, pixel panel); every output channel of the panel. */
+static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
+  const conv_args* a = (const conv_args*)closure;
+  long begin, end;
+  task_range(N_ * PB, task, num_tasks, &begin, &end);
+  for (long item = begin; item < end; ++item) {
+    const long pb = item % PB, n = item / PB;
+    const float* xp = g_x + item * C_ * NRP;
+    const long p0 = pb * NRP, pn = MIN(NRP, P_ - p0);
+    for (long k0 = 0; k0 < K_; k0 += MR) gemm_tile(a, xp, n, k0, MIN(MR, K_ - k0), p0, pn);
+  }
+  return 0;
+}
+
+#else
+/* Packed copies; what is never written (padding, channels past C or K) stays zero. */
+static float g_in[N_ * CBN * HP * WP * CB] __attribute__((aligned(64)));
+static float g_w[KB * CBN * R_ * S_ * CB * KVW] __attribute__((aligned(64)));
+static float g_rows[MAX_TASKS][OWP * KVW] __attribute__((aligned(64)));
 
 /* Items: (image, channel block, input row). */
 static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
@@ -456,6 +620,8 @@ static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
   return 0;
 }
 
+#endif /* GEMM */
+
 static int32_t conv2d(const ct_arg* args, int32_t num_args) {
   const int nargs = RESIDUAL ? 5 : 4;
   if (num_args != nargs) {
@@ -479,9 +645,14 @@ static int32_t conv2d(const ct_arg* args, int32_t num_args) {
 #endif
   conv_args a = {tensor_data(&args[0]), tensor_data(&args[1]), tensor_data(&args[2]),
                  RESIDUAL ? tensor_data(&args[3]) : 0, tensor_data(&args[nargs - 1])};
+#if GEMM
+  int32_t rc = run_tasks(pack_pixels, &a, N_ * PB);
+  if (rc == 0) rc = run_tasks(conv_gemm, &a, N_ * PB);
+#else
   int32_t rc = run_tasks(pack_input, &a, N_ * CBN * H_);
   if (rc == 0) rc = run_tasks(pack_weight, &a, KB);
   if (rc == 0) rc = run_tasks(conv_rows, &a, N_ * KB * OH);
+#endif
   return rc;
 }
 
