@@ -272,8 +272,15 @@ void RunTune(const TuneFlags& f) {
 void RegisterTune(CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
   auto* cmd = app.add_subcommand("tune", CompilerCommandHelp("tune"));
-  cmd->add_option("template", f->template_name, "kernel template (matmul)")->required();
-  cmd->add_option("--shape", f->shape, "the task's sizes, e.g. 512,512,512 (matmul: M,N,K)")
+  std::string templates;
+  for (const auto& name : tuner::TemplateNames()) {
+    templates += (templates.empty() ? "" : ", ") + name;
+  }
+  cmd->add_option("template", f->template_name, "kernel template (" + templates + ")")->required();
+  cmd->add_option("--shape", f->shape,
+                  "the task's sizes, e.g. 512,512,512 (matmul: M,N,K; conv2d: "
+                  "N,C,H,W,K,R,S,stride,pad[,residual]; depthwise_conv2d: N,C,H,W,R,S,stride,pad; "
+                  "dense: B,IN,OUT)")
       ->required();
   cmd->add_option("--target", f->target, "target string, preset, or auto (ask the device)")
       ->capture_default_str();

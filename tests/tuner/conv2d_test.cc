@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "crosstune/builder/builder.h"
-#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/task.h"
 #include "template_checks.h"
 
@@ -103,49 +102,12 @@ TEST(Conv2dTaskTest, RefusesScratchOverAQuarterOfTheDeviceMemory) {
   EXPECT_TRUE((*task)->CheckLimits((*task)->DefaultConfig(), big).ok());
 }
 
-class Conv2dOnServerTest : public ::testing::Test {
+class Conv2dOnServerTest : public testing::TemplateOnServerTest {
  protected:
-  static void SetUpTestSuite() {
-    auto b = builder::Builder::Create({.workers = 2});
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    builder_ = std::move(b).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete builder_;
-    builder_ = nullptr;
-  }
-  void SetUp() override {
-    Status s = server_.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0"},
-                             std::chrono::seconds(20));
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    device_.name = "local";
-    device_.server = server_.address();
-    client::ConnectOptions co;
-    co.server = server_.address();
-    auto session = client::Session::Connect(co);
-    ASSERT_TRUE(session.ok());
-    auto info = (*session)->Info();
-    ASSERT_TRUE(info.ok());
-    info_ = *info;
-    auto t = builder::TargetFromDevice(info_);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    target_ = *t;
-  }
-
   void Check(const std::vector<int64_t>& shape, int samples) {
-    auto task = MakeTask("conv2d", shape, target_);
-    ASSERT_TRUE(task.ok()) << task.status().ToString();
-    testing::ExpectConfigsMatchReference(*builder_, **task, device_, info_,
-                                         testing::ConfigsToCheck(**task, samples, 17));
+    CheckTemplate("conv2d", shape, samples);
   }
-
-  static builder::Builder* builder_;
-  ServerProcess server_;
-  DeviceSpec device_;
-  msg::DeviceInfo info_;
-  builder::Target target_;
 };
-builder::Builder* Conv2dOnServerTest::builder_ = nullptr;
 
 // Sizes that fill no tile: odd widths and heights, channel counts that fill no vector or block.
 TEST_F(Conv2dOnServerTest, OddShapesMatchTheReference) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 
@@ -71,5 +72,50 @@ inline void ExpectConfigsMatchReference(builder::Builder& builder, const Task& t
         << ": " << TrialErrorName(m.error) << " " << m.message;
   }
 }
+
+// A local crosstune-server (CT_SERVER_BIN) per test and one builder per suite.
+class TemplateOnServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto b = builder::Builder::Create({.workers = 2});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    builder_ = std::move(b).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete builder_;
+    builder_ = nullptr;
+  }
+  void SetUp() override {
+    Status s = server_.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0"},
+                             std::chrono::seconds(20));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    device_.name = "local";
+    device_.server = server_.address();
+    client::ConnectOptions co;
+    co.server = server_.address();
+    auto session = client::Session::Connect(co);
+    ASSERT_TRUE(session.ok());
+    auto info = (*session)->Info();
+    ASSERT_TRUE(info.ok());
+    info_ = *info;
+    auto t = builder::TargetFromDevice(info_);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    target_ = *t;
+  }
+
+  // The template's configs worth checking (ConfigsToCheck) for `shape`, run on the server.
+  void CheckTemplate(const std::string& name, const std::vector<int64_t>& shape, int samples) {
+    auto task = MakeTask(name, shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    ExpectConfigsMatchReference(*builder_, **task, device_, info_,
+                                ConfigsToCheck(**task, samples, 17));
+  }
+
+  static inline builder::Builder* builder_ = nullptr;
+  ServerProcess server_;
+  DeviceSpec device_;
+  msg::DeviceInfo info_;
+  builder::Target target_;
+};
 
 }  // namespace crosstune::tuner::testing

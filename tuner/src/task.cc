@@ -9,6 +9,10 @@ Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape
                                                const builder::Target& target);
 Expected<std::unique_ptr<Task>> MakeConv2dTask(const std::vector<int64_t>& shape,
                                                const builder::Target& target);
+Expected<std::unique_ptr<Task>> MakeDepthwiseConv2dTask(const std::vector<int64_t>& shape,
+                                                        const builder::Target& target);
+Expected<std::unique_ptr<Task>> MakeDenseTask(const std::vector<int64_t>& shape,
+                                              const builder::Target& target);
 
 Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) const {
   (void)config;
@@ -17,7 +21,7 @@ Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) co
 }
 
 const std::vector<std::string>& TemplateNames() {
-  static const std::vector<std::string> names = {"matmul", "conv2d"};
+  static const std::vector<std::string> names = {"matmul", "conv2d", "depthwise_conv2d", "dense"};
   return names;
 }
 
@@ -25,6 +29,8 @@ Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vec
                                          const builder::Target& target) {
   if (name == "matmul") return MakeMatmulTask(shape, target);
   if (name == "conv2d") return MakeConv2dTask(shape, target);
+  if (name == "depthwise_conv2d") return MakeDepthwiseConv2dTask(shape, target);
+  if (name == "dense") return MakeDenseTask(shape, target);
   std::string known;
   for (const auto& n : TemplateNames()) known += (known.empty() ? "" : ", ") + n;
   return Status(ErrorCode::kInvalidArgument,
