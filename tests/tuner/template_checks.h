@@ -73,6 +73,7 @@ inline void ExpectConfigsMatchReference(builder::Builder& builder, const Task& t
   }
 }
 
+#ifdef CT_SERVER_BIN
 // A local crosstune-server (CT_SERVER_BIN) per test and one builder per suite.
 class TemplateOnServerTest : public ::testing::Test {
  protected:
@@ -117,5 +118,6 @@ class TemplateOnServerTest : public ::testing::Test {
   msg::DeviceInfo info_;
   builder::Target target_;
 };
+#endif  // CT_SERVER_BIN
 
 }  // namespace crosstune::tuner::testing
