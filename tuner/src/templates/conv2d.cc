@@ -20,14 +20,15 @@
 // and an MR-channel x NV-vector register tile broadcasts one weight per channel. The pixels are
 // the vector lanes, so NCHW output is stored directly, with no transpose.
 //
-// The work is a list of items (image, output-channel block, output row; for gemm: image, pixel
+// The work is a list of items (image, output-channel block, output rows; for gemm: image, pixel
 // panel), split into contiguous ranges by task, so the kernel runs unchanged on one thread or
 // many; packing is split likewise.
 //
 // Knobs: ow_tile (T), oc_vectors (KV), ic_block (CB), order of the row-tile and input-channel
-// block loops, unroll of the innermost channel loop; for 1x1 filters also algorithm (direct,
-// gemm), gemm_rows (MR) and gemm_vectors (NV). The knobs of the algorithm not chosen are held at
-// their first value, so no kernel appears twice in the space.
+// block loops, oh_rows (output rows an item covers: with the channel-block loop outermost, a
+// block's weights serve them all from L1), unroll of the innermost channel loop; for 1x1 filters
+// also algorithm (direct, gemm), gemm_rows (MR) and gemm_vectors (NV). The knobs of the algorithm
+// not chosen are held at their first value, so no kernel appears twice in the space.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -121,11 +122,8 @@ class Conv2dTask final : public Task {
     for (const auto& v : cb_knob->values) {
       if (v.get<int64_t>() <= 16) cb = v;
     }
-    nlohmann::json want = {{"ow_tile", t},
-                           {"oc_vectors", kv},
-                           {"ic_block", cb},
-                           {"order", {"ow", "cb"}},
-                           {"unroll_c", 1}};
+    nlohmann::json want = {{"ow_tile", t},          {"oc_vectors", kv}, {"ic_block", cb},
+                           {"order", {"ow", "cb"}}, {"oh_rows", 1},     {"unroll_c", 1}};
     if (HasGemm()) {
       // 1x1: the matrix product, 6 channels x 4 vectors of pixels (2 on 16-register targets).
       want["algorithm"] = "gemm";
@@ -164,7 +162,8 @@ class Conv2dTask final : public Task {
       << "#define NT " << ow_ / b.t << "L\n#define REM " << ow_ % b.t << "\n"
       << "#define CB " << b.cb << "\n#define CBN " << b.cbn << "L\n#define KB " << b.kb << "L\n"
       << "#define HP " << h_ + 2 * pad_ << "L\n#define WP " << w_ + 2 * pad_ << "L\n"
-      << "#define OWP " << RoundUp(ow_, vw_) << "L\n#define UNROLL " << c.Int("unroll_c") << "\n"
+      << "#define OHB " << c.Int("oh_rows") << "L\n#define OHN " << CeilDiv(oh_, c.Int("oh_rows"))
+      << "L\n#define OWP " << RoundUp(ow_, vw_) << "L\n#define UNROLL " << c.Int("unroll_c") << "\n"
       << "#define CB_OUTER " << (c.Ints("order")[0] == 1 ? 1 : 0) << "\n"
       << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n"
       << "#define GEMM " << (b.gemm ? 1 : 0) << "\n#define MR " << b.mr << "\n#define NV " << b.nv
@@ -235,6 +234,7 @@ class Conv2dTask final : public Task {
                           static_cast<float>(double(r_) * (w_ + 2 * pad_) * b.cb * 4 / 1024.0),
                           static_cast<float>(c_ * r_ * s_),  // reduction length
                           static_cast<float>(stride_),
+                          static_cast<float>(c.Int("oh_rows") * tiles),  // tiles an item
                           static_cast<float>(ScratchFloats(c) * 4 / 1048576.0),
                           static_cast<float>(vw_),
                       });
@@ -283,6 +283,8 @@ class Conv2dTask final : public Task {
         "ic_block",
         templates::CandidatesUpTo({1, 2, 4, 8, 16, 32, 64}, std::min<int64_t>(c_, 64))));
     CT_RETURN_IF_ERROR(space_.AddReorder("order", {"ow", "cb"}));
+    CT_RETURN_IF_ERROR(space_.AddCategorical(
+        "oh_rows", templates::CandidatesUpTo({1, 2, 4}, std::min<int64_t>(oh_, 4))));
     CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_c", {1, 2, 4, 8}));
     const int regs = regs_;
     if (HasGemm()) {
@@ -291,7 +293,8 @@ class Conv2dTask final : public Task {
       for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
       CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_rows", rows));
       CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_vectors", {1, 2, 3, 4}));
-      const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order"};
+      const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order",
+                                               "oh_rows"};
       const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors"};
       space_.AddConstraint("one_algorithm", [direct, gemm](const Config& c) {
         const auto& held = c.Int("algorithm") == 1 ? direct : gemm;
@@ -328,7 +331,7 @@ class Conv2dTask final : public Task {
     const uint64_t in =
         static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
     const uint64_t w = static_cast<uint64_t>(b.kb) * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
-    const uint64_t rows = uint64_t{64} * RoundUp(ow_, vw_) * b.kv * vw_;
+    const uint64_t rows = uint64_t{64} * c.Int("oh_rows") * RoundUp(ow_, vw_) * b.kv * vw_;
     return in + w + rows;
   }
 
@@ -491,7 +494,7 @@ static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
 /* Packed copies; what is never written (padding, channels past C or K) stays zero. */
 static float g_in[N_ * CBN * HP * WP * CB] __attribute__((aligned(64)));
 static float g_w[KB * CBN * R_ * S_ * CB * KVW] __attribute__((aligned(64)));
-static float g_rows[MAX_TASKS][OWP * KVW] __attribute__((aligned(64)));
+static float g_rows[MAX_TASKS][OHB * OWP * KVW] __attribute__((aligned(64)));
 
 /* Items: (image, channel block, input row). */
 static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
@@ -590,32 +593,42 @@ static void store_row(const conv_args* a, const float* rb, long n, long kb, long
   }
 }
 
-/* Items: (image, output-channel block, output row). */
+/* Items: (image, output-channel block, block of OHB output rows). */
 static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
   const conv_args* a = (const conv_args*)closure;
-  float* rb = g_rows[task];
+  float* rows = g_rows[task];
   long begin, end;
-  task_range(N_ * KB * OH, task, num_tasks, &begin, &end);
+  task_range(N_ * KB * OHN, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
-    const long oh = item % OH, kb = item / OH % KB, n = item / (OH * KB);
-    const float* ip = g_in + n * CBN * HP * WP * CB + oh * ST * WP * CB;
+    const long oh0 = item % OHN * OHB, kb = item / OHN % KB, n = item / (OHN * KB);
+    const long nrows = MIN(OHB, OH - oh0);
+    const float* ip = g_in + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
     const float* wp = g_w + kb * CBN * R_ * S_ * CB * KVW;
 #if CB_OUTER
+    /* A channel block's weights stay in L1 while every tile of the rows goes by. */
     for (long cb = 0; cb < CBN; ++cb) {
-      const float* ic = ip + cb * HP * WP * CB;
       const float* wc = wp + cb * R_ * S_ * CB * KVW;
-      for (long t = 0; t < NT; ++t) tile_full(ic + t * T * ST * CB, wc, rb + t * T * KVW, 1, cb == 0);
+      for (long y = 0; y < nrows; ++y) {
+        const float* ic = ip + cb * HP * WP * CB + y * ST * WP * CB;
+        float* rb = rows + y * OWP * KVW;
+        for (long t = 0; t < NT; ++t)
+          tile_full(ic + t * T * ST * CB, wc, rb + t * T * KVW, 1, cb == 0);
 #if REM
-      tile_rem(ic + NT * T * ST * CB, wc, rb + NT * T * KVW, 1, cb == 0);
+        tile_rem(ic + NT * T * ST * CB, wc, rb + NT * T * KVW, 1, cb == 0);
 #endif
+      }
     }
 #else
-    for (long t = 0; t < NT; ++t) tile_full(ip + t * T * ST * CB, wp, rb + t * T * KVW, CBN, 1);
+    for (long y = 0; y < nrows; ++y) {
+      const float* iy = ip + y * ST * WP * CB;
+      float* rb = rows + y * OWP * KVW;
+      for (long t = 0; t < NT; ++t) tile_full(iy + t * T * ST * CB, wp, rb + t * T * KVW, CBN, 1);
 #if REM
-    tile_rem(ip + NT * T * ST * CB, wp, rb + NT * T * KVW, CBN, 1);
+      tile_rem(iy + NT * T * ST * CB, wp, rb + NT * T * KVW, CBN, 1);
 #endif
+    }
 #endif
-    store_row(a, rb, n, kb, oh);
+    for (long y = 0; y < nrows; ++y) store_row(a, rows + y * OWP * KVW, n, kb, oh0 + y);
   }
   return 0;
 }
@@ -651,7 +664,7 @@ static int32_t conv2d(const ct_arg* args, int32_t num_args) {
 #else
   int32_t rc = run_tasks(pack_input, &a, N_ * CBN * H_);
   if (rc == 0) rc = run_tasks(pack_weight, &a, KB);
-  if (rc == 0) rc = run_tasks(conv_rows, &a, N_ * KB * OH);
+  if (rc == 0) rc = run_tasks(conv_rows, &a, N_ * KB * OHN);
 #endif
   return rc;
 }
