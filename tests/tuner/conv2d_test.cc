@@ -121,11 +121,13 @@ TEST_F(Conv2dOnServerTest, ResidualIsAddedBeforeTheRelu) {
   Check({2, 16, 8, 8, 16, 1, 1, 2, 0, 1}, 2);
 }
 
-// The kinds of layer ResNet-50 has, at smaller sizes: 7x7 s2 p3, 3x3 s2 p1, 1x1 s2 p0.
+// The kinds of layer ResNet-50 has, at smaller sizes: 7x7 s2 p3, 3x3 s2 p1, 1x1 s2 p0, 1x1 s1 p0
+// (full pixel panels read in place and a partial one copied).
 TEST_F(Conv2dOnServerTest, ResNetLayerKindsMatchTheReference) {
   Check({1, 3, 23, 21, 16, 7, 7, 2, 3}, 3);
   Check({1, 32, 15, 15, 32, 3, 3, 2, 1}, 3);
   Check({1, 64, 14, 14, 64, 1, 1, 2, 0}, 3);
+  Check({1, 32, 14, 14, 48, 1, 1, 1, 0}, 3);
 }
 
 }  // namespace

@@ -129,6 +129,7 @@ class Conv2dTask final : public Task {
       want["algorithm"] = "gemm";
       want["gemm_rows"] = std::min<int64_t>(k_, 6);
       want["gemm_vectors"] = regs_ >= 32 ? 4 : 2;
+      want["gemm_pack"] = stride_ == 1 ? 0 : 1;
       want["ow_tile"] = 1;
       want["oc_vectors"] = 1;
       want["ic_block"] = cb_knob->values.front();
@@ -168,7 +169,8 @@ class Conv2dTask final : public Task {
       << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n"
       << "#define GEMM " << (b.gemm ? 1 : 0) << "\n#define MR " << b.mr << "\n#define NV " << b.nv
       << "\n#define NRP " << b.nv * vw_ << "\n#define P_ " << oh_ * ow_ << "L\n"
-      << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n"
+      << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n#define PACK_X "
+      << (b.pack_x ? 1 : 0) << "\n"
       << templates::KernelPrelude(vw_);
     if (!b.gemm) {
       o << TileFunction("tile_full", b.t);
@@ -242,7 +244,7 @@ class Conv2dTask final : public Task {
     const double mr = b.mr, nrp = b.nv * vw_;
     const double p = static_cast<double>(oh_ * ow_);
     f.insert(f.end(), {
-                          static_cast<float>(b.gemm ? 1 : 0),
+                          static_cast<float>(b.gemm ? 1 : 0), static_cast<float>(b.pack_x ? 1 : 0),
                           static_cast<float>(mr * b.nv),                     // accumulators
                           static_cast<float>(mr * b.nv / (mr + b.nv)),       // FMAs per load
                           static_cast<float>(c_ * nrp * 4 / 1024.0),         // panel KiB
@@ -255,7 +257,7 @@ class Conv2dTask final : public Task {
  private:
   struct Blocks {
     int64_t t, kv, cb, cbn, kb;
-    bool gemm;
+    bool gemm, pack_x;
     int64_t mr, nv;
   };
   bool HasGemm() const { return r_ == 1 && s_ == 1 && pad_ == 0; }
@@ -264,6 +266,7 @@ class Conv2dTask final : public Task {
     b.gemm = HasGemm() && c.Int("algorithm") == 1;
     b.mr = HasGemm() ? c.Int("gemm_rows") : 1;
     b.nv = HasGemm() ? c.Int("gemm_vectors") : 1;
+    b.pack_x = stride_ != 1 || (HasGemm() && c.Int("gemm_pack") == 1);
     b.t = c.Int("ow_tile");
     b.kv = c.Int("oc_vectors");
     b.cb = c.Int("ic_block");
@@ -293,9 +296,12 @@ class Conv2dTask final : public Task {
       for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
       CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_rows", rows));
       CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_vectors", {1, 2, 3, 4}));
+      // Copy every panel, or (stride 1) read full panels from the input planes in place.
+      CT_RETURN_IF_ERROR(space_.AddCategorical(
+          "gemm_pack", stride_ == 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{1}));
       const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order",
                                                "oh_rows"};
-      const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors"};
+      const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors", "gemm_pack"};
       space_.AddConstraint("one_algorithm", [direct, gemm](const Config& c) {
         const auto& held = c.Int("algorithm") == 1 ? direct : gemm;
         const ConfigSpace& sp = *c.space();
@@ -326,7 +332,8 @@ class Conv2dTask final : public Task {
   uint64_t ScratchFloats(const Config& c) const {
     const Blocks b = BlocksOf(c);
     if (b.gemm) {
-      return static_cast<uint64_t>(n_) * CeilDiv(oh_ * ow_, b.nv * vw_) * c_ * b.nv * vw_;
+      return static_cast<uint64_t>(n_) * (b.pack_x ? CeilDiv(oh_ * ow_, b.nv * vw_) : 1) * c_ *
+             b.nv * vw_;
     }
     const uint64_t in =
         static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
@@ -396,8 +403,13 @@ typedef struct {
 } conv_args;
 
 #if GEMM
-/* Pixel panels [N][PB][C][NRP]: NRP output pixels' inputs a channel; past P they stay zero. */
+/* Pixel panels [N][PB][C][NRP]: NRP output pixels' inputs a channel; past P they stay zero.
+   Without PACK_X (stride 1 only) only each image's last, partial panel is copied: [N][C][NRP]. */
+#if PACK_X
 static float g_x[N_ * PB * C_ * NRP] __attribute__((aligned(64)));
+#else
+static float g_x[N_ * C_ * NRP] __attribute__((aligned(64)));
+#endif
 
 /* Items: (image, pixel panel). */
 static int32_t pack_pixels(int32_t task, int32_t num_tasks, void* closure) {
@@ -406,8 +418,11 @@ static int32_t pack_pixels(int32_t task, int32_t num_tasks, void* closure) {
   task_range(N_ * PB, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
     const long pb = item % PB, n = item / PB;
-    float* dst = g_x + item * C_ * NRP;
     const long p0 = pb * NRP, pn = MIN(NRP, P_ - p0);
+#if !PACK_X
+    if (pn == NRP) continue;
+#endif
+    float* dst = g_x + (PACK_X ? item : n) * C_ * NRP;
     for (long c = 0; c < C_; ++c) {
       const float* src = a->data + (n * C_ + c) * H_ * W_;
       float* d = dst + c * NRP;
@@ -428,11 +443,12 @@ static int32_t pack_pixels(int32_t task, int32_t num_tasks, void* closure) {
   return 0;
 }
 
-/* Channels [k0, k0 + rows) x the panel's pixels, with the epilogue. Rows past `rows` repeat
-   row k0 and are not stored. */
+/* Channels [k0, k0 + rows) x the panel's pixels, with the epilogue; xp: the panel's first
+   pixel, channels xs apart. Rows past `rows` repeat row k0 and are not stored. */
 static inline __attribute__((always_inline)) void gemm_tile(const conv_args* a,
-                                                            const float* restrict xp, long n,
-                                                            long k0, long rows, long p0, long pn) {
+                                                            const float* restrict xp, long xs,
+                                                            long n, long k0, long rows, long p0,
+                                                            long pn) {
   const float* wr[MR];
   for (int i = 0; i < MR; ++i) wr[i] = a->weight + (k0 + (i < rows ? i : 0)) * C_;
   vf acc[MR][NV];
@@ -441,21 +457,25 @@ static inline __attribute__((always_inline)) void gemm_tile(const conv_args* a,
 #pragma clang loop unroll_count(UNROLL)
   for (long c = 0; c < C_; ++c) {
     vf x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = *(const vf*)(xp + c * NRP + v * VW);
+    for (int v = 0; v < NV; ++v) x[v] = *(const vfu*)(xp + c * xs + v * VW);
     for (int i = 0; i < MR; ++i) {
       const float w = wr[i][c];
       for (int v = 0; v < NV; ++v) acc[i][v] += w * x[v];
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    if (i >= rows) break;
+  /* Through memory: the epilogue indexes rows with a run-time bound, and acc indexed so would
+     leave the registers for the stack inside the loop above. */
+  vf t[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) t[i][v] = acc[i][v];
+  for (long i = 0; i < rows; ++i) {
     const long k = k0 + i;
     float* o = a->out + (n * K_ + k) * P_ + p0;
 #if RESIDUAL
     const float* res = a->residual + (n * K_ + k) * P_ + p0;
 #endif
     for (int v = 0; v < NV; ++v) {
-      vf y = acc[i][v] + a->bias[k];
+      vf y = t[i][v] + a->bias[k];
       if ((v + 1) * VW <= pn) {
 #if RESIDUAL
         y += *(const vfu*)(res + v * VW);
@@ -483,9 +503,17 @@ static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
   task_range(N_ * PB, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
     const long pb = item % PB, n = item / PB;
-    const float* xp = g_x + item * C_ * NRP;
     const long p0 = pb * NRP, pn = MIN(NRP, P_ - p0);
-    for (long k0 = 0; k0 < K_; k0 += MR) gemm_tile(a, xp, n, k0, MIN(MR, K_ - k0), p0, pn);
+#if !PACK_X
+    if (pn == NRP) {
+      /* Stride 1, a full panel: the input planes are the panel, P apart. */
+      const float* x = a->data + n * C_ * P_ + p0;
+      for (long k0 = 0; k0 < K_; k0 += MR) gemm_tile(a, x, P_, n, k0, MIN(MR, K_ - k0), p0, pn);
+      continue;
+    }
+#endif
+    const float* xp = g_x + (PACK_X ? item : n) * C_ * NRP;
+    for (long k0 = 0; k0 < K_; k0 += MR) gemm_tile(a, xp, NRP, n, k0, MIN(MR, K_ - k0), p0, pn);
   }
   return 0;
 }
