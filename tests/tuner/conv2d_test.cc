@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "crosstune/builder/builder.h"
@@ -128,6 +129,43 @@ TEST_F(Conv2dOnServerTest, ResNetLayerKindsMatchTheReference) {
   Check({1, 32, 15, 15, 32, 3, 3, 2, 1}, 3);
   Check({1, 64, 14, 14, 64, 1, 1, 2, 0}, 3);
   Check({1, 32, 14, 14, 48, 1, 1, 1, 0}, 3);
+}
+
+// The implicit matrix product on layers with padding, strides and a residual: im2col panels
+// with zeros over the padding, panels that end past the last pixel, channel rows past K, the
+// reduction in one chunk or several.
+TEST_F(Conv2dOnServerTest, GemmAlgorithmHandlesPaddingStridesAndRemainders) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 5, 17, 19, 33, 7, 7, 2, 3},
+                                     {2, 9, 11, 13, 20, 3, 3, 1, 1, 1},
+                                     {1, 12, 9, 9, 7, 3, 3, 2, 1}}) {
+    auto task = MakeTask("conv2d", shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    const ConfigSpace& space = (*task)->space();
+    std::vector<uint64_t> indices;
+    const Knob* chunks = space.FindKnob("gemm_chunk");
+    ASSERT_NE(chunks, nullptr);
+    // (rows, vectors, unroll, chunk: the first candidate, several chunks, or none)
+    for (auto [rows, vectors, unroll, chunk] : {std::tuple{1, 1, 1, size_t{0}},
+                                                {3, 2, 4, chunks->size() - 1},
+                                                {7, 4, 1, size_t{0}},
+                                                {4, 3, 8, chunks->size() - 1}}) {
+      auto c = space.FromJson({{"ow_tile", 1},
+                               {"oc_vectors", 1},
+                               {"ic_block", space.FindKnob("ic_block")->values.front()},
+                               {"order", {"ow", "cb"}},
+                               {"oh_rows", 1},
+                               {"unroll_c", unroll},
+                               {"algorithm", "gemm"},
+                               {"gemm_rows", rows},
+                               {"gemm_vectors", vectors},
+                               {"gemm_pack", 1},
+                               {"gemm_chunk", chunks->values[chunk]}});
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      if (space.IsValid(*c)) indices.push_back(c->index());
+    }
+    ASSERT_GE(indices.size(), 3u);
+    testing::ExpectConfigsMatchReference(*builder_, **task, device_, info_, indices);
+  }
 }
 
 }  // namespace

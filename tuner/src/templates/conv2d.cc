@@ -14,11 +14,14 @@
 // Channel counts that do not fill a block are zero-padded in the packed copies (zeros add
 // nothing) and never written out.
 //
-// A 1x1 filter without padding is a matrix product, out[n] (K x P) = weight (K x C) · x (C x P)
-// over the P = OH*OW output pixels, and may take a second algorithm ("gemm"): the pixels (every
-// stride-th one) are copied into zero-padded panels of NV vectors, the weight is read as it is,
-// and an MR-channel x NV-vector register tile broadcasts one weight per channel. The pixels are
-// the vector lanes, so NCHW output is stored directly, with no transpose.
+// The second algorithm ("gemm") is an implicit matrix product, out[n] (K x P) = weight (K x CRS)
+// · x (CRS x P) over the P = OH*OW output pixels and CRS = C*R*S: for each panel of NV vectors of
+// pixels, a task copies the inputs under them into its own im2col panel (CRS x NV*VW, zero where
+// the window is over the padding), and an MR-channel x NV-vector register tile broadcasts the
+// weight as stored, one element per channel. The pixels are the vector lanes, so NCHW output is
+// stored directly, and the weight is never repacked: the default for 1x1 layers, a knob value
+// for the others. A 1x1 stride-1 unpadded layer may read full panels from the input planes in
+// place.
 //
 // The work is a list of items (image, output-channel block, output rows; for gemm: image, pixel
 // panel), split into contiguous ranges by task, so the kernel runs unchanged on one thread or
@@ -26,9 +29,11 @@
 //
 // Knobs: ow_tile (T), oc_vectors (KV), ic_block (CB), order of the row-tile and input-channel
 // block loops, oh_rows (output rows an item covers: with the channel-block loop outermost, a
-// block's weights serve them all from L1), unroll of the innermost channel loop; for 1x1 filters
-// also algorithm (direct, gemm), gemm_rows (MR) and gemm_vectors (NV). The knobs of the algorithm
-// not chosen are held at their first value, so no kernel appears twice in the space.
+// block's weights serve them all from L1), unroll of the innermost channel loop; algorithm
+// (direct, gemm), gemm_rows (MR), gemm_vectors (NV), gemm_chunk (reduction chunk, a split) and
+// gemm_pack (copy or read in place). The
+// knobs of the algorithm not chosen are held at their first value, so no kernel appears twice in
+// the space.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -124,15 +129,38 @@ class Conv2dTask final : public Task {
     }
     nlohmann::json want = {{"ow_tile", t},          {"oc_vectors", kv}, {"ic_block", cb},
                            {"order", {"ow", "cb"}}, {"oh_rows", 1},     {"unroll_c", 1}};
-    if (HasGemm()) {
-      // 1x1: the matrix product, 6 channels x 4 vectors of pixels (2 on 16-register targets).
-      want["algorithm"] = "gemm";
-      want["gemm_rows"] = std::min<int64_t>(k_, 6);
-      want["gemm_vectors"] = regs_ >= 32 ? 4 : 2;
-      want["gemm_pack"] = stride_ == 1 ? 0 : 1;
-      want["ow_tile"] = 1;
-      want["oc_vectors"] = 1;
-      want["ic_block"] = cb_knob->values.front();
+    want["algorithm"] = "direct";
+    want["gemm_rows"] = 1;
+    want["gemm_vectors"] = 1;
+    want["gemm_pack"] = space_.FindKnob("gemm_pack")->values.front();
+    want["gemm_chunk"] = space_.FindKnob("gemm_chunk")->values.front();
+    // The matrix product for 1x1 filters. (Measured on ResNet-50's 3x3 layers of 14x14 and 7x7
+    // pixels, whose weight dwarfs the image, it was no faster than the direct algorithm.)
+    if (r_ == 1 && s_ == 1 && pad_ == 0) {
+      // Pixel vectors: the fewest padded lanes, within 10%, with the most vectors a panel.
+      const int64_t p = oh_ * ow_;
+      auto padded = [&](int64_t nv) { return CeilDiv(p, nv * vw_) * nv * vw_; };
+      int64_t least = padded(1);
+      for (int64_t nv = 2; nv <= 4; ++nv) least = std::min(least, padded(nv));
+      int64_t nv = 4;
+      while (nv > 1 && (padded(nv) * 10 > least * 11 || 2 * nv + nv + 1 > regs_)) --nv;
+      int64_t mr = std::min<int64_t>({k_, 12, (regs_ - 1 - nv) / nv});
+      want = {{"ow_tile", 1},
+              {"oc_vectors", 1},
+              {"ic_block", cb_knob->values.front()},
+              {"order", {"ow", "cb"}},
+              {"oh_rows", 1},
+              {"unroll_c", 1},
+              {"algorithm", "gemm"},
+              {"gemm_rows", std::max<int64_t>(mr, 1)},
+              {"gemm_vectors", nv},
+              {"gemm_pack", PlainMatrix() ? 0 : 1}};
+      // Reduction chunks whose part of the panel fits in 32 KiB (L1), 64 elements at least.
+      const Knob* chunks = space_.FindKnob("gemm_chunk");
+      want["gemm_chunk"] = chunks->values.front();
+      for (const auto& v : chunks->values) {
+        if (v[1].get<int64_t>() * nv * vw_ * 4 <= 32 * 1024) want["gemm_chunk"] = v;
+      }
     }
     auto c = space_.FromJson(want);
     if (c.ok() && space_.IsValid(*c)) return *c;
@@ -169,8 +197,10 @@ class Conv2dTask final : public Task {
       << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n"
       << "#define GEMM " << (b.gemm ? 1 : 0) << "\n#define MR " << b.mr << "\n#define NV " << b.nv
       << "\n#define NRP " << b.nv * vw_ << "\n#define P_ " << oh_ * ow_ << "L\n"
-      << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n#define PACK_X "
-      << (b.pack_x ? 1 : 0) << "\n"
+      << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n#define IN_PLACE "
+      << (b.in_place ? 1 : 0) << "\n#define CRS " << c_ * r_ * s_ << "L\n"
+      << "#define KC " << b.kc << "L\n#define NCHUNK " << CeilDiv(c_ * r_ * s_, b.kc)
+      << "\n#define KR " << RoundUp(k_, b.mr) << "L\n"
       << templates::KernelPrelude(vw_);
     if (!b.gemm) {
       o << TileFunction("tile_full", b.t);
@@ -243,30 +273,33 @@ class Conv2dTask final : public Task {
     // The matrix-product algorithm's tile (1x1 filters; held values otherwise).
     const double mr = b.mr, nrp = b.nv * vw_;
     const double p = static_cast<double>(oh_ * ow_);
-    f.insert(f.end(), {
-                          static_cast<float>(b.gemm ? 1 : 0), static_cast<float>(b.pack_x ? 1 : 0),
-                          static_cast<float>(mr * b.nv),                     // accumulators
-                          static_cast<float>(mr * b.nv / (mr + b.nv)),       // FMAs per load
-                          static_cast<float>(c_ * nrp * 4 / 1024.0),         // panel KiB
-                          static_cast<float>(std::ceil(p / nrp) * nrp / p),  // padded pixels
-                          static_cast<float>(std::ceil(k_ / mr) * mr / k_),  // repeated rows
-                      });
+    f.insert(f.end(),
+             {
+                 static_cast<float>(b.gemm ? 1 : 0), static_cast<float>(b.in_place ? 1 : 0),
+                 static_cast<float>(mr * b.nv),                     // accumulators
+                 static_cast<float>(mr * b.nv / (mr + b.nv)),       // FMAs per load
+                 static_cast<float>(c_ * nrp * 4 / 1024.0),         // panel KiB
+                 static_cast<float>(std::ceil(p / nrp) * nrp / p),  // padded pixels
+                 static_cast<float>(std::ceil(k_ / mr) * mr / k_),  // repeated rows
+             });
     return f;
   }
 
  private:
   struct Blocks {
     int64_t t, kv, cb, cbn, kb;
-    bool gemm, pack_x;
-    int64_t mr, nv;
+    bool gemm, in_place;
+    int64_t mr, nv, kc;
   };
-  bool HasGemm() const { return r_ == 1 && s_ == 1 && pad_ == 0; }
+  // 1x1, stride 1, no padding: the input planes are the matrix product's right-hand side.
+  bool PlainMatrix() const { return r_ == 1 && s_ == 1 && pad_ == 0 && stride_ == 1; }
   Blocks BlocksOf(const Config& c) const {
     Blocks b{};
-    b.gemm = HasGemm() && c.Int("algorithm") == 1;
-    b.mr = HasGemm() ? c.Int("gemm_rows") : 1;
-    b.nv = HasGemm() ? c.Int("gemm_vectors") : 1;
-    b.pack_x = stride_ != 1 || (HasGemm() && c.Int("gemm_pack") == 1);
+    b.gemm = c.Int("algorithm") == 1;
+    b.mr = c.Int("gemm_rows");
+    b.nv = c.Int("gemm_vectors");
+    b.in_place = b.gemm && PlainMatrix() && c.Int("gemm_pack") == 0;
+    b.kc = c.Ints("gemm_chunk")[1];
     b.t = c.Int("ow_tile");
     b.kv = c.Int("oc_vectors");
     b.cb = c.Int("ic_block");
@@ -290,7 +323,7 @@ class Conv2dTask final : public Task {
         "oh_rows", templates::CandidatesUpTo({1, 2, 4}, std::min<int64_t>(oh_, 4))));
     CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_c", {1, 2, 4, 8}));
     const int regs = regs_;
-    if (HasGemm()) {
+    {
       CT_RETURN_IF_ERROR(space_.AddCategoricalJson("algorithm", {"direct", "gemm"}));
       std::vector<int64_t> rows;
       for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
@@ -301,7 +334,12 @@ class Conv2dTask final : public Task {
           "gemm_pack", stride_ == 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{1}));
       const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order",
                                                "oh_rows"};
-      const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors", "gemm_pack"};
+      SplitOptions chunk{.policy = SplitPolicy::kCandidates};
+      chunk.candidates = templates::AsCandidates(
+          templates::CandidatesUpTo({64, 128, 256, 512, 1024}, c_ * r_ * s_));
+      CT_RETURN_IF_ERROR(space_.AddSplit("gemm_chunk", c_ * r_ * s_, 2, chunk));
+      const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors", "gemm_pack",
+                                             "gemm_chunk"};
       space_.AddConstraint("one_algorithm", [direct, gemm](const Config& c) {
         const auto& held = c.Int("algorithm") == 1 ? direct : gemm;
         const ConfigSpace& sp = *c.space();
@@ -320,21 +358,16 @@ class Conv2dTask final : public Task {
       return c.Int("ow_tile") * c.Int("oc_vectors") + c.Int("oc_vectors") + 1 <= regs;
     });
     // Unrolling past the channel block only repeats configs.
-    const bool has_gemm = HasGemm();
-    const int64_t channels = c_;
-    space_.AddConstraint("unroll_fits", [has_gemm, channels](const Config& c) {
-      const bool gemm = has_gemm && c.Int("algorithm") == 1;
-      return c.Int("unroll_c") <= (gemm ? channels : c.Int("ic_block"));
+    const int64_t reduction = c_ * r_ * s_;
+    space_.AddConstraint("unroll_fits", [reduction](const Config& c) {
+      return c.Int("unroll_c") <= (c.Int("algorithm") == 1 ? reduction : c.Int("ic_block"));
     });
     return Status::Ok();
   }
 
   uint64_t ScratchFloats(const Config& c) const {
     const Blocks b = BlocksOf(c);
-    if (b.gemm) {
-      return static_cast<uint64_t>(n_) * (b.pack_x ? CeilDiv(oh_ * ow_, b.nv * vw_) : 1) * c_ *
-             b.nv * vw_;
-    }
+    if (b.gemm) return uint64_t{64} * (c_ * r_ * s_ + RoundUp(k_, b.mr)) * b.nv * vw_;
     const uint64_t in =
         static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
     const uint64_t w = static_cast<uint64_t>(b.kb) * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
@@ -403,59 +436,54 @@ typedef struct {
 } conv_args;
 
 #if GEMM
-/* Pixel panels [N][PB][C][NRP]: NRP output pixels' inputs a channel; past P they stay zero.
-   Without PACK_X (stride 1 only) only each image's last, partial panel is copied: [N][C][NRP]. */
-#if PACK_X
-static float g_x[N_ * PB * C_ * NRP] __attribute__((aligned(64)));
-#else
-static float g_x[N_ * C_ * NRP] __attribute__((aligned(64)));
-#endif
+/* Per-task im2col panels [C*R*S][NRP]: for each (c, r, s), the input under NRP output pixels
+   (zero where the window is over the padding). Lanes past the last pixel hold whatever an
+   earlier panel left; they only reach output lanes that are not stored. */
+static float g_x[MAX_TASKS][CRS * NRP] __attribute__((aligned(64)));
 
-/* Items: (image, pixel panel). */
-static int32_t pack_pixels(int32_t task, int32_t num_tasks, void* closure) {
-  const conv_args* a = (const conv_args*)closure;
-  long begin, end;
-  task_range(N_ * PB, task, num_tasks, &begin, &end);
-  for (long item = begin; item < end; ++item) {
-    const long pb = item % PB, n = item / PB;
-    const long p0 = pb * NRP, pn = MIN(NRP, P_ - p0);
-#if !PACK_X
-    if (pn == NRP) continue;
-#endif
-    float* dst = g_x + (PACK_X ? item : n) * C_ * NRP;
-    for (long c = 0; c < C_; ++c) {
-      const float* src = a->data + (n * C_ + c) * H_ * W_;
-      float* d = dst + c * NRP;
-#if ST == 1
-      if (pn == NRP) {
-        for (int v = 0; v < NV; ++v) *(vf*)(d + v * VW) = *(const vfu*)(src + p0 + v * VW);
-        continue;
+/* The panel of pixels [p0, p0 + pn) of image `img`, an output row's run at a time. */
+static void pack_panel(float* restrict dst, const float* restrict img, long p0, long pn) {
+  for (long c = 0; c < C_; ++c)
+    for (int r = 0; r < R_; ++r)
+      for (int s = 0; s < S_; ++s) {
+        float* d = dst + ((c * R_ + r) * S_ + s) * NRP;
+        for (long j = 0; j < pn;) {
+          const long p = p0 + j, oh = p / OW, ow = p % OW;
+          const long len = MIN(pn - j, OW - ow);
+          const long ih = oh * ST - PAD + r;
+          /* Pixels ow + q with q in [lo, hi) read inside the row, (ow + q) * ST - PAD + s. */
+          long lo = (PAD - s + ST - 1) / ST - ow, hi = (W_ + PAD - s + ST - 1) / ST - ow;
+          lo = lo < 0 ? 0 : lo > len ? len : lo;
+          hi = hi < lo ? lo : hi > len ? len : hi;
+          if (ih < 0 || ih >= H_) lo = hi = len;
+          const float* row = img + (c * H_ + ih) * W_ + ow * ST - PAD + s;
+          long q = 0;
+          for (; q < lo; ++q) d[j + q] = 0;
+          for (; q < hi; ++q) d[j + q] = row[q * ST];
+          for (; q < len; ++q) d[j + q] = 0;
+          j += len;
+        }
       }
-      for (long j = 0; j < pn; ++j) d[j] = src[p0 + j];
-#else
-      for (long j = 0; j < pn; ++j) {
-        const long p = p0 + j;
-        d[j] = src[(p / OW) * ST * W_ + (p % OW) * ST];
-      }
-#endif
-    }
-  }
-  return 0;
 }
 
-/* Channels [k0, k0 + rows) x the panel's pixels, with the epilogue; xp: the panel's first
-   pixel, channels xs apart. Rows past `rows` repeat row k0 and are not stored. */
-static inline __attribute__((always_inline)) void gemm_tile(const conv_args* a,
-                                                            const float* restrict xp, long xs,
-                                                            long n, long k0, long rows, long p0,
-                                                            long pn) {
+/* Per-task sums of a panel: KR = K rounded up to MR rows of NRP. */
+static float g_sums[MAX_TASKS][KR * NRP] __attribute__((aligned(64)));
+
+/* Sums of channels [k0, k0 + MR) over the reduction elements [j0, j0 + jn) into `sums` (MR rows
+   of NRP; first: from zero). xp: the panel at element j0, elements xs apart; w0: channel k0's
+   weights at j0. Rows past `rows` repeat row k0. */
+static inline __attribute__((always_inline)) void gemm_tile(const float* restrict xp, long xs,
+                                                            const float* restrict w0, long rows,
+                                                            long jn, float* restrict sums,
+                                                            int first) {
   const float* wr[MR];
-  for (int i = 0; i < MR; ++i) wr[i] = a->weight + (k0 + (i < rows ? i : 0)) * C_;
+  for (int i = 0; i < MR; ++i) wr[i] = w0 + (i < rows ? i : 0) * CRS;
   vf acc[MR][NV];
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = (vf){0};
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = first ? (vf){0} : *(const vf*)(sums + i * NRP + v * VW);
 #pragma clang loop unroll_count(UNROLL)
-  for (long c = 0; c < C_; ++c) {
+  for (long c = 0; c < jn; ++c) {
     vf x[NV];
     for (int v = 0; v < NV; ++v) x[v] = *(const vfu*)(xp + c * xs + v * VW);
     for (int i = 0; i < MR; ++i) {
@@ -463,11 +491,13 @@ static inline __attribute__((always_inline)) void gemm_tile(const conv_args* a,
       for (int v = 0; v < NV; ++v) acc[i][v] += w * x[v];
     }
   }
-  /* Through memory: the epilogue indexes rows with a run-time bound, and acc indexed so would
-     leave the registers for the stack inside the loop above. */
-  vf t[MR][NV];
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) t[i][v] = acc[i][v];
+    for (int v = 0; v < NV; ++v) *(vf*)(sums + i * NRP + v * VW) = acc[i][v];
+}
+
+/* Channels [k0, k0 + rows) of the panel's sums to NCHW with the epilogue. */
+static void gemm_store(const conv_args* a, const float* sums, long n, long k0, long rows,
+                       long p0, long pn) {
   for (long i = 0; i < rows; ++i) {
     const long k = k0 + i;
     float* o = a->out + (n * K_ + k) * P_ + p0;
@@ -475,7 +505,7 @@ static inline __attribute__((always_inline)) void gemm_tile(const conv_args* a,
     const float* res = a->residual + (n * K_ + k) * P_ + p0;
 #endif
     for (int v = 0; v < NV; ++v) {
-      vf y = t[i][v] + a->bias[k];
+      vf y = *(const vf*)(sums + i * NRP + v * VW) + a->bias[k];
       if ((v + 1) * VW <= pn) {
 #if RESIDUAL
         y += *(const vfu*)(res + v * VW);
@@ -496,24 +526,46 @@ static inline __attribute__((always_inline)) void gemm_tile(const conv_args* a,
   }
 }
 
-/* Items: (image, pixel panel); every output channel of the panel. */
+/* Every output channel of one panel: reduction chunks of KC outside (the panel's chunk stays in
+   cache while all channels go by), channel tiles inside. */
+static inline __attribute__((always_inline)) void gemm_panel(const conv_args* a,
+                                                             const float* restrict x, long xs,
+                                                             float* restrict sums, long n, long p0,
+                                                             long pn) {
+  for (long j0 = 0; j0 < CRS; j0 += KC) {
+    const long jn = MIN(KC, CRS - j0);
+    for (long k0 = 0; k0 < K_; k0 += MR) {
+      gemm_tile(x + j0 * xs, xs, a->weight + k0 * CRS + j0, MIN(MR, K_ - k0), jn, sums + k0 * NRP,
+                j0 == 0);
+#if NCHUNK == 1
+      gemm_store(a, sums + k0 * NRP, n, k0, MIN(MR, K_ - k0), p0, pn);
+#endif
+    }
+  }
+#if NCHUNK > 1
+  gemm_store(a, sums, n, 0, K_, p0, pn);
+#endif
+}
+
+/* Items: (image, pixel panel). */
 static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
   const conv_args* a = (const conv_args*)closure;
+  float* sums = g_sums[task];
   long begin, end;
   task_range(N_ * PB, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
     const long pb = item % PB, n = item / PB;
     const long p0 = pb * NRP, pn = MIN(NRP, P_ - p0);
-#if !PACK_X
+#if IN_PLACE
     if (pn == NRP) {
-      /* Stride 1, a full panel: the input planes are the panel, P apart. */
-      const float* x = a->data + n * C_ * P_ + p0;
-      for (long k0 = 0; k0 < K_; k0 += MR) gemm_tile(a, x, P_, n, k0, MIN(MR, K_ - k0), p0, pn);
+      /* 1x1, stride 1, no padding, a full panel: the input planes are the panel, P apart. */
+      gemm_panel(a, a->data + n * C_ * P_ + p0, P_, sums, n, p0, pn);
       continue;
     }
 #endif
-    const float* xp = g_x + (PACK_X ? item : n) * C_ * NRP;
-    for (long k0 = 0; k0 < K_; k0 += MR) gemm_tile(a, xp, NRP, n, k0, MIN(MR, K_ - k0), p0, pn);
+    float* xp = g_x[task];
+    pack_panel(xp, a->data + n * C_ * H_ * W_, p0, pn);
+    gemm_panel(a, xp, NRP, sums, n, p0, pn);
   }
   return 0;
 }
@@ -687,8 +739,7 @@ static int32_t conv2d(const ct_arg* args, int32_t num_args) {
   conv_args a = {tensor_data(&args[0]), tensor_data(&args[1]), tensor_data(&args[2]),
                  RESIDUAL ? tensor_data(&args[3]) : 0, tensor_data(&args[nargs - 1])};
 #if GEMM
-  int32_t rc = run_tasks(pack_pixels, &a, N_ * PB);
-  if (rc == 0) rc = run_tasks(conv_gemm, &a, N_ * PB);
+  int32_t rc = run_tasks(conv_gemm, &a, N_ * PB);
 #else
   int32_t rc = run_tasks(pack_input, &a, N_ * CBN * H_);
   if (rc == 0) rc = run_tasks(pack_weight, &a, KB);
