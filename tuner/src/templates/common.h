@@ -70,6 +70,7 @@ inline int64_t CeilDiv(int64_t v, int64_t m) { return (v + m - 1) / m; }
 //   g_error, last_error, set by check_tensor(arg, ndim, shape, what) on a bad tensor
 //   relu(v)
 //   transpose(t)      t[i][j] <- t[j][i] for a VW x VW block held in VW vectors
+//   hsum(v)           the sum of v's lanes
 //   run_tasks(body, closure, items)  body(task, tasks, closure) for each task; a task takes the
 //                     items [items * task / tasks, items * (task + 1) / tasks) (task_range)
 inline std::string KernelPrelude(int vw) {
@@ -143,6 +144,15 @@ static int32_t run_tasks(task_body body, void* closure, long items) {
     }
   }
   o << "}\n";
+  // Horizontal sum: log2(VW) halvings, each adding the upper half of what is left onto the
+  // lower half (lanes past it are don't-cares).
+  o << "\nstatic inline __attribute__((always_inline)) float hsum(vf v) {\n";
+  for (int half = vw / 2; half >= 1; half /= 2) {
+    std::string idx;
+    for (int j = 0; j < vw; ++j) idx += ", " + std::to_string(j < half ? j + half : j);
+    o << "  v += __builtin_shufflevector(v, v" << idx << ");\n";
+  }
+  o << "  return v[0];\n}\n";
   return o.str();
 }
 

@@ -68,14 +68,15 @@ class DenseTask final : public Task {
 
   Config DefaultConfig() const override {
     // The whole batch (up to 8 rows) in one tile, so the weight streams by once or twice; IN
-    // chunks that keep the batch's data chunk within 16 KiB of L1.
+    // chunks that keep the batch's data chunk within 64 KiB (each chunk ends in lane sums, so
+    // short ones cost more than they save).
     const int64_t bb = std::min<int64_t>(b_, 8);
     int64_t ro = 4;
     while (ro > 1 && ro * bb + ro + 1 > regs_) --ro;
     const Knob* tile_in = space_.FindKnob("tile_in");
     nlohmann::json chunk = tile_in->values.front();
     for (const auto& v : tile_in->values) {
-      if (v[1].get<int64_t>() * b_ * 4 <= 16 * 1024 || v == tile_in->values.front()) chunk = v;
+      if (v[1].get<int64_t>() * b_ * 4 <= 64 * 1024 || v == tile_in->values.front()) chunk = v;
     }
     nlohmann::json want = {{"rows", std::min<int64_t>(ro, out_)},
                            {"batch_tile", bb},
@@ -205,8 +206,7 @@ const char* const DenseTask::kTileBody = R"KERNEL(  vf acc[TB][TO];
   }
   for (int b = 0; b < TB; ++b)
     for (int o = 0; o < TO; ++o) {
-      float sum = 0;
-      for (int j = 0; j < VW; ++j) sum += acc[b][o][j];
+      float sum = hsum(acc[b][o]);
       for (long i = i0 + kv; i < i0 + kc; ++i) sum += x[b * IN_ + i] * w[o * IN_ + i];
       float* p = y + b * OUT_ + o;
       *p = (i0 == 0 ? bias[o] : *p) + sum;
