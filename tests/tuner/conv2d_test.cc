@@ -27,7 +27,8 @@ TEST(Conv2dTaskTest, RefusesWrongShapesWithTheUsage) {
                                    {1, 64, 56, 56, 64, 3, 3, 0, 1},
                                    {1, 64, 56, 56, 64, 3, 3, 1, -1},
                                    {1, 64, 56, 56, 64, 3, 3, 1, 1, 2},
-                                   {1, 4, 2, 2, 8, 5, 5, 1, 1}}) {
+                                   {1, 4, 2, 2, 8, 5, 5, 1, 1},
+                                   {65536, 65536, 65536, 65536, 1, 1, 1, 1, 0}}) {
     auto task = MakeTask("conv2d", bad, Avx512());
     ASSERT_FALSE(task.ok());
     EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);

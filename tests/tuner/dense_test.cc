@@ -14,8 +14,11 @@ namespace {
 TEST(DenseTaskTest, RefusesWrongShapesWithTheUsage) {
   auto target = builder::ParseTarget("x86-avx2");
   ASSERT_TRUE(target.ok());
-  for (std::vector<int64_t> bad :
-       {std::vector<int64_t>{1, 2048}, {1, 2048, 1000, 1}, {0, 2048, 1000}, {1, 2048, -3}}) {
+  for (std::vector<int64_t> bad : {std::vector<int64_t>{1, 2048},
+                                   {1, 2048, 1000, 1},
+                                   {0, 2048, 1000},
+                                   {1, 2048, -3},
+                                   {1048576, 1048576, 16}}) {
     auto task = MakeTask("dense", bad, *target);
     ASSERT_FALSE(task.ok());
     EXPECT_NE(task.status().message().find("dense takes --shape B,IN,OUT"), std::string::npos)

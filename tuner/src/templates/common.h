@@ -62,6 +62,22 @@ inline std::vector<std::vector<int64_t>> AsCandidates(const std::vector<int64_t>
 }
 
 inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Tensors of more elements than this are refused when a task is made (before any int64 product
+// of the sizes can overflow, and before a host buffer for them is allocated).
+constexpr double kMaxTensorElements = 4294967296.0;  // 2^32
+
+// The name of the first argument over kMaxTensorElements, or empty. Products in double: sizes
+// up to 2^20 each cannot overflow it.
+template <typename ArgList>
+std::string OversizedArgument(const ArgList& args) {
+  for (const auto& a : args) {
+    double n = 1;
+    for (int64_t d : a.shape) n *= static_cast<double>(d);
+    if (n > kMaxTensorElements) return a.name;
+  }
+  return "";
+}
 inline int64_t CeilDiv(int64_t v, int64_t m) { return (v + m - 1) / m; }
 
 // Generated C after `#include "crosstune/kernel_abi.h"` and a `#define VW <floats per vector>`:

@@ -51,6 +51,10 @@ class DenseTask final : public Task {
     task->out_ = shape[2];
     task->vw_ = templates::VectorWidth(target);
     task->regs_ = templates::VectorRegisters(target);
+    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string(kUsage) + ": " + big + " would have over 2^32 elements");
+    }
     CT_RETURN_IF_ERROR(task->BuildSpace());
     return std::unique_ptr<Task>(std::move(task));
   }

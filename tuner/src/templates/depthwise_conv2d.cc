@@ -69,6 +69,10 @@ class DepthwiseConv2dTask final : public Task {
     task->ow_ = (task->w_ + 2 * pad - task->s_) / task->stride_ + 1;
     task->vw_ = templates::VectorWidth(target);
     task->regs_ = templates::VectorRegisters(target);
+    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string(kUsage) + ": " + big + " would have over 2^32 elements");
+    }
     CT_RETURN_IF_ERROR(task->BuildSpace());
     return std::unique_ptr<Task>(std::move(task));
   }
