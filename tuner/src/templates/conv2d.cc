@@ -333,9 +333,9 @@ class Conv2dTask final : public Task {
       for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
       CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_rows", rows));
       CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_vectors", {1, 2, 3, 4}));
-      // Copy every panel, or (stride 1) read full panels from the input planes in place.
+      // Copy every panel, or (1x1, stride 1, no padding) read full panels in place.
       CT_RETURN_IF_ERROR(space_.AddCategorical(
-          "gemm_pack", stride_ == 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{1}));
+          "gemm_pack", PlainMatrix() ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{1}));
       const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order",
                                                "oh_rows"};
       SplitOptions chunk{.policy = SplitPolicy::kCandidates};
