@@ -3,7 +3,7 @@
 //
 // A direct convolution over blocked layouts. Each call repacks
 //   data   [N, C, H, W]    -> [N][C/CB][H + 2 pad][W + 2 pad][CB]  (the padding stays zero)
-//   weight [K, C, R, S]    -> [K/KVW][C/CB][R][S][CB][KVW]          (KVW = KV vectors of channels)
+//   weight [K, C, R, S]    -> [K/KVW][C][R][S][KVW]                 (KVW = KV vectors of channels)
 // into static scratch sized from the shape, with VW x VW in-register transposes where the blocks
 // allow. The register tile is T output pixels along a row x KV vectors of output channels: each
 // step loads KV weight vectors, broadcasts one input scalar per pixel and does T x KV FMAs,
@@ -413,11 +413,11 @@ const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
     for (int r = 0; r < R_; ++r)
       for (int s = 0; s < S_; ++s) {
         const float* ir = ib + (r * WP + s) * CB;
-        const float* wr = wb + (r * S_ + s) * CB * KVW;
+        const float* wr = wb + (r * S_ + s) * KVW;
 #pragma clang loop unroll_count(UNROLL)
         for (int c = 0; c < CB; ++c) {
           vf w[KV];
-          for (int v = 0; v < KV; ++v) w[v] = *(const vf*)(wr + c * KVW + v * VW);
+          for (int v = 0; v < KV; ++v) w[v] = *(const vf*)(wr + c * R_ * S_ * KVW + v * VW);
           for (int i = 0; i < TW; ++i) {
             const float x = ir[i * ST * CB + c];
             for (int v = 0; v < KV; ++v) acc[i][v] += x * w[v];
@@ -608,13 +608,8 @@ static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
   return 0;
 }
 
-/* Offset of weight element j = (c, r, s) of a channel's C*R*S in a packed block. */
-static inline long weight_offset(long j) {
-  const long c = j / (R_ * S_), rs = j % (R_ * S_);
-  return (((c / CB) * R_ * S_ + rs) * CB + c % CB) * KVW;
-}
-
-/* Items: output-channel blocks. */
+/* Items: output-channel blocks. A block keeps the weight's (c, r, s) order with KVW channels an
+   element, so the transposed vectors are written in sequence. */
 static int32_t pack_weight(int32_t task, int32_t num_tasks, void* closure) {
   const conv_args* a = (const conv_args*)closure;
   const long crs = C_ * R_ * S_;
@@ -633,11 +628,11 @@ static int32_t pack_weight(int32_t task, int32_t num_tasks, void* closure) {
           vf t[VW];
           for (int e = 0; e < VW; ++e) t[e] = *(const vfu*)(src + e * crs + j);
           transpose(t);
-          for (int e = 0; e < VW; ++e) *(vfu*)(dst + weight_offset(j + e) + kk) = t[e];
+          for (int e = 0; e < VW; ++e) *(vf*)(dst + (j + e) * KVW + kk) = t[e];
         }
       }
       for (; j < crs; ++j)
-        for (long q = 0; q < kn; ++q) dst[weight_offset(j) + kk + q] = src[q * crs + j];
+        for (long q = 0; q < kn; ++q) dst[j * KVW + kk + q] = src[q * crs + j];
     }
   }
   return 0;
