@@ -132,6 +132,14 @@ TEST_F(Conv2dOnServerTest, ResNetLayerKindsMatchTheReference) {
   Check({1, 32, 14, 14, 48, 1, 1, 1, 0}, 3);
 }
 
+// Work split into several tasks (here run one after another): each task's range of items and
+// its own row buffers and panels. 64 tasks is more than some layers have items.
+TEST_F(Conv2dOnServerTest, WorkSplitIntoTasksMatchesTheReference) {
+  CheckSplit("conv2d", {2, 9, 11, 13, 20, 3, 3, 1, 1, 1}, 3);
+  CheckSplit("conv2d", {1, 16, 9, 7, 20, 1, 1, 1, 0}, 5);
+  CheckSplit("conv2d", {1, 3, 13, 11, 5, 3, 3, 2, 1}, 64);
+}
+
 // The implicit matrix product on layers with padding, strides and a residual: im2col panels
 // with zeros over the padding, panels that end past the last pixel, channel rows past K, the
 // reduction in one chunk or several.

@@ -47,5 +47,10 @@ TEST_F(DenseOnServerTest, ClassifierHeadsMatchTheReference) {
   CheckTemplate("dense", {8, 1280, 1000}, 3);
 }
 
+TEST_F(DenseOnServerTest, WorkSplitIntoTasksMatchesTheReference) {
+  CheckSplit("dense", {3, 301, 29}, 3);
+  CheckSplit("dense", {3, 301, 29}, 64);
+}
+
 }  // namespace
 }  // namespace crosstune::tuner

@@ -49,5 +49,10 @@ TEST_F(DepthwiseOnServerTest, MobileNetLayerKindsMatchTheReference) {
   CheckTemplate("depthwise_conv2d", {1, 8, 7, 7, 3, 3, 1, 1}, 2);
 }
 
+TEST_F(DepthwiseOnServerTest, WorkSplitIntoTasksMatchesTheReference) {
+  CheckSplit("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 3);
+  CheckSplit("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 64);
+}
+
 }  // namespace
 }  // namespace crosstune::tuner

@@ -73,6 +73,34 @@ inline void ExpectConfigsMatchReference(builder::Builder& builder, const Task& t
   }
 }
 
+// `inner`'s kernels built to split their work into `tasks` tasks run one after another
+// (CT_TASKS): every task's share of the items and its own scratch, without threads.
+class SplitIntoTasks final : public Task {
+ public:
+  SplitIntoTasks(const Task& inner, int tasks) : inner_(inner), tasks_(tasks) {
+    id_ = inner.id();
+    target_ = inner.target();
+    space_ = inner.space();
+  }
+  std::string function() const override { return inner_.function(); }
+  std::vector<ArgSpec> args() const override { return inner_.args(); }
+  double flops() const override { return inner_.flops(); }
+  Config DefaultConfig() const override { return space_.Get(inner_.DefaultConfig().index()); }
+  Status CheckLimits(const Config& c, const msg::DeviceInfo& d) const override {
+    return inner_.CheckLimits(c, d);
+  }
+  std::string Generate(const Config& c) const override {
+    return "#define CT_TASKS " + std::to_string(tasks_) + "\n" + inner_.Generate(c);
+  }
+  void Reference(HostArgs& args) const override { inner_.Reference(args); }
+  double rtol() const override { return inner_.rtol(); }
+  double atol() const override { return inner_.atol(); }
+
+ private:
+  const Task& inner_;
+  int tasks_;
+};
+
 #ifdef CT_SERVER_BIN
 // A local crosstune-server (CT_SERVER_BIN) per test and one builder per suite.
 class TemplateOnServerTest : public ::testing::Test {
@@ -110,6 +138,14 @@ class TemplateOnServerTest : public ::testing::Test {
     ASSERT_TRUE(task.ok()) << task.status().ToString();
     ExpectConfigsMatchReference(*builder_, **task, device_, info_,
                                 ConfigsToCheck(**task, samples, 17));
+  }
+
+  // As CheckTemplate, with the work split into `tasks` tasks run one after another.
+  void CheckSplit(const std::string& name, const std::vector<int64_t>& shape, int tasks) {
+    auto task = MakeTask(name, shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    SplitIntoTasks split(**task, tasks);
+    ExpectConfigsMatchReference(*builder_, split, device_, info_, ConfigsToCheck(split, 2, 23));
   }
 
   static inline builder::Builder* builder_ = nullptr;

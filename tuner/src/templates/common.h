@@ -80,15 +80,24 @@ std::string OversizedArgument(const ArgList& args) {
 }
 inline int64_t CeilDiv(int64_t v, int64_t m) { return (v + m - 1) / m; }
 
-// Generated C after `#include "crosstune/kernel_abi.h"` and a `#define VW <floats per vector>`:
+// The first lines of a generated kernel: the kernel ABI with its parallel launch where the header
+// has one (CT_USE_RUNTIME; a header without it ignores the define and the kernel runs serially).
+inline std::string KernelHeader() {
+  return "#define CT_USE_RUNTIME 1\n#include \"crosstune/kernel_abi.h\"\n";
+}
+
+// Generated C after KernelHeader() and a `#define VW <floats per vector>`:
 //   vf / vfu / vi     aligned and unaligned float vectors, an int vector of the same lanes
 //   MIN, MAX_TASKS    (MAX_TASKS bounds per-task scratch: a task indexes its own slice)
 //   g_error, last_error, set by check_tensor(arg, ndim, shape, what) on a bad tensor
 //   relu(v)
 //   transpose(t)      t[i][j] <- t[j][i] for a VW x VW block held in VW vectors
 //   hsum(v)           the sum of v's lanes
-//   run_tasks(body, closure, items)  body(task, tasks, closure) for each task; a task takes the
-//                     items [items * task / tasks, items * (task + 1) / tasks) (task_range)
+//   run_tasks(body, closure, items)  body(task, tasks, closure) for each task, on the server's
+//                     threads where it offers them (serially otherwise, or with CT_TASKS defined,
+//                     CT_TASKS tasks one after another: how tests check the split); tasks is at
+//                     most the threads, MAX_TASKS and items. A task takes the items
+//                     [items * task / tasks, items * (task + 1) / tasks) (task_range).
 inline std::string KernelPrelude(int vw) {
   std::ostringstream o;
   o << R"C(
@@ -139,8 +148,24 @@ static inline void task_range(long items, int32_t task, int32_t num_tasks, long*
 
 static int32_t run_tasks(task_body body, void* closure, long items) {
   if (items <= 0) return 0;
-  /* Single-threaded until the server provides a parallel launch; the bodies already split. */
-  return body(0, 1, closure);
+#if defined(CT_TASKS)
+  long tasks = CT_TASKS; /* tests: this many tasks, one after another */
+#elif defined(CT_RUNTIME_VERSION)
+  long tasks = ct_num_threads();
+#else
+  long tasks = 1;
+#endif
+  if (tasks > MAX_TASKS) tasks = MAX_TASKS;
+  if (tasks > items) tasks = items;
+#if defined(CT_RUNTIME_VERSION) && !defined(CT_TASKS)
+  return ct_parallel_for(body, closure, (int32_t)tasks);
+#else
+  for (long t = 0; t < tasks; ++t) {
+    const int32_t rc = body((int32_t)t, (int32_t)tasks, closure);
+    if (rc != 0) return rc;
+  }
+  return 0;
+#endif
 }
 )C";
   // Transpose: log2(VW) stages; stage b swaps, within each 2b x 2b block, the b x b block above

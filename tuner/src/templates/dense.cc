@@ -97,8 +97,8 @@ class DenseTask final : public Task {
     const int64_t kc = c.Ints("tile_in")[1];
     std::ostringstream o;
     o << "/* crosstune dense " << id_.Key() << ": " << c.ToString() << " */\n"
-      << "#include \"crosstune/kernel_abi.h\"\n"
-      << "#define B_ " << b_ << "L\n#define IN_ " << in_ << "L\n#define OUT_ " << out_ << "L\n"
+      << templates::KernelHeader() << "#define B_ " << b_ << "L\n#define IN_ " << in_
+      << "L\n#define OUT_ " << out_ << "L\n"
       << "#define VW " << vw_ << "\n#define RO " << ro << "\n#define BB " << bb << "\n"
       << "#define KC " << kc << "L\n#define UNROLL " << c.Int("unroll_in") << "\n"
       << "#define NOB " << CeilDiv(out_, ro) << "L\n#define NBB " << CeilDiv(b_, bb) << "L\n"

@@ -115,8 +115,8 @@ class DepthwiseConv2dTask final : public Task {
     const int64_t vectors = CeilDiv(ow_, vw_);
     std::ostringstream o;
     o << "/* crosstune depthwise_conv2d " << id_.Key() << ": " << c.ToString() << " */\n"
-      << "#include \"crosstune/kernel_abi.h\"\n"
-      << "#define N_ " << n_ << "L\n#define C_ " << c_ << "L\n#define H_ " << h_ << "L\n"
+      << templates::KernelHeader() << "#define N_ " << n_ << "L\n#define C_ " << c_
+      << "L\n#define H_ " << h_ << "L\n"
       << "#define W_ " << w_ << "L\n#define R_ " << r_ << "\n#define S_ " << s_ << "\n"
       << "#define ST " << stride_ << "\n#define PAD " << pad_ << "L\n#define OH " << oh_
       << "L\n#define OW " << ow_ << "L\n#define VW " << vw_ << "\n#define HP " << h_ + 2 * pad_
