@@ -199,6 +199,7 @@ struct CallFlags {
   std::vector<std::string> outs;
   uint64_t seed = 0;
   double call_timeout_s = 0;
+  uint32_t threads = 0;
   bool json = false;
 };
 
@@ -220,6 +221,9 @@ void AddCallOptions(CLI::App* cmd, CallFlags* f) {
   cmd->add_option("--call-timeout", f->call_timeout_s,
                   "seconds one call may run on the device (default: the server's)")
       ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--threads", f->threads,
+                  "threads the module's parallel loops may use (default: the server's --threads)")
+      ->check(CLI::Range(1u, 4096u));
   cmd->add_flag("--json", f->json, "machine-readable output");
 }
 
@@ -310,19 +314,17 @@ void RegisterRun(CLI::App& app) {
   AddCallOptions(cmd, f.get());
   cmd->callback([f] {
     PreparedCall c = Prepare(*f);
-    msg::CallReply r = Check(c.module.Call(f->function, c.args, TimeoutMs(f->call_timeout_s)));
+    msg::CallReply r =
+        Check(c.module.Call(f->function, c.args, TimeoutMs(f->call_timeout_s), f->threads));
     if (!f->json) {
       std::printf("function  %s on %s (%s)\n", f->function.c_str(), c.session->server().c_str(),
                   c.device.arch.c_str());
-      std::printf("time      %.6f s\n", r.seconds);
+      std::printf("time      %.6f s (%u threads)\n", r.seconds, r.threads);
     }
     json saved = SaveOutputs(c, f->json);
     if (f->json) {
-      json j = {{"function", f->function},
-                {"server", c.session->server()},
-                {"arch", c.device.arch},
-                {"seconds", r.seconds},
-                {"ret", r.ret},
+      json j = {{"function", f->function}, {"server", c.session->server()}, {"arch", c.device.arch},
+                {"seconds", r.seconds},    {"threads", r.threads},          {"ret", r.ret},
                 {"outputs", saved}};
       std::printf("%s\n", j.dump().c_str());
     }
@@ -360,6 +362,7 @@ void RegisterBench(CLI::App& app) {
     PreparedCall c = Prepare(f);
     client::TimeOptions options = b->time;
     options.timeout_ms = TimeoutMs(f.call_timeout_s);
+    options.threads = f.threads;
     msg::TimeReply r = Check(c.module.Time(f.function, c.args, options));
     if (r.seconds_per_call.empty()) Fail("the server returned no measurements");
     std::vector<double> s = r.seconds_per_call;
@@ -377,14 +380,15 @@ void RegisterBench(CLI::App& app) {
                 {"repeat", s.size()},     {"seconds_per_call", r.seconds_per_call},
                 {"mean_s", mean},         {"median_s", median},
                 {"min_s", s.front()},     {"max_s", s.back()},
-                {"std_s", stddev},        {"outputs", saved}};
+                {"std_s", stddev},        {"threads", r.threads},
+                {"outputs", saved}};
       if (gflops > 0) j["gflops"] = gflops;
       std::printf("%s\n", j.dump().c_str());
       return;
     }
     std::printf("function  %s on %s (%s)\n", f.function.c_str(), c.session->server().c_str(),
                 c.device.arch.c_str());
-    std::printf("rounds    %zu x %u calls\n", s.size(), r.number);
+    std::printf("rounds    %zu x %u calls, %u threads\n", s.size(), r.number, r.threads);
     std::printf("time      median %.4f ms  mean %.4f ms  min %.4f ms  max %.4f ms  std %.4f ms\n",
                 median * 1e3, mean * 1e3, s.front() * 1e3, s.back() * 1e3, stddev * 1e3);
     if (gflops > 0) std::printf("speed     %.2f GFLOP/s (median)\n", gflops);

@@ -102,6 +102,7 @@ std::string FindServerBinary() {
 // --- tune ----------------------------------------------------------------------------------------
 
 struct TuneFlags {
+  int threads = 1;
   std::string template_name;
   std::string shape;
   std::string target = "auto";
@@ -163,7 +164,7 @@ void RunTune(const TuneFlags& f) {
   } else {
     target = Check(builder::ParseTarget(f.target));
   }
-  auto task = Check(tuner::MakeTask(f.template_name, shape, target));
+  auto task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
 
   tuner::TuneOptions options = f.tune;
   options.measure.check = !f.no_check;
@@ -284,6 +285,11 @@ void RegisterTune(CLI::App& app) {
       ->required();
   cmd->add_option("--target", f->target, "target string, preset, or auto (ask the device)")
       ->capture_default_str();
+  cmd->add_option("--threads", f->threads,
+                  "threads the kernel runs with (part of the task: its records and best config "
+                  "are per thread count)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   auto* dev = cmd->add_option_group("devices",
                                     "where to measure (default: a crosstune-server "
                                     "started on this machine)");
@@ -564,7 +570,7 @@ void RunExport(const std::string& path, const std::string& out, const std::strin
   }
   const tuner::Record& r = pick.front();
   auto target = Check(builder::ParseTarget(r.target));
-  auto task = Check(tuner::MakeTask(r.task.template_name, r.task.shape, target));
+  auto task = Check(tuner::MakeTask(r.task.template_name, r.task.shape, target, {r.task.threads}));
   auto config = Check(task->space().FromJson(r.config_values));
   builder::BuildRequest req;
   req.source = task->Generate(config);

@@ -194,7 +194,13 @@ Expected<std::unique_ptr<Session>> Session::Connect(const ConnectOptions& option
 }
 
 Session::~Session() {
-  if (channel_.is_open()) (void)Close();
+  // Close encodes and sends a frame, which may allocate; a destructor must not throw, and a
+  // session that cannot say goodbye is simply dropped (the server sees the hang-up).
+  try {
+    if (channel_.is_open()) (void)Close();
+  } catch (...) {
+    channel_.Close();
+  }
 }
 
 // Fails a request on a closed channel, naming why it closed.
@@ -405,10 +411,10 @@ Expected<RemoteTensor> Session::AllocTensor(const std::vector<int64_t>& shape, D
 // --- Modules ----------------------------------------------------------------------------------
 
 Expected<msg::CallReply> RemoteModule::Call(const std::string& function,
-                                            const std::vector<msg::Arg>& args,
-                                            uint32_t timeout_ms) {
+                                            const std::vector<msg::Arg>& args, uint32_t timeout_ms,
+                                            uint32_t threads) {
   if (!session_) return Status(ErrorCode::kInvalidArgument, "module handle is empty");
-  msg::CallRequest req{info_.module_id, function, args, timeout_ms};
+  msg::CallRequest req{info_.module_id, function, args, timeout_ms, threads};
   // The kernel's own time comes on top of the request timeout.
   auto extra = timeout_ms ? milliseconds(timeout_ms) : session_->options_.request_timeout;
   return session_->Request<msg::CallReply>(Opcode::kCall, req, extra);
@@ -419,7 +425,7 @@ Expected<msg::TimeReply> RemoteModule::Time(const std::string& function,
                                             const TimeOptions& options) {
   if (!session_) return Status(ErrorCode::kInvalidArgument, "module handle is empty");
   msg::TimeRequest req;
-  req.call = msg::CallRequest{info_.module_id, function, args, options.timeout_ms};
+  req.call = msg::CallRequest{info_.module_id, function, args, options.timeout_ms, options.threads};
   req.number = options.number;
   req.repeat = options.repeat;
   req.min_repeat_ms = options.min_repeat_ms;

@@ -1,8 +1,11 @@
 // The CPU backend: ELF shared objects that export the kernel_abi.h module table.
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "crosstune/server/elf.h"
@@ -35,6 +38,27 @@ std::string UniqueLinkName(const std::string& path) {
   std::string dir = path.substr(0, path.rfind('/') + 1);
   return dir + ".ct-tmp-mod-" + std::to_string(++counter) + "-" + std::to_string(::getpid()) +
          ".so";
+}
+
+// Whether the page holding `p` is mapped writable (from /proc/self/maps; loads are rare).
+bool IsWritable(const void* p) {
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (!maps) return false;
+  auto addr = reinterpret_cast<uintptr_t>(p);
+  char line[512];
+  bool writable = false;
+  while (std::fgets(line, sizeof line, maps)) {
+    // "lo-hi perms ...", addresses in hex.
+    char* end = nullptr;
+    unsigned long long lo = std::strtoull(line, &end, 16);
+    if (*end != '-') continue;
+    unsigned long long hi = std::strtoull(end + 1, &end, 16);
+    if (*end != ' ' || addr < lo || addr >= hi) continue;
+    writable = end[1] != '\0' && end[2] == 'w';
+    break;
+  }
+  std::fclose(maps);
+  return writable;
 }
 
 class CpuModule final : public Module {
@@ -107,6 +131,24 @@ class CpuLoader final : public ModuleLoader {
     if (!handle) {
       why = ShowAs(ShowAs(why, open_path, name), request.abs_path, name);
       return Status(ErrorCode::kInvalidArgument, name + ": cannot load: " + why);
+    }
+    // The session's threads, before the module's entry runs (a module may ask for them there).
+    if (void* slot = ::dlsym(handle, CT_RUNTIME_SYMBOL)) {
+      // It must be a writable pointer variable, not a function or a constant in read-only data.
+      Dl_info info;
+      void* extra = nullptr;
+      bool found = ::dladdr1(slot, &info, &extra, RTLD_DL_SYMENT) != 0;
+      const auto* sym = static_cast<const ElfW(Sym)*>(extra);
+      bool is_pointer = found && sym && ELF64_ST_TYPE(sym->st_info) == STT_OBJECT &&
+                        sym->st_size == sizeof(const ct_runtime*) && IsWritable(slot);
+      if (!is_pointer) {
+        ::dlclose(handle);
+        return Status(ErrorCode::kInvalidArgument,
+                      name + ": " CT_RUNTIME_SYMBOL
+                             " must be a writable pointer variable "
+                             "(const ct_runtime*), as kernel_abi.h defines it");
+      }
+      *static_cast<const ct_runtime**>(slot) = request.runtime;
     }
     auto entry = reinterpret_cast<ct_module_entry>(::dlsym(handle, CT_MODULE_SYMBOL));
     if (!entry) {

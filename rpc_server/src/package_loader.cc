@@ -78,6 +78,7 @@ class PackageLoader final : public ModuleLoader {
     lib.display_name = r.display_name + ":" + manifest->library;
     lib.abs_path = dir + "/" + manifest->library;
     lib.workspace = r.workspace;
+    lib.runtime = r.runtime;
     UniqueFd fd(::open(lib.abs_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd.valid()) return Status(ErrorCode::kIoError, lib.display_name + ": cannot open");
     lib.fd = fd.get();

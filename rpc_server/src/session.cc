@@ -1,5 +1,6 @@
 #include "crosstune/server/session.h"
 
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "crosstune/server/call_slot.h"
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/module.h"
+#include "crosstune/server/parallel_pool.h"
 #include "crosstune/server/tensor_store.h"
 #include "crosstune/server/time_evaluator.h"
 #include "crosstune/server/workspace.h"
@@ -33,6 +35,15 @@ using std::chrono::milliseconds;
 // the session instead (reading gigabytes only to discard them helps nobody).
 constexpr uint64_t kMaxDiscardBytes = uint64_t{256} << 20;
 
+// CPUs this process may run on (its affinity mask), at least 1.
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
 // Reply sent, or the transport broke (then the session ends).
 using Outcome = Status;
 
@@ -44,7 +55,10 @@ class SessionHandler {
         ws_(std::move(workspace)),
         options_(options),
         slot_(slot),
-        tensors_(options.max_tensor_bytes) {
+        tensors_(options.max_tensor_bytes),
+        default_threads_(options.threads ? static_cast<int>(options.threads) : UsableCpus()),
+        pool_(options.max_threads ? static_cast<int>(options.max_threads)
+                                  : std::max(UsableCpus(), default_threads_)) {
     // A forked session keeps its call timer armed across calls (call_slot.h), so a call costs
     // no timer system calls; without a slot (tests, in-process) the timer is set per call.
     lazy_timer_ = options_.guard_calls && slot_ != nullptr;
@@ -334,6 +348,7 @@ class SessionHandler {
     lr.abs_path = file->abs_path;
     lr.fd = file->fd.get();
     lr.workspace = &ws_;
+    lr.runtime = pool_.runtime();
     char head[64];
     ssize_t n = ::pread(lr.fd, head, sizeof(head), 0);
     lr.head.assign(head, n > 0 ? static_cast<size_t>(n) : 0);
@@ -402,6 +417,17 @@ class SessionHandler {
     return index;
   }
 
+  // Sizes the pool for a call: its own count, or the session's default.
+  Status SetCallThreads(const msg::CallRequest& call) {
+    if (call.threads > static_cast<uint32_t>(pool_.max_threads())) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "threads must be 1.." + std::to_string(pool_.max_threads()) +
+                        " on this server (its --max-threads), not " + std::to_string(call.threads));
+    }
+    pool_.SetThreads(call.threads ? static_cast<int>(call.threads) : default_threads_);
+    return Status::Ok();
+  }
+
   uint32_t CallLimitMs(const msg::CallRequest& call) const {
     return call.timeout_ms ? call.timeout_ms : static_cast<uint32_t>(options_.call_timeout.count());
   }
@@ -449,13 +475,15 @@ class SessionHandler {
     Module* m = nullptr;
     auto index = Prepare(*call, &m);
     if (!index.ok()) return ReplyError(f.request_id, index.status());
+    if (Status bad = SetCallThreads(*call); !bad.ok()) return ReplyError(f.request_id, bad);
     int32_t ret = 0;
     auto t0 = Clock::now();
     Status s = Guarded(f.request_id, call->function, CallLimitMs(*call), 1, false, m, *index, &ret);
     double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!s.ok()) return ReplyError(f.request_id, s);
     if (ret != 0) return ReplyError(f.request_id, KernelError(m, call->function, ret));
-    return Reply(f.request_id, msg::CallReply{ret, seconds});
+    return Reply(f.request_id,
+                 msg::CallReply{ret, seconds, static_cast<uint32_t>(pool_.threads())});
   }
 
   // Checked before anything is sized by them.
@@ -479,6 +507,7 @@ class SessionHandler {
     Module* m = nullptr;
     auto index = Prepare(req->call, &m);
     if (!index.ok()) return ReplyError(f.request_id, index.status());
+    if (Status bad = SetCallThreads(req->call); !bad.ok()) return ReplyError(f.request_id, bad);
     if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
     TimeEvaluatorOptions opt{req->number, req->repeat, req->min_repeat_ms, req->cooldown_ms,
                              req->flush_cache};
@@ -506,6 +535,7 @@ class SessionHandler {
     msg::TimeReply reply;
     reply.seconds_per_call = std::move(result->seconds_per_call);
     reply.number = static_cast<uint32_t>(std::min<uint64_t>(result->number, UINT32_MAX));
+    reply.threads = static_cast<uint32_t>(pool_.threads());
     return Reply(f.request_id, reply);
   }
 
@@ -577,6 +607,8 @@ class SessionHandler {
   Deadline session_deadline_ = NoDeadline();
   LoaderRegistry loaders_;
   TensorStore tensors_;
+  int default_threads_;
+  ParallelPool pool_;  // before the modules (declared below), which point at it
   std::map<uint32_t, LoadedModule> modules_;
   uint32_t next_module_id_ = 1;
   std::vector<ct_arg> args_;

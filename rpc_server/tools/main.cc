@@ -100,6 +100,15 @@ static int ServerMain(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--max-tensor-bytes", max_tensor, "tensor memory one session may allocate")
       ->capture_default_str();
+  app.add_option("--threads", opt.session.threads,
+                 "threads a kernel's parallel loops use when the call does not say (0: every CPU "
+                 "this process may run on)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 4096u));
+  app.add_option("--max-threads", opt.session.max_threads,
+                 "most threads one call may ask for (0: the CPUs, or --threads if more)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 4096u));
   app.add_option("--auth-token-file", token_file,
                  "file holding a shared secret; clients must answer an HMAC-SHA256 challenge");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")

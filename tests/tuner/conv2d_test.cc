@@ -177,5 +177,13 @@ TEST_F(Conv2dOnServerTest, GemmAlgorithmHandlesPaddingStridesAndRemainders) {
   }
 }
 
+// Two threads on the server's pool: each with its own items and scratch at the same time.
+TEST_F(Conv2dOnServerTest, TwoThreadsMatchTheReference) {
+  if (info_.cores < 2) GTEST_SKIP() << "the device has " << info_.cores << " core(s)";
+  // Long enough for the two threads to overlap (a race on shared scratch shows).
+  CheckThreads("conv2d", {2, 32, 30, 30, 48, 3, 3, 1, 1, 1}, 2);
+  CheckThreads("conv2d", {1, 16, 9, 7, 20, 1, 1, 1, 0}, 2);
+}
+
 }  // namespace
 }  // namespace crosstune::tuner

@@ -52,5 +52,11 @@ TEST_F(DenseOnServerTest, WorkSplitIntoTasksMatchesTheReference) {
   CheckSplit("dense", {3, 301, 29}, 64);
 }
 
+// Two threads on the server's pool: each with its own items and scratch at the same time.
+TEST_F(DenseOnServerTest, TwoThreadsMatchTheReference) {
+  if (info_.cores < 2) GTEST_SKIP() << "the device has " << info_.cores << " core(s)";
+  CheckThreads("dense", {3, 301, 29}, 2);
+}
+
 }  // namespace
 }  // namespace crosstune::tuner

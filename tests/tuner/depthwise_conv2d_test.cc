@@ -54,5 +54,11 @@ TEST_F(DepthwiseOnServerTest, WorkSplitIntoTasksMatchesTheReference) {
   CheckSplit("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 64);
 }
 
+// Two threads on the server's pool: each with its own items and scratch at the same time.
+TEST_F(DepthwiseOnServerTest, TwoThreadsMatchTheReference) {
+  if (info_.cores < 2) GTEST_SKIP() << "the device has " << info_.cores << " core(s)";
+  CheckThreads("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 2);
+}
+
 }  // namespace
 }  // namespace crosstune::tuner

@@ -152,6 +152,41 @@ TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
   }
 }
 
+TEST_F(PipelineTest, ThreadedMatmulGivesTheReferencesAnswerAsOneThreadDoes) {
+  if (info_.cores < 2) GTEST_SKIP() << "one core: a two-thread task is refused by CheckLimits";
+  // Row shares that do not split evenly into MR panels, and fewer panels than threads (M = 1).
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{37, 29, 19}, {96, 200, 130}, {1, 17, 5}, {130, 64, 300}}) {
+    auto one = MakeTask("matmul", shape, target_);
+    auto two = MakeTask("matmul", shape, target_, {.threads = 2});
+    ASSERT_TRUE(one.ok() && two.ok()) << two.status().ToString();
+    EXPECT_EQ((*two)->threads(), 2);
+    EXPECT_NE((*one)->id().Key(), (*two)->id().Key());
+    std::vector<uint64_t> indices = {(*two)->DefaultConfig().index()};
+    UniqueSampler sampler((*two)->space(), 5);
+    for (int i = 0; i < 5; ++i) indices.push_back(sampler.Next().value_or(0));
+    EXPECT_NE((*two)->Generate((*two)->space().Get(indices[0])).find("#define THREADS 2"),
+              std::string::npos);
+    for (const auto* task : {&**one, &**two}) {
+      auto results = Run(*task, indices);
+      ASSERT_EQ(results.size(), indices.size());
+      for (const auto& m : results) {
+        EXPECT_EQ(m.error, TrialError::kOk)
+            << task->id().Key() << " " << task->space().Get(m.index).ToString() << ": "
+            << TrialErrorName(m.error) << " " << m.message;
+      }
+    }
+  }
+  // More threads than the device has cores: refused before any compile.
+  auto many =
+      MakeTask("matmul", {64, 64, 64}, target_, {.threads = static_cast<int>(info_.cores) + 1});
+  ASSERT_TRUE(many.ok());
+  auto refused = Run(**many, {(*many)->DefaultConfig().index()});
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].error, TrialError::kInvalidConfig) << refused[0].message;
+  EXPECT_NE(refused[0].message.find("cores"), std::string::npos) << refused[0].message;
+}
+
 TEST_F(PipelineTest, EveryTrialErrorKindComesFromARealCause) {
   FaultyTask task(target_, {kNone, kSyntax, kCrash, kHang, kWrong, kReturn});
   MeasureOptions options;

@@ -140,6 +140,13 @@ class TemplateOnServerTest : public ::testing::Test {
                                 ConfigsToCheck(**task, samples, 17));
   }
 
+  // As CheckTemplate for a task of `threads` threads: the server runs each call on that many.
+  void CheckThreads(const std::string& name, const std::vector<int64_t>& shape, int threads) {
+    auto task = MakeTask(name, shape, target_, {threads});
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    ExpectConfigsMatchReference(*builder_, **task, device_, info_, ConfigsToCheck(**task, 3, 29));
+  }
+
   // As CheckTemplate, with the work split into `tasks` tasks run one after another.
   void CheckSplit(const std::string& name, const std::vector<int64_t>& shape, int tasks) {
     auto task = MakeTask(name, shape, target_);

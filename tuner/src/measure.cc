@@ -203,7 +203,8 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
         return fail(TrialError::kDeviceLost, s, "reset output");
       }
     }
-    auto call = module->Call(task_.function(), args, options_.run_timeout_ms);
+    auto call = module->Call(task_.function(), args, options_.run_timeout_ms,
+                             static_cast<uint32_t>(task_.threads()));
     if (!call.ok()) return fail(TrialError::kRuntimeError, call.status(), "call");
     HostArgs got(specs.size());
     for (size_t a = 0; a < specs.size(); ++a) {
@@ -229,6 +230,7 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
   to.cooldown_ms = options_.cooldown_ms;
   to.flush_cache = options_.flush_cache;
   to.timeout_ms = options_.run_timeout_ms;
+  to.threads = static_cast<uint32_t>(task_.threads());
   auto timed = module->Time(task_.function(), args, to);
   if (!timed.ok()) return fail(TrialError::kRuntimeError, timed.status(), "time");
   m.costs = timed->seconds_per_call;

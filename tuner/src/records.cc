@@ -47,7 +47,9 @@ std::optional<TrialError> ParseTrialError(std::string_view name) {
 std::string TaskId::Key() const {
   std::string s = template_name + " ";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + " " + dtype;
+  s += " " + dtype;
+  if (threads != 1) s += " threads=" + std::to_string(threads);
+  return s;
 }
 
 nlohmann::json Record::ToJson() const {
@@ -57,6 +59,7 @@ nlohmann::json Record::ToJson() const {
   j["run"] = run_id;
   j["tuner"] = tuner;
   j["task"] = {{"template", task.template_name}, {"shape", task.shape}, {"dtype", task.dtype}};
+  if (task.threads != 1) j["task"]["threads"] = task.threads;
   j["target"] = target;
   j["device"] = {
       {"name", device.name}, {"arch", device.arch}, {"cpu", device.cpu}, {"key", device.key}};
@@ -87,6 +90,11 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
     r.task.template_name = task.at("template").get<std::string>();
     r.task.shape = task.at("shape").get<std::vector<int64_t>>();
     r.task.dtype = task.value("dtype", "float32");
+    r.task.threads = task.value("threads", 1);
+    if (r.task.threads < 1 || r.task.threads > 4096) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "task threads " + std::to_string(r.task.threads) + " (1..4096)");
+    }
     r.target = j.value("target", "");
     if (auto d = j.find("device"); d != j.end() && d->is_object()) {
       r.device.name = d->value("name", "");

@@ -355,7 +355,7 @@ void ReplayTable::AttachTaskFeatures(const std::string& path, const std::vector<
                         target.status().message() + "); the cost model sees knob values only");
     return;
   }
-  auto made = MakeTask(it->task.template_name, it->task.shape, *target);
+  auto made = MakeTask(it->task.template_name, it->task.shape, *target, {it->task.threads});
   if (!made.ok()) {
     warnings_.push_back(path + ": no template task for '" + chosen + "' (" +
                         made.status().message() + "); the cost model sees knob values only");

@@ -45,7 +45,8 @@ std::vector<TransferSample> ReadTransfer(const Task& task, const std::vector<std
       if (it == tasks.end()) {
         std::unique_ptr<Task> other;
         if (auto target = builder::ParseTarget(r.target); target.ok()) {
-          if (auto t = MakeTask(r.task.template_name, r.task.shape, *target); t.ok()) {
+          if (auto t = MakeTask(r.task.template_name, r.task.shape, *target, {r.task.threads});
+              t.ok()) {
             other = std::move(t).value();
           }
         }

@@ -79,6 +79,65 @@ typedef const ct_module* (*ct_module_entry)(void);
                                              (fn_array), (last_error_fn)};                       \
   CT_EXTERN_C CT_EXPORT const ct_module* crosstune_module_v1(void) { return &ct_module_table_; }
 
+/* --- Parallel launch -------------------------------------------------------------------------
+ *
+ * The server gives a module a pool of threads (the session's; the size is set per call or per
+ * session) through one optional exported variable: a module that defines
+ *   const ct_runtime* crosstune_runtime_v1;
+ * gets it pointed at the session's runtime right after dlopen, before crosstune_module_v1() is
+ * called. A module without the symbol runs single-threaded as before, and a module loaded by a
+ * server that predates the runtime (the variable stays null) runs its parallel loops serially.
+ * The module stays freestanding: the threads belong to the server.
+ *
+ * Kernel sources get the variable and two helpers by defining CT_USE_RUNTIME before including
+ * this header:
+ *   #define CT_USE_RUNTIME 1
+ *   #include "crosstune/kernel_abi.h"
+ *   static int32_t body(int32_t task, int32_t num_tasks, void* closure) { ... share task ... }
+ *   ... ct_parallel_for(body, &closure, ct_num_threads()) ...
+ */
+#define CT_RUNTIME_VERSION 1u
+#define CT_RUNTIME_SYMBOL "crosstune_runtime_v1"
+
+/* One share of a parallel loop: task is in [0, num_tasks). Non-zero = error. */
+typedef int32_t (*ct_parallel_body)(int32_t task, int32_t num_tasks, void* closure);
+
+typedef struct ct_runtime ct_runtime;
+struct ct_runtime {
+  uint32_t version; /* CT_RUNTIME_VERSION */
+  /* Threads the current call may use (>= 1). */
+  int32_t (*num_threads)(const ct_runtime* rt);
+  /* Runs body(t, num_tasks, closure) for every t in [0, num_tasks), spread over the threads,
+   * and returns when all have returned: 0, or the first non-zero return. A launch from inside a
+   * body runs serially on the calling thread. */
+  int32_t (*parallel_launch)(const ct_runtime* rt, ct_parallel_body body, void* closure,
+                             int32_t num_tasks);
+};
+
+#if defined(CT_USE_RUNTIME) && CT_USE_RUNTIME
+/* Written by the server after dlopen; null when nobody provides a runtime. */
+CT_EXPORT const ct_runtime* crosstune_runtime_v1 = 0;
+
+static inline int32_t ct_num_threads(void) {
+  const ct_runtime* rt = crosstune_runtime_v1;
+  if (!rt || rt->version < 1u || !rt->num_threads) return 1;
+  int32_t n = rt->num_threads(rt);
+  return n < 1 ? 1 : n;
+}
+
+static inline int32_t ct_parallel_for(ct_parallel_body body, void* closure, int32_t num_tasks) {
+  const ct_runtime* rt = crosstune_runtime_v1;
+  if (rt && rt->version >= 1u && rt->parallel_launch && num_tasks > 1) {
+    return rt->parallel_launch(rt, body, closure, num_tasks);
+  }
+  for (int32_t t = 0; t < num_tasks; ++t) {
+    int32_t r = body(t, num_tasks, closure);
+    if (r != 0) return r;
+  }
+  return 0;
+}
+#endif
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -148,13 +148,16 @@ struct CallRequest {
   std::string function;
   std::vector<Arg> args;
   uint32_t timeout_ms = 0;  // 0: the server's default call timeout
-  MSGPACK_DEFINE(module_id, function, args, timeout_ms)
+  // Threads the module's parallel launches may use (kernel_abi.h); 0: the server's --threads.
+  uint32_t threads = 0;
+  MSGPACK_DEFINE(module_id, function, args, timeout_ms, threads)
 };
 
 struct CallReply {
   int32_t ret = 0;
-  double seconds = 0;  // wall time of the call on the device
-  MSGPACK_DEFINE(ret, seconds)
+  double seconds = 0;    // wall time of the call on the device
+  uint32_t threads = 0;  // threads the call could use (0 from servers without a thread pool)
+  MSGPACK_DEFINE(ret, seconds, threads)
 };
 
 // The time evaluator of design.md: one warm-up call, then `repeat` rounds of `number` calls;
@@ -172,7 +175,8 @@ struct TimeRequest {
 struct TimeReply {
   std::vector<double> seconds_per_call;  // one entry per round
   uint32_t number = 0;                   // calls per round after growth
-  MSGPACK_DEFINE(seconds_per_call, number)
+  uint32_t threads = 0;  // threads the calls could use (0 from servers without a thread pool)
+  MSGPACK_DEFINE(seconds_per_call, number, threads)
 };
 
 // --- Tensors ------------------------------------------------------------------------------------

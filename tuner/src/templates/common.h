@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "crosstune/builder/target.h"
+#include "crosstune/messages.h"
+#include "crosstune/status.h"
 
 namespace crosstune::tuner::templates {
 
@@ -67,6 +69,17 @@ inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 // of the sizes can overflow, and before a host buffer for them is allocated).
 constexpr double kMaxTensorElements = 4294967296.0;  // 2^32
 
+// Refuses running a task with more threads than the device has cores (what the tuner measures
+// would not be what a user gets).
+inline Status CheckThreads(int threads, const msg::DeviceInfo& device) {
+  if (device.cores > 0 && static_cast<uint32_t>(threads) > device.cores) {
+    return Status(ErrorCode::kInvalidArgument, "the task runs with " + std::to_string(threads) +
+                                                   " threads; the device has " +
+                                                   std::to_string(device.cores) + " cores");
+  }
+  return Status::Ok();
+}
+
 // The name of the first argument over kMaxTensorElements, or empty. Products in double: sizes
 // up to 2^20 each cannot overflow it.
 template <typename ArgList>
@@ -86,9 +99,11 @@ inline std::string KernelHeader() {
   return "#define CT_USE_RUNTIME 1\n#include \"crosstune/kernel_abi.h\"\n";
 }
 
-// Generated C after KernelHeader() and a `#define VW <floats per vector>`:
+// Generated C after KernelHeader(), `#define VW <floats per vector>` and `#define THREADS <the
+// task's threads>`:
 //   vf / vfu / vi     aligned and unaligned float vectors, an int vector of the same lanes
-//   MIN, MAX_TASKS    (MAX_TASKS bounds per-task scratch: a task indexes its own slice)
+//   MIN, MAX_TASKS    (THREADS, or CT_TASKS when larger: it bounds the tasks, and per-task
+//                     scratch has MAX_TASKS slices, a task indexing its own)
 //   g_error, last_error, set by check_tensor(arg, ndim, shape, what) on a bad tensor
 //   relu(v)
 //   transpose(t)      t[i][j] <- t[j][i] for a VW x VW block held in VW vectors
@@ -105,7 +120,11 @@ typedef float vf __attribute__((vector_size(VW * 4)));
 typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 typedef int32_t vi __attribute__((vector_size(VW * 4)));
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX_TASKS 64
+#if defined(CT_TASKS) && CT_TASKS > THREADS
+#define MAX_TASKS CT_TASKS
+#else
+#define MAX_TASKS THREADS
+#endif
 
 static const char* g_error = "";
 static const char* last_error(void) { return g_error; }

@@ -52,7 +52,8 @@ constexpr const char* kUsage = "conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,r
 class Conv2dTask final : public Task {
  public:
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
-                                              const builder::Target& target) {
+                                              const builder::Target& target,
+                                              const TaskOptions& options) {
     if (shape.size() != 9 && shape.size() != 10) {
       return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + " (9 or 10 values, got " +
                                                      std::to_string(shape.size()) + ")");
@@ -83,7 +84,7 @@ class Conv2dTask final : public Task {
     // The key names the residual only when there is one: "1,64,56,56,64,3,3,1,1" either way.
     std::vector<int64_t> key(shape.begin(), shape.begin() + 9);
     if (residual) key.push_back(1);
-    task->id_ = TaskId{"conv2d", key, "float32"};
+    task->id_ = TaskId{"conv2d", key, "float32", options.threads};
     task->target_ = target;
     task->n_ = shape[0];
     task->c_ = shape[1];
@@ -173,6 +174,7 @@ class Conv2dTask final : public Task {
   }
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
+    CT_RETURN_IF_ERROR(templates::CheckThreads(threads(), device));
     const uint64_t bytes = ScratchFloats(c) * 4;
     if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
       return Status(ErrorCode::kInvalidArgument, "packed copies need " +
@@ -186,8 +188,8 @@ class Conv2dTask final : public Task {
     const Blocks b = BlocksOf(c);
     std::ostringstream o;
     o << "/* crosstune conv2d " << id_.Key() << ": " << c.ToString() << " */\n"
-      << templates::KernelHeader() << "#define N_ " << n_ << "L\n#define C_ " << c_
-      << "L\n#define H_ " << h_ << "L\n"
+      << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
+      << "#define N_ " << n_ << "L\n#define C_ " << c_ << "L\n#define H_ " << h_ << "L\n"
       << "#define W_ " << w_ << "L\n#define K_ " << k_ << "L\n#define R_ " << r_ << "\n"
       << "#define S_ " << s_ << "\n#define ST " << stride_ << "\n#define PAD " << pad_ << "L\n"
       << "#define OH " << oh_ << "L\n#define OW " << ow_ << "L\n#define VW " << vw_ << "\n"
@@ -273,6 +275,7 @@ class Conv2dTask final : public Task {
                           static_cast<float>(c.Int("oh_rows") * tiles),  // tiles an item
                           static_cast<float>(ScratchFloats(c) * 4 / 1048576.0),
                           static_cast<float>(vw_),
+                          static_cast<float>(threads()),
                       });
     // The matrix-product algorithm's tile (1x1 filters; held values otherwise).
     const double mr = b.mr, nrp = b.nv * vw_;
@@ -371,11 +374,12 @@ class Conv2dTask final : public Task {
 
   uint64_t ScratchFloats(const Config& c) const {
     const Blocks b = BlocksOf(c);
-    if (b.gemm) return uint64_t{64} * (c_ * r_ * s_ + RoundUp(k_, b.mr)) * b.nv * vw_;
+    const uint64_t tasks = static_cast<uint64_t>(threads());
+    if (b.gemm) return tasks * (c_ * r_ * s_ + RoundUp(k_, b.mr)) * b.nv * vw_;
     const uint64_t in =
         static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
     const uint64_t w = static_cast<uint64_t>(b.kb) * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
-    const uint64_t rows = uint64_t{64} * c.Int("oh_rows") * RoundUp(ow_, vw_) * b.kv * vw_;
+    const uint64_t rows = tasks * c.Int("oh_rows") * RoundUp(ow_, vw_) * b.kv * vw_;
     return in + w + rows;
   }
 
@@ -758,8 +762,9 @@ CT_DEFINE_MODULE("crosstune conv2d", kFunctions, last_error)
 }  // namespace
 
 Expected<std::unique_ptr<Task>> MakeConv2dTask(const std::vector<int64_t>& shape,
-                                               const builder::Target& target) {
-  return Conv2dTask::Make(shape, target);
+                                               const builder::Target& target,
+                                               const TaskOptions& options) {
+  return Conv2dTask::Make(shape, target, options);
 }
 
 }  // namespace crosstune::tuner

@@ -29,7 +29,8 @@ constexpr const char* kUsage = "dense takes --shape B,IN,OUT";
 class DenseTask final : public Task {
  public:
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
-                                              const builder::Target& target) {
+                                              const builder::Target& target,
+                                              const TaskOptions& options) {
     if (shape.size() != 3) {
       return Status(ErrorCode::kInvalidArgument,
                     std::string(kUsage) + " (3 values, got " + std::to_string(shape.size()) + ")");
@@ -44,7 +45,7 @@ class DenseTask final : public Task {
       return Status(ErrorCode::kInvalidArgument, "the dense template is for CPU targets");
     }
     auto task = std::unique_ptr<DenseTask>(new DenseTask());
-    task->id_ = TaskId{"dense", shape, "float32"};
+    task->id_ = TaskId{"dense", shape, "float32", options.threads};
     task->target_ = target;
     task->b_ = shape[0];
     task->in_ = shape[1];
@@ -92,13 +93,18 @@ class DenseTask final : public Task {
     return space_.Get(s.Next().value_or(0));
   }
 
+  Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
+    (void)c;
+    return templates::CheckThreads(threads(), device);
+  }
+
   std::string Generate(const Config& c) const override {
     const int64_t ro = c.Int("rows"), bb = c.Int("batch_tile");
     const int64_t kc = c.Ints("tile_in")[1];
     std::ostringstream o;
     o << "/* crosstune dense " << id_.Key() << ": " << c.ToString() << " */\n"
-      << templates::KernelHeader() << "#define B_ " << b_ << "L\n#define IN_ " << in_
-      << "L\n#define OUT_ " << out_ << "L\n"
+      << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
+      << "#define B_ " << b_ << "L\n#define IN_ " << in_ << "L\n#define OUT_ " << out_ << "L\n"
       << "#define VW " << vw_ << "\n#define RO " << ro << "\n#define BB " << bb << "\n"
       << "#define KC " << kc << "L\n#define UNROLL " << c.Int("unroll_in") << "\n"
       << "#define NOB " << CeilDiv(out_, ro) << "L\n#define NBB " << CeilDiv(b_, bb) << "L\n"
@@ -145,6 +151,7 @@ class DenseTask final : public Task {
                           static_cast<float>(in_ % vw_),             // scalar tail
                           static_cast<float>(std::ceil(out_ / ro) * ro / out_),
                           static_cast<float>(vw_),
+                          static_cast<float>(threads()),
                       });
     return f;
   }
@@ -273,8 +280,9 @@ CT_DEFINE_MODULE("crosstune dense", kFunctions, last_error)
 }  // namespace
 
 Expected<std::unique_ptr<Task>> MakeDenseTask(const std::vector<int64_t>& shape,
-                                              const builder::Target& target) {
-  return DenseTask::Make(shape, target);
+                                              const builder::Target& target,
+                                              const TaskOptions& options) {
+  return DenseTask::Make(shape, target, options);
 }
 
 }  // namespace crosstune::tuner

@@ -30,7 +30,8 @@ constexpr const char* kUsage = "depthwise_conv2d takes --shape N,C,H,W,R,S,strid
 class DepthwiseConv2dTask final : public Task {
  public:
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
-                                              const builder::Target& target) {
+                                              const builder::Target& target,
+                                              const TaskOptions& options) {
     if (shape.size() != 8) {
       return Status(ErrorCode::kInvalidArgument,
                     std::string(kUsage) + " (8 values, got " + std::to_string(shape.size()) + ")");
@@ -55,7 +56,7 @@ class DepthwiseConv2dTask final : public Task {
                     "the depthwise_conv2d template is for CPU targets");
     }
     auto task = std::unique_ptr<DepthwiseConv2dTask>(new DepthwiseConv2dTask());
-    task->id_ = TaskId{"depthwise_conv2d", shape, "float32"};
+    task->id_ = TaskId{"depthwise_conv2d", shape, "float32", options.threads};
     task->target_ = target;
     task->n_ = shape[0];
     task->c_ = shape[1];
@@ -101,6 +102,7 @@ class DepthwiseConv2dTask final : public Task {
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
     (void)c;
+    CT_RETURN_IF_ERROR(templates::CheckThreads(threads(), device));
     const uint64_t bytes = ScratchFloats() * 4;
     if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
       return Status(ErrorCode::kInvalidArgument, "plane buffers need " +
@@ -115,8 +117,8 @@ class DepthwiseConv2dTask final : public Task {
     const int64_t vectors = CeilDiv(ow_, vw_);
     std::ostringstream o;
     o << "/* crosstune depthwise_conv2d " << id_.Key() << ": " << c.ToString() << " */\n"
-      << templates::KernelHeader() << "#define N_ " << n_ << "L\n#define C_ " << c_
-      << "L\n#define H_ " << h_ << "L\n"
+      << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
+      << "#define N_ " << n_ << "L\n#define C_ " << c_ << "L\n#define H_ " << h_ << "L\n"
       << "#define W_ " << w_ << "L\n#define R_ " << r_ << "\n#define S_ " << s_ << "\n"
       << "#define ST " << stride_ << "\n#define PAD " << pad_ << "L\n#define OH " << oh_
       << "L\n#define OW " << ow_ << "L\n#define VW " << vw_ << "\n#define HP " << h_ + 2 * pad_
@@ -178,6 +180,7 @@ class DepthwiseConv2dTask final : public Task {
                           static_cast<float>(PhaseWidth() * (h_ + 2 * pad_) * stride_ * 4 /
                                              1024.0),  // plane buffer KiB
                           static_cast<float>(vw_),
+                          static_cast<float>(threads()),
                       });
     return f;
   }
@@ -187,7 +190,9 @@ class DepthwiseConv2dTask final : public Task {
   int64_t PhaseWidth() const {
     return CeilDiv(w_ + 2 * pad_, stride_) + vw_ + (s_ - 1) / stride_ + 1;
   }
-  uint64_t ScratchFloats() const { return uint64_t{64} * stride_ * (h_ + 2 * pad_) * PhaseWidth(); }
+  uint64_t ScratchFloats() const {
+    return static_cast<uint64_t>(threads()) * stride_ * (h_ + 2 * pad_) * PhaseWidth();
+  }
 
   Status BuildSpace() {
     std::vector<int64_t> tvs;
@@ -334,8 +339,9 @@ CT_DEFINE_MODULE("crosstune depthwise_conv2d", kFunctions, last_error)
 }  // namespace
 
 Expected<std::unique_ptr<Task>> MakeDepthwiseConv2dTask(const std::vector<int64_t>& shape,
-                                                        const builder::Target& target) {
-  return DepthwiseConv2dTask::Make(shape, target);
+                                                        const builder::Target& target,
+                                                        const TaskOptions& options) {
+  return DepthwiseConv2dTask::Make(shape, target, options);
 }
 
 }  // namespace crosstune::tuner

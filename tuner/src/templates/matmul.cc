@@ -9,7 +9,11 @@
 // every shape is correct.
 //
 // Knobs: mr, nv (register tile), tile_k / tile_m / tile_n (cache blocks, split knobs), order of
-// the two panel loops, unroll of the k loop, pack_a.
+// the two panel loops, unroll of the k loop, pack_a, prefetch distance into the packed B panel.
+//
+// Threads (the task's, through the server's parallel launch in kernel_abi.h): B is packed by all
+// threads, panel by panel, then each thread takes an equal share of the rows (whole MR panels)
+// and blocks them by MC with its own packed-A buffer. With one thread the bodies run inline.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -29,7 +33,8 @@ using templates::VectorWidth;
 class MatmulTask final : public Task {
  public:
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
-                                              const builder::Target& target) {
+                                              const builder::Target& target,
+                                              const TaskOptions& options) {
     if (shape.size() != 3 || std::any_of(shape.begin(), shape.end(), [](int64_t d) {
           return d < 1 || d > (int64_t{1} << 20);
         })) {
@@ -40,7 +45,7 @@ class MatmulTask final : public Task {
       return Status(ErrorCode::kInvalidArgument, "the matmul template is for CPU targets");
     }
     auto task = std::unique_ptr<MatmulTask>(new MatmulTask());
-    task->id_ = TaskId{"matmul", shape, "float32"};
+    task->id_ = TaskId{"matmul", shape, "float32", options.threads};
     task->target_ = target;
     task->m_ = shape[0];
     task->n_ = shape[1];
@@ -63,7 +68,7 @@ class MatmulTask final : public Task {
     const bool wide = regs_ >= 32;
     nlohmann::json want = {{"mr", 6},           {"nv", wide ? 4 : 2}, {"tile_k", nullptr},
                            {"tile_m", nullptr}, {"tile_n", nullptr},  {"order", {"ir", "jr"}},
-                           {"unroll_k", 4},     {"pack_a", 1}};
+                           {"unroll_k", 4},     {"pack_a", 1},        {"prefetch", 0}};
     // Blocks: the largest candidate not above a sensible size. With the row panels outermost,
     // an MR x KC panel of A stays in L1 while the KC x NC block of B streams from L2.
 
@@ -95,6 +100,11 @@ class MatmulTask final : public Task {
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
     uint64_t bytes = BufferFloats(c) * 4;
+    if (device.cores > 0 && static_cast<uint32_t>(threads()) > device.cores) {
+      return Status(ErrorCode::kInvalidArgument, "the task runs with " + std::to_string(threads()) +
+                                                     " threads; the device has " +
+                                                     std::to_string(device.cores) + " cores");
+    }
     if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
       return Status(ErrorCode::kInvalidArgument, "packing buffers need " +
                                                      std::to_string(bytes >> 20) +
@@ -111,12 +121,12 @@ class MatmulTask final : public Task {
     const bool ir_outer = c.Ints("order")[0] == 1;
     std::ostringstream o;
     o << "/* crosstune matmul: " << c.ToString() << " */\n"
-      << "#include \"crosstune/kernel_abi.h\"\n"
       << "#define M_ " << m_ << "L\n#define N_ " << n_ << "L\n#define K_ " << k_ << "L\n"
       << "#define MR " << mr << "\n#define NV " << nv << "\n#define VW " << vw_ << "\n"
       << "#define NR " << nr << "\n#define KC " << kc << "L\n#define MC " << mc << "L\n"
       << "#define NC " << nc << "L\n#define UNROLL " << c.Int("unroll_k") << "\n"
       << "#define PACK_A " << c.Int("pack_a") << "\n#define IR_OUTER " << (ir_outer ? 1 : 0)
+      << "\n#define PREFETCH " << c.Int("prefetch") << "\n#define THREADS " << threads()
       << "\n#define NCB " << RoundUp(std::min(nc, n_), nr) << "L\n#define MCB "
       << RoundUp(std::min(mc, m_), mr) << "L\n"
       << kKernelBody;
@@ -163,6 +173,7 @@ class MatmulTask final : public Task {
                           static_cast<float>(std::ceil(n_ / nc)),
                           static_cast<float>(padded_m * padded_n / (double(m_) * n_)),  // waste
                           static_cast<float>(vw_),
+                          static_cast<float>(threads()),
                       });
     return f;
   }
@@ -183,6 +194,7 @@ class MatmulTask final : public Task {
     CT_RETURN_IF_ERROR(space_.AddReorder("order", {"jr", "ir"}));
     CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_k", {1, 2, 4, 8}));
     CT_RETURN_IF_ERROR(space_.AddCategorical("pack_a", {0, 1}));
+    CT_RETURN_IF_ERROR(space_.AddCategorical("prefetch", {0, 4, 8, 16}));
     const int regs = regs_, vw = vw_;
     const int64_t m_dim = m_, n_dim = n_;
     // The register tile plus one B vector per column and an A broadcast must fit the register
@@ -204,7 +216,8 @@ class MatmulTask final : public Task {
     const int64_t mc = std::max(mr, c.Ints("tile_m")[1] / mr * mr);
     const int64_t nc = std::max(nr, c.Ints("tile_n")[1] / nr * nr);
     return static_cast<uint64_t>(kc) *
-           (RoundUp(std::min(nc, n_), nr) + RoundUp(std::min(mc, m_), mr) + mr);
+           (RoundUp(std::min(nc, n_), nr) +
+            static_cast<uint64_t>(threads()) * (RoundUp(std::min(mc, m_), mr) + mr));
   }
 
   static const char* const kKernelBody;
@@ -216,16 +229,17 @@ class MatmulTask final : public Task {
 // The kernel text after the #defines. Loops with constant bounds over MR and NV are unrolled by
 // clang, so the accumulators stay in registers (nothing indexes them with a run-time value).
 const char* const MatmulTask::kKernelBody = R"KERNEL(
+#define CT_USE_RUNTIME 1
+#include "crosstune/kernel_abi.h"
 typedef float vf __attribute__((vector_size(VW * 4)));
 typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 static float Bp[KC * NCB] __attribute__((aligned(64)));
 #if PACK_A
-static float Ap[MCB * KC] __attribute__((aligned(64)));
-#else
-static float Aedge[MR * KC] __attribute__((aligned(64)));
+static float Ap[THREADS][MCB * KC] __attribute__((aligned(64)));
 #endif
+static float Aedge[THREADS][MR * KC] __attribute__((aligned(64)));
 static const char* g_error = "";
 static const char* last_error(void) { return g_error; }
 
@@ -239,6 +253,9 @@ static inline __attribute__((always_inline)) void tile(long kc, const float* res
     for (int v = 0; v < NV; ++v) acc[i][v] = (vf){0};
 #pragma clang loop unroll_count(UNROLL)
   for (long k = 0; k < kc; ++k) {
+#if PREFETCH
+    __builtin_prefetch(b + (k + PREFETCH) * NR, 0, 3);
+#endif
     vf bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = *(const vf*)(b + k * NR + v * VW);
     for (int i = 0; i < MR; ++i) {
@@ -264,8 +281,9 @@ static inline __attribute__((always_inline)) void tile(long kc, const float* res
     }
 }
 
-static void pack_b(const float* B, long pc, long jc, long kc, long nc) {
-  for (long jp = 0; jp < nc; jp += NR) {
+/* NR-wide panels [p0, p1) of the KC x nc block of B at (pc, jc), zero-padded. */
+static void pack_b(const float* B, long pc, long jc, long kc, long nc, long p0, long p1) {
+  for (long jp = p0 * NR; jp < nc && jp < p1 * NR; jp += NR) {
     float* dst = Bp + (jp / NR) * kc * NR;
     const long w = MIN(NR, nc - jp);
     for (long k = 0; k < kc; ++k) {
@@ -291,6 +309,63 @@ static void pack_a_panel(float* dst, const float* A, long r0, long rows, long pc
   }
 }
 
+/* One (jc, pc) step: the B block is packed by pack_task, then rows are shared by row_task. */
+struct step {
+  const float* A;
+  const float* B;
+  float* C;
+  long jc, nc, pc, kc;
+  int first;
+};
+
+static int32_t pack_task(int32_t t, int32_t nt, void* closure) {
+  const struct step* s = (const struct step*)closure;
+  const long panels = (s->nc + NR - 1) / NR;
+  pack_b(s->B, s->pc, s->jc, s->kc, s->nc, panels * t / nt, panels * (t + 1) / nt);
+  return 0;
+}
+
+static int32_t row_task(int32_t t, int32_t nt, void* closure) {
+  const struct step* s = (const struct step*)closure;
+  const long kc = s->kc, nc = s->nc, pc = s->pc, jc = s->jc;
+  const long mpanels = (M_ + MR - 1) / MR;
+  const long r0 = mpanels * t / nt * MR, r1 = MIN(M_, mpanels * (t + 1) / nt * MR);
+#if PACK_A
+  float* ap = Ap[t];
+#endif
+  float* aedge = Aedge[t];
+  for (long ic = r0; ic < r1; ic += MC) {
+    const long mc = MIN(MC, r1 - ic);
+#if PACK_A
+    for (long ip = 0; ip < mc; ip += MR)
+      pack_a_panel(ap + (ip / MR) * kc * MR, s->A, ic + ip, MIN(MR, mc - ip), pc, kc);
+#endif
+#if IR_OUTER
+    for (long ir = 0; ir < mc; ir += MR)
+      for (long jr = 0; jr < nc; jr += NR) {
+#else
+    for (long jr = 0; jr < nc; jr += NR)
+      for (long ir = 0; ir < mc; ir += MR) {
+#endif
+        const long rows = MIN(MR, mc - ir), cols = MIN(NR, nc - jr);
+        const float* bpan = Bp + (jr / NR) * kc * NR;
+        float* cp = s->C + (ic + ir) * N_ + jc + jr;
+#if PACK_A
+        tile(kc, ap + (ir / MR) * kc * MR, 1, MR, bpan, cp, rows, cols, s->first);
+#else
+        if (rows == MR) {
+          tile(kc, s->A + (ic + ir) * K_ + pc, K_, 1, bpan, cp, rows, cols, s->first);
+        } else {
+          pack_a_panel(aedge, s->A, ic + ir, rows, pc, kc);
+          tile(kc, aedge, 1, MR, bpan, cp, rows, cols, s->first);
+        }
+#endif
+      }
+  }
+  (void)aedge;
+  return 0;
+}
+
 static int check_tensor(const ct_arg* arg, long rows, long cols, const char* what) {
   if (arg->kind != CT_ARG_TENSOR) { g_error = what; return 1; }
   const DLTensor* t = arg->value.v_tensor;
@@ -309,44 +384,21 @@ static int32_t matmul(const ct_arg* args, int32_t num_args) {
   const DLTensor* ta = args[0].value.v_tensor;
   const DLTensor* tb = args[1].value.v_tensor;
   const DLTensor* tc = args[2].value.v_tensor;
-  const float* A = (const float*)((const char*)ta->data + ta->byte_offset);
-  const float* B = (const float*)((const char*)tb->data + tb->byte_offset);
-  float* C = (float*)((char*)tc->data + tc->byte_offset);
-
+  struct step s;
+  s.A = (const float*)((const char*)ta->data + ta->byte_offset);
+  s.B = (const float*)((const char*)tb->data + tb->byte_offset);
+  s.C = (float*)((char*)tc->data + tc->byte_offset);
   for (long jc = 0; jc < N_; jc += NC) {
-    const long nc = MIN(NC, N_ - jc);
+    s.jc = jc;
+    s.nc = MIN(NC, N_ - jc);
     for (long pc = 0; pc < K_; pc += KC) {
-      const long kc = MIN(KC, K_ - pc);
-      const int first = pc == 0;
-      pack_b(B, pc, jc, kc, nc);
-      for (long ic = 0; ic < M_; ic += MC) {
-        const long mc = MIN(MC, M_ - ic);
-#if PACK_A
-        for (long ip = 0; ip < mc; ip += MR)
-          pack_a_panel(Ap + (ip / MR) * kc * MR, A, ic + ip, MIN(MR, mc - ip), pc, kc);
-#endif
-#if IR_OUTER
-        for (long ir = 0; ir < mc; ir += MR)
-          for (long jr = 0; jr < nc; jr += NR) {
-#else
-        for (long jr = 0; jr < nc; jr += NR)
-          for (long ir = 0; ir < mc; ir += MR) {
-#endif
-            const long rows = MIN(MR, mc - ir), cols = MIN(NR, nc - jr);
-            const float* bpan = Bp + (jr / NR) * kc * NR;
-            float* cp = C + (ic + ir) * N_ + jc + jr;
-#if PACK_A
-            tile(kc, Ap + (ir / MR) * kc * MR, 1, MR, bpan, cp, rows, cols, first);
-#else
-            if (rows == MR) {
-              tile(kc, A + (ic + ir) * K_ + pc, K_, 1, bpan, cp, rows, cols, first);
-            } else {
-              pack_a_panel(Aedge, A, ic + ir, rows, pc, kc);
-              tile(kc, Aedge, 1, MR, bpan, cp, rows, cols, first);
-            }
-#endif
-          }
-      }
+      s.pc = pc;
+      s.kc = MIN(KC, K_ - pc);
+      s.first = pc == 0;
+      const long panels = (s.nc + NR - 1) / NR;
+      int32_t r = ct_parallel_for(pack_task, &s, (int32_t)MIN(THREADS, panels));
+      if (r == 0) r = ct_parallel_for(row_task, &s, THREADS);
+      if (r != 0) { g_error = "matmul: a parallel task failed"; return r; }
     }
   }
   return 0;
@@ -359,8 +411,9 @@ CT_DEFINE_MODULE("crosstune matmul", kFunctions, last_error)
 }  // namespace
 
 Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape,
-                                               const builder::Target& target) {
-  return MatmulTask::Make(shape, target);
+                                               const builder::Target& target,
+                                               const TaskOptions& options) {
+  return MatmulTask::Make(shape, target, options);
 }
 
 }  // namespace crosstune::tuner

@@ -74,6 +74,7 @@ struct TimeOptions {
   uint32_t cooldown_ms = 0;
   bool flush_cache = false;
   uint32_t timeout_ms = 0;  // per call on the device; 0: the server's default
+  uint32_t threads = 0;     // for the module's parallel loops; 0: the server's --threads
 };
 
 class RemoteModule {
@@ -82,8 +83,9 @@ class RemoteModule {
   uint32_t id() const { return info_.module_id; }
   const msg::ModuleInfo& info() const { return info_; }
   // KernelError when the kernel returns non-zero; RemoteCrash / Timeout as the server reports.
+  // `threads` sizes the module's parallel loops (0: the server's --threads).
   Expected<msg::CallReply> Call(const std::string& function, const std::vector<msg::Arg>& args,
-                                uint32_t timeout_ms = 0);
+                                uint32_t timeout_ms = 0, uint32_t threads = 0);
   Expected<msg::TimeReply> Time(const std::string& function, const std::vector<msg::Arg>& args,
                                 const TimeOptions& options);
   Status Unload();

@@ -46,6 +46,9 @@ struct LoadRequest {
   int fd = -1;               // open for reading, positioned anywhere (use pread)
   std::string head;          // the first up to 64 bytes of the file
   Workspace* workspace = nullptr;
+  // The session's threads for modules that define crosstune_runtime_v1 (kernel_abi.h); may be
+  // null (the module's parallel loops then run serially).
+  const ct_runtime* runtime = nullptr;
 };
 
 // `text` with every occurrence of the server-side `path` replaced by the client's `name`: loader

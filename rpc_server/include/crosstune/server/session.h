@@ -36,6 +36,10 @@ struct SessionOptions {
   // What one session's workspace may hold in all (uploads; a file replaced counts once).
   uint64_t max_workspace_bytes = uint64_t{16} << 30;
   uint64_t max_tensor_bytes = uint64_t{8} << 30;
+  // Threads a call's parallel launches use when the call does not say (0: the CPUs this process
+  // may run on), and the most a call may ask for (0: the CPUs, or `threads` if that is more).
+  uint32_t threads = 0;
+  uint32_t max_threads = 0;
   // Kill-on-timeout needs a process to kill: in-process sessions (--no-fork) run calls unguarded.
   bool guard_calls = true;
 };

@@ -48,7 +48,10 @@ struct TaskId {
   std::string template_name;
   std::vector<int64_t> shape;
   std::string dtype = "float32";
-  // "matmul 512,512,512 float32": one task's records share it.
+  // Threads the kernel runs with (its parallel loops; kernel_abi.h). Part of the task: a config's
+  // time with 1 thread says little about the same config with 4.
+  int threads = 1;
+  // "matmul 512,512,512 float32" (" threads=4" when more than one): one task's records share it.
   std::string Key() const;
   bool operator==(const TaskId&) const = default;
 };

@@ -50,6 +50,8 @@ class Task {
   const TaskId& id() const { return id_; }
   const builder::Target& target() const { return target_; }
   const ConfigSpace& space() const { return space_; }
+  // Threads the generated kernel is made for and run with (1: single-threaded).
+  int threads() const { return id_.threads; }
   // The function the generated module exports.
   virtual std::string function() const = 0;
   virtual std::vector<ArgSpec> args() const = 0;
@@ -76,6 +78,11 @@ class Task {
   ConfigSpace space_;
 };
 
+// What a task is besides its template, shape and target.
+struct TaskOptions {
+  int threads = 1;  // 1..4096
+};
+
 // Template names MakeTask knows ("matmul", "conv2d", "depthwise_conv2d", "dense").
 const std::vector<std::string>& TemplateNames();
 
@@ -84,7 +91,8 @@ const std::vector<std::string>& TemplateNames();
 // B,IN,OUT). kInvalidArgument for an unknown template (listing the
 // known ones), a wrong shape (with the template's usage) or a target the template cannot use.
 Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
-                                         const builder::Target& target);
+                                         const builder::Target& target,
+                                         const TaskOptions& options = {});
 
 // Compares a kernel's outputs with the reference's. Ok, or a message naming the first bad element
 // ("C[3,17] = 1.5, reference 2.25 (18 of 262144 elements differ)").
