@@ -19,51 +19,16 @@
 #include <sstream>
 
 #include "crosstune/tuner/task.h"
+#include "templates/common.h"
 
 namespace crosstune::tuner {
 namespace {
 
-bool HasAttr(const builder::Target& t, const std::string& feature) {
-  return std::find(t.attrs.begin(), t.attrs.end(), "+" + feature) != t.attrs.end();
-}
-
-// Floats per vector register the generated code should use.
-int VectorWidth(const builder::Target& t) {
-  const std::string arch = t.Arch();
-  if (arch == "x86_64") {
-    if (HasAttr(t, "avx512f")) return 16;
-    if (HasAttr(t, "avx") || HasAttr(t, "avx2")) return 8;
-    return 4;
-  }
-  return 4;  // NEON (aarch64, armv7), and scalarised 4-lane vectors elsewhere
-}
-
-// Vector registers the micro-kernel may hold at once.
-int VectorRegisters(const builder::Target& t) {
-  const std::string arch = t.Arch();
-  if (arch == "x86_64") return HasAttr(t, "avx512f") ? 32 : 16;
-  if (arch == "aarch64") return 32;
-  return 16;  // armv7 NEON: 16 q registers
-}
-
-std::vector<int64_t> CandidatesUpTo(std::vector<int64_t> list, int64_t extent) {
-  std::vector<int64_t> out;
-  for (int64_t v : list) {
-    if (v < extent) out.push_back(v);
-  }
-  out.push_back(extent);  // no blocking at all
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-std::vector<std::vector<int64_t>> AsCandidates(const std::vector<int64_t>& v) {
-  std::vector<std::vector<int64_t>> out;
-  for (int64_t x : v) out.push_back({x});
-  return out;
-}
-
-int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+using templates::AsCandidates;
+using templates::CandidatesUpTo;
+using templates::RoundUp;
+using templates::VectorRegisters;
+using templates::VectorWidth;
 
 class MatmulTask final : public Task {
  public:

@@ -83,11 +83,13 @@ struct TaskOptions {
   int threads = 1;  // 1..4096
 };
 
-// Template names MakeTask knows ("matmul").
+// Template names MakeTask knows ("matmul", "conv2d", "depthwise_conv2d", "dense").
 const std::vector<std::string>& TemplateNames();
 
-// A task of template `name` for `shape` (matmul: M,N,K) on `target`. kInvalidArgument for an
-// unknown template (listing the known ones), a wrong shape or a target the template cannot use.
+// A task of template `name` for `shape` on `target` (matmul: M,N,K; conv2d:
+// N,C,H,W,K,R,S,stride,pad[,residual]; depthwise_conv2d: N,C,H,W,R,S,stride,pad; dense:
+// B,IN,OUT). kInvalidArgument for an unknown template (listing the
+// known ones), a wrong shape (with the template's usage) or a target the template cannot use.
 Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
                                          const builder::Target& target,
                                          const TaskOptions& options = {});

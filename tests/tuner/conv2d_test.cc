@@ -1,0 +1,189 @@
+// The conv2d template: shapes and their errors, the space and its limits (unit), and generated
+// code for many shapes and configs run on a real crosstune-server on loopback against the
+// reference (integration).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "crosstune/builder/builder.h"
+#include "crosstune/tuner/task.h"
+#include "template_checks.h"
+
+namespace crosstune::tuner {
+namespace {
+
+builder::Target Avx512() {
+  auto t = builder::ParseTarget("x86-avx512");
+  EXPECT_TRUE(t.ok());
+  return *t;
+}
+
+TEST(Conv2dTaskTest, RefusesWrongShapesWithTheUsage) {
+  for (std::vector<int64_t> bad : {std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 0},
+                                   {0, 64, 56, 56, 64, 3, 3, 1, 1},
+                                   {1, 64, 56, 56, 64, 3, 3, 0, 1},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, -1},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 2},
+                                   {1, 4, 2, 2, 8, 5, 5, 1, 1},
+                                   {65536, 65536, 65536, 65536, 1, 1, 1, 1, 0}}) {
+    auto task = MakeTask("conv2d", bad, Avx512());
+    ASSERT_FALSE(task.ok());
+    EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(
+        task.status().message().find("conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual]"),
+        std::string::npos)
+        << task.status().message();
+  }
+  auto unknown = MakeTask("conv3d", {1, 2, 3}, Avx512());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("conv2d"), std::string::npos);
+}
+
+TEST(Conv2dTaskTest, ArgumentsFlopsAndKeyFollowTheShape) {
+  auto plain = MakeTask("conv2d", {1, 64, 56, 56, 64, 3, 3, 1, 1, 0}, Avx512());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->id().Key(), "conv2d 1,64,56,56,64,3,3,1,1 float32");
+  auto args = (*plain)->args();
+  ASSERT_EQ(args.size(), 4u);
+  EXPECT_EQ(args[3].name, "out");
+  EXPECT_TRUE(args[3].output);
+  EXPECT_EQ(args[3].shape, (std::vector<int64_t>{1, 64, 56, 56}));
+  EXPECT_DOUBLE_EQ((*plain)->flops(), 2.0 * 64 * 56 * 56 * 64 * 9);
+
+  // 7x7 stride 2 pad 3 on 224: 112 x 112 out, and a residual argument before out.
+  auto stem = MakeTask("conv2d", {2, 3, 224, 224, 64, 7, 7, 2, 3, 1}, Avx512());
+  ASSERT_TRUE(stem.ok());
+  args = (*stem)->args();
+  ASSERT_EQ(args.size(), 5u);
+  EXPECT_EQ(args[3].name, "residual");
+  EXPECT_FALSE(args[3].output);
+  EXPECT_EQ(args[4].shape, (std::vector<int64_t>{2, 64, 112, 112}));
+}
+
+TEST(Conv2dTaskTest, DefaultConfigIsValidAndFeaturesHaveOneLength) {
+  for (std::string target : {"x86-avx512", "x86-avx2", "x86-64", "aarch64", "armv7-neon"}) {
+    auto t = builder::ParseTarget(target);
+    ASSERT_TRUE(t.ok()) << target;
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1, 1},
+                                       {1, 3, 224, 224, 64, 7, 7, 2, 3},
+                                       {1, 1, 1, 1, 1, 1, 1, 1, 0}}) {
+      auto task = MakeTask("conv2d", shape, *t);
+      ASSERT_TRUE(task.ok()) << task.status().ToString();
+      Config d = (*task)->DefaultConfig();
+      EXPECT_TRUE((*task)->space().IsValid(d)) << target << " " << d.ToString();
+      const size_t len = (*task)->Features(d).size();
+      UniqueSampler s((*task)->space(), 3);
+      for (int i = 0; i < 20; ++i) {
+        auto next = s.Next();
+        if (!next) break;
+        EXPECT_EQ((*task)->Features((*task)->space().Get(*next)).size(), len);
+      }
+    }
+  }
+  // On AVX-512 the 56-wide 3x3 layer gets 14-pixel tiles of two 16-channel vectors.
+  auto task = MakeTask("conv2d", {1, 64, 56, 56, 64, 3, 3, 1, 1}, Avx512());
+  ASSERT_TRUE(task.ok());
+  Config d = (*task)->DefaultConfig();
+  EXPECT_EQ(d.Int("ow_tile"), 14);
+  EXPECT_EQ(d.Int("oc_vectors"), 2);
+}
+
+TEST(Conv2dTaskTest, RefusesScratchOverAQuarterOfTheDeviceMemory) {
+  auto task = MakeTask("conv2d", {8, 256, 224, 224, 64, 3, 3, 1, 1}, Avx512());
+  ASSERT_TRUE(task.ok());
+  msg::DeviceInfo small;
+  small.memory_bytes = uint64_t{64} << 20;
+  Status s = (*task)->CheckLimits((*task)->DefaultConfig(), small);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("quarter of the device's memory"), std::string::npos) << s.message();
+  msg::DeviceInfo big;
+  big.memory_bytes = uint64_t{64} << 30;
+  EXPECT_TRUE((*task)->CheckLimits((*task)->DefaultConfig(), big).ok());
+}
+
+class Conv2dOnServerTest : public testing::TemplateOnServerTest {
+ protected:
+  void Check(const std::vector<int64_t>& shape, int samples) {
+    CheckTemplate("conv2d", shape, samples);
+  }
+};
+
+// Sizes that fill no tile: odd widths and heights, channel counts that fill no vector or block.
+TEST_F(Conv2dOnServerTest, OddShapesMatchTheReference) {
+  Check({1, 3, 13, 11, 5, 3, 3, 2, 1}, 6);
+  Check({1, 16, 9, 7, 20, 1, 1, 1, 0}, 6);
+  Check({2, 17, 10, 12, 33, 3, 3, 1, 1}, 4);
+}
+
+TEST_F(Conv2dOnServerTest, ResidualIsAddedBeforeTheRelu) {
+  Check({1, 8, 11, 9, 24, 3, 3, 1, 1, 1}, 4);
+  Check({2, 16, 8, 8, 16, 1, 1, 2, 0, 1}, 2);
+}
+
+// The kinds of layer ResNet-50 has, at smaller sizes: 7x7 s2 p3, 3x3 s2 p1, 1x1 s2 p0, 1x1 s1 p0
+// (full pixel panels read in place and a partial one copied).
+TEST_F(Conv2dOnServerTest, ResNetLayerKindsMatchTheReference) {
+  Check({1, 3, 23, 21, 16, 7, 7, 2, 3}, 3);
+  Check({1, 32, 15, 15, 32, 3, 3, 2, 1}, 3);
+  Check({1, 64, 14, 14, 64, 1, 1, 2, 0}, 3);
+  Check({1, 32, 14, 14, 48, 1, 1, 1, 0}, 3);
+}
+
+// Work split into several tasks (here run one after another): each task's range of items and
+// its own row buffers and panels. 64 tasks is more than some layers have items.
+TEST_F(Conv2dOnServerTest, WorkSplitIntoTasksMatchesTheReference) {
+  CheckSplit("conv2d", {2, 9, 11, 13, 20, 3, 3, 1, 1, 1}, 3);
+  CheckSplit("conv2d", {1, 16, 9, 7, 20, 1, 1, 1, 0}, 5);
+  CheckSplit("conv2d", {1, 3, 13, 11, 5, 3, 3, 2, 1}, 64);
+}
+
+// The implicit matrix product on layers with padding, strides and a residual: im2col panels
+// with zeros over the padding, panels that end past the last pixel, channel rows past K, the
+// reduction in one chunk or several.
+TEST_F(Conv2dOnServerTest, GemmAlgorithmHandlesPaddingStridesAndRemainders) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 5, 17, 19, 33, 7, 7, 2, 3},
+                                     {2, 9, 11, 13, 20, 3, 3, 1, 1, 1},
+                                     {1, 12, 9, 9, 7, 3, 3, 2, 1}}) {
+    auto task = MakeTask("conv2d", shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    const ConfigSpace& space = (*task)->space();
+    std::vector<uint64_t> indices;
+    const Knob* chunks = space.FindKnob("gemm_chunk");
+    ASSERT_NE(chunks, nullptr);
+    // (rows, vectors, unroll, chunk: the first candidate, several chunks, or none)
+    for (auto [rows, vectors, unroll, chunk] : {std::tuple{1, 1, 1, size_t{0}},
+                                                {3, 2, 4, chunks->size() - 1},
+                                                {7, 4, 1, size_t{0}},
+                                                {4, 3, 8, chunks->size() - 1}}) {
+      auto c = space.FromJson({{"ow_tile", 1},
+                               {"oc_vectors", 1},
+                               {"ic_block", space.FindKnob("ic_block")->values.front()},
+                               {"order", {"ow", "cb"}},
+                               {"oh_rows", 1},
+                               {"unroll_c", unroll},
+                               {"algorithm", "gemm"},
+                               {"gemm_rows", rows},
+                               {"gemm_vectors", vectors},
+                               {"gemm_pack", 1},
+                               {"gemm_chunk", chunks->values[chunk]}});
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      if (space.IsValid(*c)) indices.push_back(c->index());
+    }
+    ASSERT_GE(indices.size(), 3u);
+    testing::ExpectConfigsMatchReference(*builder_, **task, device_, info_, indices);
+  }
+}
+
+// Two threads on the server's pool: each with its own items and scratch at the same time.
+TEST_F(Conv2dOnServerTest, TwoThreadsMatchTheReference) {
+  if (info_.cores < 2) GTEST_SKIP() << "the device has " << info_.cores << " core(s)";
+  // Long enough for the two threads to overlap (a race on shared scratch shows).
+  CheckThreads("conv2d", {2, 32, 30, 30, 48, 3, 3, 1, 1, 1}, 2);
+  CheckThreads("conv2d", {1, 16, 9, 7, 20, 1, 1, 1, 0}, 2);
+}
+
+}  // namespace
+}  // namespace crosstune::tuner

@@ -1,0 +1,219 @@
+// Helpers shared by the CPU kernel templates: what the target's vector unit offers, candidate
+// lists for split knobs, and pieces of generated C that every template's kernel needs (vector
+// types, tensor checks, a VW x VW in-register transpose, the parallel launch).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/target.h"
+#include "crosstune/messages.h"
+#include "crosstune/status.h"
+
+namespace crosstune::tuner::templates {
+
+inline bool HasAttr(const builder::Target& t, const std::string& feature) {
+  return std::find(t.attrs.begin(), t.attrs.end(), "+" + feature) != t.attrs.end();
+}
+
+// AVX-512 from a feature or from the generic x86-64-v4 level (the x86-avx512 preset).
+inline bool HasAvx512(const builder::Target& t) {
+  const bool off = std::find(t.attrs.begin(), t.attrs.end(), "-avx512f") != t.attrs.end();
+  return !off && (HasAttr(t, "avx512f") || t.cpu == "x86-64-v4");
+}
+
+// Floats per vector register the generated code should use.
+inline int VectorWidth(const builder::Target& t) {
+  const std::string arch = t.Arch();
+  if (arch == "x86_64") {
+    if (HasAvx512(t)) return 16;
+    if (HasAttr(t, "avx") || HasAttr(t, "avx2") || t.cpu == "x86-64-v3") return 8;
+    return 4;
+  }
+  return 4;  // NEON (aarch64, armv7), and scalarised 4-lane vectors elsewhere
+}
+
+// Vector registers a micro-kernel may hold at once.
+inline int VectorRegisters(const builder::Target& t) {
+  const std::string arch = t.Arch();
+  if (arch == "x86_64") return HasAvx512(t) ? 32 : 16;
+  if (arch == "aarch64") return 32;
+  return 16;  // armv7 NEON: 16 q registers
+}
+
+// The values of `list` below `extent`, and `extent` itself (no blocking), sorted and unique.
+inline std::vector<int64_t> CandidatesUpTo(const std::vector<int64_t>& list, int64_t extent) {
+  std::vector<int64_t> out;
+  for (int64_t v : list) {
+    if (v < extent) out.push_back(v);
+  }
+  out.push_back(extent);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+inline std::vector<std::vector<int64_t>> AsCandidates(const std::vector<int64_t>& v) {
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(v.size());
+  for (int64_t x : v) out.push_back({x});
+  return out;
+}
+
+inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Tensors of more elements than this are refused when a task is made (before any int64 product
+// of the sizes can overflow, and before a host buffer for them is allocated).
+constexpr double kMaxTensorElements = 4294967296.0;  // 2^32
+
+// Refuses running a task with more threads than the device has cores (what the tuner measures
+// would not be what a user gets).
+inline Status CheckThreads(int threads, const msg::DeviceInfo& device) {
+  if (device.cores > 0 && static_cast<uint32_t>(threads) > device.cores) {
+    return Status(ErrorCode::kInvalidArgument, "the task runs with " + std::to_string(threads) +
+                                                   " threads; the device has " +
+                                                   std::to_string(device.cores) + " cores");
+  }
+  return Status::Ok();
+}
+
+// The name of the first argument over kMaxTensorElements, or empty. Products in double: sizes
+// up to 2^20 each cannot overflow it.
+template <typename ArgList>
+std::string OversizedArgument(const ArgList& args) {
+  for (const auto& a : args) {
+    double n = 1;
+    for (int64_t d : a.shape) n *= static_cast<double>(d);
+    if (n > kMaxTensorElements) return a.name;
+  }
+  return "";
+}
+inline int64_t CeilDiv(int64_t v, int64_t m) { return (v + m - 1) / m; }
+
+// The first lines of a generated kernel: the kernel ABI with its parallel launch where the header
+// has one (CT_USE_RUNTIME; a header without it ignores the define and the kernel runs serially).
+inline std::string KernelHeader() {
+  return "#define CT_USE_RUNTIME 1\n#include \"crosstune/kernel_abi.h\"\n";
+}
+
+// Generated C after KernelHeader(), `#define VW <floats per vector>` and `#define THREADS <the
+// task's threads>`:
+//   vf / vfu / vi     aligned and unaligned float vectors, an int vector of the same lanes
+//   MIN, MAX_TASKS    (THREADS, or CT_TASKS when larger: it bounds the tasks, and per-task
+//                     scratch has MAX_TASKS slices, a task indexing its own)
+//   g_error, last_error, set by check_tensor(arg, ndim, shape, what) on a bad tensor
+//   relu(v)
+//   transpose(t)      t[i][j] <- t[j][i] for a VW x VW block held in VW vectors
+//   hsum(v)           the sum of v's lanes
+//   run_tasks(body, closure, items)  body(task, tasks, closure) for each task, on the server's
+//                     threads where it offers them (serially otherwise, or with CT_TASKS defined,
+//                     CT_TASKS tasks one after another: how tests check the split); tasks is at
+//                     most the threads, MAX_TASKS and items. A task takes the items
+//                     [items * task / tasks, items * (task + 1) / tasks) (task_range).
+inline std::string KernelPrelude(int vw) {
+  std::ostringstream o;
+  o << R"C(
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
+typedef int32_t vi __attribute__((vector_size(VW * 4)));
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#if defined(CT_TASKS) && CT_TASKS > THREADS
+#define MAX_TASKS CT_TASKS
+#else
+#define MAX_TASKS THREADS
+#endif
+
+static const char* g_error = "";
+static const char* last_error(void) { return g_error; }
+
+/* A compact float32 tensor of `ndim` dimensions and the given shape, or 1 with g_error set. */
+static int check_tensor(const ct_arg* arg, int ndim, const long* shape, const char* what) {
+  if (arg->kind != CT_ARG_TENSOR) { g_error = what; return 1; }
+  const DLTensor* t = arg->value.v_tensor;
+  if (t->ndim != ndim || t->dtype.code != kDLFloat || t->dtype.bits != 32 || t->dtype.lanes != 1) {
+    g_error = what;
+    return 1;
+  }
+  long stride = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (t->shape[d] != shape[d] || (t->strides && t->shape[d] > 1 && t->strides[d] != stride)) {
+      g_error = what;
+      return 1;
+    }
+    stride *= shape[d];
+  }
+  return 0;
+}
+
+static inline float* tensor_data(const ct_arg* arg) {
+  const DLTensor* t = arg->value.v_tensor;
+  return (float*)((char*)t->data + t->byte_offset);
+}
+
+static inline __attribute__((always_inline)) vf relu(vf v) {
+  const vi keep = v > (vf){0};
+  return (vf)((vi)v & keep);
+}
+
+typedef int32_t (*task_body)(int32_t task, int32_t num_tasks, void* closure);
+
+static inline void task_range(long items, int32_t task, int32_t num_tasks, long* begin, long* end) {
+  *begin = items * task / num_tasks;
+  *end = items * (task + 1) / num_tasks;
+}
+
+static int32_t run_tasks(task_body body, void* closure, long items) {
+  if (items <= 0) return 0;
+#if defined(CT_TASKS)
+  long tasks = CT_TASKS; /* tests: this many tasks, one after another */
+#elif defined(CT_RUNTIME_VERSION)
+  long tasks = ct_num_threads();
+#else
+  long tasks = 1;
+#endif
+  if (tasks > MAX_TASKS) tasks = MAX_TASKS;
+  if (tasks > items) tasks = items;
+#if defined(CT_RUNTIME_VERSION) && !defined(CT_TASKS)
+  return ct_parallel_for(body, closure, (int32_t)tasks);
+#else
+  for (long t = 0; t < tasks; ++t) {
+    const int32_t rc = body((int32_t)t, (int32_t)tasks, closure);
+    if (rc != 0) return rc;
+  }
+  return 0;
+#endif
+}
+)C";
+  // Transpose: log2(VW) stages; stage b swaps, within each 2b x 2b block, the b x b block above
+  // the diagonal with the one below it.
+  o << "\nstatic inline __attribute__((always_inline)) void transpose(vf* t) {\n  vf a, b;\n";
+  for (int b = 1; b < vw; b *= 2) {
+    for (int i = 0; i < vw; ++i) {
+      if (i & b) continue;
+      std::string lo, hi;
+      for (int j = 0; j < vw; ++j) {
+        lo += ", " + std::to_string((j & b) ? vw + j - b : j);
+        hi += ", " + std::to_string((j & b) ? vw + j : j + b);
+      }
+      o << "  a = t[" << i << "]; b = t[" << i + b << "];\n"
+        << "  t[" << i << "] = __builtin_shufflevector(a, b" << lo << ");\n"
+        << "  t[" << i + b << "] = __builtin_shufflevector(a, b" << hi << ");\n";
+    }
+  }
+  o << "}\n";
+  // Horizontal sum: log2(VW) halvings, each adding the upper half of what is left onto the
+  // lower half (lanes past it are don't-cares).
+  o << "\nstatic inline __attribute__((always_inline)) float hsum(vf v) {\n";
+  for (int half = vw / 2; half >= 1; half /= 2) {
+    std::string idx;
+    for (int j = 0; j < vw; ++j) idx += ", " + std::to_string(j < half ? j + half : j);
+    o << "  v += __builtin_shufflevector(v, v" << idx << ");\n";
+  }
+  o << "  return v[0];\n}\n";
+  return o.str();
+}
+
+}  // namespace crosstune::tuner::templates

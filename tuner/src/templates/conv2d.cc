@@ -1,0 +1,770 @@
+// CPU fp32 2-D convolution with a fused epilogue: out = relu(conv(data, weight) + bias
+// (+ residual)), NCHW tensors, weight [K, C, R, S], any stride and zero padding.
+//
+// A direct convolution over blocked layouts. Each call repacks
+//   data   [N, C, H, W]    -> [N][C/CB][H + 2 pad][W + 2 pad][CB]  (the padding stays zero)
+//   weight [K, C, R, S]    -> [K/KVW][C][R][S][KVW]                 (KVW = KV vectors of channels)
+// into static scratch sized from the shape, with VW x VW in-register transposes where the blocks
+// allow. The register tile is T output pixels along a row x KV vectors of output channels: each
+// step loads KV weight vectors, broadcasts one input scalar per pixel and does T x KV FMAs,
+// accumulating over the input channels and the filter window. A row's tiles are T wide plus one
+// remainder tile of exactly the width left, so widths that do not divide the tile cost no
+// padded work. The tiles write a per-task row buffer in pixel-major order; the epilogue
+// transposes it back to NCHW a VW x VW block at a time, adding bias and residual and clamping.
+// Channel counts that do not fill a block are zero-padded in the packed copies (zeros add
+// nothing) and never written out.
+//
+// The second algorithm ("gemm") is an implicit matrix product, out[n] (K x P) = weight (K x CRS)
+// · x (CRS x P) over the P = OH*OW output pixels and CRS = C*R*S: for each panel of NV vectors of
+// pixels, a task copies the inputs under them into its own im2col panel (CRS x NV*VW, zero where
+// the window is over the padding), and an MR-channel x NV-vector register tile broadcasts the
+// weight as stored, one element per channel. The pixels are the vector lanes, so NCHW output is
+// stored directly, and the weight is never repacked: the default for 1x1 layers, a knob value
+// for the others. A 1x1 stride-1 unpadded layer may read full panels from the input planes in
+// place.
+//
+// The work is a list of items (image, output-channel block, output rows; for gemm: image, pixel
+// panel), split into contiguous ranges by task, so the kernel runs unchanged on one thread or
+// many; packing is split likewise.
+//
+// Knobs: ow_tile (T), oc_vectors (KV), ic_block (CB), order of the row-tile and input-channel
+// block loops, oh_rows (output rows an item covers: with the channel-block loop outermost, a
+// block's weights serve them all from L1), unroll of the innermost channel loop; algorithm
+// (direct, gemm), gemm_rows (MR), gemm_vectors (NV), gemm_chunk (reduction chunk, a split) and
+// gemm_pack (copy or read in place). The
+// knobs of the algorithm not chosen are held at their first value, so no kernel appears twice in
+// the space.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "crosstune/tuner/task.h"
+#include "templates/common.h"
+
+namespace crosstune::tuner {
+namespace {
+
+using templates::CeilDiv;
+using templates::RoundUp;
+
+constexpr const char* kUsage = "conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual]";
+
+class Conv2dTask final : public Task {
+ public:
+  static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
+                                              const builder::Target& target,
+                                              const TaskOptions& options) {
+    if (shape.size() != 9 && shape.size() != 10) {
+      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + " (9 or 10 values, got " +
+                                                     std::to_string(shape.size()) + ")");
+    }
+    const int64_t limit = int64_t{1} << 16;
+    for (size_t i = 0; i < 8; ++i) {
+      if (shape[i] < 1 || shape[i] > limit) {
+        return Status(ErrorCode::kInvalidArgument,
+                      std::string(kUsage) + ": sizes and stride from 1 to 65536");
+      }
+    }
+    const int64_t pad = shape[8];
+    const int64_t residual = shape.size() == 10 ? shape[9] : 0;
+    if (pad < 0 || pad > limit) {
+      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + ": pad from 0 to 65536");
+    }
+    if (residual != 0 && residual != 1) {
+      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + ": residual is 0 or 1");
+    }
+    if (shape[5] > shape[2] + 2 * pad || shape[6] > shape[3] + 2 * pad) {
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string(kUsage) + ": the filter (R,S) is larger than the padded input");
+    }
+    if (target.is_cuda()) {
+      return Status(ErrorCode::kInvalidArgument, "the conv2d template is for CPU targets");
+    }
+    auto task = std::unique_ptr<Conv2dTask>(new Conv2dTask());
+    // The key names the residual only when there is one: "1,64,56,56,64,3,3,1,1" either way.
+    std::vector<int64_t> key(shape.begin(), shape.begin() + 9);
+    if (residual) key.push_back(1);
+    task->id_ = TaskId{"conv2d", key, "float32", options.threads};
+    task->target_ = target;
+    task->n_ = shape[0];
+    task->c_ = shape[1];
+    task->h_ = shape[2];
+    task->w_ = shape[3];
+    task->k_ = shape[4];
+    task->r_ = shape[5];
+    task->s_ = shape[6];
+    task->stride_ = shape[7];
+    task->pad_ = pad;
+    task->residual_ = residual != 0;
+    task->oh_ = (task->h_ + 2 * pad - task->r_) / task->stride_ + 1;
+    task->ow_ = (task->w_ + 2 * pad - task->s_) / task->stride_ + 1;
+    task->vw_ = templates::VectorWidth(target);
+    task->regs_ = templates::VectorRegisters(target);
+    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string(kUsage) + ": " + big + " would have over 2^32 elements");
+    }
+    CT_RETURN_IF_ERROR(task->BuildSpace());
+    return std::unique_ptr<Task>(std::move(task));
+  }
+
+  std::string function() const override { return "conv2d"; }
+
+  std::vector<ArgSpec> args() const override {
+    std::vector<ArgSpec> a = {
+        {"data", {n_, c_, h_, w_}}, {"weight", {k_, c_, r_, s_}}, {"bias", {k_}}};
+    if (residual_) a.push_back({"residual", {n_, k_, oh_, ow_}});
+    a.push_back({"out", {n_, k_, oh_, ow_}, {kDLFloat, 32, 1}, true});
+    return a;
+  }
+
+  double flops() const override { return 2.0 * n_ * k_ * oh_ * ow_ * c_ * r_ * s_; }
+
+  Config DefaultConfig() const override {
+    // Two channel vectors where K has them, and the widest pixel tile the registers hold, made
+    // narrower while that keeps the number of tiles per row (fewer wasted remainder pixels).
+    const int64_t kv = k_ > vw_ ? 2 : 1;
+    const int64_t tmax = std::max<int64_t>(1, std::min<int64_t>(ow_, (regs_ - 1 - kv) / kv));
+    int64_t t = tmax;
+    while (t > 1 && CeilDiv(ow_, t - 1) == CeilDiv(ow_, tmax)) --t;
+    const Knob* cb_knob = space_.FindKnob("ic_block");
+    nlohmann::json cb = cb_knob->values.front();
+    for (const auto& v : cb_knob->values) {
+      if (v.get<int64_t>() <= 16) cb = v;
+    }
+    nlohmann::json want = {{"ow_tile", t},          {"oc_vectors", kv}, {"ic_block", cb},
+                           {"order", {"ow", "cb"}}, {"oh_rows", 1},     {"unroll_c", 1}};
+    want["algorithm"] = "direct";
+    want["gemm_rows"] = 1;
+    want["gemm_vectors"] = 1;
+    want["gemm_pack"] = space_.FindKnob("gemm_pack")->values.front();
+    want["gemm_chunk"] = space_.FindKnob("gemm_chunk")->values.front();
+    // The matrix product for 1x1 filters. (Measured on ResNet-50's 3x3 layers of 14x14 and 7x7
+    // pixels, whose weight dwarfs the image, it was no faster than the direct algorithm.)
+    if (r_ == 1 && s_ == 1 && pad_ == 0) {
+      // Pixel vectors: the fewest padded lanes, within 10%, with the most vectors a panel.
+      const int64_t p = oh_ * ow_;
+      auto padded = [&](int64_t nv) { return CeilDiv(p, nv * vw_) * nv * vw_; };
+      int64_t least = padded(1);
+      for (int64_t nv = 2; nv <= 4; ++nv) least = std::min(least, padded(nv));
+      int64_t nv = 4;
+      while (nv > 1 && (padded(nv) * 10 > least * 11 || 2 * nv + nv + 1 > regs_)) --nv;
+      int64_t mr = std::min<int64_t>({k_, 12, (regs_ - 1 - nv) / nv});
+      want = {{"ow_tile", 1},
+              {"oc_vectors", 1},
+              {"ic_block", cb_knob->values.front()},
+              {"order", {"ow", "cb"}},
+              {"oh_rows", 1},
+              {"unroll_c", 1},
+              {"algorithm", "gemm"},
+              {"gemm_rows", std::max<int64_t>(mr, 1)},
+              {"gemm_vectors", nv},
+              {"gemm_pack", PlainMatrix() ? 0 : 1}};
+      // Reduction chunks whose part of the panel fits in 32 KiB (L1), 64 elements at least.
+      const Knob* chunks = space_.FindKnob("gemm_chunk");
+      want["gemm_chunk"] = chunks->values.front();
+      for (const auto& v : chunks->values) {
+        if (v[1].get<int64_t>() * nv * vw_ * 4 <= 32 * 1024) want["gemm_chunk"] = v;
+      }
+    }
+    auto c = space_.FromJson(want);
+    if (c.ok() && space_.IsValid(*c)) return *c;
+    UniqueSampler s(space_, 1);
+    return space_.Get(s.Next().value_or(0));
+  }
+
+  Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
+    CT_RETURN_IF_ERROR(templates::CheckThreads(threads(), device));
+    const uint64_t bytes = ScratchFloats(c) * 4;
+    if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
+      return Status(ErrorCode::kInvalidArgument, "packed copies need " +
+                                                     std::to_string(bytes >> 20) +
+                                                     " MiB, over a quarter of the device's memory");
+    }
+    return Status::Ok();
+  }
+
+  std::string Generate(const Config& c) const override {
+    const Blocks b = BlocksOf(c);
+    std::ostringstream o;
+    o << "/* crosstune conv2d " << id_.Key() << ": " << c.ToString() << " */\n"
+      << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
+      << "#define N_ " << n_ << "L\n#define C_ " << c_ << "L\n#define H_ " << h_ << "L\n"
+      << "#define W_ " << w_ << "L\n#define K_ " << k_ << "L\n#define R_ " << r_ << "\n"
+      << "#define S_ " << s_ << "\n#define ST " << stride_ << "\n#define PAD " << pad_ << "L\n"
+      << "#define OH " << oh_ << "L\n#define OW " << ow_ << "L\n#define VW " << vw_ << "\n"
+      << "#define KV " << b.kv << "\n#define KVW " << b.kv * vw_ << "\n#define T " << b.t << "\n"
+      << "#define NT " << ow_ / b.t << "L\n#define REM " << ow_ % b.t << "\n"
+      << "#define CB " << b.cb << "\n#define CBN " << b.cbn << "L\n#define KB " << b.kb << "L\n"
+      << "#define HP " << h_ + 2 * pad_ << "L\n#define WP " << w_ + 2 * pad_ << "L\n"
+      << "#define OHB " << c.Int("oh_rows") << "L\n#define OHN " << CeilDiv(oh_, c.Int("oh_rows"))
+      << "L\n#define OWP " << RoundUp(ow_, vw_) << "L\n#define UNROLL " << c.Int("unroll_c") << "\n"
+      << "#define CB_OUTER " << (c.Ints("order")[0] == 1 ? 1 : 0) << "\n"
+      << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n"
+      << "#define GEMM " << (b.gemm ? 1 : 0) << "\n#define MR " << b.mr << "\n#define NV " << b.nv
+      << "\n#define NRP " << b.nv * vw_ << "\n#define P_ " << oh_ * ow_ << "L\n"
+      << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n#define IN_PLACE "
+      << (b.in_place ? 1 : 0) << "\n#define CRS " << c_ * r_ * s_ << "L\n"
+      << "#define KC " << b.kc << "L\n#define NCHUNK " << CeilDiv(c_ * r_ * s_, b.kc)
+      << "\n#define KR " << RoundUp(k_, b.mr) << "L\n"
+      << templates::KernelPrelude(vw_);
+    if (!b.gemm) {
+      o << TileFunction("tile_full", b.t);
+      if (ow_ % b.t) o << TileFunction("tile_rem", ow_ % b.t);
+    }
+    o << kKernelBody;
+    return o.str();
+  }
+
+  void Reference(HostArgs& args) const override {
+    const std::vector<float>& data = args[0];
+    const std::vector<float>& weight = args[1];
+    const std::vector<float>& bias = args[2];
+    const std::vector<float>* residual = residual_ ? &args[3] : nullptr;
+    std::vector<float>& out = args.back();
+    for (int64_t n = 0; n < n_; ++n) {
+      for (int64_t k = 0; k < k_; ++k) {
+        for (int64_t y = 0; y < oh_; ++y) {
+          for (int64_t x = 0; x < ow_; ++x) {
+            double sum = bias[k];
+            for (int64_t c = 0; c < c_; ++c) {
+              for (int64_t r = 0; r < r_; ++r) {
+                const int64_t ih = y * stride_ - pad_ + r;
+                if (ih < 0 || ih >= h_) continue;
+                for (int64_t s = 0; s < s_; ++s) {
+                  const int64_t iw = x * stride_ - pad_ + s;
+                  if (iw < 0 || iw >= w_) continue;
+                  sum += static_cast<double>(data[((n * c_ + c) * h_ + ih) * w_ + iw]) *
+                         weight[((k * c_ + c) * r_ + r) * s_ + s];
+                }
+              }
+            }
+            const int64_t o = ((n * k_ + k) * oh_ + y) * ow_ + x;
+            if (residual) sum += (*residual)[o];
+            out[o] = static_cast<float>(std::max(sum, 0.0));
+          }
+        }
+      }
+    }
+  }
+
+  // fp32 sums of C*R*S products in another order than the reference's (double) sum.
+  double atol() const override { return 2e-6 * static_cast<double>(c_ * r_ * s_) + 1e-5; }
+  double rtol() const override { return 1e-4; }
+
+  std::vector<float> Features(const Config& c) const override {
+    std::vector<float> f = space_.Features(c);
+    const Blocks b = BlocksOf(c);
+    const double t = b.t, kv = b.kv, kvw = b.kv * vw_;
+    const double tiles = static_cast<double>(CeilDiv(ow_, b.t));
+    const double rem = static_cast<double>(ow_ % b.t);
+    const double wblock = static_cast<double>(r_ * s_) * b.cb * kvw * 4 / 1024.0;
+    f.insert(f.end(), {
+                          static_cast<float>(kvw),
+                          static_cast<float>(t * kv),             // accumulators
+                          static_cast<float>(t * kv / (t + kv)),  // FMAs per load
+                          static_cast<float>(tiles),              // tiles per row
+                          static_cast<float>(rem / t),            // remainder tile's fill
+                          static_cast<float>(b.kb * kvw / k_),    // padded channel work
+                          static_cast<float>(double(b.cbn) * b.cb / c_),
+                          static_cast<float>(wblock),          // weights of a CB block, KiB
+                          static_cast<float>(wblock * b.cbn),  // weights of an item, KiB
+                          static_cast<float>(double(r_) * (w_ + 2 * pad_) * b.cb * 4 / 1024.0),
+                          static_cast<float>(c_ * r_ * s_),  // reduction length
+                          static_cast<float>(stride_),
+                          static_cast<float>(c.Int("oh_rows") * tiles),  // tiles an item
+                          static_cast<float>(ScratchFloats(c) * 4 / 1048576.0),
+                          static_cast<float>(vw_),
+                          static_cast<float>(threads()),
+                      });
+    // The matrix-product algorithm's tile (1x1 filters; held values otherwise).
+    const double mr = b.mr, nrp = b.nv * vw_;
+    const double p = static_cast<double>(oh_ * ow_);
+    f.insert(f.end(),
+             {
+                 static_cast<float>(b.gemm ? 1 : 0), static_cast<float>(b.in_place ? 1 : 0),
+                 static_cast<float>(mr * b.nv),                     // accumulators
+                 static_cast<float>(mr * b.nv / (mr + b.nv)),       // FMAs per load
+                 static_cast<float>(c_ * nrp * 4 / 1024.0),         // panel KiB
+                 static_cast<float>(std::ceil(p / nrp) * nrp / p),  // padded pixels
+                 static_cast<float>(std::ceil(k_ / mr) * mr / k_),  // repeated rows
+             });
+    return f;
+  }
+
+ private:
+  struct Blocks {
+    int64_t t, kv, cb, cbn, kb;
+    bool gemm, in_place;
+    int64_t mr, nv, kc;
+  };
+  // 1x1, stride 1, no padding: the input planes are the matrix product's right-hand side.
+  bool PlainMatrix() const { return r_ == 1 && s_ == 1 && pad_ == 0 && stride_ == 1; }
+  Blocks BlocksOf(const Config& c) const {
+    Blocks b{};
+    b.gemm = c.Int("algorithm") == 1;
+    b.mr = c.Int("gemm_rows");
+    b.nv = c.Int("gemm_vectors");
+    b.in_place = b.gemm && PlainMatrix() && c.Int("gemm_pack") == 0;
+    b.kc = c.Ints("gemm_chunk")[1];
+    b.t = c.Int("ow_tile");
+    b.kv = c.Int("oc_vectors");
+    b.cb = c.Int("ic_block");
+    b.cbn = CeilDiv(c_, b.cb);
+    b.kb = CeilDiv(k_, b.kv * vw_);
+    return b;
+  }
+
+  Status BuildSpace() {
+    std::vector<int64_t> tiles;
+    for (int64_t t = 1; t <= std::min<int64_t>(ow_, regs_ - 2); ++t) tiles.push_back(t);
+    CT_RETURN_IF_ERROR(space_.AddCategorical("ow_tile", tiles));
+    std::vector<int64_t> kvs;
+    for (int64_t v = 1; v <= 4 && (v - 1) * vw_ < k_; ++v) kvs.push_back(v);
+    CT_RETURN_IF_ERROR(space_.AddCategorical("oc_vectors", kvs));
+    CT_RETURN_IF_ERROR(space_.AddCategorical(
+        "ic_block",
+        templates::CandidatesUpTo({1, 2, 4, 8, 16, 32, 64}, std::min<int64_t>(c_, 64))));
+    CT_RETURN_IF_ERROR(space_.AddReorder("order", {"ow", "cb"}));
+    CT_RETURN_IF_ERROR(space_.AddCategorical(
+        "oh_rows", templates::CandidatesUpTo({1, 2, 4}, std::min<int64_t>(oh_, 4))));
+    CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_c", {1, 2, 4, 8}));
+    const int regs = regs_;
+    {
+      CT_RETURN_IF_ERROR(space_.AddCategoricalJson("algorithm", {"direct", "gemm"}));
+      std::vector<int64_t> rows;
+      for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
+      CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_rows", rows));
+      CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_vectors", {1, 2, 3, 4}));
+      // Copy every panel, or (1x1, stride 1, no padding) read full panels in place.
+      CT_RETURN_IF_ERROR(space_.AddCategorical(
+          "gemm_pack", PlainMatrix() ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{1}));
+      const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order",
+                                               "oh_rows"};
+      SplitOptions chunk{.policy = SplitPolicy::kCandidates};
+      chunk.candidates = templates::AsCandidates(
+          templates::CandidatesUpTo({64, 128, 256, 512, 1024}, c_ * r_ * s_));
+      CT_RETURN_IF_ERROR(space_.AddSplit("gemm_chunk", c_ * r_ * s_, 2, chunk));
+      const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors", "gemm_pack",
+                                             "gemm_chunk"};
+      space_.AddConstraint("one_algorithm", [direct, gemm](const Config& c) {
+        const auto& held = c.Int("algorithm") == 1 ? direct : gemm;
+        const ConfigSpace& sp = *c.space();
+        for (const auto& k : held) {
+          if (c.choices()[sp.KnobIndex(k)] != 0) return false;
+        }
+        return true;
+      });
+      space_.AddConstraint("gemm_registers", [regs](const Config& c) {
+        return c.Int("gemm_rows") * c.Int("gemm_vectors") + c.Int("gemm_vectors") + 1 <= regs;
+      });
+    }
+    // The accumulators plus the KV weight vectors and a broadcast must fit the register file, or
+    // they spill and the tile is slower than a smaller one.
+    space_.AddConstraint("registers", [regs](const Config& c) {
+      return c.Int("ow_tile") * c.Int("oc_vectors") + c.Int("oc_vectors") + 1 <= regs;
+    });
+    // Unrolling past the channel block only repeats configs.
+    const int64_t reduction = c_ * r_ * s_;
+    space_.AddConstraint("unroll_fits", [reduction](const Config& c) {
+      return c.Int("unroll_c") <= (c.Int("algorithm") == 1 ? reduction : c.Int("ic_block"));
+    });
+    return Status::Ok();
+  }
+
+  uint64_t ScratchFloats(const Config& c) const {
+    const Blocks b = BlocksOf(c);
+    const uint64_t tasks = static_cast<uint64_t>(threads());
+    if (b.gemm) return tasks * (c_ * r_ * s_ + RoundUp(k_, b.mr)) * b.nv * vw_;
+    const uint64_t in =
+        static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
+    const uint64_t w = static_cast<uint64_t>(b.kb) * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
+    const uint64_t rows = tasks * c.Int("oh_rows") * RoundUp(ow_, vw_) * b.kv * vw_;
+    return in + w + rows;
+  }
+
+  // The register tile for `t` pixels: acc[t][KV] over `ncb` channel blocks, from (first) zero or
+  // from the row buffer, written back to the row buffer.
+  static std::string TileFunction(const char* name, int64_t t) {
+    std::ostringstream o;
+    o << "\nstatic inline __attribute__((always_inline)) void " << name
+      << "(const float* restrict ip, const float* restrict wp, float* restrict rb, long ncb,\n"
+      << "    int first) {\n"
+      << "  enum { TW = " << t << " };\n"
+      << kTileBody;
+    return o.str();
+  }
+
+  static const char* const kTileBody;
+  static const char* const kKernelBody;
+  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, k_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
+  int64_t oh_ = 0, ow_ = 0;
+  bool residual_ = false;
+  int vw_ = 4;
+  int regs_ = 16;
+};
+
+// ip: packed input at (channel block 0, the item's first input row, the tile's first input
+// column); wp: the item's packed weights at channel block 0; rb: the row buffer at the tile's
+// first pixel. Loops with constant bounds over TW and KV are unrolled by clang, so the
+// accumulators stay in registers.
+const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
+  for (int i = 0; i < TW; ++i)
+    for (int v = 0; v < KV; ++v) acc[i][v] = first ? (vf){0} : *(const vf*)(rb + i * KVW + v * VW);
+  for (long cb = 0; cb < ncb; ++cb) {
+    const float* ib = ip + cb * (HP * WP * CB);
+    const float* wb = wp + cb * ((long)R_ * S_ * CB * KVW);
+    for (int r = 0; r < R_; ++r)
+      for (int s = 0; s < S_; ++s) {
+        const float* ir = ib + (r * WP + s) * CB;
+        const float* wr = wb + (r * S_ + s) * KVW;
+#pragma clang loop unroll_count(UNROLL)
+        for (int c = 0; c < CB; ++c) {
+          vf w[KV];
+          for (int v = 0; v < KV; ++v) w[v] = *(const vf*)(wr + c * R_ * S_ * KVW + v * VW);
+          for (int i = 0; i < TW; ++i) {
+            const float x = ir[i * ST * CB + c];
+            for (int v = 0; v < KV; ++v) acc[i][v] += x * w[v];
+          }
+        }
+      }
+  }
+  for (int i = 0; i < TW; ++i)
+    for (int v = 0; v < KV; ++v) *(vf*)(rb + i * KVW + v * VW) = acc[i][v];
+}
+)KERNEL";
+
+const char* const Conv2dTask::kKernelBody = R"KERNEL(
+typedef struct {
+  const float* data;
+  const float* weight;
+  const float* bias;
+  const float* residual;
+  float* out;
+} conv_args;
+
+#if GEMM
+/* Per-task im2col panels [C*R*S][NRP]: for each (c, r, s), the input under NRP output pixels
+   (zero where the window is over the padding). Lanes past the last pixel hold whatever an
+   earlier panel left; they only reach output lanes that are not stored. */
+static float g_x[MAX_TASKS][CRS * NRP] __attribute__((aligned(64)));
+
+/* The panel of pixels [p0, p0 + pn) of image `img`, an output row's run at a time. */
+static void pack_panel(float* restrict dst, const float* restrict img, long p0, long pn) {
+  for (long c = 0; c < C_; ++c)
+    for (int r = 0; r < R_; ++r)
+      for (int s = 0; s < S_; ++s) {
+        float* d = dst + ((c * R_ + r) * S_ + s) * NRP;
+        for (long j = 0; j < pn;) {
+          const long p = p0 + j, oh = p / OW, ow = p % OW;
+          const long len = MIN(pn - j, OW - ow);
+          const long ih = oh * ST - PAD + r;
+          /* Pixels ow + q with q in [lo, hi) read inside the row, (ow + q) * ST - PAD + s. */
+          long lo = (PAD - s + ST - 1) / ST - ow, hi = (W_ + PAD - s + ST - 1) / ST - ow;
+          lo = lo < 0 ? 0 : lo > len ? len : lo;
+          hi = hi < lo ? lo : hi > len ? len : hi;
+          if (ih < 0 || ih >= H_) lo = hi = len;
+          const float* row = img + (c * H_ + ih) * W_ + ow * ST - PAD + s;
+          long q = 0;
+          for (; q < lo; ++q) d[j + q] = 0;
+          for (; q < hi; ++q) d[j + q] = row[q * ST];
+          for (; q < len; ++q) d[j + q] = 0;
+          j += len;
+        }
+      }
+}
+
+/* Per-task sums of a panel: KR = K rounded up to MR rows of NRP. */
+static float g_sums[MAX_TASKS][KR * NRP] __attribute__((aligned(64)));
+
+/* Sums of channels [k0, k0 + MR) over the reduction elements [j0, j0 + jn) into `sums` (MR rows
+   of NRP; first: from zero). xp: the panel at element j0, elements xs apart; w0: channel k0's
+   weights at j0. Rows past `rows` repeat row k0. */
+static inline __attribute__((always_inline)) void gemm_tile(const float* restrict xp, long xs,
+                                                            const float* restrict w0, long rows,
+                                                            long jn, float* restrict sums,
+                                                            int first) {
+  const float* wr[MR];
+  for (int i = 0; i < MR; ++i) wr[i] = w0 + (i < rows ? i : 0) * CRS;
+  vf acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = first ? (vf){0} : *(const vf*)(sums + i * NRP + v * VW);
+#pragma clang loop unroll_count(UNROLL)
+  for (long c = 0; c < jn; ++c) {
+    vf x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = *(const vfu*)(xp + c * xs + v * VW);
+    for (int i = 0; i < MR; ++i) {
+      const float w = wr[i][c];
+      for (int v = 0; v < NV; ++v) acc[i][v] += w * x[v];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) *(vf*)(sums + i * NRP + v * VW) = acc[i][v];
+}
+
+/* Channels [k0, k0 + rows) of the panel's sums to NCHW with the epilogue. */
+static void gemm_store(const conv_args* a, const float* sums, long n, long k0, long rows,
+                       long p0, long pn) {
+  for (long i = 0; i < rows; ++i) {
+    const long k = k0 + i;
+    float* o = a->out + (n * K_ + k) * P_ + p0;
+#if RESIDUAL
+    const float* res = a->residual + (n * K_ + k) * P_ + p0;
+#endif
+    for (int v = 0; v < NV; ++v) {
+      vf y = *(const vf*)(sums + i * NRP + v * VW) + a->bias[k];
+      if ((v + 1) * VW <= pn) {
+#if RESIDUAL
+        y += *(const vfu*)(res + v * VW);
+#endif
+        *(vfu*)(o + v * VW) = relu(y);
+      } else {
+        float part[VW];
+        *(vfu*)part = y;
+        for (long j = 0; j < VW && v * VW + j < pn; ++j) {
+          float z = part[j];
+#if RESIDUAL
+          z += res[v * VW + j];
+#endif
+          o[v * VW + j] = z > 0 ? z : 0;
+        }
+      }
+    }
+  }
+}
+
+/* Every output channel of one panel: reduction chunks of KC outside (the panel's chunk stays in
+   cache while all channels go by), channel tiles inside. */
+static inline __attribute__((always_inline)) void gemm_panel(const conv_args* a,
+                                                             const float* restrict x, long xs,
+                                                             float* restrict sums, long n, long p0,
+                                                             long pn) {
+  for (long j0 = 0; j0 < CRS; j0 += KC) {
+    const long jn = MIN(KC, CRS - j0);
+    for (long k0 = 0; k0 < K_; k0 += MR) {
+      gemm_tile(x + j0 * xs, xs, a->weight + k0 * CRS + j0, MIN(MR, K_ - k0), jn, sums + k0 * NRP,
+                j0 == 0);
+#if NCHUNK == 1
+      gemm_store(a, sums + k0 * NRP, n, k0, MIN(MR, K_ - k0), p0, pn);
+#endif
+    }
+  }
+#if NCHUNK > 1
+  gemm_store(a, sums, n, 0, K_, p0, pn);
+#endif
+}
+
+/* Items: (image, pixel panel). */
+static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
+  const conv_args* a = (const conv_args*)closure;
+  float* sums = g_sums[task];
+  long begin, end;
+  task_range(N_ * PB, task, num_tasks, &begin, &end);
+  for (long item = begin; item < end; ++item) {
+    const long pb = item % PB, n = item / PB;
+    const long p0 = pb * NRP, pn = MIN(NRP, P_ - p0);
+#if IN_PLACE
+    if (pn == NRP) {
+      /* 1x1, stride 1, no padding, a full panel: the input planes are the panel, P apart. */
+      gemm_panel(a, a->data + n * C_ * P_ + p0, P_, sums, n, p0, pn);
+      continue;
+    }
+#endif
+    float* xp = g_x[task];
+    pack_panel(xp, a->data + n * C_ * H_ * W_, p0, pn);
+    gemm_panel(a, xp, NRP, sums, n, p0, pn);
+  }
+  return 0;
+}
+
+#else
+/* Packed copies; what is never written (padding, channels past C or K) stays zero. */
+static float g_in[N_ * CBN * HP * WP * CB] __attribute__((aligned(64)));
+static float g_w[KB * CBN * R_ * S_ * CB * KVW] __attribute__((aligned(64)));
+static float g_rows[MAX_TASKS][OHB * OWP * KVW] __attribute__((aligned(64)));
+
+/* Items: (image, channel block, input row). */
+static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
+  const conv_args* a = (const conv_args*)closure;
+  long begin, end;
+  task_range(N_ * CBN * H_, task, num_tasks, &begin, &end);
+  for (long item = begin; item < end; ++item) {
+    const long h = item % H_, cb = item / H_ % CBN, n = item / (H_ * CBN);
+    float* dst = g_in + ((n * CBN + cb) * HP + h + PAD) * WP * CB + PAD * CB;
+    const float* src = a->data + ((n * C_ + cb * CB) * H_ + h) * W_;
+    const long cn = MIN(CB, C_ - cb * CB);
+    long w = 0;
+#if CB % VW == 0
+    if (cn == CB) {
+      for (; w + VW <= W_; w += VW)
+        for (int cv = 0; cv < CB / VW; ++cv) {
+          vf t[VW];
+          for (int j = 0; j < VW; ++j) t[j] = *(const vfu*)(src + (cv * VW + j) * H_ * W_ + w);
+          transpose(t);
+          for (int j = 0; j < VW; ++j) *(vfu*)(dst + (w + j) * CB + cv * VW) = t[j];
+        }
+    }
+#endif
+    for (; w < W_; ++w)
+      for (long c = 0; c < cn; ++c) dst[w * CB + c] = src[c * H_ * W_ + w];
+  }
+  return 0;
+}
+
+/* Items: output-channel blocks. A block keeps the weight's (c, r, s) order with KVW channels an
+   element, so the transposed vectors are written in sequence. */
+static int32_t pack_weight(int32_t task, int32_t num_tasks, void* closure) {
+  const conv_args* a = (const conv_args*)closure;
+  const long crs = C_ * R_ * S_;
+  long begin, end;
+  task_range(KB, task, num_tasks, &begin, &end);
+  for (long kb = begin; kb < end; ++kb) {
+    float* dst = g_w + kb * CBN * R_ * S_ * CB * KVW;
+    for (long kk = 0; kk < KVW; kk += VW) {
+      const long k0 = kb * KVW + kk;
+      if (k0 >= K_) break;
+      const long kn = MIN(VW, K_ - k0);
+      const float* src = a->weight + k0 * crs;
+      long j = 0;
+      if (kn == VW) {
+        for (; j + VW <= crs; j += VW) {
+          vf t[VW];
+          for (int e = 0; e < VW; ++e) t[e] = *(const vfu*)(src + e * crs + j);
+          transpose(t);
+          for (int e = 0; e < VW; ++e) *(vf*)(dst + (j + e) * KVW + kk) = t[e];
+        }
+      }
+      for (; j < crs; ++j)
+        for (long q = 0; q < kn; ++q) dst[j * KVW + kk + q] = src[q * crs + j];
+    }
+  }
+  return 0;
+}
+
+/* The row buffer (pixel-major, KVW channels a pixel) back to NCHW with the epilogue. */
+static void store_row(const conv_args* a, const float* rb, long n, long kb, long oh) {
+  for (int v = 0; v < KV; ++v) {
+    const long k0 = kb * KVW + v * VW;
+    if (k0 >= K_) break;
+    for (long ow = 0; ow < OW; ow += VW) {
+      vf t[VW];
+      for (int j = 0; j < VW; ++j) t[j] = *(const vf*)(rb + (ow + j) * KVW + v * VW);
+      transpose(t);
+      const long cols = MIN(VW, OW - ow);
+      for (int c = 0; c < VW && k0 + c < K_; ++c) {
+        const long o = ((n * K_ + k0 + c) * OH + oh) * OW + ow;
+        vf y = t[c] + a->bias[k0 + c];
+        if (cols == VW) {
+#if RESIDUAL
+          y += *(const vfu*)(a->residual + o);
+#endif
+          *(vfu*)(a->out + o) = relu(y);
+        } else {
+          float part[VW];
+          *(vfu*)part = y;
+          for (long j = 0; j < cols; ++j) {
+            float x = part[j];
+#if RESIDUAL
+            x += a->residual[o + j];
+#endif
+            a->out[o + j] = x > 0 ? x : 0;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* Items: (image, output-channel block, block of OHB output rows). */
+static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
+  const conv_args* a = (const conv_args*)closure;
+  float* rows = g_rows[task];
+  long begin, end;
+  task_range(N_ * KB * OHN, task, num_tasks, &begin, &end);
+  for (long item = begin; item < end; ++item) {
+    const long oh0 = item % OHN * OHB, kb = item / OHN % KB, n = item / (OHN * KB);
+    const long nrows = MIN(OHB, OH - oh0);
+    const float* ip = g_in + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
+    const float* wp = g_w + kb * CBN * R_ * S_ * CB * KVW;
+#if CB_OUTER
+    /* A channel block's weights stay in L1 while every tile of the rows goes by. */
+    for (long cb = 0; cb < CBN; ++cb) {
+      const float* wc = wp + cb * R_ * S_ * CB * KVW;
+      for (long y = 0; y < nrows; ++y) {
+        const float* ic = ip + cb * HP * WP * CB + y * ST * WP * CB;
+        float* rb = rows + y * OWP * KVW;
+        for (long t = 0; t < NT; ++t)
+          tile_full(ic + t * T * ST * CB, wc, rb + t * T * KVW, 1, cb == 0);
+#if REM
+        tile_rem(ic + NT * T * ST * CB, wc, rb + NT * T * KVW, 1, cb == 0);
+#endif
+      }
+    }
+#else
+    for (long y = 0; y < nrows; ++y) {
+      const float* iy = ip + y * ST * WP * CB;
+      float* rb = rows + y * OWP * KVW;
+      for (long t = 0; t < NT; ++t) tile_full(iy + t * T * ST * CB, wp, rb + t * T * KVW, CBN, 1);
+#if REM
+      tile_rem(iy + NT * T * ST * CB, wp, rb + NT * T * KVW, CBN, 1);
+#endif
+    }
+#endif
+    for (long y = 0; y < nrows; ++y) store_row(a, rows + y * OWP * KVW, n, kb, oh0 + y);
+  }
+  return 0;
+}
+
+#endif /* GEMM */
+
+static int32_t conv2d(const ct_arg* args, int32_t num_args) {
+  const int nargs = RESIDUAL ? 5 : 4;
+  if (num_args != nargs) {
+    g_error = RESIDUAL ? "conv2d takes five tensors: data, weight, bias, residual, out"
+                       : "conv2d takes four tensors: data, weight, bias, out";
+    return 1;
+  }
+  const long data_shape[4] = {N_, C_, H_, W_}, weight_shape[4] = {K_, C_, R_, S_};
+  const long bias_shape[1] = {K_}, out_shape[4] = {N_, K_, OH, OW};
+  if (check_tensor(&args[0], 4, data_shape, "data must be a compact float32 tensor [N, C, H, W]") ||
+      check_tensor(&args[1], 4, weight_shape,
+                   "weight must be a compact float32 tensor [K, C, R, S]") ||
+      check_tensor(&args[2], 1, bias_shape, "bias must be a compact float32 tensor [K]") ||
+      check_tensor(&args[nargs - 1], 4, out_shape,
+                   "out must be a compact float32 tensor [N, K, OH, OW]"))
+    return 1;
+#if RESIDUAL
+  if (check_tensor(&args[3], 4, out_shape,
+                   "residual must be a compact float32 tensor [N, K, OH, OW]"))
+    return 1;
+#endif
+  conv_args a = {tensor_data(&args[0]), tensor_data(&args[1]), tensor_data(&args[2]),
+                 RESIDUAL ? tensor_data(&args[3]) : 0, tensor_data(&args[nargs - 1])};
+#if GEMM
+  int32_t rc = run_tasks(conv_gemm, &a, N_ * PB);
+#else
+  int32_t rc = run_tasks(pack_input, &a, N_ * CBN * H_);
+  if (rc == 0) rc = run_tasks(pack_weight, &a, KB);
+  if (rc == 0) rc = run_tasks(conv_rows, &a, N_ * KB * OHN);
+#endif
+  return rc;
+}
+
+#if RESIDUAL
+static const ct_function kFunctions[] = {{"conv2d", conv2d, "ttttt"}};
+#else
+static const ct_function kFunctions[] = {{"conv2d", conv2d, "tttt"}};
+#endif
+CT_DEFINE_MODULE("crosstune conv2d", kFunctions, last_error)
+)KERNEL";
+
+}  // namespace
+
+Expected<std::unique_ptr<Task>> MakeConv2dTask(const std::vector<int64_t>& shape,
+                                               const builder::Target& target,
+                                               const TaskOptions& options) {
+  return Conv2dTask::Make(shape, target, options);
+}
+
+}  // namespace crosstune::tuner

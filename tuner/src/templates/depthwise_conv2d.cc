@@ -1,0 +1,347 @@
+// CPU fp32 depthwise 2-D convolution (channel multiplier 1, MobileNet-style) with fused bias and
+// ReLU: out[n, c] = relu(conv(data[n, c], weight[c, 0]) + bias[c]), NCHW tensors, weight
+// [C, 1, R, S], any stride and zero padding.
+//
+// Vectors run along the output width. Each (image, channel) plane is first copied into a
+// per-task zero-padded buffer split by column phase: phase p holds the padded columns p, p +
+// stride, p + 2 stride, ..., so the input of output pixels ow..ow+VW-1 at filter column s is one
+// contiguous load (phase s % stride, offset ow + s / stride) for any stride. The register tile is
+// RT output rows x TV vectors of pixels, accumulating R x S broadcast weights; a row ends in a
+// remainder tile of exactly the vectors left, and the last vector's lanes past the width are
+// computed on padding and not stored.
+//
+// Items: (image, channel) planes, split into contiguous ranges by task.
+//
+// Knobs: tile_vectors (TV), tile_rows (RT).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "crosstune/tuner/task.h"
+#include "templates/common.h"
+
+namespace crosstune::tuner {
+namespace {
+
+using templates::CeilDiv;
+
+constexpr const char* kUsage = "depthwise_conv2d takes --shape N,C,H,W,R,S,stride,pad";
+
+class DepthwiseConv2dTask final : public Task {
+ public:
+  static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
+                                              const builder::Target& target,
+                                              const TaskOptions& options) {
+    if (shape.size() != 8) {
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string(kUsage) + " (8 values, got " + std::to_string(shape.size()) + ")");
+    }
+    const int64_t limit = int64_t{1} << 16;
+    for (size_t i = 0; i < 7; ++i) {
+      if (shape[i] < 1 || shape[i] > limit) {
+        return Status(ErrorCode::kInvalidArgument,
+                      std::string(kUsage) + ": sizes and stride from 1 to 65536");
+      }
+    }
+    const int64_t pad = shape[7];
+    if (pad < 0 || pad > limit) {
+      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + ": pad from 0 to 65536");
+    }
+    if (shape[4] > shape[2] + 2 * pad || shape[5] > shape[3] + 2 * pad) {
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string(kUsage) + ": the filter (R,S) is larger than the padded input");
+    }
+    if (target.is_cuda()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "the depthwise_conv2d template is for CPU targets");
+    }
+    auto task = std::unique_ptr<DepthwiseConv2dTask>(new DepthwiseConv2dTask());
+    task->id_ = TaskId{"depthwise_conv2d", shape, "float32", options.threads};
+    task->target_ = target;
+    task->n_ = shape[0];
+    task->c_ = shape[1];
+    task->h_ = shape[2];
+    task->w_ = shape[3];
+    task->r_ = shape[4];
+    task->s_ = shape[5];
+    task->stride_ = shape[6];
+    task->pad_ = pad;
+    task->oh_ = (task->h_ + 2 * pad - task->r_) / task->stride_ + 1;
+    task->ow_ = (task->w_ + 2 * pad - task->s_) / task->stride_ + 1;
+    task->vw_ = templates::VectorWidth(target);
+    task->regs_ = templates::VectorRegisters(target);
+    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    std::string(kUsage) + ": " + big + " would have over 2^32 elements");
+    }
+    CT_RETURN_IF_ERROR(task->BuildSpace());
+    return std::unique_ptr<Task>(std::move(task));
+  }
+
+  std::string function() const override { return "depthwise_conv2d"; }
+
+  std::vector<ArgSpec> args() const override {
+    return {{"data", {n_, c_, h_, w_}},
+            {"weight", {c_, 1, r_, s_}},
+            {"bias", {c_}},
+            {"out", {n_, c_, oh_, ow_}, {kDLFloat, 32, 1}, true}};
+  }
+
+  double flops() const override { return 2.0 * n_ * c_ * oh_ * ow_ * r_ * s_; }
+
+  Config DefaultConfig() const override {
+    // A whole row in one tile where it fits in about half the registers, two rows at a time.
+    const int64_t vectors = CeilDiv(ow_, vw_);
+    nlohmann::json want = {{"tile_vectors", std::min<int64_t>(vectors, regs_ >= 32 ? 4 : 2)},
+                           {"tile_rows", std::min<int64_t>(oh_, 2)}};
+    auto c = space_.FromJson(want);
+    if (c.ok() && space_.IsValid(*c)) return *c;
+    UniqueSampler s(space_, 1);
+    return space_.Get(s.Next().value_or(0));
+  }
+
+  Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
+    (void)c;
+    CT_RETURN_IF_ERROR(templates::CheckThreads(threads(), device));
+    const uint64_t bytes = ScratchFloats() * 4;
+    if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
+      return Status(ErrorCode::kInvalidArgument, "plane buffers need " +
+                                                     std::to_string(bytes >> 20) +
+                                                     " MiB, over a quarter of the device's memory");
+    }
+    return Status::Ok();
+  }
+
+  std::string Generate(const Config& c) const override {
+    const int64_t tv = c.Int("tile_vectors"), rt = c.Int("tile_rows");
+    const int64_t vectors = CeilDiv(ow_, vw_);
+    std::ostringstream o;
+    o << "/* crosstune depthwise_conv2d " << id_.Key() << ": " << c.ToString() << " */\n"
+      << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
+      << "#define N_ " << n_ << "L\n#define C_ " << c_ << "L\n#define H_ " << h_ << "L\n"
+      << "#define W_ " << w_ << "L\n#define R_ " << r_ << "\n#define S_ " << s_ << "\n"
+      << "#define ST " << stride_ << "\n#define PAD " << pad_ << "L\n#define OH " << oh_
+      << "L\n#define OW " << ow_ << "L\n#define VW " << vw_ << "\n#define HP " << h_ + 2 * pad_
+      << "L\n#define WPH " << PhaseWidth() << "L\n#define TV " << tv << "\n#define RT " << rt
+      << "\n#define NTV " << vectors / tv << "L\n#define REMV " << vectors % tv << "\n"
+      << "#define NRT " << oh_ / rt << "L\n#define REMR " << oh_ % rt << "\n"
+      << templates::KernelPrelude(vw_);
+    o << TileFunction("tile_full", rt, tv);
+    if (vectors % tv) o << TileFunction("tile_full_rem", rt, vectors % tv);
+    if (oh_ % rt) {
+      o << TileFunction("tile_row", 1, tv);
+      if (vectors % tv) o << TileFunction("tile_row_rem", 1, vectors % tv);
+    }
+    o << kKernelBody;
+    return o.str();
+  }
+
+  void Reference(HostArgs& args) const override {
+    const std::vector<float>& data = args[0];
+    const std::vector<float>& weight = args[1];
+    const std::vector<float>& bias = args[2];
+    std::vector<float>& out = args[3];
+    for (int64_t n = 0; n < n_; ++n) {
+      for (int64_t c = 0; c < c_; ++c) {
+        for (int64_t y = 0; y < oh_; ++y) {
+          for (int64_t x = 0; x < ow_; ++x) {
+            double sum = bias[c];
+            for (int64_t r = 0; r < r_; ++r) {
+              const int64_t ih = y * stride_ - pad_ + r;
+              if (ih < 0 || ih >= h_) continue;
+              for (int64_t s = 0; s < s_; ++s) {
+                const int64_t iw = x * stride_ - pad_ + s;
+                if (iw < 0 || iw >= w_) continue;
+                sum += static_cast<double>(data[((n * c_ + c) * h_ + ih) * w_ + iw]) *
+                       weight[(c * r_ + r) * s_ + s];
+              }
+            }
+            out[((n * c_ + c) * oh_ + y) * ow_ + x] = static_cast<float>(std::max(sum, 0.0));
+          }
+        }
+      }
+    }
+  }
+
+  double atol() const override { return 2e-6 * static_cast<double>(r_ * s_) + 1e-5; }
+  double rtol() const override { return 1e-4; }
+
+  std::vector<float> Features(const Config& c) const override {
+    std::vector<float> f = space_.Features(c);
+    const double tv = c.Int("tile_vectors"), rt = c.Int("tile_rows");
+    const double vectors = static_cast<double>(CeilDiv(ow_, vw_));
+    f.insert(f.end(), {
+                          static_cast<float>(tv * rt),                  // accumulators
+                          static_cast<float>(std::ceil(vectors / tv)),  // tiles per row
+                          static_cast<float>(vectors * vw_ / static_cast<double>(ow_)),  // lanes
+                          static_cast<float>(std::ceil(oh_ / rt) * rt / oh_),  // row waste
+                          static_cast<float>(r_ * s_),
+                          static_cast<float>(stride_),
+                          static_cast<float>(PhaseWidth() * (h_ + 2 * pad_) * stride_ * 4 /
+                                             1024.0),  // plane buffer KiB
+                          static_cast<float>(vw_),
+                          static_cast<float>(threads()),
+                      });
+    return f;
+  }
+
+ private:
+  // Columns of one phase of the padded plane, with room for the last vector's overrun.
+  int64_t PhaseWidth() const {
+    return CeilDiv(w_ + 2 * pad_, stride_) + vw_ + (s_ - 1) / stride_ + 1;
+  }
+  uint64_t ScratchFloats() const {
+    return static_cast<uint64_t>(threads()) * stride_ * (h_ + 2 * pad_) * PhaseWidth();
+  }
+
+  Status BuildSpace() {
+    std::vector<int64_t> tvs;
+    for (int64_t v = 1; v <= std::min<int64_t>(CeilDiv(ow_, vw_), 8); ++v) tvs.push_back(v);
+    CT_RETURN_IF_ERROR(space_.AddCategorical("tile_vectors", tvs));
+    std::vector<int64_t> rts;
+    for (int64_t r = 1; r <= std::min<int64_t>(oh_, 4); ++r) rts.push_back(r);
+    CT_RETURN_IF_ERROR(space_.AddCategorical("tile_rows", rts));
+    const int regs = regs_;
+    // Accumulators, one input vector and a weight broadcast in registers.
+    space_.AddConstraint("registers", [regs](const Config& c) {
+      return c.Int("tile_vectors") * c.Int("tile_rows") + 2 <= regs;
+    });
+    return Status::Ok();
+  }
+
+  // The register tile for `rows` output rows x `vectors` vectors, with the epilogue.
+  static std::string TileFunction(const char* name, int64_t rows, int64_t vectors) {
+    std::ostringstream o;
+    o << "\nstatic inline __attribute__((always_inline)) void " << name
+      << "(const float* restrict plane, const float* restrict w, float bias, float* restrict out,\n"
+      << "    long oh, long ow) {\n"
+      << "  enum { TR = " << rows << ", TN = " << vectors << " };\n"
+      << kTileBody;
+    return o.str();
+  }
+
+  static const char* const kTileBody;
+  static const char* const kKernelBody;
+  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
+  int64_t oh_ = 0, ow_ = 0;
+  int vw_ = 4;
+  int regs_ = 16;
+};
+
+// plane: the channel's phase buffer; out: the channel's output plane; (oh, ow): the tile's first
+// output pixel.
+const char* const DepthwiseConv2dTask::kTileBody = R"KERNEL(  vf acc[TR][TN];
+  for (int i = 0; i < TR; ++i)
+    for (int v = 0; v < TN; ++v) acc[i][v] = (vf){0};
+  for (int r = 0; r < R_; ++r)
+    for (int s = 0; s < S_; ++s) {
+      const float wv = w[r * S_ + s];
+      const float* src = plane + (s % ST) * HP * WPH + s / ST + ow;
+      for (int i = 0; i < TR; ++i) {
+        const float* row = src + ((oh + i) * ST + r) * WPH;
+        for (int v = 0; v < TN; ++v) acc[i][v] += wv * *(const vfu*)(row + v * VW);
+      }
+    }
+  for (int i = 0; i < TR; ++i) {
+    float* dst = out + (oh + i) * OW + ow;
+    for (int v = 0; v < TN; ++v) {
+      const vf y = relu(acc[i][v] + bias);
+      if (ow + (v + 1) * VW <= OW) {
+        *(vfu*)(dst + v * VW) = y;
+      } else {
+        float part[VW];
+        *(vfu*)part = y;
+        for (long j = 0; ow + v * VW + j < OW; ++j) dst[v * VW + j] = part[j];
+      }
+    }
+  }
+}
+)KERNEL";
+
+const char* const DepthwiseConv2dTask::kKernelBody = R"KERNEL(
+/* Per-task plane buffers [phase][HP][WPH]; padding and overrun columns are never written. */
+static float g_plane[MAX_TASKS][ST * HP * WPH] __attribute__((aligned(64)));
+
+typedef struct {
+  const float* data;
+  const float* weight;
+  const float* bias;
+  float* out;
+} dw_args;
+
+/* Padded column x = j * ST + p of phase p is input column j * ST + p - PAD: a strided copy per
+   phase, which clang vectorizes (interleaved loads for small strides). */
+static void pack_plane(float* restrict plane, const float* restrict src) {
+  for (long h = 0; h < H_; ++h) {
+    const float* s = src + h * W_;
+    for (long p = 0; p < ST; ++p) {
+      float* d = plane + p * HP * WPH + (h + PAD) * WPH;
+      long j0 = (PAD - p + ST - 1) / ST;
+      if (j0 < 0) j0 = 0;
+      const long j1 = (W_ + PAD - p + ST - 1) / ST;
+      for (long j = j0; j < j1; ++j) d[j] = s[j * ST + p - PAD];
+    }
+  }
+}
+
+/* Items: (image, channel) planes. */
+static int32_t dw_planes(int32_t task, int32_t num_tasks, void* closure) {
+  const dw_args* a = (const dw_args*)closure;
+  float* plane = g_plane[task];
+  long begin, end;
+  task_range(N_ * C_, task, num_tasks, &begin, &end);
+  for (long item = begin; item < end; ++item) {
+    const long c = item % C_;
+    pack_plane(plane, a->data + item * H_ * W_);
+    const float* w = a->weight + c * R_ * S_;
+    const float bias = a->bias[c];
+    float* out = a->out + item * OH * OW;
+    for (long t = 0; t < NRT; ++t) {
+      for (long v = 0; v < NTV; ++v) tile_full(plane, w, bias, out, t * RT, v * TV * VW);
+#if REMV
+      tile_full_rem(plane, w, bias, out, t * RT, NTV * TV * VW);
+#endif
+    }
+#if REMR
+    for (long oh = NRT * RT; oh < OH; ++oh) {
+      for (long v = 0; v < NTV; ++v) tile_row(plane, w, bias, out, oh, v * TV * VW);
+#if REMV
+      tile_row_rem(plane, w, bias, out, oh, NTV * TV * VW);
+#endif
+    }
+#endif
+  }
+  return 0;
+}
+
+static int32_t depthwise_conv2d(const ct_arg* args, int32_t num_args) {
+  if (num_args != 4) {
+    g_error = "depthwise_conv2d takes four tensors: data, weight, bias, out";
+    return 1;
+  }
+  const long data_shape[4] = {N_, C_, H_, W_}, weight_shape[4] = {C_, 1, R_, S_};
+  const long bias_shape[1] = {C_}, out_shape[4] = {N_, C_, OH, OW};
+  if (check_tensor(&args[0], 4, data_shape, "data must be a compact float32 tensor [N, C, H, W]") ||
+      check_tensor(&args[1], 4, weight_shape,
+                   "weight must be a compact float32 tensor [C, 1, R, S]") ||
+      check_tensor(&args[2], 1, bias_shape, "bias must be a compact float32 tensor [C]") ||
+      check_tensor(&args[3], 4, out_shape, "out must be a compact float32 tensor [N, C, OH, OW]"))
+    return 1;
+  dw_args a = {tensor_data(&args[0]), tensor_data(&args[1]), tensor_data(&args[2]),
+               tensor_data(&args[3])};
+  return run_tasks(dw_planes, &a, N_ * C_);
+}
+
+static const ct_function kFunctions[] = {{"depthwise_conv2d", depthwise_conv2d, "tttt"}};
+CT_DEFINE_MODULE("crosstune depthwise_conv2d", kFunctions, last_error)
+)KERNEL";
+
+}  // namespace
+
+Expected<std::unique_ptr<Task>> MakeDepthwiseConv2dTask(const std::vector<int64_t>& shape,
+                                                        const builder::Target& target,
+                                                        const TaskOptions& options) {
+  return DepthwiseConv2dTask::Make(shape, target, options);
+}
+
+}  // namespace crosstune::tuner
