@@ -308,8 +308,13 @@ static int BenchMain(int argc, char** argv) {
   app.add_option("--server-bin", server_bin, "crosstune-server binary")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  // oneDNN runs on OpenMP: one thread, set before its runtime starts.
-  ::setenv("OMP_NUM_THREADS", "1", 1);
+  // oneDNN runs on OpenMP, whose runtime read OMP_NUM_THREADS when it loaded (before main), so
+  // its thread count is set through the runtime itself: one thread, as ours run here.
+  if (auto set = reinterpret_cast<void (*)(int)>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) {
+    set(1);
+  } else {
+    Die("cannot find omp_set_num_threads (oneDNN's OpenMP runtime)");
+  }
   // OpenBLAS first, so that nothing else has touched its environment variables' effect.
   Blas blas = Blas::Open();
 
@@ -556,6 +561,9 @@ static int BenchMain(int argc, char** argv) {
     row["tuned_over_onednn"] = t_dnnl[1] / t_ours[1];
     row["default_gflops"] = f / s_default / 1e9;
     row["onednn_implementation"] = theirs.Implementation();
+    if (auto get = reinterpret_cast<int (*)()>(::dlsym(RTLD_DEFAULT, "omp_get_max_threads"))) {
+      row["onednn_threads"] = get();
+    }
     row["max_abs_diff_vs_onednn"] = max_diff;
     convs.push_back(row);
   }
