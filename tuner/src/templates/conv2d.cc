@@ -19,9 +19,9 @@
 // pixels, a task copies the inputs under them into its own im2col panel (CRS x NV*VW, zero where
 // the window is over the padding), and an MR-channel x NV-vector register tile broadcasts the
 // weight as stored, one element per channel. The pixels are the vector lanes, so NCHW output is
-// stored directly, and the weight is never repacked: the default for 1x1 layers, a knob value
-// for the others. A 1x1 stride-1 unpadded layer may read full panels from the input planes in
-// place.
+// stored directly, and the weight is never repacked: the default for 1x1 layers of many pixels, a
+// knob value for the others. A 1x1 stride-1 unpadded layer may read full panels from the input
+// planes in place.
 //
 // The work is a list of items (image, output-channel block, output rows; for gemm: image, pixel
 // panel), split into contiguous ranges by task, so the kernel runs unchanged on one thread or
@@ -139,9 +139,11 @@ class Conv2dTask final : public Task {
     want["gemm_vectors"] = 1;
     want["gemm_pack"] = space_.FindKnob("gemm_pack")->values.front();
     want["gemm_chunk"] = space_.FindKnob("gemm_chunk")->values.front();
-    // The matrix product for 1x1 filters. (Measured on ResNet-50's 3x3 layers of 14x14 and 7x7
-    // pixels, whose weight dwarfs the image, it was no faster than the direct algorithm.)
-    if (r_ == 1 && s_ == 1 && pad_ == 0) {
+    // The matrix product for 1x1 filters over many pixels (32 vectors or more). Measured against
+    // the direct algorithm on ResNet-50's layers: faster on the 1x1 layers of 56x56 and 28x28
+    // pixels, slower on those of 14x14 and 7x7 (few pixels: lanes past the last one are wasted,
+    // while the direct tile's lanes are output channels) and on every 3x3 layer.
+    if (r_ == 1 && s_ == 1 && pad_ == 0 && oh_ * ow_ >= 32 * vw_) {
       // Pixel vectors: the fewest padded lanes, within 10%, with the most vectors a panel.
       const int64_t p = oh_ * ow_;
       auto padded = [&](int64_t nv) { return CeilDiv(p, nv * vw_) * nv * vw_; };
