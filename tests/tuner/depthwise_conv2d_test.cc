@@ -41,6 +41,10 @@ TEST_F(DepthwiseOnServerTest, OddShapesMatchTheReference) {
   CheckTemplate("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 4);
   CheckTemplate("depthwise_conv2d", {1, 4, 10, 7, 5, 5, 3, 2}, 4);
   CheckTemplate("depthwise_conv2d", {1, 2, 6, 6, 1, 1, 1, 0}, 2);
+  // Stride 2 over rows wide enough for pairs of vectors, with odd, no and even padding.
+  CheckTemplate("depthwise_conv2d", {1, 3, 9, 45, 3, 3, 2, 1}, 2);
+  CheckTemplate("depthwise_conv2d", {1, 2, 7, 70, 3, 3, 2, 0}, 2);
+  CheckTemplate("depthwise_conv2d", {1, 2, 8, 67, 5, 5, 2, 2}, 2);
 }
 
 TEST_F(DepthwiseOnServerTest, MobileNetLayerKindsMatchTheReference) {

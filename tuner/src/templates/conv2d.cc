@@ -3,25 +3,25 @@
 //
 // A direct convolution over blocked layouts. Each call repacks
 //   data   [N, C, H, W]    -> [N][C/CB][H + 2 pad][W + 2 pad][CB]  (the padding stays zero)
-//   weight [K, C, R, S]    -> [K/KVW][C][R][S][KVW]                 (KVW = KV vectors of channels)
+//   weight [K, C, R, S]    -> per block of KVW output channels (KV vectors), [C][R][S][KVW]
 // into static scratch sized from the shape, with VW x VW in-register transposes where the blocks
-// allow. The register tile is T output pixels along a row x KV vectors of output channels: each
-// step loads KV weight vectors, broadcasts one input scalar per pixel and does T x KV FMAs,
-// accumulating over the input channels and the filter window. A row's tiles are T wide plus one
-// remainder tile of exactly the width left, so widths that do not divide the tile cost no
-// padded work. The tiles write a per-task row buffer in pixel-major order; the epilogue
-// transposes it back to NCHW a VW x VW block at a time, adding bias and residual and clamping.
-// Channel counts that do not fill a block are zero-padded in the packed copies (zeros add
-// nothing) and never written out.
+// allow; a weight block is made by the task that uses it, when it comes to it. The register tile is
+// T output pixels along a row x KV vectors of output channels: each step loads KV weight vectors,
+// broadcasts one input scalar per pixel and does T x KV FMAs, accumulating over the input channels
+// and the filter window. A row's tiles are T wide plus one remainder tile of exactly the width
+// left, so widths that do not divide the tile cost no padded work. The tiles write a per-task row
+// buffer in pixel-major order; the epilogue transposes it back to NCHW a VW x VW block at a time,
+// adding bias and residual and clamping. Channel counts that do not fill a block are zero-padded in
+// the packed copies (zeros add nothing) and never written out.
 //
 // The second algorithm ("gemm") is an implicit matrix product, out[n] (K x P) = weight (K x CRS)
 // · x (CRS x P) over the P = OH*OW output pixels and CRS = C*R*S: for each panel of NV vectors of
 // pixels, a task copies the inputs under them into its own im2col panel (CRS x NV*VW, zero where
 // the window is over the padding), and an MR-channel x NV-vector register tile broadcasts the
 // weight as stored, one element per channel. The pixels are the vector lanes, so NCHW output is
-// stored directly, and the weight is never repacked: the default for 1x1 layers, a knob value
-// for the others. A 1x1 stride-1 unpadded layer may read full panels from the input planes in
-// place.
+// stored directly, and the weight is never repacked: the default for 1x1 layers of many pixels, a
+// knob value for the others. A 1x1 stride-1 unpadded layer may read full panels from the input
+// planes in place.
 //
 // The work is a list of items (image, output-channel block, output rows; for gemm: image, pixel
 // panel), split into contiguous ranges by task, so the kernel runs unchanged on one thread or
@@ -139,9 +139,11 @@ class Conv2dTask final : public Task {
     want["gemm_vectors"] = 1;
     want["gemm_pack"] = space_.FindKnob("gemm_pack")->values.front();
     want["gemm_chunk"] = space_.FindKnob("gemm_chunk")->values.front();
-    // The matrix product for 1x1 filters. (Measured on ResNet-50's 3x3 layers of 14x14 and 7x7
-    // pixels, whose weight dwarfs the image, it was no faster than the direct algorithm.)
-    if (r_ == 1 && s_ == 1 && pad_ == 0) {
+    // The matrix product for 1x1 filters over many pixels (32 vectors or more). Measured against
+    // the direct algorithm on ResNet-50's layers: faster on the 1x1 layers of 56x56 and 28x28
+    // pixels, slower on those of 14x14 and 7x7 (few pixels: lanes past the last one are wasted,
+    // while the direct tile's lanes are output channels) and on every 3x3 layer.
+    if (r_ == 1 && s_ == 1 && pad_ == 0 && oh_ * ow_ >= 32 * vw_) {
       // Pixel vectors: the fewest padded lanes, within 10%, with the most vectors a panel.
       const int64_t p = oh_ * ow_;
       auto padded = [&](int64_t nv) { return CeilDiv(p, nv * vw_) * nv * vw_; };
@@ -378,7 +380,7 @@ class Conv2dTask final : public Task {
     if (b.gemm) return tasks * (c_ * r_ * s_ + RoundUp(k_, b.mr)) * b.nv * vw_;
     const uint64_t in =
         static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
-    const uint64_t w = static_cast<uint64_t>(b.kb) * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
+    const uint64_t w = tasks * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
     const uint64_t rows = tasks * c.Int("oh_rows") * RoundUp(ow_, vw_) * b.kv * vw_;
     return in + w + rows;
   }
@@ -581,7 +583,9 @@ static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
 #else
 /* Packed copies; what is never written (padding, channels past C or K) stays zero. */
 static float g_in[N_ * CBN * HP * WP * CB] __attribute__((aligned(64)));
-static float g_w[KB * CBN * R_ * S_ * CB * KVW] __attribute__((aligned(64)));
+/* A task's copy of the output-channel block it works on, made when its items reach the block
+   (while the block is then used from cache, rather than all blocks written out and read back). */
+static float g_wt[MAX_TASKS][CBN * R_ * S_ * CB * KVW] __attribute__((aligned(64)));
 static float g_rows[MAX_TASKS][OHB * OWP * KVW] __attribute__((aligned(64)));
 
 /* Items: (image, channel block, input row). */
@@ -612,34 +616,29 @@ static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
   return 0;
 }
 
-/* Items: output-channel blocks. A block keeps the weight's (c, r, s) order with KVW channels an
-   element, so the transposed vectors are written in sequence. */
-static int32_t pack_weight(int32_t task, int32_t num_tasks, void* closure) {
-  const conv_args* a = (const conv_args*)closure;
+/* Output-channel block kb of the weight into dst: the weight's (c, r, s) order with KVW channels
+   an element, so the transposed vectors are written in sequence. Lanes of channels past K keep
+   what was there (they only reach outputs that are not stored); rows of channels past C are
+   never written, so they stay zero. */
+static void pack_weight_block(const conv_args* a, float* restrict dst, long kb) {
   const long crs = C_ * R_ * S_;
-  long begin, end;
-  task_range(KB, task, num_tasks, &begin, &end);
-  for (long kb = begin; kb < end; ++kb) {
-    float* dst = g_w + kb * CBN * R_ * S_ * CB * KVW;
-    for (long kk = 0; kk < KVW; kk += VW) {
-      const long k0 = kb * KVW + kk;
-      if (k0 >= K_) break;
-      const long kn = MIN(VW, K_ - k0);
-      const float* src = a->weight + k0 * crs;
-      long j = 0;
-      if (kn == VW) {
-        for (; j + VW <= crs; j += VW) {
-          vf t[VW];
-          for (int e = 0; e < VW; ++e) t[e] = *(const vfu*)(src + e * crs + j);
-          transpose(t);
-          for (int e = 0; e < VW; ++e) *(vf*)(dst + (j + e) * KVW + kk) = t[e];
-        }
+  for (long kk = 0; kk < KVW; kk += VW) {
+    const long k0 = kb * KVW + kk;
+    if (k0 >= K_) break;
+    const long kn = MIN(VW, K_ - k0);
+    const float* src = a->weight + k0 * crs;
+    long j = 0;
+    if (kn == VW) {
+      for (; j + VW <= crs; j += VW) {
+        vf t[VW];
+        for (int e = 0; e < VW; ++e) t[e] = *(const vfu*)(src + e * crs + j);
+        transpose(t);
+        for (int e = 0; e < VW; ++e) *(vf*)(dst + (j + e) * KVW + kk) = t[e];
       }
-      for (; j < crs; ++j)
-        for (long q = 0; q < kn; ++q) dst[j * KVW + kk + q] = src[q * crs + j];
     }
+    for (; j < crs; ++j)
+      for (long q = 0; q < kn; ++q) dst[j * KVW + kk + q] = src[q * crs + j];
   }
-  return 0;
 }
 
 /* The row buffer (pixel-major, KVW channels a pixel) back to NCHW with the epilogue. */
@@ -676,17 +675,22 @@ static void store_row(const conv_args* a, const float* rb, long n, long kb, long
   }
 }
 
-/* Items: (image, output-channel block, block of OHB output rows). */
+/* Items: (output-channel block, image, block of OHB output rows). */
 static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
   const conv_args* a = (const conv_args*)closure;
   float* rows = g_rows[task];
   long begin, end;
-  task_range(N_ * KB * OHN, task, num_tasks, &begin, &end);
+  float* wp = g_wt[task];
+  long packed = -1;
+  task_range(KB * N_ * OHN, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
-    const long oh0 = item % OHN * OHB, kb = item / OHN % KB, n = item / (OHN * KB);
+    const long oh0 = item % OHN * OHB, n = item / OHN % N_, kb = item / (OHN * N_);
+    if (kb != packed) {
+      pack_weight_block(a, wp, kb);
+      packed = kb;
+    }
     const long nrows = MIN(OHB, OH - oh0);
     const float* ip = g_in + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
-    const float* wp = g_w + kb * CBN * R_ * S_ * CB * KVW;
 #if CB_OUTER
     /* A channel block's weights stay in L1 while every tile of the rows goes by. */
     for (long cb = 0; cb < CBN; ++cb) {
@@ -745,8 +749,7 @@ static int32_t conv2d(const ct_arg* args, int32_t num_args) {
   int32_t rc = run_tasks(conv_gemm, &a, N_ * PB);
 #else
   int32_t rc = run_tasks(pack_input, &a, N_ * CBN * H_);
-  if (rc == 0) rc = run_tasks(pack_weight, &a, KB);
-  if (rc == 0) rc = run_tasks(conv_rows, &a, N_ * KB * OHN);
+  if (rc == 0) rc = run_tasks(conv_rows, &a, KB * N_ * OHN);
 #endif
   return rc;
 }

@@ -126,6 +126,12 @@ class DepthwiseConv2dTask final : public Task {
       << "\n#define NTV " << vectors / tv << "L\n#define REMV " << vectors % tv << "\n"
       << "#define NRT " << oh_ / rt << "L\n#define REMR " << oh_ % rt << "\n"
       << templates::KernelPrelude(vw_);
+    std::string even, odd;
+    for (int j = 0; j < vw_; ++j) {
+      even += (j ? ", " : "") + std::to_string(2 * j);
+      odd += (j ? ", " : "") + std::to_string(2 * j + 1);
+    }
+    o << "#define EVEN_LANES " << even << "\n#define ODD_LANES " << odd << "\n";
     o << TileFunction("tile_full", rt, tv);
     if (vectors % tv) o << TileFunction("tile_full_rem", rt, vectors % tv);
     if (oh_ % rt) {
@@ -270,10 +276,23 @@ typedef struct {
 } dw_args;
 
 /* Padded column x = j * ST + p of phase p is input column j * ST + p - PAD: a strided copy per
-   phase, which clang vectorizes (interleaved loads for small strides). */
+   phase (clang vectorizes it for some strides; stride 2 splits vector pairs itself). */
 static void pack_plane(float* restrict plane, const float* restrict src) {
   for (long h = 0; h < H_; ++h) {
     const float* s = src + h * W_;
+#if ST == 2
+    /* Stride 2: pairs of vectors split into their even and odd columns, each a phase. */
+    float* de = plane + (PAD % 2) * HP * WPH + (h + PAD) * WPH + PAD / 2;
+    float* dodd = plane + ((PAD + 1) % 2) * HP * WPH + (h + PAD) * WPH + (PAD + 1) / 2;
+    long w = 0;
+    for (; w + 2 * VW <= W_; w += 2 * VW) {
+      const vf a = *(const vfu*)(s + w), b = *(const vfu*)(s + w + VW);
+      *(vfu*)(de + w / 2) = __builtin_shufflevector(a, b, EVEN_LANES);
+      *(vfu*)(dodd + w / 2) = __builtin_shufflevector(a, b, ODD_LANES);
+    }
+    for (; w < W_; ++w) (w % 2 ? dodd : de)[w / 2] = s[w];
+    continue;
+#endif
     for (long p = 0; p < ST; ++p) {
       float* d = plane + p * HP * WPH + (h + PAD) * WPH;
       long j0 = (PAD - p + ST - 1) / ST;
