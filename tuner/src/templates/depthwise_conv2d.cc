@@ -290,6 +290,15 @@ static void pack_plane(float* restrict plane, const float* restrict src) {
       *(vfu*)(de + w / 2) = __builtin_shufflevector(a, b, EVEN_LANES);
       *(vfu*)(dodd + w / 2) = __builtin_shufflevector(a, b, ODD_LANES);
     }
+    if (w < W_ && W_ >= 2 * VW) {
+      /* The rest as one more pair that ends at the row's end (or one column before, to start
+         on an even column), rewriting some columns with the same values. */
+      const long t = (W_ - 2 * VW) & ~1L;
+      const vf a = *(const vfu*)(s + t), b = *(const vfu*)(s + t + VW);
+      *(vfu*)(de + t / 2) = __builtin_shufflevector(a, b, EVEN_LANES);
+      *(vfu*)(dodd + t / 2) = __builtin_shufflevector(a, b, ODD_LANES);
+      w = t + 2 * VW;
+    }
     for (; w < W_; ++w) (w % 2 ? dodd : de)[w / 2] = s[w];
     continue;
 #endif
