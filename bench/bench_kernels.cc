@@ -66,7 +66,13 @@ std::vector<int64_t> ParseShape(const std::string& s) {
 }
 
 // Median seconds per call: a warm-up, then `rounds` rounds of calls lasting at least min_s each.
-double TimeCalls(const std::function<void()>& call, int rounds = 7, double min_s = 0.2) {
+// Round length and count for every timing (options; the smoke test makes them short).
+double g_min_round_s = 0.2;
+int g_rounds = 7;
+
+double TimeCalls(const std::function<void()>& call, int rounds = 0, double min_s = 0) {
+  if (rounds <= 0) rounds = g_rounds;
+  if (min_s <= 0) min_s = g_min_round_s;
   using Clock = std::chrono::steady_clock;
   call();
   int number = 1;
@@ -306,7 +312,15 @@ static int BenchMain(int argc, char** argv) {
   app.add_option("--tuner", tuner_name, "search strategy")->capture_default_str();
   app.add_option("--log", log_path, "tuning records: appended, and reused by a later run");
   app.add_option("--server-bin", server_bin, "crosstune-server binary")->capture_default_str();
+  double min_round_ms = 200;
+  app.add_option("--min-round-ms", min_round_ms, "shortest timed round (median of --rounds)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 10000.0));
+  app.add_option("--rounds", g_rounds, "timed rounds per measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
+  g_min_round_s = min_round_ms / 1000;
 
   // oneDNN runs on OpenMP, whose runtime read OMP_NUM_THREADS when it loaded (before main), so
   // its thread count is set through the runtime itself: one thread, as ours run here.
@@ -450,7 +464,7 @@ static int BenchMain(int argc, char** argv) {
       std::sort(t_ours.begin(), t_ours.end());
       std::sort(t_blas.begin(), t_blas.end());
       double s_ours = t_ours[1], s_blas = t_blas[1];
-      double s_default = TimeCalls(ours_default, 3);
+      double s_default = TimeCalls(ours_default, std::min(g_rounds, 3));
       // Both answers agree (the tuned one was checked against the reference while tuning).
       ours();
       theirs();
@@ -545,7 +559,7 @@ static int BenchMain(int argc, char** argv) {
     }
     std::sort(t_ours.begin(), t_ours.end());
     std::sort(t_dnnl.begin(), t_dnnl.end());
-    const double s_default = TimeCalls(ours_default, 3);
+    const double s_default = TimeCalls(ours_default, std::min(g_rounds, 3));
     // The answers agree.
     ours();
     theirs.Run();
