@@ -48,21 +48,15 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<int64_t> ParseShape(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  for (;;) {
-    size_t c = s.find(',', pos);
-    out.push_back(std::stoll(s.substr(pos, c - pos)));
-    if (c == std::string::npos) break;
-    pos = c + 1;
-  }
-  return out;
-}
-
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "crosstune-bench-kernels: %s\n", what.c_str());
   std::exit(1);
+}
+
+std::vector<int64_t> ShapeOrDie(const std::string& text) {
+  auto shape = tuner::ParseShape(text);
+  if (!shape.ok()) Die(shape.status().message());
+  return *shape;
 }
 
 // Median seconds per call: a warm-up, then `rounds` rounds of calls lasting at least min_s each.
@@ -361,7 +355,7 @@ static int BenchMain(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   if (log_path.empty()) log_path = dir + "/records.jsonl";
 
-  const std::vector<int64_t> shape = ParseShape(shape_text);
+  const std::vector<int64_t> shape = ShapeOrDie(shape_text);
   if (shape.size() != 3) Die("--shape takes M,N,K");
   const int64_t m = shape[0], n = shape[1], k = shape[2];
   const double flops =
@@ -504,7 +498,7 @@ static int BenchMain(int argc, char** argv) {
     if (layer.empty() || layer == "none") continue;
     json row;
     row["shape"] = layer;
-    auto task = tuner::MakeTask("conv2d", ParseShape(layer), *target);
+    auto task = tuner::MakeTask("conv2d", ShapeOrDie(layer), *target);
     if (!task.ok()) {
       row["error"] = task.status().ToString();
       convs.push_back(row);
@@ -545,7 +539,7 @@ static int BenchMain(int argc, char** argv) {
     LocalModule tuned(built[0].library, (*task)->function(), &pool, dir, "conv_tuned");
     LocalModule untuned(built[1].library, (*task)->function(), &pool, dir, "conv_default");
     TaskArgs args(**task, 11);
-    OneDnnConv theirs(ParseShape(layer), args.data);
+    OneDnnConv theirs(ShapeOrDie(layer), args.data);
     auto ours = [&] {
       if (tuned.Call(args.args) != 0) Die("the tuned conv2d failed");
     };

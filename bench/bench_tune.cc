@@ -22,22 +22,6 @@
 
 using namespace crosstune;
 
-namespace {
-
-std::vector<int64_t> ParseShape(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  for (;;) {
-    size_t c = s.find(',', pos);
-    out.push_back(std::stoll(s.substr(pos, c - pos)));
-    if (c == std::string::npos) break;
-    pos = c + 1;
-  }
-  return out;
-}
-
-}  // namespace
-
 static int BenchMain(int argc, char** argv) {
   CLI::App app{"crosstune-bench-tune: a tuning job, pipelined against serial, same run"};
   std::string shape_text = "1024,1024,1024", tuner_name = "xgb", server_bin = CT_DEFAULT_SERVER;
@@ -72,7 +56,12 @@ static int BenchMain(int argc, char** argv) {
   (*session)->Close().ok();
   if (!info.ok()) return 1;
   auto target = builder::TargetFromDevice(*info);
-  auto task = tuner::MakeTask("matmul", ParseShape(shape_text), *target);
+  auto shape = tuner::ParseShape(shape_text);
+  if (!shape.ok()) {
+    std::fprintf(stderr, "crosstune-bench-tune: %s\n", shape.status().ToString().c_str());
+    return 1;
+  }
+  auto task = tuner::MakeTask("matmul", *shape, *target);
   if (!target.ok() || !task.ok()) {
     std::fprintf(stderr, "crosstune-bench-tune: %s\n",
                  (target.ok() ? task.status() : target.status()).ToString().c_str());

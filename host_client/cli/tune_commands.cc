@@ -44,23 +44,6 @@ void OnInterrupt(int) {
   }
 }
 
-std::vector<int64_t> ParseShape(const std::string& text) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    std::string part =
-        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    char* end = nullptr;
-    long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0') Fail("--shape: '" + text + "' is not a list of integers");
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
-
 std::string Duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   int t = static_cast<int>(std::lround(s));
@@ -131,7 +114,7 @@ void RunTune(const TuneFlags& f) {
   }
   if (f.workload.empty() && f.shape.empty()) Fail("--shape is required with a template");
   std::vector<int64_t> shape;
-  if (f.workload.empty()) shape = ParseShape(f.shape);
+  if (f.workload.empty()) shape = Check(tuner::ParseShape(f.shape));
   // Workers are forked: the builder comes before any thread (server output, lease renewal).
   auto builder = Check(builder::Builder::Create({.workers = f.workers}));
 

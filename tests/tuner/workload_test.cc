@@ -8,6 +8,8 @@
 #include <map>
 #include <numeric>
 
+#include "crosstune/tuner/task.h"
+
 namespace crosstune::tuner {
 namespace {
 
@@ -167,6 +169,24 @@ TEST(TaskSchedulerTest, TasksWithoutAWorkingConfigGoFirstThenGiveUp) {
   TaskScheduler all_failed({{1, 1e9, "a"}});
   for (int r = 1; r <= 3; ++r) all_failed.Update(0, 8 * r, TaskScheduler::kNoTime);
   EXPECT_EQ(all_failed.Next(), -1);
+}
+
+}  // namespace
+}  // namespace crosstune::tuner
+
+namespace crosstune::tuner {
+namespace {
+
+TEST(ParseShapeTest, ReadsCommaSeparatedIntegersAndNamesBadText) {
+  auto ok = ParseShape("1,64,56,56,64,3,3,1,1");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, (std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1, 1}));
+  for (const char* bad : {"", "512,,512", "512,x", "512,512,", "1.5"}) {
+    auto r = ParseShape(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("'" + std::string(bad) + "'"), std::string::npos);
+  }
 }
 
 }  // namespace

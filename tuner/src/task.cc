@@ -1,6 +1,7 @@
 #include "crosstune/tuner/task.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 namespace crosstune::tuner {
@@ -22,6 +23,26 @@ Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) co
   (void)config;
   (void)device;
   return Status::Ok();
+}
+
+Expected<std::vector<int64_t>> ParseShape(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string part =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0') {
+      return Status(ErrorCode::kInvalidArgument,
+                    "shape '" + text + "' is not a comma-separated list of integers");
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
 }
 
 const std::vector<std::string>& TemplateNames() {

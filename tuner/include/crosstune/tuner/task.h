@@ -83,6 +83,10 @@ struct TaskOptions {
   int threads = 1;  // 1..4096
 };
 
+// "512,512,512" -> {512, 512, 512}; kInvalidArgument naming the text when it is not a
+// comma-separated list of integers.
+Expected<std::vector<int64_t>> ParseShape(const std::string& text);
+
 // Template names MakeTask knows ("matmul", "conv2d", "depthwise_conv2d", "dense").
 const std::vector<std::string>& TemplateNames();
 
