@@ -77,10 +77,10 @@ TEST_F(ParallelTest, TheTimeEvaluatorReportsTheThreadsItUsed) {
   client::TimeOptions opt;
   opt.number = 2;
   opt.repeat = 2;
-  opt.threads = 2;
-  auto r = module_.Time("rendezvous", {CallArg::Int(2)}, opt);
+  opt.threads = 3;  // not the server's --threads 2, so the request's count is what is reported
+  auto r = module_.Time("rendezvous", {CallArg::Int(3)}, opt);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->threads, 2u);
+  EXPECT_EQ(r->threads, 3u);
   EXPECT_EQ(r->seconds_per_call.size(), 2u);
   opt.threads = 0;
   auto d = module_.Time("rendezvous", {CallArg::Int(1)}, opt);
