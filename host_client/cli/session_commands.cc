@@ -42,7 +42,15 @@ std::string Bytes(uint64_t n) {
 json DeviceJson(const msg::DeviceInfo& d) {
   json gpus = json::array();
   for (const auto& g : d.gpus) {
-    gpus.push_back({{"name", g.name}, {"arch", g.arch}, {"memory_bytes", g.memory_bytes}});
+    gpus.push_back({{"name", g.name},
+                    {"arch", g.arch},
+                    {"memory_bytes", g.memory_bytes},
+                    {"multiprocessors", g.multiprocessors},
+                    {"max_threads_per_block", g.max_threads_per_block},
+                    {"max_shared_per_block", g.max_shared_per_block},
+                    {"max_shared_per_block_optin", g.max_shared_per_block_optin},
+                    {"max_registers_per_block", g.max_registers_per_block},
+                    {"warp_size", g.warp_size}});
   }
   return {{"arch", d.arch},
           {"triple", d.triple},

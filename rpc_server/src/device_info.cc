@@ -174,6 +174,18 @@ void CollectGpus(msg::DeviceInfo* info) {
     g.arch = "sm_" + std::to_string(major) + std::to_string(minor);
     size_t bytes = 0;
     if (mem(&bytes, dev) == 0) g.memory_bytes = bytes;
+    // CU_DEVICE_ATTRIBUTE_*: MAX_THREADS_PER_BLOCK 1, MAX_SHARED_MEMORY_PER_BLOCK 8, WARP_SIZE 10,
+    // MAX_REGISTERS_PER_BLOCK 12, MULTIPROCESSOR_COUNT 16, MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97.
+    auto limit = [&](int attribute) -> uint32_t {
+      int v = 0;
+      return attr(&v, attribute, dev) == 0 && v > 0 ? static_cast<uint32_t>(v) : 0;
+    };
+    g.max_threads_per_block = limit(1);
+    g.max_shared_per_block = limit(8);
+    g.warp_size = limit(10);
+    g.max_registers_per_block = limit(12);
+    g.multiprocessors = limit(16);
+    g.max_shared_per_block_optin = limit(97);
     info->gpus.push_back(std::move(g));
   }
 }

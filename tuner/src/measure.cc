@@ -1,7 +1,12 @@
 #include "crosstune/tuner/measure.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
 
@@ -12,6 +17,27 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+// A .ctpkg of one build, as bytes: written to a private temporary file and read back.
+Expected<std::string> PackageBytes(const builder::BuildRequest& request,
+                                   const builder::BuildResult& result) {
+  std::string path =
+      (std::filesystem::temp_directory_path() / "crosstune-candidate-XXXXXX.ctpkg").string();
+  int fd = ::mkstemps(path.data(), 6);
+  if (fd < 0) return Status(ErrorCode::kIoError, "cannot create a temporary package file");
+  ::close(fd);
+  auto written = builder::WriteBuildPackage(request, result, path);
+  std::string bytes;
+  if (written.ok()) {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+    if (!in.good() && !in.eof()) written = Status(ErrorCode::kIoError, path + ": cannot read");
+  }
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  if (!written.ok()) return written.status();
+  return bytes;
+}
+
 }  // namespace
 
 ReferenceData ReferenceData::Make(const Task& task, uint64_t seed) {
@@ -58,7 +84,8 @@ std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& ta
     req.source = task.Generate(c);
     req.target = task.target();
     req.name = task.function() + "_" + std::to_string(indices[i]);
-    req.source_name = task.id().template_name + "_" + std::to_string(indices[i]) + ".c";
+    req.source_name = task.id().template_name + "_" + std::to_string(indices[i]) +
+                      (task.target().is_cuda() ? ".cu" : ".c");
     req.timeout = options.build_timeout;
     requests.push_back(std::move(req));
     slot.push_back(i);
@@ -68,7 +95,16 @@ std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& ta
     Candidate& c = out[slot[r]];
     builder::BuildResult& b = results[r];
     c.build_s = b.build_seconds;
-    if (b.ok()) {
+    if (b.ok() && task.target().is_cuda()) {
+      // A CUDA module's launch geometry lives in the package manifest: send the whole package.
+      auto bytes = PackageBytes(requests[r], b);
+      if (bytes.ok()) {
+        c.library = std::move(bytes).value();
+      } else {
+        c.error = TrialError::kBuildError;
+        c.message = "packaging: " + bytes.status().ToString();
+      }
+    } else if (b.ok()) {
       c.library = std::move(b.library);
     } else if (b.status.code() == ErrorCode::kTimeout) {
       c.error = TrialError::kBuildTimeout;
@@ -103,6 +139,10 @@ Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Open(const DeviceSpec& spe
 }
 
 DeviceId DeviceRunner::id() const {
+  // A CUDA task runs on the device's GPU: its name is what tells one record's device from another.
+  if (task_.target().is_cuda() && !info_.gpus.empty()) {
+    return DeviceId{spec_.name, info_.gpus.front().arch, info_.gpus.front().name, spec_.key};
+  }
   return DeviceId{spec_.name, info_.arch, info_.cpu_model, spec_.key};
 }
 
@@ -119,9 +159,11 @@ Status DeviceRunner::Reopen() {
   CT_ASSIGN_OR_RETURN(session_, client::Session::Connect(co));
   CT_ASSIGN_OR_RETURN(info_, session_->Info());
   const auto specs = task_.args();
+  // A CUDA task's tensors live on the GPU (a device without one refuses them, by name).
+  const DLDevice where{task_.target().is_cuda() ? kDLCUDA : kDLCPU, 0};
   for (size_t a = 0; a < specs.size(); ++a) {
     CT_ASSIGN_OR_RETURN(client::RemoteTensor t,
-                        session_->AllocTensor(specs[a].shape, specs[a].dtype));
+                        session_->AllocTensor(specs[a].shape, specs[a].dtype, where));
     if (!specs[a].output) {
       CT_RETURN_IF_ERROR(t.CopyFrom(reference_.inputs[a].data(), reference_.inputs[a].size() * 4));
     }
@@ -182,7 +224,8 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
     return m;
   };
   const std::string remote = task_.function() + "_" + std::to_string(candidate.index) + "_" +
-                             std::to_string(++uploads_) + ".so";
+                             std::to_string(++uploads_) +
+                             (task_.target().is_cuda() ? ".ctpkg" : ".so");
   auto up = session_->UploadBytes(candidate.library, remote);
   if (!up.ok()) return fail(TrialError::kLoadError, up.status(), "upload");
   auto module = session_->LoadModule(remote);

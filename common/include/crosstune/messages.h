@@ -57,7 +57,16 @@ struct GpuInfo {
   std::string name;
   std::string arch;  // "sm_90"
   uint64_t memory_bytes = 0;
-  MSGPACK_DEFINE(name, arch, memory_bytes)
+  // The limits kernel templates check a config against before compiling (0: not reported, e.g.
+  // by an older server; the templates then use the architecture's documented values).
+  uint32_t max_threads_per_block = 0;
+  uint32_t max_shared_per_block = 0;        // bytes a block may declare statically
+  uint32_t max_shared_per_block_optin = 0;  // bytes with the function attribute raised
+  uint32_t max_registers_per_block = 0;     // 32-bit registers
+  uint32_t multiprocessors = 0;
+  uint32_t warp_size = 0;
+  MSGPACK_DEFINE(name, arch, memory_bytes, max_threads_per_block, max_shared_per_block,
+                 max_shared_per_block_optin, max_registers_per_block, multiprocessors, warp_size)
 };
 
 struct DeviceInfo {

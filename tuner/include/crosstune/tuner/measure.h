@@ -56,7 +56,8 @@ struct Candidate {
   uint64_t index = 0;
   TrialError error = TrialError::kOk;  // set when it failed before reaching a device
   std::string message;
-  std::string library;  // the module's bytes
+  std::string
+      library;  // the module's bytes (a CUDA task's: its .ctpkg, which holds the launch geometry)
   double build_s = 0;
 };
 
