@@ -142,9 +142,9 @@ void RunTune(const TuneFlags& f) {
     pool = tuner::DevicePool::FromServers({local->address()}, "", timeout, {"local"});
   }
 
-  // The target: "auto" asks the first device.
+  // The target: "auto" asks the first device for its CPU, "cuda" for its first GPU.
   builder::Target target;
-  if (f.target == "auto") {
+  if (f.target == "auto" || f.target == "cuda") {
     const tuner::DeviceSpec& d = pool->devices().front();
     client::ConnectOptions co;
     co.server = d.server;
@@ -153,7 +153,7 @@ void RunTune(const TuneFlags& f) {
     co.request_timeout = timeout;
     auto session = Check(client::Session::Connect(co));
     auto info = Check(session->Info());
-    target = Check(builder::TargetFromDevice(info));
+    target = Check(builder::TargetFromDevice(info, f.target == "cuda"));
   } else {
     target = Check(builder::ParseTarget(f.target));
   }
@@ -370,7 +370,8 @@ void RegisterTune(CLI::App& app) {
   cmd->add_option("--round", f->round, "with --workload: trials per round for the chosen task")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  cmd->add_option("--target", f->target, "target string, preset, or auto (ask the device)")
+  cmd->add_option("--target", f->target,
+                  "target string, preset, auto (ask the device for its CPU) or cuda (for its GPU)")
       ->capture_default_str();
   cmd->add_option("--threads", f->threads,
                   "threads the kernel runs with (part of the task: its records and best config "
@@ -715,7 +716,7 @@ void RunExport(const std::string& path, const std::string& out, const std::strin
   req.source = task->Generate(config);
   req.target = target;
   req.name = task->function();
-  req.source_name = task->function() + ".c";
+  req.source_name = task->function() + (target.is_cuda() ? ".cu" : ".c");
   builder::BuildResult built = builder::BuildInProcess(req);
   Check(built.status);
   json tuning = {

@@ -40,6 +40,8 @@
 
 #include "crosstune/tuner/task.h"
 #include "templates/common.h"
+#include "templates/cuda.h"
+#include "templates/reference.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -77,9 +79,7 @@ class Conv2dTask final : public Task {
       return Status(ErrorCode::kInvalidArgument,
                     std::string(kUsage) + ": the filter (R,S) is larger than the padded input");
     }
-    if (target.is_cuda()) {
-      return Status(ErrorCode::kInvalidArgument, "the conv2d template is for CPU targets");
-    }
+    if (target.is_cuda()) return MakeCudaConv2dTask(shape, target, options);
     auto task = std::unique_ptr<Conv2dTask>(new Conv2dTask());
     // The key names the residual only when there is one: "1,64,56,56,64,3,3,1,1" either way.
     std::vector<int64_t> key(shape.begin(), shape.begin() + 9);
@@ -219,35 +219,9 @@ class Conv2dTask final : public Task {
   }
 
   void Reference(HostArgs& args) const override {
-    const std::vector<float>& data = args[0];
-    const std::vector<float>& weight = args[1];
-    const std::vector<float>& bias = args[2];
-    const std::vector<float>* residual = residual_ ? &args[3] : nullptr;
-    std::vector<float>& out = args.back();
-    for (int64_t n = 0; n < n_; ++n) {
-      for (int64_t k = 0; k < k_; ++k) {
-        for (int64_t y = 0; y < oh_; ++y) {
-          for (int64_t x = 0; x < ow_; ++x) {
-            double sum = bias[k];
-            for (int64_t c = 0; c < c_; ++c) {
-              for (int64_t r = 0; r < r_; ++r) {
-                const int64_t ih = y * stride_ - pad_ + r;
-                if (ih < 0 || ih >= h_) continue;
-                for (int64_t s = 0; s < s_; ++s) {
-                  const int64_t iw = x * stride_ - pad_ + s;
-                  if (iw < 0 || iw >= w_) continue;
-                  sum += static_cast<double>(data[((n * c_ + c) * h_ + ih) * w_ + iw]) *
-                         weight[((k * c_ + c) * r_ + r) * s_ + s];
-                }
-              }
-            }
-            const int64_t o = ((n * k_ + k) * oh_ + y) * ow_ + x;
-            if (residual) sum += (*residual)[o];
-            out[o] = static_cast<float>(std::max(sum, 0.0));
-          }
-        }
-      }
-    }
+    const templates::ConvShape g{n_, c_, h_, w_, k_, r_, s_, stride_, pad_, residual_, oh_, ow_};
+    templates::Conv2dReference(g, args[0], args[1], args[2], residual_ ? &args[3] : nullptr,
+                               args.back());
   }
 
   // fp32 sums of C*R*S products in another order than the reference's (double) sum.

@@ -20,6 +20,8 @@
 
 #include "crosstune/tuner/task.h"
 #include "templates/common.h"
+#include "templates/cuda.h"
+#include "templates/reference.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -41,9 +43,7 @@ class MatmulTask final : public Task {
       return Status(ErrorCode::kInvalidArgument,
                     "matmul takes --shape M,N,K (three sizes from 1 to 1048576)");
     }
-    if (target.is_cuda()) {
-      return Status(ErrorCode::kInvalidArgument, "the matmul template is for CPU targets");
-    }
+    if (target.is_cuda()) return MakeCudaMatmulTask(shape, target, options);
     auto task = std::unique_ptr<MatmulTask>(new MatmulTask());
     task->id_ = TaskId{"matmul", shape, "float32", options.threads};
     task->target_ = target;
@@ -134,19 +134,7 @@ class MatmulTask final : public Task {
   }
 
   void Reference(HostArgs& args) const override {
-    const std::vector<float>& a = args[0];
-    const std::vector<float>& b = args[1];
-    std::vector<float>& c = args[2];
-    std::vector<double> row(n_);
-    for (int64_t i = 0; i < m_; ++i) {
-      std::fill(row.begin(), row.end(), 0.0);
-      for (int64_t k = 0; k < k_; ++k) {
-        double av = a[i * k_ + k];
-        const float* brow = &b[k * n_];
-        for (int64_t j = 0; j < n_; ++j) row[j] += av * brow[j];
-      }
-      for (int64_t j = 0; j < n_; ++j) c[i * n_ + j] = static_cast<float>(row[j]);
-    }
+    templates::MatmulReference(args[0], args[1], args[2], m_, n_, k_);
   }
 
   // fp32 sums of K products in another order than the reference's (double) sum.
