@@ -155,6 +155,11 @@ std::string SignalName(int sig) {
     if (r.debug_action == BuildRequest::DebugAction::kHang) {
       for (;;) ::pause();
     }
+    if (r.debug_action == BuildRequest::DebugAction::kGarbageThenHang) {
+      const unsigned char too_long[4] = {0xff, 0xff, 0xff, 0xff};  // a frame past kMaxWorkerFrame
+      (void)ch.WriteBytes(too_long, sizeof(too_long), NoDeadline());
+      for (;;) ::pause();
+    }
     BuildResult result = BuildInProcess(r);
     if (!ch.Send(Opcode::kResult, frame->request_id, ToWire(result), NoDeadline()).ok()) ::_exit(0);
   }
@@ -386,12 +391,16 @@ class Builder::Pool {
       got = ::waitpid(w->pid, &wstatus, WNOHANG);
       if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    bool killed_live = got == 0 && !timed_out;
     if (got == 0) {
       ::kill(w->pid, SIGKILL);
       got = ::waitpid(w->pid, &wstatus, 0);
     }
     std::string text;
-    if (timed_out) {
+    if (killed_live) {
+      why = Status(ErrorCode::kBuildError,
+                   "build worker failed: " + why.message() + "; it did not exit and was killed");
+    } else if (timed_out) {
       text = "build ran past its timeout of " + std::to_string(timeout.count()) +
              " ms; the worker was killed";
       why = Status(ErrorCode::kTimeout, text);

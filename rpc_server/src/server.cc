@@ -4,9 +4,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -17,18 +16,22 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "crosstune/channel.h"
 #include "crosstune/crypto.h"
 #include "crosstune/server/call_slot.h"
 #include "crosstune/text.h"
+#include "fork_server.h"
 
 namespace crosstune::server {
 namespace {
@@ -69,13 +72,6 @@ void CloseOtherSockets(int keep) {
   }
 }
 
-// Ends a session child and everything it started: a session leads its own process group, so a
-// process a kernel forked goes with it.
-void KillSession(pid_t pid) {
-  ::kill(-pid, SIGKILL);
-  ::kill(pid, SIGKILL);
-}
-
 // Whether process `pid` exists and has not exited (a zombie nobody reaped yet has).
 bool ProcessRuns(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno != EPERM) return false;
@@ -87,7 +83,7 @@ bool ProcessRuns(pid_t pid) {
 }
 
 // Workspaces are named session-<server pid>-<id>. A server killed with SIGKILL cannot remove
-// them (its sessions die with it: see RunChild), so a starting server removes those whose
+// them (its sessions die with it: see fork_server.h), so a starting server removes those whose
 // server is gone. Others' live workspaces in a shared --work-dir are left alone.
 void SweepStaleWorkspaces(const std::string& work_dir) {
   std::error_code ec;
@@ -120,7 +116,12 @@ class Server::Impl {
         backoff_(io_),
         watchdog_(io_) {}
 
-  ~Impl() { Shutdown(); }
+  ~Impl() {
+    try {
+      Shutdown();
+    } catch (...) {  // a destructor must not throw; what Shutdown could not do is lost anyway
+    }
+  }
 
   Status Listen() {
     CT_RETURN_IF_ERROR(PrepareWorkDir());
@@ -150,6 +151,7 @@ class Server::Impl {
       if (!e) {
         acceptor_ = std::move(a);
         port_ = acceptor_.local_endpoint().port();
+        if (options_.fork) return StartForkServer();
         return Status::Ok();
       }
       last_error = e.message();
@@ -173,6 +175,7 @@ class Server::Impl {
       Shutdown();
     });
     WaitForChildren();
+    WatchForkServer();
     Accept();
     io_.run();
     Shutdown();
@@ -204,6 +207,7 @@ class Server::Impl {
     std::string id;
     int fd = -1;  // the parent's copy of the client socket, for the crash report
     CallSlot* slot = nullptr;
+    uint32_t slot_index = 0;
     std::string workspace;
     std::unique_ptr<asio::steady_timer> timer;
     ParentKill killed = ParentKill::kNone;
@@ -272,7 +276,7 @@ class Server::Impl {
                                                    std::to_string(options_.max_sessions) + ")"));
       return;
     }
-    // The fd must not leak into children of other sessions: those close it (see RunChild).
+    // The server keeps this fd for the crash report; the fork server gets a copy for this session.
     int fd = socket.release(ec);
     if (ec || fd < 0) return;
     std::string id = RandomHex(6);
@@ -297,29 +301,37 @@ class Server::Impl {
       return;
     }
 
-    CallSlot* slot = MapCallSlot();
-    if (!slot) {
-      SendErrorAndClose(fd, 0, Status(ErrorCode::kInternal, "cannot map the call page"));
+    Status refused;
+    if (!fork_server_ || !fork_server_->alive()) {
+      refused = ForkServerGone();
+    } else if (free_slots_.empty()) {
+      refused = Status(ErrorCode::kBusy, "server busy: no call slot free");
+    }
+    if (!refused.ok()) {
+      spdlog::warn("session {}: refused: {}", id, refused.message());
+      SendErrorAndClose(fd, 0, refused);
       std::filesystem::remove_all(ws, fec);
       return;
     }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    pid_t parent = ::getpid();
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      SendErrorAndClose(fd, 0, Status(ErrorCode::kBusy, "cannot fork a session process"));
-      UnmapCallSlot(slot);
+    uint32_t index = free_slots_.back();
+    free_slots_.pop_back();
+    CallSlot* slot = new (&slots_[index]) CallSlot();  // a fresh page for this session
+    auto spawned = fork_server_->Spawn(fd, SessionSpawn{id, ws, index}, on_exit_);
+    if (!spawned.ok()) {
+      free_slots_.push_back(index);
+      spdlog::error("session {}: {}", id, spawned.status().message());
+      SendErrorAndClose(fd, 0, spawned.status());
       std::filesystem::remove_all(ws, fec);
+      if (!fork_server_->alive()) ForkServerDied();
       return;
     }
-    if (pid == 0) RunChild(fd, ws, id, slot, parent);  // never returns
-    ::setpgid(pid, pid);  // also done by the child: whichever runs first
+    pid_t pid = *spawned;
 
     Live live;
     live.id = id;
     live.fd = fd;
     live.slot = slot;
+    live.slot_index = index;
     live.workspace = ws;
     if (options_.session_timeout.count() > 0) {
       live.timer = std::make_unique<asio::steady_timer>(io_, options_.session_timeout);
@@ -394,20 +406,13 @@ class Server::Impl {
     Drain(l);
   }
 
-  [[noreturn]] void RunChild(int fd, const std::string& ws, const std::string& id, CallSlot* slot,
-                             pid_t parent) {
-    // A session never outlives its server: after a kill -9 of the server, a restarted one may
-    // grant the device to someone else, and an orphaned session would still serve the first
-    // user. (qemu-user passes this through to the host kernel.)
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(0);  // the server died before the line above
-    // Its own process group, so that ending the session also ends what its kernels forked.
-    ::setpgid(0, 0);
-    // The parent's asio objects are not touched here: the child only closes the descriptors it
-    // must not hold (raw close leaves the parent's epoll registrations alone) and restores the
-    // signal dispositions asio changed.
-    ::close(acceptor_.native_handle());
-    for (auto& [pid, live] : sessions_) ::close(live.fd);
+  // The body of a session child, forked by the fork server: a copy of this server as it was when
+  // the fork server started (before any thread), so no lock can be held here.
+  [[noreturn]] void RunChild(int fd, const SessionSpawn& spawn) {
+    if (spawn.slot >= slot_count_) ::_exit(1);
+    CallSlot* slot = &slots_[spawn.slot];
+    // A session must not hold other sockets open (their peers would never see them close). Only
+    // sockets: under qemu-user the emulator's own descriptors are in this table too and must stay.
     CloseOtherSockets(fd);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -422,21 +427,13 @@ class Server::Impl {
     // would fill a small board's disk and slow the report down.
     rlimit no_core{0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
-    // Another thread of the parent (the tracker link) may have held a logger's mutex at fork
-    // time; that mutex stays locked in this copy forever. A fresh logger has fresh mutexes.
-    auto level = spdlog::default_logger_raw()->level();
-    auto logger = std::make_shared<spdlog::logger>(
-        "crosstune-session", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-    logger->set_level(level);
-    logger->set_pattern(kLogPattern);
-    spdlog::set_default_logger(std::move(logger));
     sigset_t all;
     sigemptyset(&all);
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
     SessionOptions so = options_.session;
     so.session_timeout = options_.session_timeout;
-    Status s = RunSession(fd, ws, id, so, slot);
-    if (!s.ok()) spdlog::info("session {} ended: {}", id, s.ToString());
+    Status s = RunSession(fd, spawn.workspace, spawn.id, so, slot);
+    if (!s.ok()) spdlog::info("session {} ended: {}", spawn.id, s.ToString());
     std::fflush(stdout);
     std::fflush(stderr);
     ::_exit(0);
@@ -445,22 +442,111 @@ class Server::Impl {
   void WaitForChildren() {
     child_signals_.async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;
-      Reap(/*block=*/false);
+      Reap();
       if (!stopping_) WaitForChildren();
     });
   }
 
-  void Reap(bool block) {
+  // Session children are the fork server's to reap; the only child of this process that matters
+  // here is the fork server itself.
+  void Reap() {
     for (;;) {
       int status = 0;
-      pid_t pid = ::waitpid(-1, &status, block ? 0 : WNOHANG);
+      pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid <= 0) return;
+      if (fork_server_ && pid == fork_server_->pid()) {
+        fork_server_->MarkReaped();
+        spdlog::warn("the session fork server (pid {}) ended: {}", pid,
+                     WIFSIGNALED(status) ? "killed by " + DescribeSignal(WTERMSIG(status))
+                                         : "exit status " + std::to_string(WEXITSTATUS(status)));
+        ForkServerDied();
+      }
+    }
+  }
+
+  // Forks the fork server (fork_server.h) with a call slot for every session it may serve, mapped
+  // here first so that the server, the fork server and each session child share them.
+  Status StartForkServer() {
+    uint64_t bytes = uint64_t{sizeof(CallSlot)} * options_.max_sessions;
+    if (bytes > (uint64_t{1} << 30)) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "--max-sessions " + std::to_string(options_.max_sessions) + " is too many");
+    }
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return Status(ErrorCode::kInternal,
+                    std::string("cannot map the call pages: ") + std::strerror(errno));
+    }
+    slots_ = static_cast<CallSlot*>(p);
+    slots_bytes_ = bytes;
+    slot_count_ = options_.max_sessions;
+    for (uint32_t i = slot_count_; i > 0; --i) free_slots_.push_back(i - 1);
+    auto started = ForkServer::Start([this](int fd, const SessionSpawn& s) { RunChild(fd, s); },
+                                     {acceptor_.native_handle()});
+    if (!started.ok()) return started.status();
+    fork_server_ = std::move(started).value();
+    on_exit_ = [this](pid_t pid, int status) {
       auto it = sessions_.find(pid);
-      if (it == sessions_.end()) continue;
+      if (it == sessions_.end()) return;
       Finish(it->first, it->second, status);
       sessions_.erase(it);
-      if (block && sessions_.empty()) return;
+    };
+    fork_events_.emplace(io_, ::dup(fork_server_->fd()));
+    spdlog::debug("session fork server: pid {}", fork_server_->pid());
+    return Status::Ok();
+  }
+
+  void WatchForkServer() {
+    if (!fork_events_) return;
+    fork_events_->async_wait(asio::posix::descriptor_base::wait_read,
+                             [this](const boost::system::error_code& ec) {
+                               if (ec || stopping_ || !fork_server_) return;
+                               if (!fork_server_->Poll(/*block=*/false, on_exit_)) {
+                                 ForkServerDied();
+                                 return;
+                               }
+                               WatchForkServer();
+                             });
+  }
+
+  Status ForkServerGone() const {
+    return Status(ErrorCode::kInternal,
+                  "crosstune-server cannot start sessions: its session fork server (pid " +
+                      std::to_string(fork_server_ ? fork_server_->pid() : -1) +
+                      ") died; restart crosstune-server");
+  }
+
+  // The fork server is gone, and its session children with it (PR_SET_PDEATHSIG): tell their
+  // clients, and refuse new sessions from now on (forking one here, from a process with threads,
+  // is what the fork server is there to avoid).
+  void ForkServerDied() {
+    if (fork_server_dead_) return;
+    fork_server_dead_ = true;
+    if (!stopping_) {
+      spdlog::error(
+          "the session fork server (pid {}) died; its sessions ended, and new ones fail "
+          "until crosstune-server restarts",
+          fork_server_ ? fork_server_->pid() : -1);
     }
+    boost::system::error_code ec;
+    if (fork_events_) fork_events_->cancel(ec);
+    while (!sessions_.empty()) {
+      auto it = sessions_.begin();
+      if (it->second.end_reason.ok()) {
+        it->second.end_reason = Status(ErrorCode::kInternal,
+                                       "the session ended: the server's session fork server died");
+      }
+      ::kill(-it->first, SIGKILL);
+      ::kill(it->first, SIGKILL);
+      Finish(it->first, it->second, 0);
+      sessions_.erase(it);
+    }
+  }
+
+  // Ends a session child and everything it started: a session leads its own process group, so a
+  // process a kernel forked goes with it.
+  void KillSession(pid_t pid) {
+    if (fork_server_) fork_server_->Kill(pid);
   }
 
   void Finish(pid_t pid, Live& live, int status) {
@@ -475,8 +561,7 @@ class Server::Impl {
     } else {
       ::close(live.fd);
     }
-    UnmapCallSlot(live.slot);
-    ::kill(-pid, SIGKILL);  // whatever its kernels forked and left behind
+    free_slots_.push_back(live.slot_index);
     std::error_code ec;
     std::filesystem::remove_all(live.workspace, ec);
     if (ec) spdlog::warn("session {}: cannot remove {}: {}", live.id, live.workspace, ec.message());
@@ -494,7 +579,18 @@ class Server::Impl {
     backoff_.cancel();
     watchdog_.cancel();
     for (auto& [pid, live] : sessions_) KillSession(pid);
-    if (!sessions_.empty()) Reap(/*block=*/true);
+    // Their ends, as the fork server reaps them; a child that does not die (stuck in the kernel)
+    // gets a minute, then goes with the fork server.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!sessions_.empty() && fork_server_ && std::chrono::steady_clock::now() < until) {
+      if (!fork_server_->Poll(/*block=*/true, on_exit_, std::chrono::seconds(1))) break;
+    }
+    ForkServerDied();  // finishes what is left without a report (stopping_)
+    if (fork_events_) fork_events_->close(ec);
+    fork_events_.reset();
+    fork_server_.reset();
+    if (slots_) ::munmap(slots_, slots_bytes_);
+    slots_ = nullptr;
     if (owns_work_dir_) {
       std::error_code fec;
       std::filesystem::remove_all(options_.work_dir, fec);
@@ -515,6 +611,15 @@ class Server::Impl {
   std::atomic<bool> stopping_{false};
   std::map<pid_t, Live> sessions_;
   std::function<void(const SessionEnd&)> on_session_end_;
+  // With fork: the fork server, readiness of its socket, and the sessions' call slots.
+  std::unique_ptr<ForkServer> fork_server_;
+  std::optional<asio::posix::stream_descriptor> fork_events_;
+  bool fork_server_dead_ = false;
+  ForkServer::OnExit on_exit_;
+  CallSlot* slots_ = nullptr;
+  uint64_t slots_bytes_ = 0;
+  uint32_t slot_count_ = 0;
+  std::vector<uint32_t> free_slots_;
 };
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -190,8 +190,9 @@ static int ServerMain(int argc, char** argv) {
     opt.session.auth_secret = *secret;
   }
 
-  // The tracker link runs a thread, so it is made before any session is forked, and the
-  // device is described by a probe process: the parent itself never loads the CUDA driver.
+  // The tracker link's thread starts only after Listen() has forked the session fork server (a
+  // fork server with threads would hand their held locks to every session). The device is
+  // described by a probe process: the parent itself never loads the CUDA driver.
   std::unique_ptr<crosstune::server::TrackerLink> tracker;
   std::string work_dir;  // known after Listen(); read by the self-check on the link thread later
   crosstune::server::Server* running = nullptr;  // set before the link thread starts

@@ -79,6 +79,22 @@ TEST_F(PoolTest, BuildPastItsTimeoutIsKilledAndTheWorkerReplaced) {
   EXPECT_TRUE(builder->Build(Request("x86-64")).ok());
 }
 
+TEST_F(PoolTest, AWorkerWhoseReplyCannotBeReadIsKilledNotWaitedOnForever) {
+  // The worker answers with a frame too large to read and then stays alive, ignoring its closed
+  // channel. The build's timeout is far away: only killing the worker lets the pool reap it.
+  auto builder = Make(1, false);
+  BuildRequest garbage = Request("x86-64");
+  garbage.debug_action = BuildRequest::DebugAction::kGarbageThenHang;
+  garbage.timeout = std::chrono::minutes(10);
+  BuildResult r = builder->Build(garbage);
+  EXPECT_EQ(r.status.code(), ErrorCode::kBuildError) << r.status.ToString();
+  EXPECT_NE(r.status.message().find("did not exit and was killed"), std::string::npos)
+      << r.status.ToString();
+  EXPECT_EQ(builder->stats().worker_restarts, 1u);
+  BuildResult after = builder->Build(Request("x86-64"));
+  EXPECT_TRUE(after.ok()) << after.status.ToString();
+}
+
 TEST_F(PoolTest, AWorkerReplacedOnAShortLivedThreadOutlivesThatThread) {
   // The replacement for a timed-out worker is started while a BuildMany thread runs; a worker
   // tied to the thread that forked it (PR_SET_PDEATHSIG) would die when that thread returns,

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 #include <thread>
 
 namespace crosstune::testing {
@@ -102,6 +104,56 @@ bool ListeningSocket::open() {
 
 ListeningSocket::~ListeningSocket() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+ProcessInfo Process(int pid) {
+  ProcessInfo info;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return info;
+  // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return info;
+  std::istringstream rest(text.substr(close + 1));
+  char state = 0;
+  rest >> state >> info.ppid >> info.pgrp;
+  if (!rest || state == 'Z' || state == 'X') return ProcessInfo{};
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0)
+      info.threads = static_cast<int>(std::strtol(line.c_str() + 8, nullptr, 10));
+  }
+  info.pid = pid;
+  return info;
+}
+
+std::vector<ProcessInfo> ListProcesses() {
+  std::vector<ProcessInfo> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    ProcessInfo info = Process(static_cast<int>(std::strtol(name.c_str(), nullptr, 10)));
+    if (info.pid > 0) out.push_back(info);
+  }
+  return out;
+}
+
+std::vector<ProcessInfo> SessionProcesses(int server_pid) {
+  std::vector<ProcessInfo> all = ListProcesses();
+  std::map<int, int> parent;
+  for (const auto& p : all) parent[p.pid] = p.ppid;
+  std::vector<ProcessInfo> out;
+  for (const auto& p : all) {
+    if (p.pid == server_pid || p.pgrp != p.pid) continue;
+    for (int up = p.ppid; up > 1; up = parent.count(up) ? parent[up] : 0) {
+      if (up == server_pid) {
+        out.push_back(p);
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace crosstune::testing

@@ -166,6 +166,38 @@ TEST_F(TrackerFarmTest, OneSessionGrantEndsWithItsSessionAndUnclaimedGrantsRetur
   EXPECT_TRUE(unclaimed) << summary["history"].dump();
 }
 
+// A child forked from a process with threads inherits the locks those threads held at that moment,
+// held forever (malloc's, spdlog's, OpenSSL's). A server registered with a tracker runs the link's
+// thread, so its sessions must come from a process that never had a second thread.
+TEST_F(TrackerFarmTest, SessionsAreForkedByASingleThreadedProcessNotByTheServer) {
+  int s = farm_.StartServer("cpu");
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto c = farm_.Client();
+  ASSERT_TRUE(c);
+  auto grant = c->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  client::ConnectOptions o;
+  o.server = grant->address;
+  o.lease_token = grant->lease_token;
+  o.connect_timeout = 5s;
+  o.request_timeout = 5s;
+  auto session = client::Session::Connect(o);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE((*session)->Ping().ok());
+
+  int server_pid = farm_.server(s).pid();
+  ProcessInfo server = Process(server_pid);
+  ASSERT_GE(server.threads, 2) << "the server runs no tracker-link thread: the test proves nothing";
+  std::vector<ProcessInfo> sessions;
+  ASSERT_TRUE(Eventually([&] { return (sessions = SessionProcesses(server_pid)).size() == 1; }));
+  ProcessInfo forker = Process(sessions[0].ppid);
+  EXPECT_NE(forker.pid, server_pid) << "the session was forked by the multi-threaded server";
+  EXPECT_EQ(forker.threads, 1) << "the session was forked by process " << forker.pid << " with "
+                               << forker.threads << " threads";
+  EXPECT_TRUE((*session)->Ping().ok());
+}
+
 TEST_F(TrackerFarmTest, DropsADeadServer) {
   int s = farm_.StartServer("cpu");
   ASSERT_GE(s, 0);

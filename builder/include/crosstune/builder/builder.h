@@ -36,8 +36,9 @@ struct BuildRequest {
   std::string source_name;         // what diagnostics call the source; default kernel.c / kernel.cu
   std::chrono::milliseconds timeout{0};  // 0: BuilderOptions::default_timeout
 
-  // Test hooks, applied inside the worker: kCrash dies by SIGSEGV, kHang never answers.
-  enum class DebugAction : uint8_t { kNone = 0, kCrash = 1, kHang = 2 };
+  // Test hooks, applied inside the worker: kCrash dies by SIGSEGV, kHang never answers,
+  // kGarbageThenHang sends a reply that cannot be read and then ignores its closed channel.
+  enum class DebugAction : uint8_t { kNone = 0, kCrash = 1, kHang = 2, kGarbageThenHang = 3 };
   DebugAction debug_action = DebugAction::kNone;
 };
 

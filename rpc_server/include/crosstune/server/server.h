@@ -1,6 +1,8 @@
-// crosstune-server's process model: a parent that accepts connections and forks one child per
-// session (session.h runs in the child), reaps children, turns a child's death into an error for
-// its client, enforces the session limit and timeout, and removes each session's workspace.
+// crosstune-server's process model: a parent that accepts connections and has one child forked per
+// session (session.h runs in the child), turns a child's death into an error for its client,
+// enforces the session limit and timeout, and removes each session's workspace. The children are
+// forked by a fork server (src/fork_server.h) that Listen() starts while the process has one
+// thread, so a session never inherits a lock another thread held.
 //
 // Thread-safety: Run() runs the server on the calling thread; Stop() may be called from any
 // thread. Everything else is for the thread that calls Run().
@@ -49,7 +51,9 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and listens; afterwards port() is the bound port.
+  // Binds and listens; afterwards port() is the bound port. With fork, also starts the fork server:
+  // call it before this process starts any thread, on a thread that lives as long as the server
+  // (the fork server gets SIGKILL when the thread that forked it ends).
   Status Listen();
   uint16_t port() const;
   const std::string& host() const;

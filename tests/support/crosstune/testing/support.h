@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace crosstune::testing {
 
@@ -62,5 +63,20 @@ class ListeningSocket {
   int fd_ = -1;
   uint16_t port_ = 0;
 };
+
+// A process as /proc shows it (Linux only): its parent, process group and thread count.
+struct ProcessInfo {
+  int pid = 0;
+  int ppid = 0;
+  int pgrp = 0;
+  int threads = 0;
+};
+// Every process now running (zombies left out).
+std::vector<ProcessInfo> ListProcesses();
+// The session processes below server process `server_pid`: its descendants that lead their own
+// process group, as crosstune-server's session children do.
+std::vector<ProcessInfo> SessionProcesses(int server_pid);
+// `pid`'s entry, or pid 0 when it is gone.
+ProcessInfo Process(int pid);
 
 }  // namespace crosstune::testing
