@@ -97,8 +97,9 @@ int32_t ParallelPool::Launch(ct_parallel_body body, void* closure, int32_t num_t
     return result;
   }
   // Threads start at the first launch that needs them, not when a call sets its count, so a
-  // session whose kernels never launch has none (qemu-user 7.2 aborts when a forked child of a
-  // multi-threaded server, such as one with a tracker link, starts a thread).
+  // session whose kernels never launch has none. (This began as a guard: qemu-user 7.2 aborts
+  // when a child forked from a multi-threaded process starts a thread. Sessions now come from the
+  // single-threaded fork server, and a 2-thread kernel ran under qemu-aarch64 with a tracker link.)
   const int active = std::min(threads_ - 1, static_cast<int>(num_tasks) - 1);
   StartWorkers(active);
   body_ = body;
