@@ -188,6 +188,10 @@ class Server::Impl {
   uint16_t port() const { return port_; }
   const std::string& host() const { return options_.host; }
   const std::string& work_dir() const { return options_.work_dir; }
+  Status CanStartSessions() const {
+    return fork_server_dead_.load() ? ForkServerGone() : Status::Ok();
+  }
+
   size_t active() const { return sessions_.size(); }
   void set_on_session_end(std::function<void(const SessionEnd&)> fn) {
     on_session_end_ = std::move(fn);
@@ -485,6 +489,7 @@ class Server::Impl {
                                      {acceptor_.native_handle()});
     if (!started.ok()) return started.status();
     fork_server_ = std::move(started).value();
+    fork_server_pid_ = fork_server_->pid();
     on_exit_ = [this](pid_t pid, int status) {
       auto it = sessions_.find(pid);
       if (it == sessions_.end()) return;
@@ -512,8 +517,7 @@ class Server::Impl {
   Status ForkServerGone() const {
     return Status(ErrorCode::kInternal,
                   "crosstune-server cannot start sessions: its session fork server (pid " +
-                      std::to_string(fork_server_ ? fork_server_->pid() : -1) +
-                      ") died; restart crosstune-server");
+                      std::to_string(fork_server_pid_.load()) + ") died; restart crosstune-server");
   }
 
   // The fork server is gone, and its session children with it (PR_SET_PDEATHSIG): tell their
@@ -614,7 +618,9 @@ class Server::Impl {
   // With fork: the fork server, readiness of its socket, and the sessions' call slots.
   std::unique_ptr<ForkServer> fork_server_;
   std::optional<asio::posix::stream_descriptor> fork_events_;
-  bool fork_server_dead_ = false;
+  // Read by CanStartSessions on other threads.
+  std::atomic<bool> fork_server_dead_{false};
+  std::atomic<int> fork_server_pid_{-1};
   ForkServer::OnExit on_exit_;
   CallSlot* slots_ = nullptr;
   uint64_t slots_bytes_ = 0;
@@ -635,5 +641,6 @@ void Server::set_on_session_end(std::function<void(const SessionEnd&)> fn) {
 }
 size_t Server::active_sessions() const { return impl_->active(); }
 void Server::EndSession(pid_t pid, Status reason) { impl_->EndSession(pid, std::move(reason)); }
+Status Server::CanStartSessions() const { return impl_->CanStartSessions(); }
 
 }  // namespace crosstune::server

@@ -205,7 +205,11 @@ static int ServerMain(int argc, char** argv) {
                                                    "released or kicked)"));
       }
     };
-    link.self_check = [&work_dir] { return SelfCheck(work_dir); };
+    link.self_check = [&work_dir, &running]() -> crosstune::Status {
+      // A server whose session fork server died takes no sessions: not fit for re-admission.
+      if (running) CT_RETURN_IF_ERROR(running->CanStartSessions());
+      return SelfCheck(work_dir);
+    };
     link.auth_secret = opt.session.auth_secret;
     if (!tracker_token_file.empty()) {
       auto secret = crosstune::ReadSecretFile(tracker_token_file);

@@ -1,6 +1,7 @@
 // The tracker with real crosstune-server processes on loopback: grants, lease tokens enforced by
 // the server, disconnects, dead and flaky servers, restart, auth and admin.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "crosstune/client/session.h"
 #include "farm.h"
@@ -251,6 +252,49 @@ TEST_F(TrackerFarmTest, ReadmitsAQuarantinedServerThatPassesItsSelfCheck) {
            d["state"] == "free";
   })) << farm_.Summary().dump();
   EXPECT_TRUE(c->RequestDevice(req).ok());
+}
+
+// A server whose session fork server died refuses every session; its self-check says so, so the
+// tracker keeps it out of the pool instead of re-admitting it at the next check.
+TEST_F(TrackerFarmTest, AServerWhoseForkServerDiedFailsItsSelfCheck) {
+  int s = farm_.StartServer("cpu");
+  ASSERT_GE(s, 0);
+  ASSERT_TRUE(farm_.WaitRegistered(1));
+  auto c = farm_.Client();
+  auto req = Hold("cpu", 3s);
+  auto grant = c->RequestDevice(req);
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  client::ConnectOptions o;
+  o.server = grant->address;
+  o.lease_token = grant->lease_token;
+  o.connect_timeout = 5s;
+  o.request_timeout = 5s;
+  {
+    auto session = client::Session::Connect(o);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    std::vector<ProcessInfo> sessions;
+    ASSERT_TRUE(Eventually(
+        [&] { return (sessions = SessionProcesses(farm_.server(s).pid())).size() == 1; }));
+    ASSERT_EQ(::kill(sessions[0].ppid, SIGKILL), 0);  // the fork server
+    EXPECT_TRUE(Eventually([&] { return !(*session)->Ping().ok(); }));
+  }
+  ASSERT_TRUE(c->Release(grant->lease_token, msg::Outcome::kUnreachable, "session died").ok());
+  // Clients are refused by name and report it, until the tracker takes the device out of the pool.
+  for (int i = 0; i < 3 && farm_.Device(farm_.server_addr(s))["state"] != "quarantined"; ++i) {
+    auto g = c->RequestDevice(req);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    o.lease_token = g->lease_token;
+    auto refused = client::Session::Connect(o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("fork server"), std::string::npos)
+        << refused.status().ToString();
+    ASSERT_TRUE(c->Release(g->lease_token, msg::Outcome::kUnreachable, "refused").ok());
+  }
+  ASSERT_EQ(farm_.Device(farm_.server_addr(s))["state"], "quarantined") << farm_.Summary().dump();
+  // Its self-checks fail now: no grant while the server lives on without its fork server.
+  auto g = c->RequestDevice(req);
+  EXPECT_EQ(g.status().code(), ErrorCode::kTimeout) << g.status().ToString();
+  EXPECT_EQ(farm_.Device(farm_.server_addr(s))["state"], "quarantined");
 }
 
 TEST_F(TrackerFarmTest, RestartedTrackerKeepsRunningLeasesAndServersReRegister) {

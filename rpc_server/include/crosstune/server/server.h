@@ -72,6 +72,9 @@ class Server {
   void EndSession(pid_t pid, Status reason);
   // Live sessions right now.
   size_t active_sessions() const;
+  // Ok while new sessions can start; Internal once the session fork server has died (the server
+  // then refuses every connection: see fork_server.h). Thread-safe (the tracker link's self-check).
+  Status CanStartSessions() const;
 
  private:
   class Impl;
