@@ -1,6 +1,7 @@
 #include "crosstune/builder/builder.h"
 
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -130,7 +131,24 @@ std::string SignalName(int sig) {
 }
 
 // The worker process: answers build requests on fd until the caller closes it. Never returns.
-[[noreturn]] void WorkerMain(int fd) {
+[[noreturn]] void WorkerMain(int fd);
+
+}  // namespace
+
+std::string BuildWorkerPath() {
+  if (const char* env = ::getenv("CROSSTUNE_BUILD_WORKER"); env != nullptr && *env) return env;
+  for (const char* path :
+       {CROSSTUNE_BUILD_WORKER_BUILD_PATH, CROSSTUNE_BUILD_WORKER_INSTALL_PATH}) {
+    if (::access(path, X_OK) == 0) return path;
+  }
+  return "";
+}
+
+void RunBuildWorker(int fd) { WorkerMain(fd); }
+
+namespace {
+
+void WorkerMain(int fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::signal(SIGPIPE, SIG_IGN);
   if (fd != 3) {
@@ -251,10 +269,27 @@ class WorkerSpawner {
     }
   }
 
-  static Expected<std::pair<pid_t, int>> Fork() {
+  Expected<std::pair<pid_t, int>> Fork() {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
       return Status(ErrorCode::kInternal, std::string("socketpair: ") + std::strerror(errno));
+    }
+    if (!worker_path_.empty()) {
+      // The worker program, with its end of the socket as fd 3 (dup2 clears FD_CLOEXEC there).
+      posix_spawn_file_actions_t actions;
+      posix_spawn_file_actions_init(&actions);
+      posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
+      char* argv[] = {worker_path_.data(), nullptr};
+      pid_t pid = -1;
+      int rc = ::posix_spawn(&pid, worker_path_.c_str(), &actions, nullptr, argv, environ);
+      posix_spawn_file_actions_destroy(&actions);
+      ::close(sv[1]);
+      if (rc != 0) {
+        ::close(sv[0]);
+        return Status(ErrorCode::kInternal,
+                      "cannot start " + worker_path_ + ": " + std::strerror(rc));
+      }
+      return std::make_pair(pid, sv[0]);
     }
     pid_t pid = ::fork();
     if (pid < 0) {
@@ -273,7 +308,8 @@ class WorkerSpawner {
   uint64_t served_ = 0;
   bool stop_ = false;
   std::map<uint64_t, Expected<std::pair<pid_t, int>>> results_;
-  std::thread thread_;  // last: starts after the members it uses
+  std::string worker_path_ = BuildWorkerPath();  // "": fork the workers
+  std::thread thread_;                           // last: starts after the members it uses
 };
 
 class Builder::Pool {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "crosstune/builder/builder.h"
@@ -117,6 +119,40 @@ TEST_F(PoolTest, AWorkerReplacedOnAShortLivedThreadOutlivesThatThread) {
   BuildResult after = builder->Build(Request("x86-64"));
   EXPECT_TRUE(after.ok()) << after.status.ToString();
   EXPECT_EQ(builder->stats().worker_restarts, 2u);
+}
+
+// The programs of this process's children, from /proc.
+std::vector<std::string> ChildPrograms() {
+  std::vector<std::string> out;
+  const std::string me = std::to_string(::getpid());
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // pid (comm) state ppid ...: comm may hold spaces, so read from the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    if (ppid != me) continue;
+    std::error_code ec;
+    out.push_back(fs::read_symlink(e.path() / "exe", ec).filename().string());
+  }
+  return out;
+}
+
+// A fork of this multi-threaded test process would inherit whatever locks its other threads held;
+// the workers are the crosstune-build-worker program instead, started with posix_spawn.
+TEST_F(PoolTest, WorkersAreTheirOwnProgramNotForksOfTheCaller) {
+  ASSERT_FALSE(BuildWorkerPath().empty()) << "no crosstune-build-worker in the build tree";
+  auto b = Make(2, false);
+  ASSERT_TRUE(b->Build(Request("x86-avx2")).ok());
+  std::vector<std::string> programs = ChildPrograms();
+  ASSERT_EQ(programs.size(), 2u);
+  for (const auto& p : programs) EXPECT_EQ(p, "crosstune-build-worker");
 }
 
 TEST_F(PoolTest, RepeatedBuildComesFromTheCache) {

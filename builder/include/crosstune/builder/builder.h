@@ -93,6 +93,15 @@ std::string BuildCacheKey(const BuildRequest& request);
 // Builds in this process, without the pool (what a worker runs).
 BuildResult BuildInProcess(const BuildRequest& request);
 
+// The pool's workers are processes of their own program, crosstune-build-worker, started with
+// posix_spawn: never a fork of the caller, whose other threads may hold locks (malloc's, a
+// logger's) that a forked child would inherit held. Where the program is: $CROSSTUNE_BUILD_WORKER,
+// else the build tree's, else the installed one (libexec/crosstune); "" when none exists, and the
+// pool then forks its workers as before.
+std::string BuildWorkerPath();
+// The worker program's body: answers build requests on `fd` until the pool closes it.
+[[noreturn]] void RunBuildWorker(int fd);
+
 // Writes a .ctpkg for a successful build: lib/<name>.so or lib/<name>.cubin (+ lib/<name>.ptx),
 // optional graph.json text and params.bin bytes (stamped with the library's build id), and the
 // manifest's `tuning` object (a JSON text naming the task, config and record of a tuned build).
