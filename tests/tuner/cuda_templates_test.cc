@@ -269,6 +269,7 @@ TEST(CudaTemplatesTest, EveryCheckedConfigCompilesForSm80AndSm90) {
       }
     }
   }
+  std::printf("compiled %d configs, %d checked by ptxas\n", compiled, measured);
   EXPECT_GE(compiled, 40);
   if (!have_ptxas) std::printf("no ptxas in the CUDA toolkit: register use not checked\n");
   EXPECT_TRUE(!have_ptxas || measured > 30);
@@ -379,6 +380,8 @@ TEST(CudaTemplatesTest, GeneratedKernelsMatchTheReferenceUnderHostEmulation) {
       ++checked;
     }
   }
+  std::printf("%d configs of %zu tasks ran under the host emulation\n", checked,
+              TasksToCheck().size());
   EXPECT_GE(checked, 40);
   fs::remove_all(dir);
 }
