@@ -47,6 +47,32 @@ TEST(Records, RoundTripKeepsEveryField) {
   EXPECT_EQ(back->device.name, "local");
 }
 
+// Found by fuzz_records: a float where an integer belongs was converted as it came, undefined
+// behaviour past the integer's range (1e70) and a silent truncation within it (1.5 -> 1).
+TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRangeValues) {
+  const nlohmann::json good = Sample(12, 0.5e-3).ToJson();
+  ASSERT_TRUE(Record::FromJson(good).ok());
+  auto refused = [&](const nlohmann::json::json_pointer& field, const nlohmann::json& value) {
+    nlohmann::json j = good;
+    j[field] = value;
+    auto r = Record::FromJson(j);
+    EXPECT_FALSE(r.ok()) << field.to_string() << " = " << value.dump();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+    }
+  };
+  using P = nlohmann::json::json_pointer;
+  refused(P("/config/index"), 1.5);
+  refused(P("/config/index"), 2.44444e+70);
+  refused(P("/config/index"), -1);
+  refused(P("/task/shape/0"), 64.0);
+  refused(P("/task/shape/1"), 1e300);
+  refused(P("/task/threads"), 2.5);
+  refused(P("/task/threads"), 9223372036854775807LL);
+  refused(P("/v"), 1.0);
+  refused(P("/v"), 18446744073709551615ULL);
+}
+
 TEST(Records, EveryErrorNameParsesBack) {
   for (TrialError e : {TrialError::kOk, TrialError::kInvalidConfig, TrialError::kBuildError,
                        TrialError::kBuildTimeout, TrialError::kLoadError, TrialError::kRemoteCrash,

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <utility>
 
 #include "crosstune/protocol.h"
 
@@ -76,10 +77,28 @@ nlohmann::json Record::ToJson() const {
   return j;
 }
 
+namespace {
+
+// An integer field as T: a JSON integer within T's range. Anything else, a float included (even a
+// whole one: converting one past T's range is undefined behaviour), is kInvalidArgument naming it.
+template <typename T>
+Expected<T> Integer(const nlohmann::json& v, const std::string& name) {
+  if (v.is_number_unsigned() && std::in_range<T>(v.get<uint64_t>())) {
+    return static_cast<T>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer() && !v.is_number_unsigned() && std::in_range<T>(v.get<int64_t>())) {
+    return static_cast<T>(v.get<int64_t>());
+  }
+  return Status(ErrorCode::kInvalidArgument,
+                "not a record (" + name + " " + v.dump() + " is not an integer in range)");
+}
+
+}  // namespace
+
 Expected<Record> Record::FromJson(const nlohmann::json& j) {
   try {
     Record r;
-    r.version = j.at("v").get<int>();
+    CT_ASSIGN_OR_RETURN(r.version, Integer<int>(j.at("v"), "v"));
     if (r.version != 1) {
       return Status(ErrorCode::kVersionMismatch,
                     "record version " + std::to_string(r.version) + " (this tool reads 1)");
@@ -89,9 +108,16 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
     r.tuner = j.value("tuner", "");
     const auto& task = j.at("task");
     r.task.template_name = task.at("template").get<std::string>();
-    r.task.shape = task.at("shape").get<std::vector<int64_t>>();
+    const auto& shape = task.at("shape");
+    if (!shape.is_array()) return Status(ErrorCode::kInvalidArgument, "not a record (task.shape)");
+    for (const auto& d : shape) {
+      CT_ASSIGN_OR_RETURN(int64_t size, Integer<int64_t>(d, "task.shape"));
+      r.task.shape.push_back(size);
+    }
     r.task.dtype = task.value("dtype", "float32");
-    r.task.threads = task.value("threads", 1);
+    if (auto t = task.find("threads"); t != task.end()) {
+      CT_ASSIGN_OR_RETURN(r.task.threads, Integer<int>(*t, "task.threads"));
+    }
     if (r.task.threads < 1 || r.task.threads > 4096) {
       return Status(ErrorCode::kInvalidArgument,
                     "task threads " + std::to_string(r.task.threads) + " (1..4096)");
@@ -104,7 +130,7 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
       r.device.key = d->value("key", "");
     }
     const auto& config = j.at("config");
-    r.config_index = config.at("index").get<uint64_t>();
+    CT_ASSIGN_OR_RETURN(r.config_index, Integer<uint64_t>(config.at("index"), "config.index"));
     r.config_values = config.value("values", nlohmann::json::object());
     r.flops = j.value("flops", 0.0);
     r.costs = j.value("costs", std::vector<double>{});
