@@ -12,7 +12,7 @@ cmake --build --preset fuzz
 seconds=${FUZZ_SECONDS:-600}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_frame fuzz_npy fuzz_params fuzz_package fuzz_constraint)
+  targets=(fuzz_frame fuzz_npy fuzz_params fuzz_package fuzz_constraint fuzz_records)
 fi
 mkdir -p build/fuzz/crashes
 for t in "${targets[@]}"; do
