@@ -45,6 +45,16 @@ void OnSigchld(int) {
   errno = saved;
 }
 
+// The fork server's parent-death signal (catchable, unlike SIGKILL): the server is gone, so the
+// poll loop ends and kills every session's process group on its way out.
+constexpr int kServerGoneSignal = SIGUSR1;
+volatile sig_atomic_t g_server_gone = 0;
+
+void OnServerGone(int sig) {
+  g_server_gone = 1;
+  OnSigchld(sig);
+}
+
 void SetDisposition(int sig, void (*handler)(int), int flags = 0) {
   struct sigaction sa {};
   sa.sa_handler = handler;
@@ -135,6 +145,7 @@ std::string FieldText(const char (&field)[N]) {
   // The server's signal handlers (asio's) would write into the server's own pipe: replace them.
   // Ctrl-C reaches the whole process group; the server decides what ends, not this process.
   SetDisposition(SIGCHLD, OnSigchld, SA_RESTART | SA_NOCLDSTOP);
+  SetDisposition(kServerGoneSignal, OnServerGone);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) SetDisposition(sig, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);
@@ -163,6 +174,7 @@ std::string FieldText(const char (&field)[N]) {
       while (::read(self_pipe[0], buf, sizeof(buf)) > 0) {
       }
     }
+    if (g_server_gone) break;
     if (!p[0].revents) continue;
     Request req;
     int client = -1;
@@ -190,7 +202,9 @@ std::string FieldText(const char (&field)[N]) {
       ::close(self_pipe[0]);
       ::close(self_pipe[1]);
       ::prctl(PR_SET_NAME, name, 0, 0, 0);
-      for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) SetDisposition(sig, SIG_DFL);
+      for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, kServerGoneSignal}) {
+        SetDisposition(sig, SIG_DFL);
+      }
       // A session never outlives its server: after a kill -9 of the server, a restarted one may
       // grant the device to someone else, and an orphaned session would still serve the first
       // user. The server's death ends this fork server the same way, and that ends the session.
@@ -241,7 +255,10 @@ Expected<std::unique_ptr<ForkServer>> ForkServer::Start(ChildMain child_main,
   }
   if (pid == 0) {
     ::close(sv[0]);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Not SIGKILL: on its server's death the fork server must still kill what the sessions'
+    // kernels forked (their process groups), which the sessions' own SIGKILL would leave behind
+    // holding the clients' sockets. (It sees its socket close too; the signal is the backstop.)
+    ::prctl(PR_SET_PDEATHSIG, kServerGoneSignal);
     if (::getppid() != parent) ::_exit(0);  // the server died before the line above
     for (int fd : close_in_fork_server) ::close(fd);
     ForkServerMain(sv[1], child_main);

@@ -93,7 +93,8 @@ TEST(ServerHardeningTest, WhatAKernelForksEndsWithItsSession) {
   ASSERT_TRUE(server);
   auto s = Connect(*server);
   ASSERT_TRUE(s);
-  auto [session_pid, forked] = SessionAndForkedPids(*s);
+  const auto pids = SessionAndForkedPids(*s);
+  const pid_t session_pid = pids.first, forked = pids.second;
   ASSERT_GT(forked, 0);
   EXPECT_FALSE(Gone(forked));
   ASSERT_TRUE(s->Close().ok());
@@ -108,15 +109,19 @@ TEST(ServerHardeningTest, SessionsDieWithAServerKilledBySigkillAndTheNextServerS
   ASSERT_TRUE(server);
   auto s = Connect(*server);
   ASSERT_TRUE(s);
-  auto [session_pid, forked] = SessionAndForkedPids(*s);
+  const auto pids = SessionAndForkedPids(*s);
+  const pid_t session_pid = pids.first, forked = pids.second;
   ASSERT_GT(session_pid, 0);
   ASSERT_GT(forked, 0);
   ASSERT_EQ(server->Workspaces().size(), 1u);
   ASSERT_EQ(::kill(server->pid(), SIGKILL), 0);
   // The orphaned session would otherwise go on serving its client.
   EXPECT_TRUE(Eventually([&] { return Gone(session_pid); })) << "session outlived its server";
+  // What the session's kernel forked goes too: the fork server kills the session's process group
+  // on its way out, so nothing is left holding the client's socket.
+  EXPECT_TRUE(Eventually([&] { return Gone(forked); })) << "a kernel's child outlived the server";
+  ::kill(forked, SIGKILL);
   EXPECT_FALSE(s->Ping().ok());
-  ::kill(forked, SIGKILL);  // what the kernel forked is not the server's to find after a kill -9
   // SIGKILL left its workspace; the next server on this work dir removes it.
   ASSERT_EQ(std::filesystem::directory_iterator(work_dir)->path().filename().string().rfind(
                 "session-", 0),
