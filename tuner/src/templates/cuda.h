@@ -1,6 +1,6 @@
-// The CUDA templates (cuda_gemm.cc): matmul and conv2d for `cuda -arch=sm_XX` targets, made by
-// the matmul and conv2d factories once the shape is checked, plus the GPU limits their configs
-// are checked against.
+// The CUDA templates (cuda_gemm.cc): matmul, conv2d and dense for `cuda -arch=sm_XX` targets,
+// made by the CPU templates' factories once the shape is checked, plus the GPU limits their
+// configs are checked against.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,11 @@ Expected<std::unique_ptr<Task>> MakeCudaMatmulTask(const std::vector<int64_t>& s
 Expected<std::unique_ptr<Task>> MakeCudaConv2dTask(const std::vector<int64_t>& shape,
                                                    const builder::Target& target,
                                                    const TaskOptions& options);
+
+// Shape already checked by MakeDenseTask: B,IN,OUT.
+Expected<std::unique_ptr<Task>> MakeCudaDenseTask(const std::vector<int64_t>& shape,
+                                                  const builder::Target& target,
+                                                  const TaskOptions& options);
 
 namespace templates {
 

@@ -1,4 +1,5 @@
-// CUDA fp32 matmul and conv2d: one tiled matrix-product kernel, two ways to read its operands.
+// CUDA fp32 matmul, conv2d and dense: one tiled matrix-product kernel, three ways to read its
+// operands.
 //
 // The kernel computes C (M x N) = A (M x K) · B (K x N). A block owns a BM x BN tile of C; it walks
 // K in BK-deep slices, copying the slice of A (transposed, so a thread reads its rows from one
@@ -14,6 +15,8 @@
 //           (C*R*S x N*OH*OW, gathered while loading the slice, zero over the padding), C = out in
 //           NCHW order, with the epilogue out = relu(C + bias (+ residual)). A 1x1 stride-1
 //           unpadded layer of one image reads its input planes as B directly (float4 loads).
+//   dense   C (OUT x B) = weight (OUT x IN, as stored) · dataᵀ, then + bias, written as
+//   out[B][OUT].
 //
 // Knobs: block_m, block_n, block_k (block tile), thread_m, thread_n (thread tile), vec_a, vec_b
 // (global load width), unroll_k (of the BK loop; BK unrolls it fully), double_buffer, pad (floats
@@ -597,7 +600,70 @@ class CudaConv2dTask final : public CudaGemmTask {
   templates::ConvShape g_{};
 };
 
+// y = x·wᵀ + bias as the product C (OUT x B) = w (OUT x IN) · xᵀ: the weight, the large operand,
+// is A and streams along IN with float4 loads; the batch, often 1, is the narrow N side.
+class CudaDenseTask final : public CudaGemmTask {
+ public:
+  static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
+                                              const builder::Target& target) {
+    auto task = std::unique_ptr<CudaDenseTask>(new CudaDenseTask());
+    task->id_ = TaskId{"dense", shape, "float32", 1};
+    task->target_ = target;
+    task->batch_ = shape[0];
+    task->k_ = shape[1];
+    task->m_ = shape[2];
+    task->n_ = shape[0];
+    CT_RETURN_IF_ERROR(task->BuildSpace());
+    return std::unique_ptr<Task>(std::move(task));
+  }
+  std::string function() const override { return "dense"; }
+  std::vector<ArgSpec> args() const override {
+    return {{"data", {batch_, k_}},
+            {"weight", {m_, k_}},
+            {"bias", {m_}},
+            {"out", {batch_, m_}, {kDLFloat, 32, 1}, true}};
+  }
+  double flops() const override { return 2.0 * static_cast<double>(m_) * n_ * k_; }
+  void Reference(HostArgs& args) const override {
+    templates::DenseReference(args[0], args[1], args[2], args[3], batch_, k_, m_);
+  }
+  double atol() const override { return 2e-6 * static_cast<double>(k_) + 1e-5; }
+
+ protected:
+  std::string Params() const override {
+    return "const float* __restrict__ data, const float* __restrict__ weight, "
+           "const float* __restrict__ bias, float* __restrict__ out";
+  }
+  std::string Defines() const override { return ""; }
+  std::string Accessors(bool va4, bool /*vb4*/, bool /*vc4*/) const override {
+    return std::string(
+               va4 ? "  auto load_a4 = [&](int m, int k) { return LOAD4(&weight[(long long)m * "
+                     "K_ + k]); };\n"
+                   : "  auto load_a = [&](int m, int k) { return weight[(long long)m * K_ + k]; "
+                     "};\n") +
+           "  auto load_b = [&](int k, int n) { return data[(long long)n * K_ + k]; };\n"
+           "  auto store_c = [&](int m, int n, float v) { out[(long long)n * M_ + m] = v + "
+           "bias[m]; };\n";
+  }
+  bool VectorAOk() const override { return k_ % 4 == 0; }
+  bool VectorBOk() const override { return false; }      // x is read across its rows
+  bool VectorStoreOk() const override { return false; }  // out is written down its columns
+
+ private:
+  int64_t batch_ = 0;
+};
+
 }  // namespace
+
+Expected<std::unique_ptr<Task>> MakeCudaDenseTask(const std::vector<int64_t>& shape,
+                                                  const builder::Target& target,
+                                                  const TaskOptions& options) {
+  if (options.threads != 1) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "threads is for CPU tasks; a CUDA task's parallelism is its config");
+  }
+  return CudaDenseTask::Make(shape, target);
+}
 
 Expected<std::unique_ptr<Task>> MakeCudaMatmulTask(const std::vector<int64_t>& shape,
                                                    const builder::Target& target,

@@ -18,6 +18,8 @@
 
 #include "crosstune/tuner/task.h"
 #include "templates/common.h"
+#include "templates/cuda.h"
+#include "templates/reference.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -41,9 +43,7 @@ class DenseTask final : public Task {
                       std::string(kUsage) + ": sizes from 1 to 1048576");
       }
     }
-    if (target.is_cuda()) {
-      return Status(ErrorCode::kInvalidArgument, "the dense template is for CPU targets");
-    }
+    if (target.is_cuda()) return MakeCudaDenseTask(shape, target, options);
     auto task = std::unique_ptr<DenseTask>(new DenseTask());
     task->id_ = TaskId{"dense", shape, "float32", options.threads};
     task->target_ = target;
@@ -120,19 +120,7 @@ class DenseTask final : public Task {
   }
 
   void Reference(HostArgs& args) const override {
-    const std::vector<float>& x = args[0];
-    const std::vector<float>& w = args[1];
-    const std::vector<float>& bias = args[2];
-    std::vector<float>& y = args[3];
-    for (int64_t b = 0; b < b_; ++b) {
-      for (int64_t o = 0; o < out_; ++o) {
-        double sum = bias[o];
-        for (int64_t i = 0; i < in_; ++i) {
-          sum += static_cast<double>(x[b * in_ + i]) * w[o * in_ + i];
-        }
-        y[b * out_ + o] = static_cast<float>(sum);
-      }
-    }
+    templates::DenseReference(args[0], args[1], args[2], args[3], b_, in_, out_);
   }
 
   double atol() const override { return 2e-6 * static_cast<double>(in_) + 1e-5; }

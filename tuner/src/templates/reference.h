@@ -23,6 +23,19 @@ inline void MatmulReference(const std::vector<float>& a, const std::vector<float
   }
 }
 
+// y (batch x out) = x (batch x in) · wᵀ + bias, w stored [out, in].
+inline void DenseReference(const std::vector<float>& x, const std::vector<float>& w,
+                           const std::vector<float>& bias, std::vector<float>& y, int64_t batch,
+                           int64_t in, int64_t out) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = bias[o];
+      for (int64_t i = 0; i < in; ++i) sum += static_cast<double>(x[b * in + i]) * w[o * in + i];
+      y[b * out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
 // The shape of a 2-D convolution with a fused epilogue, as the conv2d templates take it.
 struct ConvShape {
   int64_t n, c, h, w, k, r, s, stride, pad;
