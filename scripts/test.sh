@@ -34,32 +34,62 @@ if [ $# -eq 0 ]; then
   bash scripts/check-style.sh --all || gate=1
 fi
 # The fuzz targets (clang, ASan + UBSan; `ctest -L fuzz` runs each for a few seconds on its seeds)
-# run in a full run only: `scripts/test.sh -L unit` and the like skip them.
-fuzz=0
-if [ $# -eq 0 ] && command -v clang++-14 >/dev/null; then
-  cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz
-  fuzz=1
+# and the sanitizer builds run in a full run only: `scripts/test.sh -L unit` and the like skip
+# them. The sanitizer builds leave out what their tests do not need (CMakePresets.json):
+#   asan  ASan + UBSan (halting on the first finding): every unit and integration test of common/,
+#         rpc_server/, host_client/ (the library and the CLI) and tracker/
+#   tsan  the tracker's tests and the builder's worker pool tests (the builder and the tracker
+#         binaries, the server and the CLI they start; not the rest of the builder's tests)
+extra=()
+if [ $# -eq 0 ]; then
+  if command -v clang++-14 >/dev/null; then
+    cmake --preset fuzz >/dev/null
+    cmake --build --preset fuzz
+    extra+=(fuzz)
+  fi
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan
+  extra+=(asan)
+  cmake --preset tsan >/dev/null
+  cmake --build build/tsan --target tracker_scheduler_test tracker_store_test tvm_peers_test \
+    tracker_integration_test tracker_web_cli_test tracker_hardening_test builder_unit_test
+  extra+=(tsan)
 fi
 log=build/default/ctest-last.log
 set +e
 ctest --test-dir build/default --output-on-failure -j2 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
-if [ "$fuzz" = 1 ]; then
-  ctest --test-dir build/fuzz --output-on-failure -j2 -L fuzz 2>&1 | tee -a "$log"
-  fuzz_rc=${PIPESTATUS[0]}
-  [ "$rc" = 0 ] && rc=$fuzz_rc
-fi
+for step in "${extra[@]}"; do
+  if [ "$step" = fuzz ]; then
+    ctest --test-dir build/fuzz --output-on-failure -j2 -L fuzz 2>&1 | tee "build/$step/ctest-last.log"
+    step_rc=${PIPESTATUS[0]}
+  else
+    # The presets' filters choose the tests and set the sanitizers' options. ASan (with LSan) and
+    # TSan write every process's reports under build/<preset>/sanitizer-reports (log_path): a
+    # report from a process whose exit status no test checks (a tracker's leak at exit, say)
+    # fails the run too. (UBSan prints to stderr; it halts the process at its first finding.)
+    rm -rf "build/$step/sanitizer-reports"
+    mkdir -p "build/$step/sanitizer-reports"
+    ctest --preset "$step" -j2 2>&1 | tee "build/$step/ctest-last.log"
+    step_rc=${PIPESTATUS[0]}
+    if [ -n "$(ls -A "build/$step/sanitizer-reports")" ]; then
+      cat "build/$step/sanitizer-reports"/* | tee -a "build/$step/ctest-last.log"
+      echo "test.sh: $step: sanitizer reports in build/$step/sanitizer-reports (above)" |
+        tee -a "build/$step/ctest-last.log"
+      [ "$step_rc" = 0 ] && step_rc=1
+    fi
+  fi
+  [ "$rc" = 0 ] && rc=$step_rc
+done
 set -e
-# ctest prints label times and skipped tests after its summary; repeat the summary last.
-summaries=$(grep -E '^[0-9]+% tests passed|No tests were found' "$log" || true)
-if [ "$fuzz" = 1 ]; then
-  # The fuzz run's summary, then the main run's last (the line that counts every test).
-  echo "fuzz: $(tail -n 1 <<<"$summaries")"
-  summary=$(tail -n 2 <<<"$summaries" | head -n 1)
-else
-  summary=$(tail -n 1 <<<"$summaries")
-fi
+# ctest prints label times and skipped tests after its summary; repeat the summaries last: each
+# extra run's, then the main run's (the line that counts every test).
+summary_of() { grep -E '^[0-9]+% tests passed|No tests were found' "$1" | tail -n 1 || true; }
+for step in "${extra[@]}"; do
+  s=$(summary_of "build/$step/ctest-last.log")
+  echo "$step: ${s:-no summary}"
+done
+summary=$(summary_of "$log")
 [ "$gate" = 1 ] && echo "test.sh: the build hygiene gate failed (warnings, formatting or clang-tidy; see above)"
 echo "${summary:-ctest: no summary (exit $rc)}"
 [ "$rc" = 0 ] && rc=$gate

@@ -296,10 +296,13 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     c->read_deadline = SteadyClock::now() + ReadTimeout(*c);
     // Small to start (a thousand idle servers cost little), doubled when a burst needs it.
     if (c->in.size() - c->in_end < 512) {
-      // Move the unread bytes to the front; grow only when that is not enough.
-      std::memmove(c->in.data(), c->in.data() + c->in_begin, c->in_end - c->in_begin);
-      c->in_end -= c->in_begin;
-      c->in_begin = 0;
+      // Move the unread bytes to the front; grow only when that is not enough. (The buffer starts
+      // empty: memmove from its null data() is undefined even for no bytes.)
+      if (c->in_begin > 0) {
+        std::memmove(c->in.data(), c->in.data() + c->in_begin, c->in_end - c->in_begin);
+        c->in_end -= c->in_begin;
+        c->in_begin = 0;
+      }
       if (c->in.size() - c->in_end < 512) c->in.resize(std::max<size_t>(c->in.size() * 2, 2048));
     }
     c->socket.async_read_some(
@@ -870,7 +873,15 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
 Tracker::Tracker(asio::io_context& io, TrackerOptions options)
     : impl_(std::make_shared<Impl>(io, std::move(options))) {}
 
-Tracker::~Tracker() { Stop(); }
+Tracker::~Tracker() {
+  // Destructors must not throw: a failure while stopping (no memory for the connection list) is
+  // logged, and the members' own destructors close what is left.
+  try {
+    Stop();
+  } catch (const std::exception& e) {
+    spdlog::error("tracker: error while stopping: {}", e.what());
+  }
+}
 
 Status Tracker::Start() {
   Impl& m = *impl_;
