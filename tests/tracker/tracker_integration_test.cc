@@ -20,13 +20,19 @@ client::LeaseRequest Hold(const std::string& key, std::chrono::milliseconds wait
   return r;
 }
 
-Status Connect(const std::string& server, const std::string& token) {
+// A session on a granted server under the grant's token.
+Expected<std::unique_ptr<client::Session>> LeasedSession(const std::string& server,
+                                                         const std::string& token) {
   client::ConnectOptions o;
   o.server = server;
   o.lease_token = token;
   o.connect_timeout = 5s;
   o.request_timeout = 5s;
-  auto s = client::Session::Connect(o);
+  return client::Session::Connect(o);
+}
+
+Status Connect(const std::string& server, const std::string& token) {
+  auto s = LeasedSession(server, token);
   if (!s.ok()) return s.status();
   return (*s)->Ping();
 }
@@ -178,12 +184,7 @@ TEST_F(TrackerFarmTest, SessionsAreForkedByASingleThreadedProcessNotByTheServer)
   ASSERT_TRUE(c);
   auto grant = c->RequestDevice(Hold("cpu"));
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
-  client::ConnectOptions o;
-  o.server = grant->address;
-  o.lease_token = grant->lease_token;
-  o.connect_timeout = 5s;
-  o.request_timeout = 5s;
-  auto session = client::Session::Connect(o);
+  auto session = LeasedSession(grant->address, grant->lease_token);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   ASSERT_TRUE((*session)->Ping().ok());
 
@@ -271,13 +272,8 @@ TEST_F(TrackerFarmTest, AServerWhoseForkServerDiedFailsItsSelfCheck) {
   auto req = Hold("cpu", 3s);
   auto grant = c->RequestDevice(req);
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
-  client::ConnectOptions o;
-  o.server = grant->address;
-  o.lease_token = grant->lease_token;
-  o.connect_timeout = 5s;
-  o.request_timeout = 5s;
   {
-    auto session = client::Session::Connect(o);
+    auto session = LeasedSession(grant->address, grant->lease_token);
     ASSERT_TRUE(session.ok()) << session.status().ToString();
     std::vector<ProcessInfo> sessions;
     ASSERT_TRUE(Eventually(
@@ -290,8 +286,7 @@ TEST_F(TrackerFarmTest, AServerWhoseForkServerDiedFailsItsSelfCheck) {
   for (int i = 0; i < 3 && farm_.Device(farm_.server_addr(s))["state"] != "quarantined"; ++i) {
     auto g = c->RequestDevice(req);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    o.lease_token = g->lease_token;
-    auto refused = client::Session::Connect(o);
+    auto refused = LeasedSession(g->address, g->lease_token);
     ASSERT_FALSE(refused.ok());
     EXPECT_NE(refused.status().message().find("fork server"), std::string::npos)
         << refused.status().ToString();

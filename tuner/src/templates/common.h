@@ -80,14 +80,14 @@ inline Status CheckThreads(int threads, const msg::DeviceInfo& device) {
   return Status::Ok();
 }
 
-// The name of the first argument over kMaxTensorElements, or empty. Products in double: sizes
-// up to 2^20 each cannot overflow it.
+// The name of the first argument over `limit` elements (kMaxTensorElements), or empty. Products in
+// double: sizes up to 2^20 each cannot overflow it.
 template <typename ArgList>
-std::string OversizedArgument(const ArgList& args) {
+std::string OversizedArgument(const ArgList& args, double limit = kMaxTensorElements) {
   for (const auto& a : args) {
     double n = 1;
     for (int64_t d : a.shape) n *= static_cast<double>(d);
-    if (n > kMaxTensorElements) return a.name;
+    if (n > limit) return a.name;
   }
   return "";
 }

@@ -410,10 +410,6 @@ class CudaGemmTask : public Task {
       const Tile t = TileOf(c);
       return t.threads() % 32 == 0 && t.threads() <= static_cast<int64_t>(l.threads_per_block);
     });
-    space_.AddConstraint("loads", [](const Config& c) {
-      const Tile t = TileOf(c);
-      return t.bk % t.va == 0 && t.bn % t.vb == 0;
-    });
     space_.AddConstraint(
         "shared", [l](const Config& c) { return TileOf(c).shared_bytes() <= l.shared_per_block; });
     space_.AddConstraint("registers", [l](const Config& c) {
@@ -498,15 +494,10 @@ class CudaConv2dTask final : public CudaGemmTask {
     task->n_ = g.n * g.oh * g.ow;
     task->k_ = g.c * g.r * g.s;
     // The kernel indexes rows, columns and the reduction with int.
-    const double most = static_cast<double>(INT32_MAX);
-    for (const auto& a : task->args()) {
-      double n = 1;
-      for (int64_t d : a.shape) n *= static_cast<double>(d);
-      if (n > most) {
-        return Status(ErrorCode::kInvalidArgument,
-                      "the CUDA conv2d template takes tensors of under 2^31 elements; " + a.name +
-                          " has more");
-      }
+    if (std::string big = templates::OversizedArgument(task->args(), INT32_MAX); !big.empty()) {
+      return Status(
+          ErrorCode::kInvalidArgument,
+          "the CUDA conv2d template takes tensors of under 2^31 elements; " + big + " has more");
     }
     CT_RETURN_IF_ERROR(task->BuildSpace());
     return std::unique_ptr<Task>(std::move(task));
@@ -653,36 +644,36 @@ class CudaDenseTask final : public CudaGemmTask {
   int64_t batch_ = 0;
 };
 
+// The factories' common part: a CUDA task's parallelism is its config, never a thread count.
+template <typename T>
+Expected<std::unique_ptr<Task>> MakeCuda(const std::vector<int64_t>& shape,
+                                         const builder::Target& target,
+                                         const TaskOptions& options) {
+  if (options.threads != 1) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "threads is for CPU tasks; a CUDA task's parallelism is its config");
+  }
+  return T::Make(shape, target);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Task>> MakeCudaDenseTask(const std::vector<int64_t>& shape,
                                                   const builder::Target& target,
                                                   const TaskOptions& options) {
-  if (options.threads != 1) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "threads is for CPU tasks; a CUDA task's parallelism is its config");
-  }
-  return CudaDenseTask::Make(shape, target);
+  return MakeCuda<CudaDenseTask>(shape, target, options);
 }
 
 Expected<std::unique_ptr<Task>> MakeCudaMatmulTask(const std::vector<int64_t>& shape,
                                                    const builder::Target& target,
                                                    const TaskOptions& options) {
-  if (options.threads != 1) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "threads is for CPU tasks; a CUDA task's parallelism is its config");
-  }
-  return CudaMatmulTask::Make(shape, target);
+  return MakeCuda<CudaMatmulTask>(shape, target, options);
 }
 
 Expected<std::unique_ptr<Task>> MakeCudaConv2dTask(const std::vector<int64_t>& shape,
                                                    const builder::Target& target,
                                                    const TaskOptions& options) {
-  if (options.threads != 1) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "threads is for CPU tasks; a CUDA task's parallelism is its config");
-  }
-  return CudaConv2dTask::Make(shape, target);
+  return MakeCuda<CudaConv2dTask>(shape, target, options);
 }
 
 }  // namespace crosstune::tuner
