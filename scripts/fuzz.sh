@@ -3,6 +3,7 @@
 # on its seed corpus. New inputs go to build/fuzz/long/<target>/, crashes to build/fuzz/crashes/.
 #   scripts/fuzz.sh                  every target, 600 s each
 #   FUZZ_SECONDS=60 scripts/fuzz.sh fuzz_frame fuzz_npy
+#   FUZZ_RUNS=10000000 scripts/fuzz.sh fuzz_npy   stop after N executions (or FUZZ_SECONDS, first)
 # Each target's last line ("stat::number_of_executed_units: N") is the executions it ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,15 +11,17 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 seconds=${FUZZ_SECONDS:-600}
+runs=${FUZZ_RUNS:--1}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_frame fuzz_npy fuzz_params fuzz_package fuzz_constraint fuzz_records)
+  targets=(fuzz_frame fuzz_npy fuzz_params fuzz_package fuzz_constraint fuzz_records fuzz_kt_cache
+    fuzz_target)
 fi
 mkdir -p build/fuzz/crashes
 for t in "${targets[@]}"; do
   mkdir -p "build/fuzz/long/$t"
   echo "== $t (${seconds} s)"
-  build/fuzz/fuzz/"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  build/fuzz/fuzz/"$t" -max_total_time="$seconds" -runs="$runs" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix=build/fuzz/crashes/"$t"- \
     "build/fuzz/long/$t" "fuzz/corpus/$t" 2>&1 | grep -E '^(stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' || true
 done

@@ -6,6 +6,7 @@
 #include <llvm/Support/TargetSelect.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -255,9 +256,12 @@ Expected<Target> ParseTarget(std::string_view text_in) {
     auto it = kv.find("-arch");
     if (it == kv.end()) return Invalid("cuda target needs -arch=sm_XX (e.g. cuda -arch=sm_90)");
     const std::string& a = it->second;
-    bool ok = a.size() >= 5 && a.rfind("sm_", 0) == 0 &&
-              std::all_of(a.begin() + 3, a.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!ok || std::stoi(a.substr(3)) < 50) {
+    // sm_ and a number of two to four digits, 50 or more (from_chars: no exception, no overflow).
+    int number = 0;
+    bool ok = a.size() >= 5 && a.size() <= 7 && a.rfind("sm_", 0) == 0 &&
+              std::all_of(a.begin() + 3, a.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+              std::from_chars(a.data() + 3, a.data() + a.size(), number).ec == std::errc();
+    if (!ok || number < 50) {
       return Invalid("unknown CUDA arch '" + a +
                      "' (valid: sm_50 .. sm_90, e.g. sm_80, sm_86, sm_89, sm_90)");
     }

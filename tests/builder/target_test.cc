@@ -72,6 +72,12 @@ TEST(TargetTest, RefusesUnknownKindTripleAndArch) {
   EXPECT_FALSE(ParseTarget("llvm -mtriple=mips-linux-gnu").ok());
   EXPECT_FALSE(ParseTarget("llvm -mtriple=armv7-linux-gnueabi").ok());  // soft-float
   EXPECT_FALSE(ParseTarget("cuda -arch=sm_9x").ok());
+  // A number past int's range is refused by name (found by fuzz_target: it threw out_of_range).
+  auto huge = ParseTarget("cuda -arch=sm_512999999999999999999999");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("unknown CUDA arch"), std::string::npos);
+  EXPECT_FALSE(ParseTarget("cuda -arch=sm_49").ok());
+  EXPECT_TRUE(ParseTarget("cuda -arch=sm_120").ok());
   EXPECT_FALSE(ParseTarget("no-such-preset").ok());
   auto a = ParseTarget("auto");
   ASSERT_FALSE(a.ok());

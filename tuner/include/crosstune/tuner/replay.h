@@ -24,19 +24,12 @@
 #include <vector>
 
 #include "crosstune/status.h"
+#include "crosstune/tuner/kernel_tuner_cache.h"
 #include "crosstune/tuner/space.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tuner.h"
 
 namespace crosstune::tuner {
-
-// NOLINTNEXTLINE(bugprone-exception-escape): a false positive on the implicit move of json
-struct ReplayPoint {
-  nlohmann::json values;  // {"param": value, ...}
-  bool ok = false;
-  double cost = 0;      // lower is better; meaningful when ok
-  std::string failure;  // when !ok: "RuntimeFailedConfig", "BuildError", ...
-};
 
 class ReplayTable {
  public:

@@ -1,0 +1,242 @@
+#include "crosstune/tuner/kernel_tuner_cache.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <optional>
+
+namespace crosstune::tuner {
+
+namespace {
+
+// Orders parameter values: booleans, then numbers (1 and 1.0 alike), then strings, then the rest
+// by their JSON text.
+int TypeRank(const nlohmann::json& v) {
+  if (v.is_boolean()) return 0;
+  if (v.is_number()) return 1;
+  if (v.is_string()) return 2;
+  return 3;
+}
+
+bool ValueLess(const nlohmann::json& a, const nlohmann::json& b) {
+  int ra = TypeRank(a), rb = TypeRank(b);
+  if (ra != rb) return ra < rb;
+  switch (ra) {
+    case 0:
+      return !a.get<bool>() && b.get<bool>();
+    case 1:
+      return a.get<double>() < b.get<double>();
+    case 2:
+      return a.get_ref<const std::string&>() < b.get_ref<const std::string&>();
+    default:
+      return a.dump() < b.dump();
+  }
+}
+
+bool ValueEqual(const nlohmann::json& a, const nlohmann::json& b) {
+  return !ValueLess(a, b) && !ValueLess(b, a);
+}
+
+// Python's str() of a parameter value: how Kernel Tuner spells it in a cache key.
+std::string PyStr(const nlohmann::json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+    if (std::isnan(d)) return "nan";
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
+    std::string s(buf, end);
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+  }
+  return v.dump();
+}
+
+Status Malformed(const std::string& source, const std::string& what) {
+  return Status(ErrorCode::kInvalidArgument, source + ": not a Kernel Tuner cache file: " + what);
+}
+
+// Kernel Tuner appends to a cache file while it tunes and closes the JSON only at the end; a run
+// that stopped early leaves `..., "key": {...},` without the closing braces.
+std::optional<nlohmann::json> ParseCacheText(std::string text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded()) return j;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  if (!text.empty() && text.back() == ',') text.pop_back();
+  j = nlohmann::json::parse(text + "}}", nullptr, false);
+  if (!j.is_discarded()) return j;
+  return std::nullopt;
+}
+
+std::vector<std::string> SplitKey(const std::string& key) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t comma; (comma = key.find(',', start)) != std::string::npos; start = comma + 1) {
+    parts.push_back(key.substr(start, comma - start));
+  }
+  parts.push_back(key.substr(start));
+  return parts;
+}
+
+bool IsKnownFailure(const std::string& s) {
+  return s == "CompilationFailedConfig" || s == "RuntimeFailedConfig" || s == "InvalidConfig";
+}
+
+}  // namespace
+
+Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::string& source) {
+  std::optional<nlohmann::json> parsed = ParseCacheText(std::move(text));
+  if (!parsed) return Malformed(source, "not JSON");
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object()) return Malformed(source, "the top level is not an object");
+
+  auto keys_it = doc.find("tune_params_keys");
+  if (keys_it == doc.end() || !keys_it->is_array() || keys_it->empty()) {
+    return Malformed(source, "no 'tune_params_keys' list");
+  }
+  std::vector<std::string> params;
+  for (const auto& k : *keys_it) {
+    if (!k.is_string()) return Malformed(source, "'tune_params_keys' holds " + k.dump());
+    params.push_back(k.get<std::string>());
+  }
+  const nlohmann::json* tune_params = nullptr;
+  if (auto it = doc.find("tune_params"); it != doc.end()) {
+    if (!it->is_object()) return Malformed(source, "'tune_params' is not an object");
+    tune_params = &*it;
+  }
+  std::string objective = "time";
+  if (auto it = doc.find("objective"); it != doc.end()) {
+    if (!it->is_string()) return Malformed(source, "'objective' is not a string");
+    objective = it->get<std::string>();
+  }
+  bool higher_is_better = false;
+  if (auto it = doc.find("objective_higher_is_better"); it != doc.end() && it->is_boolean()) {
+    higher_is_better = it->get<bool>();
+  }
+  if (auto it = doc.find("problem_size"); it != doc.end()) {
+    bool ok = it->is_number() || it->is_string() || it->is_array();
+    if (it->is_array()) {
+      for (const auto& e : *it) ok = ok && (e.is_number() || e.is_string());
+    }
+    if (!ok)
+      return Malformed(source, "'problem_size' is neither a number nor a list: " + it->dump());
+  }
+  auto cache_it = doc.find("cache");
+  if (cache_it == doc.end() || !cache_it->is_object())
+    return Malformed(source, "no 'cache' object");
+
+  std::vector<ReplayPoint> points;
+  points.reserve(cache_it->size());
+  for (const auto& [key, entry] : cache_it->items()) {
+    if (!entry.is_object()) return Malformed(source, "cache entry '" + key + "' is not an object");
+    ReplayPoint p;
+    p.values = nlohmann::json::object();
+    std::vector<std::string> parts = SplitKey(key);
+    for (size_t k = 0; k < params.size(); ++k) {
+      const std::string& name = params[k];
+      if (auto v = entry.find(name); v != entry.end()) {
+        p.values[name] = *v;
+        continue;
+      }
+      // The entry lacks the value: read it from the key, matched against tune_params.
+      if (parts.size() != params.size()) {
+        return Malformed(source, "cache key '" + key + "' has " + std::to_string(parts.size()) +
+                                     " values for " + std::to_string(params.size()) +
+                                     " parameters");
+      }
+      const nlohmann::json* match = nullptr;
+      if (tune_params && tune_params->contains(name) && (*tune_params)[name].is_array()) {
+        for (const auto& cand : (*tune_params)[name]) {
+          if (PyStr(cand) == parts[k]) match = &cand;
+        }
+      }
+      if (!match) {
+        return Malformed(source, "cache entry '" + key + "' has no value of '" + name + "'");
+      }
+      p.values[name] = *match;
+    }
+    auto obj = entry.find(objective);
+    if (obj == entry.end()) {
+      return Malformed(source, "cache entry '" + key + "' has no '" + objective + "'");
+    }
+    if (obj->is_number()) {
+      double v = obj->get<double>();
+      if (!std::isfinite(v) || v < 0 || (higher_is_better && v <= 0)) {
+        p.failure = "NonFinite";
+      } else {
+        p.ok = true;
+        p.cost = higher_is_better ? 1.0 / v : v;
+      }
+    } else if (obj->is_string()) {
+      p.failure = obj->get<std::string>();
+      if (!IsKnownFailure(p.failure)) {
+        return Malformed(source, "cache entry '" + key + "' has " + objective + " \"" + p.failure +
+                                     "\" (not a number or a known failure)");
+      }
+    } else {
+      return Malformed(source, "cache entry '" + key + "' has " + objective + " " + obj->dump());
+    }
+    points.push_back(std::move(p));
+  }
+  if (points.empty()) return Malformed(source, "'cache' holds no entries");
+  return KernelTunerCache{std::move(params), std::move(points)};
+}
+
+Expected<PointSpace> MakePointSpace(const std::string& source,
+                                    const std::vector<ReplayPoint>& points,
+                                    std::vector<std::string> params) {
+  if (points.empty()) {
+    return Status(ErrorCode::kInvalidArgument, source + ": the table has no points");
+  }
+  if (params.empty()) {
+    if (!points.front().values.is_object() || points.front().values.empty()) {
+      return Status(ErrorCode::kInvalidArgument, source + ": a point has no parameter values");
+    }
+    for (const auto& [name, v] : points.front().values.items()) params.push_back(name);
+  }
+  // One knob per parameter: its sorted unique values.
+  std::vector<std::vector<nlohmann::json>> values(params.size());
+  for (const ReplayPoint& p : points) {
+    if (!p.values.is_object() || p.values.size() != params.size()) {
+      return Status(ErrorCode::kInvalidArgument, source + ": point " + p.values.dump() +
+                                                     " does not have the parameters of the table");
+    }
+    for (size_t k = 0; k < params.size(); ++k) {
+      auto it = p.values.find(params[k]);
+      if (it == p.values.end()) {
+        return Status(ErrorCode::kInvalidArgument,
+                      source + ": point " + p.values.dump() + " has no '" + params[k] + "'");
+      }
+      values[k].push_back(*it);
+    }
+  }
+  PointSpace out;
+  out.space = std::make_unique<ConfigSpace>();
+  for (size_t k = 0; k < params.size(); ++k) {
+    auto& v = values[k];
+    std::sort(v.begin(), v.end(), ValueLess);
+    v.erase(std::unique(v.begin(), v.end(), ValueEqual), v.end());
+    CT_RETURN_IF_ERROR(out.space->AddCategoricalJson(params[k], v));
+  }
+  out.indices.reserve(points.size());
+  for (const ReplayPoint& p : points) {
+    // Match each value to its knob's choice by value (1 and 1.0 are one value).
+    std::vector<uint32_t> choices(params.size());
+    for (size_t k = 0; k < params.size(); ++k) {
+      const auto& choices_k = out.space->knobs()[k].values;
+      auto pos =
+          std::lower_bound(choices_k.begin(), choices_k.end(), p.values.at(params[k]), ValueLess);
+      choices[k] = static_cast<uint32_t>(pos - choices_k.begin());
+    }
+    CT_ASSIGN_OR_RETURN(uint64_t index, out.space->IndexOf(choices));
+    out.indices.push_back(index);
+  }
+  out.params = std::move(params);
+  return out;
+}
+
+}  // namespace crosstune::tuner
