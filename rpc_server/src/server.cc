@@ -524,8 +524,11 @@ class Server::Impl {
   // clients, and refuse new sessions from now on (forking one here, from a process with threads,
   // is what the fork server is there to avoid).
   void ForkServerDied() {
-    if (fork_server_dead_) return;
-    fork_server_dead_ = true;
+    if (fork_server_finished_) return;
+    fork_server_finished_ = true;
+    // Only a death while serving makes the server unfit (CanStartSessions): one at shutdown is
+    // the end of the run, and the tracker link must not report it as a failure.
+    if (!stopping_) fork_server_dead_ = true;
     if (!stopping_) {
       spdlog::error(
           "the session fork server (pid {}) died; its sessions ended, and new ones fail "
@@ -620,6 +623,7 @@ class Server::Impl {
   std::optional<asio::posix::stream_descriptor> fork_events_;
   // Read by CanStartSessions on other threads.
   std::atomic<bool> fork_server_dead_{false};
+  bool fork_server_finished_ = false;  // ForkServerDied ran (io thread only)
   std::atomic<int> fork_server_pid_{-1};
   ForkServer::OnExit on_exit_;
   CallSlot* slots_ = nullptr;

@@ -117,7 +117,19 @@ struct TrackerLink::Impl {
   void Run() {
     milliseconds backoff{500};
     std::mt19937 rng(std::random_device{}());
+    bool withdrawn = false;
     while (true) {
+      if (Status h = Health(); !h.ok()) {
+        // Unfit for good (nothing here mends it): stay away from the tracker until stopped.
+        if (!withdrawn) {
+          spdlog::error("tracker link: withdrawn from {}: {}", options.tracker,
+                        EscapeForLog(h.message()));
+          withdrawn = true;
+        }
+        std::unique_lock<std::mutex> lock(mu);
+        if (cv.wait_for(lock, std::chrono::seconds(1), [this] { return stop; })) return;
+        continue;
+      }
       auto started = Clock::now();
       Status s = Serve();
       registered.store(false);
@@ -125,6 +137,7 @@ struct TrackerLink::Impl {
         std::unique_lock<std::mutex> lock(mu);
         if (stop) return;
       }
+      if (!Health().ok()) continue;  // withdrawn: said above, at once
       if (Clock::now() - started > std::chrono::seconds(10)) backoff = milliseconds(500);
       auto jittered = milliseconds(backoff.count() / 2 +
                                    std::uniform_int_distribution<int64_t>(0, backoff.count())(rng));
@@ -135,6 +148,8 @@ struct TrackerLink::Impl {
       backoff = std::min(backoff * 2, options.max_backoff);
     }
   }
+
+  Status Health() const { return options.health ? options.health() : Status::Ok(); }
 
   bool Stopping() {
     std::lock_guard<std::mutex> lock(mu);
@@ -202,6 +217,7 @@ struct TrackerLink::Impl {
     auto io = [] { return DeadlineIn(milliseconds(5000)); };
     for (;;) {
       if (Stopping()) return Status::Ok();
+      CT_RETURN_IF_ERROR(Health());
       // Claims made by session processes since the last look.
       for (auto& c : shared->claims) {
         uint32_t two = 2;

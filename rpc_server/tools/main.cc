@@ -210,6 +210,10 @@ static int ServerMain(int argc, char** argv) {
       if (running) CT_RETURN_IF_ERROR(running->CanStartSessions());
       return SelfCheck(work_dir);
     };
+    // Without its fork server the server takes no sessions: it leaves the pool at once.
+    link.health = [&running]() -> crosstune::Status {
+      return running ? running->CanStartSessions() : crosstune::Status::Ok();
+    };
     link.auth_secret = opt.session.auth_secret;
     if (!tracker_token_file.empty()) {
       auto secret = crosstune::ReadSecretFile(tracker_token_file);

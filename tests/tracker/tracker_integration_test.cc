@@ -262,18 +262,26 @@ TEST_F(TrackerFarmTest, ReadmitsAQuarantinedServerThatPassesItsSelfCheck) {
   EXPECT_TRUE(c->RequestDevice(req).ok());
 }
 
-// A server whose session fork server died refuses every session; its self-check says so, so the
-// tracker keeps it out of the pool instead of re-admitting it at the next check.
-TEST_F(TrackerFarmTest, AServerWhoseForkServerDiedFailsItsSelfCheck) {
+// A server whose session fork server died can serve no one: it withdraws from the tracker at once
+// (no client is granted a device that refuses it), stays away, and says why, both in its log and
+// to a client that dials it directly. A second server of the key goes on serving.
+TEST_F(TrackerFarmTest, AServerWhoseForkServerDiedLeavesThePool) {
   int s = farm_.StartServer("cpu");
+  int other = farm_.StartServer("cpu");
   ASSERT_GE(s, 0);
-  ASSERT_TRUE(farm_.WaitRegistered(1));
+  ASSERT_GE(other, 0);
+  ASSERT_TRUE(farm_.WaitRegistered(2));
   auto c = farm_.Client();
   auto req = Hold("cpu", 3s);
-  auto grant = c->RequestDevice(req);
-  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  // Hold both, find the first server's lease, and kill its fork server under a live session.
+  auto g1 = c->RequestDevice(req);
+  auto g2 = c->RequestDevice(req);
+  ASSERT_TRUE(g1.ok() && g2.ok());
+  auto& mine = g1->address == farm_.server_addr(s) ? *g1 : *g2;
+  auto& theirs = g1->address == farm_.server_addr(s) ? *g2 : *g1;
+  ASSERT_EQ(mine.address, farm_.server_addr(s));
   {
-    auto session = LeasedSession(grant->address, grant->lease_token);
+    auto session = LeasedSession(mine.address, mine.lease_token);
     ASSERT_TRUE(session.ok()) << session.status().ToString();
     std::vector<ProcessInfo> sessions;
     ASSERT_TRUE(Eventually(
@@ -281,22 +289,31 @@ TEST_F(TrackerFarmTest, AServerWhoseForkServerDiedFailsItsSelfCheck) {
     ASSERT_EQ(::kill(sessions[0].ppid, SIGKILL), 0);  // the fork server
     EXPECT_TRUE(Eventually([&] { return !(*session)->Ping().ok(); }));
   }
-  ASSERT_TRUE(c->Release(grant->lease_token, msg::Outcome::kUnreachable, "session died").ok());
-  // Clients are refused by name and report it, until the tracker takes the device out of the pool.
-  for (int i = 0; i < 3 && farm_.Device(farm_.server_addr(s))["state"] != "quarantined"; ++i) {
+  // The device leaves the pool; the server process lives on and logs why.
+  EXPECT_TRUE(Eventually([&] { return farm_.Device(farm_.server_addr(s)).is_null(); }))
+      << farm_.Summary().dump();
+  EXPECT_NE(Process(farm_.server(s).pid()).pid, 0) << "the server died with its fork server";
+  EXPECT_TRUE(Eventually([&] {
+    return farm_.server_log(s).find("withdrawn from") != std::string::npos;
+  })) << farm_.server_log(s);
+  auto direct = LeasedSession(farm_.server_addr(s), mine.lease_token);
+  ASSERT_FALSE(direct.ok());
+  EXPECT_NE(direct.status().message().find("fork server"), std::string::npos)
+      << direct.status().ToString();
+  // Only the other server is granted from now on, and it works.
+  ASSERT_TRUE(c->Release(theirs.lease_token, msg::Outcome::kOk, "").ok());
+  for (int i = 0; i < 3; ++i) {
     auto g = c->RequestDevice(req);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    auto refused = LeasedSession(g->address, g->lease_token);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.status().message().find("fork server"), std::string::npos)
-        << refused.status().ToString();
-    ASSERT_TRUE(c->Release(g->lease_token, msg::Outcome::kUnreachable, "refused").ok());
+    EXPECT_EQ(g->address, farm_.server_addr(other));
+    {
+      auto session = LeasedSession(g->address, g->lease_token);
+      EXPECT_TRUE(session.ok()) << session.status().ToString();
+    }
+    ASSERT_TRUE(c->Release(g->lease_token, msg::Outcome::kOk, "").ok());
   }
-  ASSERT_EQ(farm_.Device(farm_.server_addr(s))["state"], "quarantined") << farm_.Summary().dump();
-  // Its self-checks fail now: no grant while the server lives on without its fork server.
-  auto g = c->RequestDevice(req);
-  EXPECT_EQ(g.status().code(), ErrorCode::kTimeout) << g.status().ToString();
-  EXPECT_EQ(farm_.Device(farm_.server_addr(s))["state"], "quarantined");
+  // It stayed away all that time (its link would have re-registered within half a second).
+  EXPECT_TRUE(farm_.Device(farm_.server_addr(s)).is_null()) << farm_.Summary().dump();
 }
 
 TEST_F(TrackerFarmTest, RestartedTrackerKeepsRunningLeasesAndServersReRegister) {

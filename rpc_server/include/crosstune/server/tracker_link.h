@@ -1,6 +1,7 @@
 // The server's side of the tracker: registers this device, heartbeats, takes the lease token the
 // tracker pushes, reports sessions starting and ending, answers self-checks, and reconnects with
-// backoff, forever, when the tracker goes away.
+// backoff, forever, when the tracker goes away. A server that can no longer serve (its `health`
+// fails) withdraws: it drops the registration and does not register again.
 //
 // Lease tokens are pushed, not asked for: the tracker sends the current token over the
 // registration connection before it tells the client, and the server keeps the token it was last
@@ -36,6 +37,11 @@ struct TrackerLinkOptions {
   // Runs when the tracker asks a quarantined device to check itself; Ok re-admits it (after the
   // tracker also reaches the device's address).
   std::function<Status()> self_check;
+  // Whether this server can serve at all (e.g. Server::CanStartSessions), checked before every
+  // registration and while registered: while it fails, the link stays away from the tracker, so
+  // the device leaves the pool at once instead of being granted to clients who are then refused.
+  // Cheap: it runs every few tens of milliseconds. Empty: always fit.
+  std::function<Status()> health;
   // Ends the session of process `pid` whose lease was revoked (expired, kicked, released) while it
   // ran, e.g. Server::EndSession; called on the link's thread. Default: SIGKILL the process.
   std::function<void(int pid)> end_session;
