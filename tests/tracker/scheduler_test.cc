@@ -337,6 +337,31 @@ TEST_F(SchedulerTest, ClientDisconnectReturnsTheDeviceAndDropsItsRequests) {
   EXPECT_EQ(ended[0].outcome, "client disconnected");
 }
 
+// The client leaves between the grant's token push and the server's ack: the lease is revoked
+// quietly and the device goes back to the pool. (The lease used to be erased before its device
+// name was read: a use after free that ASan and fuzz_tvm_tracker caught.)
+TEST_F(SchedulerTest, ClientGoneBeforeTheServerAckedRevokesTheGrantQuietly) {
+  std::string dev = AddDevice(1);
+  ack_ = false;
+  S().Request(now_, 10, 1, Req());
+  auto pushed = OfKind(Run(), Kind::kPushToken);
+  ASSERT_EQ(pushed.size(), 1u);
+  EXPECT_EQ(View(dev).state, "granting");
+  S().ClientDisconnected(now_, 10);
+  auto actions = Run();
+  auto revoked = OfKind(actions, Kind::kPushToken);
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_EQ(revoked[0].conn, 1u);
+  EXPECT_EQ(revoked[0].device, dev);
+  EXPECT_TRUE(revoked[0].token.empty());
+  EXPECT_TRUE(OfKind(actions, Kind::kGrant).empty());
+  EXPECT_TRUE(OfKind(actions, Kind::kLeaseEnded).empty()) << "a lease never started";
+  EXPECT_EQ(View(dev).state, "free");
+  ack_ = true;
+  S().Request(now_, 11, 1, Req());
+  EXPECT_EQ(GrantedConns(Run()), (std::vector<uint64_t>{11}));
+}
+
 TEST_F(SchedulerTest, QueueTimeoutFailsTheRequest) {
   AddDevice(1);
   S().Request(now_, 10, 1, Req());

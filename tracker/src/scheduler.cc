@@ -509,7 +509,9 @@ void Scheduler::ClientDisconnected(TimePoint now, uint64_t conn) {
     if (l.client_conn == conn) tokens.push_back(token);
   }
   for (const auto& t : tokens) {
-    Lease& l = leases_[t];
+    auto it = leases_.find(t);
+    if (it == leases_.end()) continue;
+    Lease& l = it->second;
     // A one-session lease whose session is running ends with that session, not with the
     // client's tracker connection (the server reports SessionEnded).
     if (!l.multi_session && l.claimed) {
@@ -517,8 +519,9 @@ void Scheduler::ClientDisconnected(TimePoint now, uint64_t conn) {
       continue;
     }
     if (!l.acked) {
-      leases_.erase(t);
-      if (Device* d = DeviceByName(l.device)) {
+      std::string device = l.device;  // the lease goes first
+      leases_.erase(it);
+      if (Device* d = DeviceByName(device)) {
         // Never told: revoke quietly.
         SetLeaseToken(*d, "");
         Push({.kind = Action::Kind::kPushToken, .conn = d->conn, .device = d->name});
