@@ -15,7 +15,7 @@ runs=${FUZZ_RUNS:--1}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(fuzz_frame fuzz_npy fuzz_params fuzz_package fuzz_constraint fuzz_records fuzz_kt_cache
-    fuzz_target fuzz_tvm_tracker)
+    fuzz_target fuzz_tvm_tracker fuzz_scheduler)
 fi
 mkdir -p build/fuzz/crashes
 for t in "${targets[@]}"; do

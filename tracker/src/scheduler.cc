@@ -233,13 +233,24 @@ Expected<msg::RegisterReply> Scheduler::RegisterDevice(TimePoint now, uint64_t c
     if (l.device != name) continue;
     if (!reg.lease_token.empty() && ConstantTimeEquals(token, reg.lease_token)) keep = token;
   }
-  std::vector<std::string> stale;
+  std::vector<std::string> stale, in_flight;
   for (auto& [token, l] : leases_) {
-    if (l.device == name && token != keep && l.acked) stale.push_back(token);
+    if (l.device != name || token == keep) continue;
+    (l.acked ? stale : in_flight).push_back(token);
   }
   for (const auto& t : stale) EndLease(now, t, "server restarted", false);
+  // A grant whose token this server does not hold was never confirmed and never will be (a late
+  // ack would start a second lease beside the next grant): its request goes back to the queue.
+  for (const auto& t : in_flight) {
+    auto it = leases_.find(t);
+    std::optional<Waiter> w = std::move(it->second.waiter);
+    leases_.erase(it);
+    if (w) Enqueue(std::move(*w));
+  }
   reserved_.erase(name);
   SetLeaseToken(d, keep);
+  // The server holds the token of a grant not confirmed yet: its registration confirms it.
+  if (!keep.empty() && !leases_[keep].acked) TokenAcked(now, conn, keep);
   if (!keep.empty() && d.busy_since == TimePoint{}) d.busy_since = now;
   // A session running under the kept token claims a one-session lease the tracker restored
   // without knowing whether it was claimed.
@@ -313,7 +324,11 @@ void Scheduler::DeviceDisconnected(TimePoint now, uint64_t conn) {
 void Scheduler::TokenAcked(TimePoint now, uint64_t conn, const std::string& token) {
   Device* d = DeviceByConn(conn);
   auto it = leases_.find(token);
-  if (!d || it == leases_.end() || it->second.device != d->name || it->second.acked) return;
+  // Only the token the device carries now: a late ack of one it was given before is stale.
+  if (!d || it == leases_.end() || it->second.device != d->name || it->second.acked ||
+      d->lease_token != token) {
+    return;
+  }
   Lease& l = it->second;
   l.acked = true;
   l.claim_deadline = now + options_.claim_timeout;
