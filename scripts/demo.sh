@@ -20,6 +20,8 @@ BUILD=${CROSSTUNE_BUILD_DIR:-$ROOT/build/default}
 bash scripts/install-deps.sh
 # ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# Five build trees (main, fuzz, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 cmake --preset default -B "$BUILD" >/dev/null
 # The ARM servers are built whenever their cross compilers and qemu are present (install-deps.sh
 # installs them). The target list is read into a variable first: grep -q on a pipe would close it

@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# Five build trees (main, fuzz, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 seconds=${FUZZ_SECONDS:-600}

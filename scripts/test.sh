@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# Five build trees (main, fuzz, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 cmake --preset default
 mkdir -p build/default
 cmake --build --preset default 2>&1 | tee build/default/build-last.log
