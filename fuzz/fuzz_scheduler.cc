@@ -8,6 +8,8 @@
 // What must hold after every step: a device is never leased twice at once (each kLeaseStarted
 // names a device without a live lease), every grant is for a lease that started, and a leased
 // device shows its holder.
+#include <fuzzer/FuzzedDataProvider.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -18,35 +20,18 @@
 
 #include "crosstune/tracker/scheduler.h"
 
-namespace {
-
-using namespace crosstune;
-using namespace crosstune::tracker;
-
-class Input {
- public:
-  Input(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  bool more() const { return at_ < size_; }
-  uint8_t Byte() { return at_ < size_ ? data_[at_++] : 0; }
-  template <typename T>
-  const T& Pick(const std::vector<T>& from) {
-    return from[Byte() % from.size()];
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t at_ = 0;
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Input in(data, size);
+  using namespace crosstune;
+  using namespace crosstune::tracker;
+  FuzzedDataProvider in(data, size);
+  auto byte = [&in] { return in.ConsumeIntegral<uint8_t>(); };
+  auto pick = [&in](const auto& from) -> const auto& {
+    return from[in.ConsumeIntegralInRange<size_t>(0, from.size() - 1)];
+  };
   TimePoint now = TimePoint{} + std::chrono::hours(1);
   SchedulerOptions so;
-  so.startup_grace = std::chrono::milliseconds(in.Byte() % 2 ? 0 : 2000);
-  so.aging_step = std::chrono::milliseconds(1000 * (1 + in.Byte() % 4));
+  so.startup_grace = std::chrono::milliseconds(byte() % 2 ? 0 : 2000);
+  so.aging_step = std::chrono::milliseconds(1000 * (1 + byte() % 4));
   int counter = 0;
   so.make_token = [&counter] { return "t" + std::to_string(++counter); };
   Scheduler sched(so, now);
@@ -96,26 +81,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   };
 
-  while (in.more()) {
-    uint8_t op = in.Byte() % 16;
-    uint64_t server = 1 + in.Byte() % 4;
-    uint64_t client = 11 + in.Byte() % 4;
+  while (in.remaining_bytes() > 0) {
+    uint8_t op = byte() % 16;
+    uint64_t server = 1 + byte() % 4;
+    uint64_t client = 11 + byte() % 4;
     switch (op) {
       case 0:
       case 1: {
         msg::Register reg;
-        reg.key = in.Pick(keys);
-        reg.info.arch = in.Byte() % 2 ? "aarch64" : "x86_64";
-        reg.info.cores = in.Byte() % 8;
-        reg.info.memory_bytes = uint64_t{in.Byte()} << 24;
+        reg.key = pick(keys);
+        reg.info.arch = byte() % 2 ? "aarch64" : "x86_64";
+        reg.info.cores = byte() % 8;
+        reg.info.memory_bytes = uint64_t{byte()} << 24;
         reg.info.cpu_features = {"neon"};
-        if (in.Byte() % 2) reg.tags["room"] = "lab";
+        if (byte() % 2) reg.tags["room"] = "lab";
         reg.port = 9090;
-        reg.lease_token = in.Pick(tokens);
-        reg.session_active = in.Byte() % 2;
-        reg.server_id = in.Pick(ids);
+        reg.lease_token = pick(tokens);
+        reg.session_active = byte() % 2;
+        reg.server_id = pick(ids);
         // Mostly its own address; sometimes another server's (a restart, or a hijack attempt).
-        uint64_t at = in.Byte() % 4 ? server : 1 + in.Byte() % 4;
+        uint64_t at = byte() % 4 ? server : 1 + byte() % 4;
         std::string address = "10.0.0." + std::to_string(at) + ":9090";
         auto r = sched.RegisterDevice(now, server, reg, address);
         if (r.ok()) devices.push_back(r->device);
@@ -123,48 +108,48 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2: {
         msg::DeviceRequest req;
-        req.key = in.Pick(keys);
-        if (in.Byte() % 3 == 0) req.constraints.push_back(in.Pick(constraints));
-        req.priority = static_cast<int8_t>(in.Byte());
-        req.queue_timeout_ms = in.Pick(lease_ms);
-        req.lease_ms = in.Pick(lease_ms);
-        req.holder = in.Pick(holders);
+        req.key = pick(keys);
+        if (byte() % 3 == 0) req.constraints.push_back(pick(constraints));
+        req.priority = static_cast<int8_t>(byte());
+        req.queue_timeout_ms = pick(lease_ms);
+        req.lease_ms = pick(lease_ms);
+        req.holder = pick(holders);
         if (req.holder.empty()) req.holder = "client" + std::to_string(client);
-        req.multi_session = in.Byte() % 2;
-        sched.Request(now, client, in.Byte() % 4, req);
+        req.multi_session = byte() % 2;
+        sched.Request(now, client, byte() % 4, req);
         break;
       }
       case 3:
-        (void)sched.Cancel(now, client, in.Byte() % 4);
+        (void)sched.Cancel(now, client, byte() % 4);
         break;
       case 4:
-        (void)sched.Renew(now, client, msg::RenewLease{in.Pick(tokens), in.Pick(lease_ms)});
+        (void)sched.Renew(now, client, msg::RenewLease{pick(tokens), pick(lease_ms)});
         break;
       case 5:
         (void)sched.Release(
-            now, msg::ReleaseLease{in.Pick(tokens), static_cast<uint8_t>(in.Byte() % 6), "why"});
+            now, msg::ReleaseLease{pick(tokens), static_cast<uint8_t>(byte() % 6), "why"});
         break;
       case 6:
-        sched.TokenAcked(now, server, in.Pick(tokens));
+        sched.TokenAcked(now, server, pick(tokens));
         break;
       case 7:
-        (void)sched.SessionStarted(now, server, in.Pick(tokens));
+        (void)sched.SessionStarted(now, server, pick(tokens));
         break;
       case 8:
         sched.SessionEnded(
             now, server,
-            msg::SessionEnded{in.Pick(tokens), static_cast<uint8_t>(in.Byte() % 6), "ended"});
+            msg::SessionEnded{pick(tokens), static_cast<uint8_t>(byte() % 6), "ended"});
         break;
       case 9:
-        sched.Heartbeat(now, server, msg::ServerHeartbeat{in.Byte() % 2 == 1, in.Pick(tokens)});
+        sched.Heartbeat(now, server, msg::ServerHeartbeat{byte() % 2 == 1, pick(tokens)});
         break;
       case 10:
         sched.SelfCheckResult(
-            now, in.Pick(devices),
-            in.Byte() % 2 ? Status::Ok() : Status(ErrorCode::kInternal, "self-check failed"));
+            now, pick(devices),
+            byte() % 2 ? Status::Ok() : Status(ErrorCode::kInternal, "self-check failed"));
         break;
       case 11:
-        (void)sched.Admin(now, in.Pick(admin), in.Pick(devices));
+        (void)sched.Admin(now, pick(admin), pick(devices));
         break;
       case 12:
         sched.DeviceDisconnected(now, server);
@@ -173,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         sched.ClientDisconnected(now, client);
         break;
       default:
-        now += std::chrono::milliseconds(100 * in.Byte());
+        now += std::chrono::milliseconds(100 * byte());
         sched.Tick(now);
         break;
     }

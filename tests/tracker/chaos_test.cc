@@ -19,7 +19,6 @@
 #include <sstream>
 #include <thread>
 
-#include "crosstune/client/session.h"
 #include "farm.h"
 
 extern char** environ;
@@ -29,28 +28,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-client::LeaseRequest Hold(const std::string& key) {
-  client::LeaseRequest r;
-  r.key = key;
-  r.wait = 10s;
-  r.hold = 60s;
-  r.multi_session = true;
-  return r;
-}
-
-Expected<std::unique_ptr<client::Session>> LeasedSession(const std::string& server,
-                                                         const std::string& token) {
-  client::ConnectOptions o;
-  o.server = server;
-  o.lease_token = token;
-  o.connect_timeout = 5s;
-  o.request_timeout = 30s;
-  return client::Session::Connect(o);
-}
-
 // What a user does with a device: upload the kernels, load them, call one.
 Status NormalSession(const std::string& server, const std::string& token) {
-  CT_ASSIGN_OR_RETURN(auto s, LeasedSession(server, token));
+  CT_ASSIGN_OR_RETURN(auto s, LeasedSession(server, token, 30s));
   CT_RETURN_IF_ERROR(s->Upload(CT_TEST_KERNELS, "k.so").status());
   CT_ASSIGN_OR_RETURN(auto m, s->LoadModule("k.so"));
   CT_RETURN_IF_ERROR(m.Call("busy_us", {client::CallArg::Int(1000)}).status());
@@ -123,7 +103,7 @@ TEST_P(ServerKilledTest, ClientGetsANamedErrorTheLeaseEndsAndTheFarmServesOn) {
   const msg::Grant& mine = g1->address == victim_addr ? *g1 : *g2;
   const msg::Grant& spare = g1->address == victim_addr ? *g2 : *g1;
   ASSERT_EQ(mine.address, victim_addr);
-  auto session = LeasedSession(mine.address, mine.lease_token);
+  auto session = LeasedSession(mine.address, mine.lease_token, 30s);
   ASSERT_TRUE(session.ok()) << session.status().ToString();
   client::Session& s = **session;
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "crosstune/client/session.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
 #include "crosstune/testing/server_process.h"
@@ -33,6 +34,29 @@ inline std::string TrackerBin() {
 inline std::string ServerBin() {
   const char* e = std::getenv("CROSSTUNE_TEST_SERVER");
   return e && *e ? e : CROSSTUNE_SERVER_BIN;
+}
+
+// A multi-session hold of a device of `key`, as `crosstune lease` asks for one.
+inline client::LeaseRequest Hold(const std::string& key,
+                                 std::chrono::milliseconds wait = std::chrono::seconds(10)) {
+  client::LeaseRequest r;
+  r.key = key;
+  r.wait = wait;
+  r.hold = std::chrono::seconds(60);
+  r.multi_session = true;
+  return r;
+}
+
+// A session on a granted server under the grant's token.
+inline Expected<std::unique_ptr<client::Session>> LeasedSession(
+    const std::string& server, const std::string& token,
+    std::chrono::milliseconds request_timeout = std::chrono::seconds(5)) {
+  client::ConnectOptions o;
+  o.server = server;
+  o.lease_token = token;
+  o.connect_timeout = std::chrono::seconds(5);
+  o.request_timeout = request_timeout;
+  return client::Session::Connect(o);
 }
 
 class Farm {

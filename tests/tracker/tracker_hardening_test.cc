@@ -263,15 +263,6 @@ TEST(TrackerHardeningTest, BothListenersAcceptAgainAfterDescriptorExhaustion) {
   }));
 }
 
-client::LeaseRequest Hold(const std::string& key) {
-  client::LeaseRequest r;
-  r.key = key;
-  r.wait = 10s;
-  r.hold = 60s;
-  r.multi_session = true;
-  return r;
-}
-
 TEST(TrackerHardeningTest, AnotherPeerCannotTakeOverALiveRegistration) {
   Farm farm;
   ASSERT_TRUE(farm.StartTracker());

@@ -11,26 +11,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-client::LeaseRequest Hold(const std::string& key, std::chrono::milliseconds wait = 10s) {
-  client::LeaseRequest r;
-  r.key = key;
-  r.wait = wait;
-  r.hold = 60s;
-  r.multi_session = true;
-  return r;
-}
-
-// A session on a granted server under the grant's token.
-Expected<std::unique_ptr<client::Session>> LeasedSession(const std::string& server,
-                                                         const std::string& token) {
-  client::ConnectOptions o;
-  o.server = server;
-  o.lease_token = token;
-  o.connect_timeout = 5s;
-  o.request_timeout = 5s;
-  return client::Session::Connect(o);
-}
-
 Status Connect(const std::string& server, const std::string& token) {
   auto s = LeasedSession(server, token);
   if (!s.ok()) return s.status();
