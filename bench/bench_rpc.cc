@@ -4,6 +4,12 @@
 // child), then alternates the two sides for --rounds rounds:
 //   raw_tcp_rtt_us       ping-pong of a small message over a plain socket
 //   rpc_call_rtt_us      calling the empty `noop` kernel through a session
+//   rpc_call_rtt_no_busy_poll_us
+//                        the same through a second server and session with busy polling off
+//                        (--busy-poll-us 0 on both sides: the blocking path, this run's baseline)
+//   raw_tcp_busy_poll_rtt_us
+//                        the raw ping-pong with both sides polling as the RPC does (50 us, not
+//                        when pinned), for what polling alone gives
 //   raw_tcp_stream_mb_s  one-way stream into the sink
 //   upload_mb_s          Session::Upload of a --mib file (SHA-256 checked)
 //   tensor_copy_mb_s     a --mib tensor copied in and out (RemoteTensor::CopyFrom / CopyTo)
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "crosstune/client/session.h"
+#include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/guarded_main.h"
 #include "crosstune/testing/server_process.h"
@@ -54,10 +61,12 @@ double Median(std::vector<double> v) {
 // Child process groups to end if this process is interrupted (the server and raw server run in
 // groups of their own, out of reach of a terminal's Ctrl-C).
 volatile sig_atomic_t g_server_group = 0;
+volatile sig_atomic_t g_blocking_server_group = 0;
 volatile sig_atomic_t g_raw_group = 0;
 
 void OnSignal(int sig) {
   if (g_server_group > 0) kill(-g_server_group, SIGKILL);
+  if (g_blocking_server_group > 0) kill(-g_blocking_server_group, SIGKILL);
   if (g_raw_group > 0) kill(-g_raw_group, SIGKILL);
   signal(sig, SIG_DFL);
   raise(sig);
@@ -94,6 +103,23 @@ bool WriteFull(int fd, const void* buf, size_t n) {
   return true;
 }
 
+// ReadFull that first polls the socket for up to 50 us, as Channel does for frames (and, like it,
+// only when this process may use more than one CPU).
+bool PollingReadFull(int fd, void* buf, size_t n) {
+  static const bool poll = UsableCpus() > 1;
+  auto* p = static_cast<char*>(buf);
+  auto end = Clock::now() + std::chrono::microseconds(50);
+  while (n > 0 && poll && Clock::now() < end) {
+    ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+    if (r == 0) return false;
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+  }
+  return ReadFull(fd, p, n);
+}
+
 void NoDelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -102,6 +128,7 @@ void NoDelay(int fd) {
 // The raw baseline server: a process per connection, as crosstune-server has. The first byte
 // picks the mode:
 //   'P': echo kPingBytes messages until the peer closes;
+//   'Q': the same, polling before each read (PollingReadFull);
 //   'S': read a u64 size, then that many bytes, then answer one byte.
 [[noreturn]] void RawServerMain(int listen_fd) {
   std::vector<char> buf(kChunk);
@@ -118,6 +145,10 @@ void NoDelay(int fd) {
     if (ReadFull(fd, &mode, 1)) {
       if (mode == 'P') {
         while (ReadFull(fd, buf.data(), kPingBytes) && WriteFull(fd, buf.data(), kPingBytes)) {
+        }
+      } else if (mode == 'Q') {
+        while (PollingReadFull(fd, buf.data(), kPingBytes) &&
+               WriteFull(fd, buf.data(), kPingBytes)) {
         }
       } else if (mode == 'S') {
         uint64_t size = 0;
@@ -149,12 +180,15 @@ int ConnectRaw(uint16_t port, char mode) {
   return fd;
 }
 
-// Mean round trip over `iters` ping-pongs on an open 'P' connection.
-double RawRttUs(int fd, int iters) {
+// Mean round trip over `iters` ping-pongs on an open 'P' connection ('Q' with `poll`).
+double RawRttUs(int fd, int iters, bool poll = false) {
   char msg[kPingBytes] = {};
   auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) {
-    if (!WriteFull(fd, msg, kPingBytes) || !ReadFull(fd, msg, kPingBytes)) Die("raw ping failed");
+    if (!WriteFull(fd, msg, kPingBytes) ||
+        !(poll ? PollingReadFull(fd, msg, kPingBytes) : ReadFull(fd, msg, kPingBytes))) {
+      Die("raw ping failed");
+    }
   }
   return Seconds(t0) / iters * 1e6;
 }
@@ -250,9 +284,19 @@ static int BenchMain(int argc, char** argv) {
                    std::chrono::seconds(20)),
       "start crosstune-server");
   g_server_group = server.pid();
+  // The same server with busy polling off, for the blocking path's call latency in this run.
+  std::filesystem::create_directories(work + "/blocking-server");
+  ServerProcess blocking_server;
+  Check(blocking_server.Start({server_bin, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+                               work + "/blocking-server", "--busy-poll-us", "0"},
+                              std::chrono::seconds(20)),
+        "start crosstune-server --busy-poll-us 0");
+  g_blocking_server_group = blocking_server.pid();
   auto cleanup = [&] {
     server.Stop();
     g_server_group = 0;
+    blocking_server.Stop();
+    g_blocking_server_group = 0;
     kill(-raw_pid, SIGKILL);
     g_raw_group = 0;
     waitpid(raw_pid, nullptr, 0);
@@ -269,6 +313,16 @@ static int BenchMain(int argc, char** argv) {
   auto module_or = session->LoadModule("noop.so");
   Check(module_or.status(), "load noop");
   client::RemoteModule noop = *module_or;
+  client::ConnectOptions blocking_options = options;
+  blocking_options.server = blocking_server.address();
+  blocking_options.busy_poll = std::chrono::microseconds(0);
+  auto blocking_or = client::Session::Connect(blocking_options);
+  Check(blocking_or.status(), "connect without busy polling");
+  auto blocking_session = std::move(blocking_or).value();
+  Check(blocking_session->Upload(noop_so, "noop.so").status(), "upload noop");
+  module_or = blocking_session->LoadModule("noop.so");
+  Check(module_or.status(), "load noop");
+  client::RemoteModule blocking_noop = *module_or;
 
   // The upload source: a file of `bytes` pseudo-random bytes.
   std::string blob = work + "/blob.bin";
@@ -299,22 +353,32 @@ static int BenchMain(int argc, char** argv) {
   client::RemoteTensor tensor = *tensor_or;
   std::vector<char> host(bytes, 1);
 
-  std::vector<double> raw_rtt, rpc_rtt, raw_stream, upload, copy, copy_in, copy_out;
+  std::vector<double> raw_rtt, raw_poll_rtt, rpc_rtt, blocking_rtt, raw_stream, upload, copy,
+      copy_in, copy_out;
   // Round trips alternate in short blocks on one open connection each side, so both see the
   // same machine (this one is shared and its wake-up latency drifts).
   constexpr int kBlocks = 10;
   const int block_iters = std::max(1, rtt_iters / kBlocks);
   int ping_fd = ConnectRaw(raw_port, 'P');
+  int poll_ping_fd = ConnectRaw(raw_port, 'Q');
   for (int i = 0; i < 10; ++i) {
     Check(noop.Call("noop", {}).status(), "warm-up call");
+    Check(blocking_noop.Call("noop", {}).status(), "warm-up call");
     RawRttUs(ping_fd, 1);
+    RawRttUs(poll_ping_fd, 1, true);
   }
   for (int r = 0; r < rounds; ++r) {
     for (int b = 0; b < kBlocks; ++b) {
       raw_rtt.push_back(RawRttUs(ping_fd, block_iters));
+      raw_poll_rtt.push_back(RawRttUs(poll_ping_fd, block_iters, true));
       auto t0 = Clock::now();
       for (int i = 0; i < block_iters; ++i) Check(noop.Call("noop", {}).status(), "call noop");
       rpc_rtt.push_back(Seconds(t0) / block_iters * 1e6);
+      t0 = Clock::now();
+      for (int i = 0; i < block_iters; ++i) {
+        Check(blocking_noop.Call("noop", {}).status(), "call noop without busy polling");
+      }
+      blocking_rtt.push_back(Seconds(t0) / block_iters * 1e6);
     }
 
     raw_stream.push_back(RawStreamMbS(raw_port, bytes));
@@ -335,12 +399,17 @@ static int BenchMain(int argc, char** argv) {
     ::sync();
   }
   close(ping_fd);
+  close(poll_ping_fd);
+  const Channel::BusyPollStats polls = session->busy_poll_stats();
+  blocking_session.reset();
   session.reset();
   cleanup();
 
   nlohmann::ordered_json j;  // keys in the order written: figures, ratios, targets, detail
   j["raw_tcp_rtt_us"] = Median(raw_rtt);
+  j["raw_tcp_busy_poll_rtt_us"] = Median(raw_poll_rtt);
   j["rpc_call_rtt_us"] = Median(rpc_rtt);
+  j["rpc_call_rtt_no_busy_poll_us"] = Median(blocking_rtt);
   j["raw_tcp_stream_mb_s"] = Median(raw_stream);
   j["upload_mb_s"] = Median(upload);
   j["tensor_copy_mb_s"] = Median(copy);
@@ -358,6 +427,8 @@ static int BenchMain(int argc, char** argv) {
   double upload_ratio = pair_ratio(upload, raw_stream);
   double tensor_ratio = pair_ratio(copy, raw_stream);
   j["rpc_over_raw_rtt"] = rtt_ratio;
+  j["rpc_no_busy_poll_over_raw_rtt"] = pair_ratio(blocking_rtt, raw_rtt);
+  j["rpc_over_raw_busy_poll_rtt"] = pair_ratio(rpc_rtt, raw_poll_rtt);
   j["upload_over_raw_stream"] = upload_ratio;
   j["tensor_over_raw_stream"] = tensor_ratio;
   // The upload's bound is the slower of the stream and this machine's file-write rate (the
@@ -372,18 +443,23 @@ static int BenchMain(int argc, char** argv) {
   j["targets_met"] = {{"rpc_over_raw_rtt", rtt_ratio <= rtt_max},
                       {"upload_over_bound", upload_over_bound >= 0.7},
                       {"tensor_over_raw_stream", tensor_ratio >= 0.7}};
-  j["context"] = {{"local_sha256_mb_s", sha256_mb_s}, {"local_file_write_mb_s", file_write_mb_s}};
-  j["rounds"] = {{"raw_tcp_rtt_us", raw_rtt},
-                 {"rpc_call_rtt_us", rpc_rtt},
-                 {"raw_tcp_stream_mb_s", raw_stream},
-                 {"upload_mb_s", upload},
-                 {"tensor_copy_mb_s", copy}};
+  j["context"] = {{"local_sha256_mb_s", sha256_mb_s},
+                  {"local_file_write_mb_s", file_write_mb_s},
+                  // The client's busy polls over the whole run (calls, uploads, copies): replies
+                  // found while polling, and polls that ran out. Both 0 when pinned to one CPU.
+                  {"client_busy_poll_hits", polls.hits},
+                  {"client_busy_poll_misses", polls.misses}};
+  j["rounds"] = {
+      {"raw_tcp_rtt_us", raw_rtt},         {"raw_tcp_busy_poll_rtt_us", raw_poll_rtt},
+      {"rpc_call_rtt_us", rpc_rtt},        {"rpc_call_rtt_no_busy_poll_us", blocking_rtt},
+      {"raw_tcp_stream_mb_s", raw_stream}, {"upload_mb_s", upload},
+      {"tensor_copy_mb_s", copy}};
   j["config"] = {{"mib", mib},
                  {"rounds", rounds},
                  {"rtt_iters", rtt_iters},
                  {"ping_bytes", kPingBytes},
                  {"units", "us per round trip; MB = 1e6 bytes"},
-                 {"ratios", "median over pairs measured back to back (raw block, then RPC block)"},
+                 {"ratios", "median over pairs measured back to back (raw block, then RPC blocks)"},
                  {"pin_cpu", pin_cpu}};
   std::printf("%s\n", j.dump(2).c_str());
   return 0;

@@ -16,6 +16,8 @@
 #include <memory>
 #include <vector>
 
+#include "crosstune/cpus.h"
+
 namespace crosstune {
 namespace {
 
@@ -25,6 +27,15 @@ int PollTimeoutMs(Deadline deadline) {
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;
   return left > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left);
+}
+
+// A hint to the CPU inside a spin loop (it eases the sibling hyperthread and saves power).
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || (defined(__arm__) && __ARM_ARCH >= 7)
+  asm volatile("yield");
+#endif
 }
 
 Status Errno(const char* what) {
@@ -47,7 +58,11 @@ Channel::Channel(Channel&& other) noexcept
       rcvtimeo_us_(other.rcvtimeo_us_),
       blocking_(other.blocking_),
       next_request_id_(other.next_request_id_),
-      utf8_strings_(other.utf8_strings_) {
+      utf8_strings_(other.utf8_strings_),
+      busy_poll_(other.busy_poll_),
+      poll_backoff_(other.poll_backoff_),
+      poll_skip_(other.poll_skip_),
+      poll_stats_(other.poll_stats_) {
   other.fd_ = -1;
   other.rbeg_ = other.rend_ = 0;
 }
@@ -63,6 +78,10 @@ Channel& Channel::operator=(Channel&& other) noexcept {
     blocking_ = other.blocking_;
     next_request_id_ = other.next_request_id_;
     utf8_strings_ = other.utf8_strings_;
+    busy_poll_ = other.busy_poll_;
+    poll_backoff_ = other.poll_backoff_;
+    poll_skip_ = other.poll_skip_;
+    poll_stats_ = other.poll_stats_;
     other.fd_ = -1;
     other.rbeg_ = other.rend_ = 0;
   }
@@ -230,6 +249,30 @@ Status Channel::SetReceiveWait(Deadline deadline) {
   return Status::Ok();
 }
 
+void Channel::set_busy_poll(std::chrono::microseconds window) {
+  busy_poll_ = window.count() > 0 && UsableCpus() > 1 ? window : std::chrono::microseconds(0);
+  poll_backoff_ = poll_skip_ = 0;
+}
+
+ssize_t Channel::PollReceive(Deadline deadline) {
+  const Deadline end = std::min(deadline, Clock::now() + busy_poll_);
+  for (;;) {
+    ssize_t n = ::recv(fd_, rbuf_.get() + rend_, kReadAhead - rend_, MSG_DONTWAIT);
+    if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      ++poll_stats_.hits;
+      poll_backoff_ = 0;
+      return n;
+    }
+    if (Clock::now() >= end) break;
+    CpuRelax();
+  }
+  ++poll_stats_.misses;
+  poll_backoff_ = std::min<uint32_t>(64, poll_backoff_ == 0 ? 1 : poll_backoff_ * 2);
+  poll_skip_ = poll_backoff_;
+  errno = EAGAIN;
+  return -1;
+}
+
 Status Channel::Fill(size_t want, Deadline deadline) {
   if (fd_ < 0) return Status(ErrorCode::kDisconnected, "channel is closed");
   if (!rbuf_) rbuf_ = std::make_unique<char[]>(kReadAhead);
@@ -239,9 +282,22 @@ Status Channel::Fill(size_t want, Deadline deadline) {
     rend_ -= rbeg_;
     rbeg_ = 0;
   }
+  // Each read polls (or, backing off, does not) once; a poll that runs out leaves the rest of
+  // the wait to recv().
+  bool poll = busy_poll_.count() > 0;
+  if (poll && poll_skip_ > 0) {
+    --poll_skip_;
+    poll = false;
+  }
   while (rend_ - rbeg_ < want) {
-    CT_RETURN_IF_ERROR(SetReceiveWait(deadline));
-    ssize_t n = ::recv(fd_, rbuf_.get() + rend_, kReadAhead - rend_, 0);
+    ssize_t n = -1;
+    errno = EAGAIN;
+    if (poll) n = PollReceive(deadline);
+    if (n < 0 && errno == EAGAIN) {
+      poll = false;
+      CT_RETURN_IF_ERROR(SetReceiveWait(deadline));
+      n = ::recv(fd_, rbuf_.get() + rend_, kReadAhead - rend_, 0);
+    }
     if (n > 0) {
       rend_ += static_cast<size_t>(n);
       continue;

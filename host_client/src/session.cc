@@ -188,6 +188,7 @@ Expected<std::unique_ptr<Session>> Session::Connect(const ConnectOptions& option
   }
   std::unique_ptr<Session> session(new Session());
   session->channel_ = std::move(ch);
+  session->channel_.set_busy_poll(options.busy_poll);
   session->options_ = options;
   session->hello_ = std::move(reply).value();
   return session;

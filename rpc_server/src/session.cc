@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "crosstune/channel.h"
+#include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/handshake.h"
 #include "crosstune/server/call_slot.h"
@@ -34,15 +35,6 @@ using std::chrono::milliseconds;
 // A refused bulk body this small is read and dropped so the session goes on; a larger one ends
 // the session instead (reading gigabytes only to discard them helps nobody).
 constexpr uint64_t kMaxDiscardBytes = uint64_t{256} << 20;
-
-// CPUs this process may run on (its affinity mask), at least 1.
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
 
 // Reply sent, or the transport broke (then the session ends).
 using Outcome = Status;
@@ -75,6 +67,7 @@ class SessionHandler {
     auto hello = ServerHandshake(ch_, hs, DeadlineIn(options_.handshake_timeout));
     if (!hello.ok()) return hello.status();
     spdlog::info("session {}: {} connected", session_id, EscapeForLog(hello->peer_name));
+    ch_.set_busy_poll(options_.busy_poll);
     for (;;) {
       // A client that sends nothing for the idle timeout gives its slot back.
       Deadline idle_deadline =

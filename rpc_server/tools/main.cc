@@ -109,6 +109,12 @@ static int ServerMain(int argc, char** argv) {
                  "most threads one call may ask for (0: the CPUs, or --threads if more)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 4096u));
+  int64_t busy_poll_us = opt.session.busy_poll.count();
+  app.add_option("--busy-poll-us", busy_poll_us,
+                 "microseconds a session polls its socket for the next request before it sleeps "
+                 "(0: never; off anyway when the server may use only one CPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000}));
   app.add_option("--auth-token-file", token_file,
                  "file holding a shared secret; clients must answer an HMAC-SHA256 challenge");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
@@ -178,6 +184,7 @@ static int ServerMain(int argc, char** argv) {
   opt.session.call_timeout = ms(call_timeout_s);
   opt.session.handshake_timeout = ms(handshake_timeout_s);
   opt.session.idle_timeout = ms(idle_timeout_s);
+  opt.session.busy_poll = std::chrono::microseconds(busy_poll_us);
   opt.session.max_upload_bytes = max_upload;
   opt.session.max_workspace_bytes = max_workspace;
   opt.session.max_tensor_bytes = max_tensor;

@@ -1,12 +1,14 @@
 #include "crosstune/frame.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <map>
 #include <thread>
 
 #include "crosstune/channel.h"
+#include "crosstune/cpus.h"
 #include "crosstune/handshake.h"
 
 namespace crosstune {
@@ -194,6 +196,104 @@ TEST(Channel, PeerCloseIsDisconnected) {
   auto f = a.ReadFrame(DeadlineIn(std::chrono::milliseconds(1000)));
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), ErrorCode::kDisconnected);
+}
+
+// Runs the test body with this thread allowed only its current CPU, then restores the mask.
+class OneCpu {
+ public:
+  OneCpu() {
+    ::sched_getaffinity(0, sizeof(saved_), &saved_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(::sched_getcpu(), &one);
+    ok_ = ::sched_setaffinity(0, sizeof(one), &one) == 0;
+  }
+  ~OneCpu() { ::sched_setaffinity(0, sizeof(saved_), &saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  cpu_set_t saved_{};
+  bool ok_ = false;
+};
+
+TEST(Channel, BusyPollIsOffWhenTheProcessMayUseOneCpu) {
+  auto [a, b] = SocketPair();
+  {
+    OneCpu pinned;
+    ASSERT_TRUE(pinned.ok());
+    a.set_busy_poll(std::chrono::microseconds(50));
+    // Spinning there would hold the CPU the peer needs to answer.
+    EXPECT_EQ(a.busy_poll().count(), 0);
+  }
+  if (UsableCpus() < 2) GTEST_SKIP() << "this machine lets the test use one CPU only";
+  a.set_busy_poll(std::chrono::microseconds(50));
+  EXPECT_EQ(a.busy_poll().count(), 50);
+  a.set_busy_poll(std::chrono::microseconds(0));
+  EXPECT_EQ(a.busy_poll().count(), 0);
+}
+
+TEST(Channel, BusyPollFindsFramesAndBacksOffAfterAMiss) {
+  if (UsableCpus() < 2) GTEST_SKIP() << "busy polling needs two CPUs; this test may use one";
+  auto [a, b] = SocketPair();
+  a.set_busy_poll(std::chrono::microseconds(500));
+  auto send = [&b = b](uint32_t id) {
+    std::string f = EncodeFrame(Opcode::kResult, id, msg::Empty{});
+    ASSERT_TRUE(b.WriteBytes(f.data(), f.size(), DeadlineIn(std::chrono::seconds(2))).ok());
+  };
+  send(1);
+  auto f = a.ReadFrame(DeadlineIn(std::chrono::seconds(2)));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->request_id, 1u);
+  EXPECT_EQ(a.busy_poll_stats().hits, 1u);
+  EXPECT_EQ(a.busy_poll_stats().misses, 0u);
+
+  // Nothing comes: the poll runs out, then the read waits in recv() until its deadline.
+  EXPECT_EQ(a.ReadFrame(DeadlineIn(std::chrono::milliseconds(30))).status().code(),
+            ErrorCode::kTimeout);
+  EXPECT_EQ(a.busy_poll_stats().misses, 1u);
+  // After one miss the next read does not poll; the one after it does again.
+  send(2);
+  ASSERT_TRUE(a.ReadFrame(DeadlineIn(std::chrono::seconds(2))).ok());
+  EXPECT_EQ(a.busy_poll_stats().hits, 1u);
+  send(3);
+  ASSERT_TRUE(a.ReadFrame(DeadlineIn(std::chrono::seconds(2))).ok());
+  EXPECT_EQ(a.busy_poll_stats().hits, 2u);
+  // Misses in a row double the reads that skip polling: 1, then 2.
+  auto time_out = [&a = a] {
+    EXPECT_EQ(a.ReadFrame(DeadlineIn(std::chrono::milliseconds(10))).status().code(),
+              ErrorCode::kTimeout);
+  };
+  time_out();  // polls and misses
+  EXPECT_EQ(a.busy_poll_stats().misses, 2u);
+  time_out();  // skips
+  EXPECT_EQ(a.busy_poll_stats().misses, 2u);
+  time_out();  // polls and misses again
+  EXPECT_EQ(a.busy_poll_stats().misses, 3u);
+  for (uint32_t id = 4; id < 7; ++id) {
+    send(id);
+    auto g = a.ReadFrame(DeadlineIn(std::chrono::seconds(2)));
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g->request_id, id);
+  }
+  // Frames 4 and 5 skipped; 6 was polled for.
+  EXPECT_EQ(a.busy_poll_stats().hits, 3u);
+  // A peer that closes is seen while polling too.
+  b.Close();
+  EXPECT_EQ(a.ReadFrame(DeadlineIn(std::chrono::seconds(2))).status().code(),
+            ErrorCode::kDisconnected);
+  EXPECT_EQ(a.busy_poll_stats().hits, 4u);
+}
+
+TEST(Channel, BusyPollNeverRunsPastTheReadsDeadline) {
+  if (UsableCpus() < 2) GTEST_SKIP() << "busy polling needs two CPUs; this test may use one";
+  auto [a, b] = SocketPair();
+  a.set_busy_poll(std::chrono::seconds(60));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(a.ReadFrame(DeadlineIn(std::chrono::milliseconds(50))).status().code(),
+            ErrorCode::kTimeout);
+  // Not a performance bound: a poll that ignored the deadline would spin for a minute.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(a.busy_poll_stats().misses, 1u);
 }
 
 TEST(Channel, ParsesHostPort) {

@@ -3,6 +3,8 @@
 // thread uses a Channel at a time.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -44,6 +46,24 @@ class Channel {
   bool has_buffered_input() const { return rend_ > rbeg_; }
   int Release();  // gives up ownership of the fd
   void Close();
+
+  // Busy polling: before a frame read blocks, check the socket for up to `window` (and never past
+  // the read's deadline). A peer on another CPU then finds this side awake, and a round trip
+  // skips the two cross-CPU wake-ups that dominate it (on this project's 2-vCPU host, 55 us
+  // against 8 us for a small ping-pong). It is off when the process may use only one CPU: there
+  // the spinning side would hold the CPU its peer needs. A poll that finds nothing backs off
+  // (the next 1, 2, 4 .. 64 reads block at once) and one that finds a frame resets, so a peer
+  // that answers slowly costs at most one window now and then. Zero (the default): off.
+  void set_busy_poll(std::chrono::microseconds window);
+  // The window in effect: what was set, or zero when this process may run on one CPU only.
+  std::chrono::microseconds busy_poll() const { return busy_poll_; }
+  // Frame reads that found their bytes while polling, and polls that ran out (for tests and
+  // benchmarks).
+  struct BusyPollStats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+  };
+  BusyPollStats busy_poll_stats() const { return poll_stats_; }
 
   // Peer closed -> kDisconnected; deadline passed -> kTimeout; bad bytes -> kProtocolError.
   Expected<Frame> ReadFrame(Deadline deadline, uint32_t max_frame_bytes = Limits::kMaxFrameBytes);
@@ -97,6 +117,9 @@ class Channel {
   // Puts the socket in blocking mode once and sets SO_RCVTIMEO for `deadline` when the current
   // setting does not fit; kTimeout when the deadline has passed.
   Status SetReceiveWait(Deadline deadline);
+  // The busy poll before a blocking receive: > 0 bytes received (into the read-ahead buffer),
+  // 0 the peer closed, -1 with errno set (EAGAIN: nothing came within the window).
+  ssize_t PollReceive(Deadline deadline);
   // Reads `size` bytes straight from the socket (nothing buffered), for bulk bodies.
   Status ReadDirect(char* p, size_t size, Deadline deadline);
 
@@ -109,6 +132,10 @@ class Channel {
   bool blocking_ = false;    // O_NONBLOCK cleared
   uint32_t next_request_id_ = 1;
   bool utf8_strings_ = true;
+  std::chrono::microseconds busy_poll_{0};
+  uint32_t poll_backoff_ = 0;  // reads to block at once after the last miss
+  uint32_t poll_skip_ = 0;     // of those, still to come
+  BusyPollStats poll_stats_;
 };
 
 }  // namespace crosstune

@@ -30,6 +30,10 @@ struct ConnectOptions {
   // Deadline for each request's reply. Calls and timing also get the kernel's own time, so
   // TimeOptions/Call timeouts extend this for those requests.
   std::chrono::milliseconds request_timeout{60'000};
+  // Before blocking for a reply, poll the socket this long (Channel::set_busy_poll): a server on
+  // another CPU then answers without two cross-CPU wake-ups. 0: off; off anyway when this
+  // process may use only one CPU.
+  std::chrono::microseconds busy_poll{50};
 };
 
 class Session;
@@ -127,6 +131,9 @@ class Session {
   // Ends the session; the server removes its workspace.
   Status Close();
   bool connected() const { return channel_.is_open(); }
+  // Replies this session found while busy polling, and polls that ran out (ConnectOptions::
+  // busy_poll).
+  Channel::BusyPollStats busy_poll_stats() const { return channel_.busy_poll_stats(); }
 
  private:
   friend class RemoteModule;

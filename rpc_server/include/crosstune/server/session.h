@@ -40,6 +40,9 @@ struct SessionOptions {
   // may run on), and the most a call may ask for (0: the CPUs, or `threads` if that is more).
   uint32_t threads = 0;
   uint32_t max_threads = 0;
+  // Before blocking for the next request, poll the socket this long (Channel::set_busy_poll):
+  // a client on another CPU gets its reply without two cross-CPU wake-ups. 0: off.
+  std::chrono::microseconds busy_poll{50};
   // Kill-on-timeout needs a process to kill: in-process sessions (--no-fork) run calls unguarded.
   bool guard_calls = true;
 };
