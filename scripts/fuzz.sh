@@ -23,7 +23,9 @@ mkdir -p build/fuzz/crashes
 for t in "${targets[@]}"; do
   mkdir -p "build/fuzz/long/$t"
   echo "== $t (${seconds} s)"
-  build/fuzz/fuzz/"$t" -max_total_time="$seconds" -runs="$runs" -timeout=10 -rss_limit_mb=2048 \
+  # The target's own flags (time-out, memory, -max_len), as fuzz/CMakeLists.txt wrote them.
+  read -r -a flags <"build/fuzz/fuzz/$t.flags"
+  build/fuzz/fuzz/"$t" -max_total_time="$seconds" -runs="$runs" "${flags[@]}" \
     -print_final_stats=1 -artifact_prefix=build/fuzz/crashes/"$t"- \
     "build/fuzz/long/$t" "fuzz/corpus/$t" 2>&1 | grep -E '^(stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' || true
 done
