@@ -441,6 +441,9 @@ Expected<msg::TimeReply> RemoteModule::Time(const std::string& function,
   milliseconds extra =
       per_call * (1 + std::min<uint64_t>(rounds, 1'000'000)) +
       milliseconds(uint64_t{options.repeat} * (options.cooldown_ms + 4ull * options.min_repeat_ms));
+  // The reply comes after the rounds: polling for it would only compete with the kernel being
+  // timed when the device is this machine.
+  session_->channel_.SkipBusyPollOnce();
   return session_->Request<msg::TimeReply>(Opcode::kTimeCall, req, extra);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "crosstune/channel.h"
+#include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/handshake.h"
 #include "test_util.h"
@@ -308,6 +309,27 @@ TEST_F(SessionTest, TimesAFunctionAndGrowsNumberToMinRepeat) {
 
   auto err = m.Time("fail", {}, opt);
   EXPECT_EQ(err.status().code(), ErrorCode::kKernelError);
+}
+
+TEST_F(SessionTest, DoesNotBusyPollWhileTheDeviceTimesAKernel) {
+  if (UsableCpus() < 2) GTEST_SKIP() << "busy polling is off on one CPU";
+  auto m = LoadTestKernels();
+  // A ping answered while polling leaves the channel ready to poll for the next reply (a miss
+  // would make it skip a few).
+  const uint64_t hits = session_->busy_poll_stats().hits;
+  for (int i = 0; i < 1000 && session_->busy_poll_stats().hits == hits; ++i) {
+    ASSERT_TRUE(session_->Ping().ok());
+  }
+  ASSERT_GT(session_->busy_poll_stats().hits, hits) << "no reply came while polling";
+  const auto before = session_->busy_poll_stats();
+  // The reply waits for the rounds: the client sleeps for it rather than polling while the
+  // kernel runs (on a local device, polling would take a CPU from it).
+  client::TimeOptions opt;
+  opt.repeat = 2;
+  auto t = m.Time("busy_us", {CallArg::Int(2000)}, opt);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(session_->busy_poll_stats().hits, before.hits);
+  EXPECT_EQ(session_->busy_poll_stats().misses, before.misses);
 }
 
 TEST_F(SessionTest, RefusesAModuleBuiltForAnotherArchitectureBeforeLoadingIt) {

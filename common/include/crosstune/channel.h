@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -55,6 +56,9 @@ class Channel {
   // (the next 1, 2, 4 .. 64 reads block at once) and one that finds a frame resets, so a peer
   // that answers slowly costs at most one window now and then. Zero (the default): off.
   void set_busy_poll(std::chrono::microseconds window);
+  // The next frame read sleeps at once: for a reply known to take long (timing a kernel), where
+  // polling could only take a CPU from the work being measured.
+  void SkipBusyPollOnce() { poll_skip_ = std::max<uint32_t>(poll_skip_, 1); }
   // The window in effect: what was set, or zero when this process may run on one CPU only.
   std::chrono::microseconds busy_poll() const { return busy_poll_; }
   // Frame reads that found their bytes while polling, and polls that ran out (for tests and
