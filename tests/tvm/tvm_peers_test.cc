@@ -208,6 +208,21 @@ TEST_F(TvmPeersTest, RefusesBadMessagesWithANamedError) {
             std::string::npos);
 }
 
+TEST_F(TvmPeersTest, RefusesInfoThatGrowsPastItsLimit) {
+  Server(1, 9091, "cpu:1");
+  // Each update is well under the message limit, and new keys merge into the info.
+  const std::string filler(4096, 'x');
+  Status s;
+  int sent = 0;
+  for (; sent < 64 && s.ok(); ++sent) {
+    s = Send(1, {5, {{"k" + std::to_string(sent), filler}}});
+  }
+  EXPECT_EQ(s.code(), ErrorCode::kProtocolError) << "accepted " << sent << " updates";
+  EXPECT_NE(s.message().find("UPDATE_INFO: the merged info would take"), std::string::npos)
+      << s.message();
+  EXPECT_LE(sent, 17);
+}
+
 TEST_F(TvmPeersTest, WaitsForTheRestOfASplitMessage) {
   Open(1);
   std::string bytes = tvm::EncodeMessage({1});

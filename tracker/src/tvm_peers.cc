@@ -201,7 +201,14 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
           info["addr"][0].is_null()) {
         info["addr"][0] = p.remote;  // null: the address the tracker sees
       }
-      p.info.update(info);
+      // Updates merge, so a peer sending new keys each time would grow it without end.
+      json merged = p.info;
+      merged.update(info);
+      if (size_t size = merged.dump().size(); size > tvm::kMaxInfoBytes) {
+        return Bad("UPDATE_INFO: the merged info would take " + std::to_string(size) +
+                   " bytes (at most " + std::to_string(tvm::kMaxInfoBytes) + ")");
+      }
+      p.info = std::move(merged);
       Reply(conn, tvm::kSuccess);
       return Status::Ok();
     }

@@ -31,6 +31,8 @@ namespace tvm {
 constexpr int32_t kTrackerMagic = 0x2F271;  // little-endian int32, first on every connection
 constexpr int32_t kRpcMagic = 0xFF271;      // first on a client's connection to a TVM server
 constexpr int32_t kMaxMessageBytes = 1 << 20;
+// A server's UPDATE_INFO dict, all updates merged (TVM servers send {key, addr}: ~100 bytes).
+constexpr size_t kMaxInfoBytes = 64 << 10;
 
 // TVM's TrackerCode (python/tvm/rpc/base.py).
 enum Code : int {
