@@ -7,6 +7,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <cstdlib>
 #include <cstring>
 
 namespace crosstune::tracker {
@@ -55,7 +56,10 @@ std::pair<std::string, int> SplitHostPort(const std::string& address) {
   if (colon == std::string::npos) return {address, 0};
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return {host, std::atoi(address.c_str() + colon + 1)};
+  char* end = nullptr;
+  long port = std::strtol(address.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535) port = 0;  // not a port: as if none was given
+  return {host, static_cast<int>(port)};
 }
 
 // A port as TVM peers send it: a number (Python) or a decimal string (C++ and Java servers).
