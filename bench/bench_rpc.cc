@@ -303,26 +303,24 @@ static int BenchMain(int argc, char** argv) {
     std::filesystem::remove_all(work);
   };
 
+  // A session with the noop module loaded.
+  auto connect = [&](const client::ConnectOptions& o) {
+    auto session_or = client::Session::Connect(o);
+    Check(session_or.status(), ("connect to " + o.server).c_str());
+    auto s = std::move(session_or).value();
+    Check(s->Upload(noop_so, "noop.so").status(), "upload noop");
+    auto module_or = s->LoadModule("noop.so");
+    Check(module_or.status(), "load noop");
+    return std::make_pair(std::move(s), *module_or);
+  };
   client::ConnectOptions options;
   options.server = server.address();
   options.request_timeout = std::chrono::seconds(120);
-  auto session_or = client::Session::Connect(options);
-  Check(session_or.status(), "connect");
-  auto session = std::move(session_or).value();
-  Check(session->Upload(noop_so, "noop.so").status(), "upload noop");
-  auto module_or = session->LoadModule("noop.so");
-  Check(module_or.status(), "load noop");
-  client::RemoteModule noop = *module_or;
+  auto [session, noop] = connect(options);
   client::ConnectOptions blocking_options = options;
   blocking_options.server = blocking_server.address();
   blocking_options.busy_poll = std::chrono::microseconds(0);
-  auto blocking_or = client::Session::Connect(blocking_options);
-  Check(blocking_or.status(), "connect without busy polling");
-  auto blocking_session = std::move(blocking_or).value();
-  Check(blocking_session->Upload(noop_so, "noop.so").status(), "upload noop");
-  module_or = blocking_session->LoadModule("noop.so");
-  Check(module_or.status(), "load noop");
-  client::RemoteModule blocking_noop = *module_or;
+  auto [blocking_session, blocking_noop] = connect(blocking_options);
 
   // The upload source: a file of `bytes` pseudo-random bytes.
   std::string blob = work + "/blob.bin";
