@@ -17,6 +17,8 @@
 
 #include "crosstune/guarded_main.h"
 #include "crosstune/tuner/replay.h"
+#include "crosstune/tuner/task.h"
+#include "crosstune/tuner/tune.h"
 #include "record_space.h"
 
 namespace crosstune {
@@ -107,18 +109,19 @@ int Main(int argc, char** argv) {
                "task, measured on a crosstune-server started here)");
   app.add_option("--record-shape", record_shape, "the recorded matmul's M,N,K")
       ->capture_default_str();
+  std::vector<std::string> record_pins;
+  app.add_option("--record-pin", record_pins,
+                 "hold a knob of the recorded task at one value, KNOB=VALUE (repeatable)");
   app.add_option("--server-bin", server_bin, "crosstune-server for --record")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (record && !f.matmul_space.empty() && !std::filesystem::exists(f.matmul_space)) {
-    std::vector<int64_t> shape;
-    for (size_t pos = 0; pos <= record_shape.size();) {
-      size_t c = record_shape.find(',', pos);
-      shape.push_back(std::stoll(record_shape.substr(pos, c - pos)));
-      if (c == std::string::npos) break;
-      pos = c + 1;
-    }
-    if (Status s = bench::RecordMatmulSpace(f.matmul_space, shape, server_bin); !s.ok()) {
+    auto shape = tuner::ParseShape(record_shape);
+    auto pins = tuner::ParsePins(record_pins);
+    Status s = !shape.ok()  ? shape.status()
+               : !pins.ok() ? pins.status()
+                            : bench::RecordMatmulSpace(f.matmul_space, *shape, *pins, server_bin);
+    if (!s.ok()) {
       std::fprintf(stderr, "crosstune-bench-tuners: recording %s: %s\n", f.matmul_space.c_str(),
                    s.ToString().c_str());
       return 1;

@@ -11,7 +11,7 @@
 namespace crosstune::bench {
 
 Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& shape,
-                         const std::string& server_bin) {
+                         const nlohmann::json& pins, const std::string& server_bin) {
   CT_ASSIGN_OR_RETURN(auto builder, builder::Builder::Create({.workers = 2}));
   ServerProcess server;
   CT_RETURN_IF_ERROR(
@@ -29,6 +29,7 @@ Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& sha
   tuner::TuneOptions o;
   o.tuner = "grid";
   o.include_default = false;
+  o.pins = pins;
   // Grid ends when the space is used up; the trial goal only has to be large enough.
   o.trials = static_cast<int>(std::min<uint64_t>(task->space().size(), 1'000'000));
   o.batch = 16;

@@ -1,8 +1,10 @@
 // Records a full-space matmul log for crosstune-bench-tuners: every valid config of a small matmul
 // task measured once (grid order) on a crosstune-server started on this machine, into `log`.
-// A log that exists already is read back as it is (a partial one is completed: resume).
+// A log that exists already is read back as it is (a partial one is completed: resume). `pins`
+// ({"knob": value}) hold knobs at one value: the space recorded is then the rest's.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,6 @@
 namespace crosstune::bench {
 
 Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& shape,
-                         const std::string& server_bin);
+                         const nlohmann::json& pins, const std::string& server_bin);
 
 }  // namespace crosstune::bench

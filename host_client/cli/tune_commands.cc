@@ -101,6 +101,7 @@ struct TuneFlags {
   double build_timeout_s = 30;
   bool no_check = false;
   bool no_default = false;
+  std::vector<std::string> pins;
   bool json_out = false;
   bool quiet = false;
 };
@@ -115,6 +116,7 @@ void RunTune(const TuneFlags& f) {
   if (f.workload.empty() && f.shape.empty()) Fail("--shape is required with a template");
   std::vector<int64_t> shape;
   if (f.workload.empty()) shape = Check(tuner::ParseShape(f.shape));
+  const nlohmann::json pins = Check(tuner::ParsePins(f.pins));
   // Workers are forked: the builder comes before any thread (server output, lease renewal).
   auto builder = Check(builder::Builder::Create({.workers = f.workers}));
 
@@ -164,6 +166,7 @@ void RunTune(const TuneFlags& f) {
   tuner::TuneOptions options = f.tune;
   options.measure.check = !f.no_check;
   options.include_default = !f.no_default;
+  options.pins = pins;
   options.measure.build_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(f.build_timeout_s * 1000));
   if (options.run_id.empty()) {
@@ -430,6 +433,9 @@ void RegisterTune(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_flag("--no-check", f->no_check, "skip the output check against the reference");
+  cmd->add_option("--pin", f->pins,
+                  "hold a knob at one value, KNOB=VALUE (JSON, e.g. unroll_k=4 or "
+                  "'order=[\"ir\",\"jr\"]'); repeatable: only the other knobs are searched");
   cmd->add_flag("--no-default", f->no_default,
                 "do not measure the template's default config first");
   cmd->add_flag("--json", f->json_out, "print one JSON object at the end");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <set>
@@ -10,7 +11,9 @@
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/testing/server_process.h"
+#include "crosstune/testing/support.h"
 #include "crosstune/tuner/measure.h"
+#include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
 
@@ -263,6 +266,42 @@ TEST_F(PipelineTest, ARunWhoseTrialsAllFailEndsWithTheCommonestErrorAndItsMessag
   EXPECT_TRUE(msg.find("BuildError (1): ") != std::string::npos ||
               msg.find("RuntimeError (1): ") != std::string::npos)
       << msg;
+}
+
+TEST_F(PipelineTest, PinnedKnobsAreNeverSearched) {
+  auto task = MakeTask("matmul", {24, 24, 24}, target_);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const std::string dir = testing::MakeTempDir();
+  TuneOptions options;
+  options.tuner = "grid";
+  options.trials = 4;
+  options.batch = 4;
+  options.measure.repeat = 1;
+  options.measure.min_repeat_ms = 0;
+  options.log_path = dir + "/pinned.jsonl";
+  // The default config has unroll_k 4: pinned to 2, it is not measured either.
+  options.pins = {{"unroll_k", 2}, {"order", {"jr", "ir"}}};
+  ASSERT_EQ((*task)->DefaultConfig().Int("unroll_k"), 4);
+  auto result = Tune(**task, {device_}, *builder_, options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->measured, 4);
+  EXPECT_FALSE(result->has_default);
+  auto log = ReadLog(options.log_path);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_EQ(log->records.size(), 4u);
+  for (const auto& r : log->records) {
+    EXPECT_EQ(r.config_values["unroll_k"], 2) << r.config_values.dump();
+    EXPECT_EQ(r.config_values["order"], nlohmann::json({"jr", "ir"})) << r.config_values.dump();
+  }
+
+  // A pin the template does not have ends the run before anything is measured.
+  options.log_path = dir + "/bad.jsonl";
+  options.pins = {{"unrol_k", 2}};
+  auto bad = Tune(**task, {device_}, *builder_, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no knob 'unrol_k'"), std::string::npos)
+      << bad.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(options.log_path));
 }
 
 }  // namespace

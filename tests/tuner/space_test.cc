@@ -52,6 +52,37 @@ TEST(ConfigSpaceTest, ConstraintsDecideValidityAndNameTheFailure) {
   EXPECT_EQ(valid, 3 * 6 * 2 * 3);
 }
 
+TEST(ConfigSpaceTest, PinsKeepOnlyTheirValueAndTheNumbering) {
+  ConfigSpace s = SmallSpace();
+  const ConfigSpace whole = s;
+  ASSERT_TRUE(s.Pin("unroll", 4).ok());
+  ASSERT_TRUE(s.Pin("order", nlohmann::json::array({"k", "i", "j"})).ok());
+  int valid = 0;
+  for (uint64_t i = 0; i < s.size(); ++i) {
+    Config c = s.Get(i);
+    EXPECT_EQ(c.ToJson(), whole.Get(i).ToJson());  // the same point under the same index
+    const bool expect =
+        c.Int("unroll") == 4 && c.Value("order") == nlohmann::json::array({"k", "i", "j"});
+    EXPECT_EQ(s.IsValid(c), expect) << c.ToString();
+    valid += expect;
+    if (!expect) {
+      EXPECT_NE(s.Check(c).message().find("pin "), std::string::npos);
+    }
+  }
+  EXPECT_EQ(valid, 5 * 2);  // tile and ann stay free
+
+  Status unknown = s.Pin("unrol", 4);
+  EXPECT_EQ(unknown.code(), ErrorCode::kNotFound);
+  EXPECT_NE(unknown.message().find("no knob 'unrol' (knobs: tile, order, ann, unroll)"),
+            std::string::npos)
+      << unknown.message();
+  Status no_choice = s.Pin("unroll", 3);
+  EXPECT_EQ(no_choice.code(), ErrorCode::kNotFound);
+  EXPECT_NE(no_choice.message().find("has no choice 3 (choices: 1, 2, 4)"), std::string::npos)
+      << no_choice.message();
+  EXPECT_EQ(s.Pin("unroll", "4").code(), ErrorCode::kNotFound);  // a string is not the number
+}
+
 TEST(UniqueSamplerTest, DrawsEveryValidPointExactlyOnce) {
   ConfigSpace s = SmallSpace();
   s.AddConstraint("odd", [](const Config& c) { return c.index() % 3 != 1; });

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "crosstune/tuner/replay.h"
+#include "crosstune/tuner/tune.h"
 #include "crosstune/tuner/tuner.h"
 
 namespace crosstune::tuner {
@@ -237,6 +238,21 @@ TEST(ReplayTest, CountsTrialsToTargetIncludingFailures) {
   EXPECT_EQ(summary->reached, 0);
   EXPECT_FALSE(summary->median.has_value());
   EXPECT_TRUE(ReplaySummaryJson(*summary)["median"].is_null());
+}
+
+TEST(ParsePinsTest, ReadsJsonValuesAndBareStrings) {
+  auto pins = ParsePins({"unroll_k=4", R"(order=["ir","jr"])", "flag=true", "mode=fast", "x=1.5"});
+  ASSERT_TRUE(pins.ok()) << pins.status().ToString();
+  EXPECT_EQ(*pins, nlohmann::json::parse(
+                       R"({"unroll_k":4,"order":["ir","jr"],"flag":true,"mode":"fast","x":1.5})"));
+  EXPECT_EQ(ParsePins({})->size(), 0u);
+  for (const char* bad : {"unroll_k", "=4"}) {
+    auto p = ParsePins({bad});
+    EXPECT_EQ(p.status().code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(p.status().message().find("expected KNOB=VALUE"), std::string::npos);
+  }
+  auto twice = ParsePins({"a=1", "a=2"});
+  EXPECT_NE(twice.status().message().find("'a' is pinned twice"), std::string::npos);
 }
 
 }  // namespace

@@ -310,6 +310,28 @@ void ConfigSpace::AddConstraint(std::string name, Predicate predicate) {
   constraints_.emplace_back(std::move(name), std::move(predicate));
 }
 
+Status ConfigSpace::Pin(std::string_view name, const nlohmann::json& value) {
+  const int k = KnobIndex(name);
+  if (k < 0) {
+    std::string names;
+    for (const auto& kn : knobs_) names += (names.empty() ? "" : ", ") + kn.name;
+    return Status(ErrorCode::kNotFound,
+                  "pin: no knob '" + std::string(name) + "' (knobs: " + names + ")");
+  }
+  const auto& vals = knobs_[k].values;
+  auto pos = std::find(vals.begin(), vals.end(), value);
+  if (pos == vals.end()) {
+    std::string choices;
+    for (const auto& v : vals) choices += (choices.empty() ? "" : ", ") + v.dump();
+    return Status(ErrorCode::kNotFound, "pin: knob '" + std::string(name) + "' has no choice " +
+                                            value.dump() + " (choices: " + choices + ")");
+  }
+  const auto choice = static_cast<uint32_t>(pos - vals.begin());
+  AddConstraint("pin " + std::string(name) + "=" + value.dump(),
+                [k, choice](const Config& c) { return c.choices()[k] == choice; });
+  return Status::Ok();
+}
+
 // --- Points ------------------------------------------------------------------------------------
 
 const Knob* ConfigSpace::FindKnob(std::string_view name) const {

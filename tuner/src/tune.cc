@@ -90,11 +90,39 @@ Status AllFailedStatus(const std::vector<Record>& records) {
                     std::to_string(top->second) + "): " + first_message[top->first]);
 }
 
+Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& pin : pins) {
+    const size_t eq = pin.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status(ErrorCode::kInvalidArgument, "pin '" + pin + "': expected KNOB=VALUE");
+    }
+    const std::string knob = pin.substr(0, eq), text = pin.substr(eq + 1);
+    if (out.contains(knob)) {
+      return Status(ErrorCode::kInvalidArgument, "pin: knob '" + knob + "' is pinned twice");
+    }
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    out[knob] = value.is_discarded() ? nlohmann::json(text) : std::move(value);
+  }
+  return out;
+}
+
 Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
                            builder::Builder& builder, const TuneOptions& options) {
   const auto t_start = Clock::now();
   TuneSummary sum;
-  const ConfigSpace& space = task.space();
+  // The space the tuner searches: the task's, less what the pins exclude (same numbering).
+  ConfigSpace pinned;
+  if (!options.pins.is_null() && !options.pins.empty()) {
+    if (!options.pins.is_object()) {
+      return Status(ErrorCode::kInvalidArgument, "pins must be a JSON object {\"knob\": value}");
+    }
+    pinned = task.space();
+    for (const auto& [knob, value] : options.pins.items()) {
+      CT_RETURN_IF_ERROR(pinned.Pin(knob, value));
+    }
+  }
+  const ConfigSpace& space = pinned.knobs().empty() ? task.space() : pinned;
   const std::string target = task.target().ToString();
   auto warn = [&](const std::string& w) {
     if (options.on_warning) options.on_warning(w);
@@ -215,7 +243,8 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
   int planned = progress.done;  // trials measured or in the pipeline
   const uint64_t default_index = task.DefaultConfig().index();
   std::vector<uint64_t> first;
-  if (options.include_default && planned_set.insert(default_index).second) {
+  if (options.include_default && space.IsValid(space.Get(default_index)) &&
+      planned_set.insert(default_index).second) {
     first.push_back(default_index);
   }
   for (uint64_t i : propose(std::min(options.batch, options.trials - planned) -

@@ -110,6 +110,10 @@ class ConfigSpace {
   Status AddCategoricalJson(std::string name, const std::vector<nlohmann::json>& values);
   // A constraint across knobs; a point is valid when every constraint holds.
   void AddConstraint(std::string name, Predicate predicate);
+  // Keeps only the points whose knob `name` has the choice `value` (its JSON form, as records
+  // show it): a constraint named "pin name=value", so the index numbering stays the same.
+  // kNotFound naming the knob's choices when the knob or the value is not one of them.
+  Status Pin(std::string_view name, const nlohmann::json& value);
 
   const std::vector<Knob>& knobs() const { return knobs_; }
   const Knob* FindKnob(std::string_view name) const;

@@ -61,6 +61,9 @@ struct TuneOptions {
   std::vector<std::string> transfer_logs;
   // Written into every record (Record::workload) when the task is part of a network.
   nlohmann::json workload;
+  // Knobs held at one value each ({"knob": value, ...}, values as records show them): only the
+  // other knobs are searched. The default config is measured only when it agrees with them.
+  nlohmann::json pins = nlohmann::json::object();
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT): end after the current batch
   std::function<void(const TuneProgress&)> on_progress;  // after each measurement and batch
   std::function<void(const std::string&)> on_warning;
@@ -84,6 +87,11 @@ struct TuneSummary {
   bool early_stopped = false;
   std::vector<std::string> log_warnings;
 };
+
+// Reads "knob=value" pins (--pin) into TuneOptions::pins. The value is JSON when it parses as
+// JSON (4, ["ir","jr"], true), else a string. kInvalidArgument for a pin without '=' or a knob
+// pinned twice; the knob and value themselves are checked against the space by Tune().
+Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins);
 
 // Runs the search. Errors: no device could be opened; every device was lost; every trial of the
 // task failed (the message names the commonest error kind and its text, e.g. "all 64 trials
