@@ -36,7 +36,7 @@ void RegisterReplayCommand(CLI::App& app) {
     uint64_t max_trials = 0;
     double target_fraction = 0.95;
     std::string task;
-    std::string objective = "ndcg";
+    std::string objective = "mixed";
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -60,8 +60,10 @@ void RegisterReplayCommand(CLI::App& app) {
       ->check(CLI::Range(1e-9, 1.0))
       ->capture_default_str();
   cmd->add_option("--task", o->task, "the task of a record log (its key, as `log summary` shows)");
-  cmd->add_option("--objective", o->objective, "xgb's cost model: ndcg, rank (pairwise) or reg")
-      ->check(CLI::IsMember({"ndcg", "rank", "reg"}))
+  cmd->add_option("--objective", o->objective,
+                  "xgb's cost model: mixed (ndcg and pairwise, half a batch each), ndcg, rank "
+                  "(pairwise) or reg")
+      ->check(CLI::IsMember({"mixed", "ndcg", "rank", "reg"}))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] {

@@ -410,7 +410,9 @@ void RegisterTune(CLI::App& app) {
                   "other logs whose records of this template warm-start the cost model");
   cmd->add_option("--seed", f->tune.tuner_options.seed, "tuner seed")->capture_default_str();
   cmd->add_option("--objective", f->tune.tuner_options.objective,
-                  "xgb cost model: ndcg (rank:ndcg), rank (rank:pairwise) or reg")
+                  "xgb cost model: mixed (an ndcg and a pairwise model, half a batch each), "
+                  "ndcg (rank:ndcg), rank (rank:pairwise) or reg")
+      ->check(CLI::IsMember({"mixed", "ndcg", "rank", "reg"}))
       ->capture_default_str();
   cmd->add_option("--workers", f->workers, "build workers (0: one per core)")
       ->check(CLI::Range(0, 256));

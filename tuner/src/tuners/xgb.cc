@@ -4,6 +4,9 @@
 // points by the model's score; the batch takes the plan's best, spread by a diversity filter,
 // with an epsilon share of random points. Until the model has enough successes to learn from,
 // batches are random. Any cost-model failure turns that one batch random with a warning.
+//
+// The "mixed" objective (the default) keeps two models, rank:ndcg and rank:pairwise, each with
+// its own plan, and fills half of every batch from each (see TunerOptions::objective).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -28,10 +31,15 @@ class XgbTuner final : public Tuner {
       : space_(space),
         options_(options),
         sampler_(space, options.seed ^ 0x5851f42d4c957f2dULL),
-        rng_(options.seed),
-        model_({.objective = options.objective,
-                .rounds = std::max(1, options.boost_rounds),
-                .seed = options.seed}) {
+        rng_(options.seed) {
+    std::vector<std::string> objectives = {options.objective};
+    if (options.objective == "mixed") objectives = {"ndcg", "rank"};
+    for (const std::string& o : objectives) {
+      members_.push_back(std::make_unique<Member>(
+          o,
+          CostModelOptions{
+              .objective = o, .rounds = std::max(1, options.boost_rounds), .seed = options.seed}));
+    }
     options_.plan_size = std::max(options_.plan_size, 1);
     options_.sa_walkers = std::max(options_.sa_walkers, 1);
     options_.min_train = std::max(options_.min_train, 1);
@@ -45,11 +53,15 @@ class XgbTuner final : public Tuner {
       Status s = dirty_ ? Refit() : Status::Ok();
       if (s.ok()) {
         dirty_ = false;
-        Expected<std::vector<Candidate>> plan = Plan();
-        if (plan.ok()) {
-          batch = Pick(*plan, n);
-        } else {
-          s = plan.status();
+        std::vector<int> slots = Slots(n);
+        for (size_t m = 0; m < members_.size() && s.ok(); ++m) {
+          if (slots[m] == 0) continue;
+          Expected<std::vector<Candidate>> plan = Plan(*members_[m]);
+          if (!plan.ok()) {
+            s = plan.status();
+            break;
+          }
+          Pick(*plan, static_cast<int>(batch.size()) + slots[m], &batch);
         }
       }
       if (!s.ok()) Warn("cost model failed: " + s.message() + "; random batch");
@@ -84,6 +96,12 @@ class XgbTuner final : public Tuner {
     float score;
     uint64_t tie;  // random order among equal scores
   };
+  struct Member {
+    Member(std::string o, CostModelOptions mo) : objective(std::move(o)), model(std::move(mo)) {}
+    std::string objective;
+    CostModel model;
+    std::vector<Candidate> last_plan;
+  };
 
   bool ModelWanted() const {
     return static_cast<int>(history_.ok_count()) >= options_.min_train ||
@@ -108,6 +126,21 @@ class XgbTuner final : public Tuner {
   }
 
   Status Refit() {
+    for (auto& m : members_) CT_RETURN_IF_ERROR(Fit(*m));
+    return Status::Ok();
+  }
+
+  // Each member's share of an n-point batch: even, the remainder going to the members in turn
+  // from one batch to the next (so a batch of one alternates).
+  std::vector<int> Slots(int n) {
+    const size_t k = members_.size();
+    std::vector<int> slots(k, n / static_cast<int>(k));
+    for (int r = 0; r < n % static_cast<int>(k); ++r) slots[(turn_ + r) % k]++;
+    turn_ = (turn_ + 1) % k;
+    return slots;
+  }
+
+  Status Fit(Member& m) {
     TrainingSet data;
     // Transfer samples first, one ranking group per task, labels relative to the group's best.
     std::vector<int> group_ids;
@@ -126,7 +159,7 @@ class XgbTuner final : public Tuner {
         if (t.group != g) continue;
         CT_RETURN_IF_ERROR(AppendRow(t.features, &data.cols, &data.x));
         bool usable = t.ok && t.cost > 0 && std::isfinite(best);
-        data.labels.push_back(Label(usable ? best / t.cost : 0.0));
+        data.labels.push_back(Label(m.objective, usable ? best / t.cost : 0.0));
         ++count;
       }
       data.groups.push_back(count);
@@ -136,11 +169,11 @@ class XgbTuner final : public Tuner {
     unsigned own = 0;
     for (const TrialResult& r : history_.results()) {
       CT_RETURN_IF_ERROR(AppendRow(FeatureCached(r.index), &data.cols, &data.x));
-      data.labels.push_back(Label(history_.Score(r)));
+      data.labels.push_back(Label(m.objective, history_.Score(r)));
       ++own;
     }
     if (own) data.groups.push_back(own);
-    return model_.Fit(data);
+    return m.model.Fit(data);
   }
 
   // The training label of a point whose score (best / cost, 0 for a failure) is `score`. For the
@@ -148,8 +181,8 @@ class XgbTuner final : public Tuner {
   // integers, 1 for the group's best point and 0 for the rest: the model learns what sets the
   // best point apart, and the plan looks for more points like it. (Graded relevance, 0..3 by
   // distance to the best, did worse on pnpoly: median 41.5, p90 325 against 28 / 65.)
-  float Label(double score) const {
-    if (options_.objective != "ndcg") return static_cast<float>(score);
+  static float Label(const std::string& objective, double score) {
+    if (objective != "ndcg") return static_cast<float>(score);
     return score >= 1.0 - 1e-12 ? 1.f : 0.f;
   }
 
@@ -160,7 +193,8 @@ class XgbTuner final : public Tuner {
   }
 
   // Scores the points in `indices` that have no score yet.
-  Status Score(const std::vector<uint64_t>& indices, std::unordered_map<uint64_t, float>* scores) {
+  Status Score(const Member& m, const std::vector<uint64_t>& indices,
+               std::unordered_map<uint64_t, float>* scores) const {
     std::vector<uint64_t> todo;
     std::unordered_set<uint64_t> queued;
     std::vector<float> x;
@@ -171,7 +205,7 @@ class XgbTuner final : public Tuner {
       x.insert(x.end(), f.begin(), f.end());
     }
     if (todo.empty()) return Status::Ok();
-    CT_ASSIGN_OR_RETURN(std::vector<float> s, model_.Predict(x, todo.size()));
+    CT_ASSIGN_OR_RETURN(std::vector<float> s, m.model.Predict(x, todo.size()));
     for (size_t k = 0; k < todo.size(); ++k) (*scores)[todo[k]] = s[k];
     return Status::Ok();
   }
@@ -180,11 +214,11 @@ class XgbTuner final : public Tuner {
   // random points; each step moves every walker to a random valid neighbour, accepted when the
   // model scores it higher, or with probability exp(gain / T) as T cools to 0. The plan is the
   // best `plan_size` unproposed points any walker scored.
-  Expected<std::vector<Candidate>> Plan() {
+  Expected<std::vector<Candidate>> Plan(Member& m) {
     std::unordered_map<uint64_t, float> scores;
     std::vector<uint64_t> walkers;
     const size_t want = static_cast<size_t>(options_.sa_walkers);
-    for (const Candidate& c : last_plan_) {
+    for (const Candidate& c : m.last_plan) {
       if (walkers.size() >= want / 2) break;
       if (!proposed_.count(c.index)) walkers.push_back(c.index);
     }
@@ -200,7 +234,7 @@ class XgbTuner final : public Tuner {
       if (space_.IsValid(space_.Get(i))) walkers.push_back(i);
     }
     if (walkers.empty()) return std::vector<Candidate>{};
-    CT_RETURN_IF_ERROR(Score(walkers, &scores));
+    CT_RETURN_IF_ERROR(Score(m, walkers, &scores));
 
     // The temperature starts at the spread of the walkers' scores, whatever the model's scale.
     double mean = 0, var = 0;
@@ -219,7 +253,7 @@ class XgbTuner final : public Tuner {
         moves[w] = next ? *next : walkers[w];
       }
       size_t before = scores.size();
-      CT_RETURN_IF_ERROR(Score(moves, &scores));
+      CT_RETURN_IF_ERROR(Score(m, moves, &scores));
       stale = scores.size() == before ? stale + 1 : 0;
       for (size_t w = 0; w < walkers.size(); ++w) {
         double gain = scores[moves[w]] - scores[walkers[w]];
@@ -239,15 +273,15 @@ class XgbTuner final : public Tuner {
                         return a.score > b.score || (a.score == b.score && a.tie < b.tie);
                       });
     plan.resize(keep);
-    last_plan_ = plan;
+    m.last_plan = plan;
     return plan;
   }
 
-  // The batch from the plan: each slot is random with probability epsilon; otherwise the plan's
-  // point with the best rank-normalised score plus, when the diversity filter is on, a bonus for
-  // each knob value the batch does not hold yet.
-  std::vector<uint64_t> Pick(const std::vector<Candidate>& plan, int n) {
-    std::vector<uint64_t> batch;
+  // Fills `out` up to `n` points from the plan: each slot is random with probability epsilon;
+  // otherwise the plan's point with the best rank-normalised score plus, when the diversity
+  // filter is on, a bonus for each knob value this plan's picks do not hold yet.
+  void Pick(const std::vector<Candidate>& plan, int n, std::vector<uint64_t>* out) {
+    std::vector<uint64_t>& batch = *out;
     std::vector<bool> taken(plan.size(), false);
     std::vector<std::unordered_set<uint32_t>> held(space_.knobs().size());
     std::uniform_real_distribution<double> unit(0, 1);
@@ -287,7 +321,6 @@ class XgbTuner final : public Tuner {
       for (size_t k = 0; k < choices.size(); ++k) held[k].insert(choices[k]);
       Propose(plan[best].index, &batch);
     }
-    return batch;
   }
 
   void Propose(uint64_t index, std::vector<uint64_t>* batch) {
@@ -311,14 +344,14 @@ class XgbTuner final : public Tuner {
   TunerOptions options_;
   UniqueSampler sampler_;
   std::mt19937_64 rng_;
-  CostModel model_;
+  std::vector<std::unique_ptr<Member>> members_;
+  size_t turn_ = 0;  // the member that takes the next batch's remainder slot
   History history_;
   std::unordered_set<uint64_t> proposed_;
   std::unordered_map<uint64_t, std::vector<float>> features_;  // of measured points
   std::vector<TransferSample> transfer_;
   size_t transfer_ok_ = 0;
   bool dirty_ = false;
-  std::vector<Candidate> last_plan_;
   std::vector<std::string> warnings_;
 };
 
