@@ -102,8 +102,8 @@ int Main(int argc, char** argv) {
   app.add_option("--target-fraction", f.target_fraction, "best / cost that counts as found")
       ->capture_default_str();
   bool record = false;
-  // The recorded space: 512^3, where cache blocking matters, with the knobs that moved the
-  // time least held at the template's defaults (8,316 configs; ~30 min on 2 cores). At 64^3
+  // The recorded space: 512^3, where cache blocking matters, with four knobs expected to matter
+  // least there held at the template's defaults (8,316 configs; ~30 min on 2 cores). At 64^3
   // every tile fits in L1 and 2.8% of the space was within 5% of the best; here it is 0.75%.
   std::string record_shape = "512,512,512";
   std::string server_bin = CT_DEFAULT_SERVER;

@@ -1,4 +1,4 @@
-// Records a full-space matmul log for crosstune-bench-tuners: every valid config of a small matmul
+// Records a full-space matmul log for crosstune-bench-tuners: every valid config of a matmul
 // task measured once (grid order) on a crosstune-server started on this machine, into `log`.
 // A log that exists already is read back as it is (a partial one is completed: resume). `pins`
 // ({"knob": value}) hold knobs at one value: the space recorded is then the rest's.

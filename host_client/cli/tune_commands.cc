@@ -114,6 +114,9 @@ void RunTune(const TuneFlags& f) {
     Fail("give a template (crosstune tune matmul --shape ...) or --workload, not both");
   }
   if (f.workload.empty() && f.shape.empty()) Fail("--shape is required with a template");
+  if (!f.workload.empty() && !f.pins.empty()) {
+    Fail("--pin holds a knob of one template; it does not apply to --workload");
+  }
   std::vector<int64_t> shape;
   if (f.workload.empty()) shape = Check(tuner::ParseShape(f.shape));
   const nlohmann::json pins = Check(tuner::ParsePins(f.pins));

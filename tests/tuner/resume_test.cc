@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "crosstune/testing/support.h"
 #include "crosstune/tuner/records.h"
 
 extern char** environ;
@@ -105,6 +106,26 @@ TEST(TuneResume, ASigkilledRunLosesNoRecordAndTheNextMeasuresOnlyTheRest) {
   EXPECT_EQ(j["measured"].get<int>(), 0);
   EXPECT_EQ(CountLines(log), 40u + (first->warnings.empty() ? 0u : 1u));
   std::filesystem::remove(log);
+}
+
+TEST(TunePins, AreRefusedWithAWorkloadAndWhenMalformedBeforeAnythingRuns) {
+  // A workload's tasks have different knobs; a pin without '=' names no value. Neither may start a
+  // server or write a log.
+  const std::string log = testing::MakeTempDir() + "/never.jsonl";
+  auto workload = testing::RunCommand(std::string(CT_CLI_BIN) +
+                                      " tune --workload resnet50 --pin unroll_k=4 --log " + log);
+  EXPECT_EQ(workload.exit_code, 1);
+  EXPECT_NE(
+      workload.err.find("--pin holds a knob of one template; it does not apply to --workload"),
+      std::string::npos)
+      << workload.err;
+  auto malformed = testing::RunCommand(std::string(CT_CLI_BIN) +
+                                       " tune matmul --shape 8,8,8 --pin unroll_k --log " + log);
+  EXPECT_EQ(malformed.exit_code, 1);
+  EXPECT_NE(malformed.err.find("pin 'unroll_k': expected KNOB=VALUE"), std::string::npos)
+      << malformed.err;
+  EXPECT_EQ(malformed.err.find("connected"), std::string::npos) << "a server was started";
+  EXPECT_FALSE(std::filesystem::exists(log));
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
   TuneSummary sum;
   // The space the tuner searches: the task's, less what the pins exclude (same numbering).
   ConfigSpace pinned;
-  if (!options.pins.is_null() && !options.pins.empty()) {
+  if (!options.pins.empty()) {  // null and {} hold nothing
     if (!options.pins.is_object()) {
       return Status(ErrorCode::kInvalidArgument, "pins must be a JSON object {\"knob\": value}");
     }
