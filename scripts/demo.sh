@@ -36,7 +36,7 @@ done
 echo "demo: building ${targets[*]}"
 cmake --build "$BUILD" --target "${targets[@]}"
 
-CT="$BUILD/host_client/cli/crosstune"
+CT="$BUILD/cli/crosstune"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 

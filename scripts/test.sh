@@ -39,7 +39,7 @@ fi
 # and the sanitizer builds run in a full run only: `scripts/test.sh -L unit` and the like skip
 # them. The sanitizer builds leave out what their tests do not need (CMakePresets.json):
 #   asan  ASan + UBSan (halting on the first finding): every unit and integration test of common/,
-#         rpc_server/, host_client/ (the library and the CLI) and tracker/
+#         rpc_server/, host_client/, cli/ and tracker/
 #   tsan  the tracker's tests and the builder's worker pool tests (the builder and the tracker
 #         binaries, the server and the CLI they start; not the rest of the builder's tests)
 extra=()

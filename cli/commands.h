@@ -12,7 +12,7 @@
 namespace crosstune::cli {
 
 // In the `crosstune` binary, which links no compiler:
-// info, upload, download, ls, rm, run, bench (host_client/cli/session_commands.cc).
+// info, upload, download, ls, rm, run, bench (cli/session_commands.cc).
 void RegisterSessionCommands(CLI::App& app);
 // inspect (common's package checks).
 void RegisterInspectCommand(CLI::App& app);
