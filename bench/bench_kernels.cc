@@ -33,11 +33,11 @@
 #include <vector>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/client/local_server.h"
 #include "crosstune/client/session.h"
 #include "crosstune/guarded_main.h"
 #include "crosstune/kernel_abi.h"
 #include "crosstune/server/parallel_pool.h"
-#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
@@ -329,7 +329,7 @@ static int BenchMain(int argc, char** argv) {
   auto builder = builder::Builder::Create({.workers = 1});
   if (!builder.ok()) Die(builder.status().ToString());
   const int max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
-  ServerProcess server;
+  client::LocalServer server;
   if (Status s = server.Start({server_bin, "--host", "127.0.0.1", "--port", "0", "--threads", "1",
                                "--max-threads", std::to_string(max_threads)},
                               std::chrono::seconds(30));

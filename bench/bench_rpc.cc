@@ -35,11 +35,11 @@
 #include <string>
 #include <vector>
 
+#include "crosstune/client/local_server.h"
 #include "crosstune/client/session.h"
 #include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/guarded_main.h"
-#include "crosstune/testing/server_process.h"
 
 namespace crosstune::bench {
 namespace {
@@ -277,7 +277,7 @@ static int BenchMain(int argc, char** argv) {
   std::string work =
       std::filesystem::temp_directory_path() / ("crosstune-bench-rpc-" + std::to_string(getpid()));
   std::filesystem::create_directories(work + "/server");
-  ServerProcess server;
+  client::LocalServer server;
   Check(
       server.Start({server_bin, "--host", "127.0.0.1", "--port", "0", "--work-dir",
                     work + "/server", "--max-upload-bytes", std::to_string(bytes * 2 + (64 << 20))},
@@ -286,7 +286,7 @@ static int BenchMain(int argc, char** argv) {
   g_server_group = server.pid();
   // The same server with busy polling off, for the blocking path's call latency in this run.
   std::filesystem::create_directories(work + "/blocking-server");
-  ServerProcess blocking_server;
+  client::LocalServer blocking_server;
   Check(blocking_server.Start({server_bin, "--host", "127.0.0.1", "--port", "0", "--work-dir",
                                work + "/blocking-server", "--busy-poll-us", "0"},
                               std::chrono::seconds(20)),

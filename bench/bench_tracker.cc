@@ -39,9 +39,9 @@
 #include <thread>
 #include <vector>
 
+#include "crosstune/client/local_server.h"
 #include "crosstune/frame.h"
 #include "crosstune/guarded_main.h"
-#include "crosstune/testing/server_process.h"
 #include "crosstune/tracker_messages.h"
 
 extern char** environ;
@@ -194,7 +194,7 @@ static int BenchMain(int argc, char** argv) {
                                     "--max-handshakes", std::to_string(servers + clients + 64),
                                     "--max-handshakes-per-peer",
                                     std::to_string(servers + clients + 64)};
-  crosstune::ServerProcess tracker;
+  client::LocalServer tracker;
   if (Status s = tracker.Start(targv, std::chrono::seconds(30), "/dev/null"); !s.ok()) {
     std::fprintf(stderr, "crosstune-bench-tracker: error: %s\n", s.ToString().c_str());
     return 1;
@@ -260,7 +260,7 @@ static int BenchMain(int argc, char** argv) {
   if (!run_until([&] { return registered == servers; }, std::chrono::seconds(60))) {
     std::fprintf(stderr, "crosstune-bench-tracker: error: only %d of %d servers registered\n",
                  registered, servers);
-    return 1;  // ~ServerProcess kills the tracker
+    return 1;  // ~LocalServer kills the tracker
   }
   beat();
 
@@ -342,7 +342,7 @@ static int BenchMain(int argc, char** argv) {
   if (!run_until([&] { return connected_clients == clients; }, std::chrono::seconds(60))) {
     std::fprintf(stderr, "crosstune-bench-tracker: error: only %d of %d clients connected\n",
                  connected_clients, clients);
-    return 1;  // ~ServerProcess kills the tracker
+    return 1;  // ~LocalServer kills the tracker
   }
 
   phase = Phase::kPaced;

@@ -1,7 +1,7 @@
 # crosstune-bench-tracker (owned by the tracker work; included from bench/CMakeLists.txt).
 if(TARGET crosstune-tracker)
   add_executable(crosstune-bench-tracker ${CMAKE_CURRENT_LIST_DIR}/bench_tracker.cc)
-  target_link_libraries(crosstune-bench-tracker PRIVATE crosstune::common crosstune::test_support)
+  target_link_libraries(crosstune-bench-tracker PRIVATE crosstune::client)
   target_compile_definitions(crosstune-bench-tracker PRIVATE
     CT_DEFAULT_TRACKER="$<TARGET_FILE:crosstune-tracker>")
   add_dependencies(crosstune-bench-tracker crosstune-tracker)

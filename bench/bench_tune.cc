@@ -14,9 +14,9 @@
 #include <string>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/client/local_server.h"
 #include "crosstune/client/session.h"
 #include "crosstune/guarded_main.h"
-#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
 
@@ -41,7 +41,7 @@ static int BenchMain(int argc, char** argv) {
     std::fprintf(stderr, "crosstune-bench-tune: %s\n", builder.status().ToString().c_str());
     return 1;
   }
-  ServerProcess server;
+  client::LocalServer server;
   if (Status s = server.Start({server_bin, "--host", "127.0.0.1", "--port", "0"},
                               std::chrono::seconds(30));
       !s.ok()) {

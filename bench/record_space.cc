@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/client/local_server.h"
 #include "crosstune/client/session.h"
-#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
 
@@ -13,7 +13,7 @@ namespace crosstune::bench {
 Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& shape,
                          const nlohmann::json& pins, const std::string& server_bin) {
   CT_ASSIGN_OR_RETURN(auto builder, builder::Builder::Create({.workers = 2}));
-  ServerProcess server;
+  client::LocalServer server;
   CT_RETURN_IF_ERROR(
       server.Start({server_bin, "--host", "127.0.0.1", "--port", "0"}, std::chrono::seconds(30)));
   client::ConnectOptions co;

@@ -4,7 +4,7 @@ if(NOT TARGET crosstune::tuner)
 endif()
 add_executable(crosstune-bench-tuners ${CMAKE_CURRENT_LIST_DIR}/bench_tuners.cc
   ${CMAKE_CURRENT_LIST_DIR}/record_space.cc)
-target_link_libraries(crosstune-bench-tuners PRIVATE crosstune::tuner crosstune::test_support)
+target_link_libraries(crosstune-bench-tuners PRIVATE crosstune::tuner)
 target_include_directories(crosstune-bench-tuners PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 add_dependencies(crosstune-bench-tuners crosstune-server)
 # The shared Kernel Tuner space lives beside the project, never copied into it.

@@ -1,7 +1,6 @@
 // `crosstune tune`, `crosstune log summary|best|plot` and `crosstune export`: the tuner's
 // command line. The work is in crosstune::tuner; this file parses flags and prints.
 #include <fmt/format.h>
-#include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,9 +22,9 @@
 #include "compiler_module.h"
 #include "connect.h"
 #include "crosstune/builder/builder.h"
+#include "crosstune/client/local_server.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
-#include "crosstune/testing/server_process.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
@@ -64,22 +63,6 @@ json ErrorsJson(const std::map<tuner::TrialError, int>& errors) {
   json j = json::object();
   for (const auto& [kind, n] : errors) j[std::string(tuner::TrialErrorName(kind))] = n;
   return j;
-}
-
-// The crosstune-server binary beside this program (install tree) or in the build tree.
-std::string FindServerBinary() {
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    std::filesystem::path dir = std::filesystem::path(self).parent_path();
-    for (const auto& p : {dir / "crosstune-server", dir / ".." / "rpc_server" / "crosstune-server",
-                          dir / ".." / ".." / "rpc_server" / "crosstune-server"}) {
-      std::error_code ec;
-      if (std::filesystem::is_regular_file(p, ec)) return p.string();
-    }
-  }
-  return "crosstune-server";  // from PATH
 }
 
 // --- tune ----------------------------------------------------------------------------------------
@@ -127,7 +110,7 @@ void RunTune(const TuneFlags& f) {
   std::string secret;
   if (!f.auth_token_file.empty()) secret = Check(ReadSecretFile(f.auth_token_file));
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
-  std::unique_ptr<ServerProcess> local;
+  std::unique_ptr<client::LocalServer> local;
   std::unique_ptr<tuner::DevicePool> pool;
   if (!f.tracker.empty() || !f.key.empty()) {
     if (f.tracker.empty() || f.key.empty()) Fail("--tracker and --key go together");
@@ -140,10 +123,8 @@ void RunTune(const TuneFlags& f) {
   } else if (!f.servers.empty()) {
     pool = tuner::DevicePool::FromServers(f.servers, secret, timeout);
   } else {
-    local = std::make_unique<ServerProcess>();
-    std::string bin = FindServerBinary();
-    Check(local->Start({bin, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"},
-                       std::chrono::seconds(30)));
+    local = std::make_unique<client::LocalServer>();
+    Check(local->Start(client::LocalServerOptions{}));
     pool = tuner::DevicePool::FromServers({local->address()}, "", timeout, {"local"});
   }
 

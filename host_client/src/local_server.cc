@@ -1,4 +1,4 @@
-#include "crosstune/testing/server_process.h"
+#include "crosstune/client/local_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,15 +11,37 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 extern char** environ;
 
-namespace crosstune {
+namespace crosstune::client {
 
-ServerProcess::~ServerProcess() { Stop(); }
+std::string FindServerBinary() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path dir = self.parent_path();
+    for (const auto& p : {dir / "crosstune-server", dir / ".." / "rpc_server" / "crosstune-server",
+                          dir / ".." / ".." / "rpc_server" / "crosstune-server"}) {
+      if (std::filesystem::is_regular_file(p, ec)) return p.lexically_normal().string();
+    }
+  }
+  return "crosstune-server";  // from PATH
+}
 
-Status ServerProcess::Start(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
-                            const std::string& stderr_log, int pass_fd) {
+LocalServer::~LocalServer() { Stop(); }
+
+Status LocalServer::Start(const LocalServerOptions& options) {
+  std::vector<std::string> argv = {options.binary.empty() ? FindServerBinary() : options.binary,
+                                   "--host", "127.0.0.1", "--port", "0"};
+  if (options.exit_with_parent) argv.push_back("--exit-with-parent");
+  argv.insert(argv.end(), options.args.begin(), options.args.end());
+  return Start(argv, options.start_timeout, options.stderr_log);
+}
+
+Status LocalServer::Start(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                          const std::string& stderr_log, int pass_fd) {
   Stop();
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Status(ErrorCode::kIoError, std::strerror(errno));
@@ -106,7 +128,7 @@ Status ServerProcess::Start(const std::vector<std::string>& argv, std::chrono::m
   return Status::Ok();
 }
 
-void ServerProcess::Stop() {
+void LocalServer::Stop() {
   if (pid_ > 0) {
     int group = pid_;
     kill(-group, SIGTERM);
@@ -124,7 +146,7 @@ void ServerProcess::Stop() {
   CloseOutput();
 }
 
-int ServerProcess::Terminate(std::chrono::milliseconds grace) {
+int LocalServer::Terminate(std::chrono::milliseconds grace) {
   if (pid_ <= 0) return -1;
   int group = pid_;
   kill(pid_, SIGTERM);
@@ -145,7 +167,7 @@ int ServerProcess::Terminate(std::chrono::milliseconds grace) {
   return status;
 }
 
-void ServerProcess::Kill(int sig) {
+void LocalServer::Kill(int sig) {
   if (pid_ <= 0) return;
   kill(-pid_, sig);
   bool reaped = false;
@@ -160,7 +182,7 @@ void ServerProcess::Kill(int sig) {
   CloseOutput();
 }
 
-void ServerProcess::CloseOutput() {
+void LocalServer::CloseOutput() {
   if (drain_.joinable()) drain_.join();
   if (stdout_fd_ >= 0) {
     close(stdout_fd_);
@@ -170,4 +192,4 @@ void ServerProcess::CloseOutput() {
   line_.clear();
 }
 
-}  // namespace crosstune
+}  // namespace crosstune::client
