@@ -14,7 +14,9 @@ packages=(
   libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (fuzz, asan, tsan presets)
   libxgboost-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user
+  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf g++-riscv64-linux-gnu qemu-user
+  libsystemd-dev  # sd_notify: the server tells systemd it is ready (Type=notify)
+  lintian mmdebstrap  # the .deb tests: lintian on every package, a throwaway Debian root to install into
   libopenblas-dev libdnnl-dev
   chromium iproute2 procps
 )
@@ -34,6 +36,48 @@ cross_missing=()
 for arch in arm64 armhf; do
   [ -f "$CROSS_SYSROOT/$arch/.complete" ] || cross_missing+=("$arch")
 done
+
+# OpenSSL for the riscv64 server. Debian 12 has no riscv64 archive, so there is no libssl-dev to
+# unpack: Debian's own source package (with Debian's patches) is configured for linux64-riscv64
+# and its libcrypto.a built with the riscv64 cross compiler, once (7 min on 2 busy cores); the stamp
+# names the version built.
+build_riscv64_openssl() {
+  local root="$CROSS_SYSROOT/riscv64" tmp
+  [ -f "$root/.complete" ] && return 0
+  command -v riscv64-linux-gnu-gcc >/dev/null || return 0
+  if ! apt-get source --print-uris openssl >/dev/null 2>&1; then
+    # No deb-src entries: add them for the same mirrors and suites as the binary ones.
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
+        $SUDO tee /etc/apt/sources.list.d/crosstune-deb-src.sources >/dev/null
+    else
+      grep -E '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' |
+        $SUDO tee /etc/apt/sources.list.d/crosstune-deb-src.list >/dev/null
+    fi
+    $SUDO apt-get update -qq
+  fi
+  echo "install-deps: building OpenSSL (Debian's source package) for riscv64 into $root"
+  tmp=$(mktemp -d)
+  (
+    cd "$tmp"
+    # The newest source first; a mirror that lacks the security suite's sources has the release's.
+    apt-get source -qq openssl >/dev/null 2>&1 ||
+      apt-get source -qq "openssl/$(. /etc/os-release && echo "$VERSION_CODENAME")" >/dev/null
+    cd openssl-*/
+    dpkg-parsechangelog -S Version >"$tmp/version"
+    # Only what the server uses: libcrypto (SHA-256, HMAC, RAND_bytes), static, no programs.
+    ./Configure linux64-riscv64 --cross-compile-prefix=riscv64-linux-gnu- \
+      --prefix="$root/usr" --libdir=lib no-shared no-tests no-module no-engine \
+      no-dso no-legacy >/dev/null
+    make -s -j"$(nproc)" build_generated >/dev/null
+    make -s -j"$(nproc)" libcrypto.a >/dev/null
+    $SUDO mkdir -p "$root/usr/lib" "$root/usr/include"
+    $SUDO cp libcrypto.a "$root/usr/lib/"
+    $SUDO cp -r include/openssl "$root/usr/include/"
+  )
+  echo "openssl $(cat "$tmp/version")" | $SUDO tee "$root/.complete" >/dev/null
+  rm -rf "$tmp"
+}
 
 # Apache TVM (pinned) in a virtual environment of its own, for the `tvm` tests and the TVM
 # benchmark: crosstune-tracker serves TVM's RPC servers and clients, and is compared with TVM's
@@ -57,6 +101,7 @@ install_tvm_venv() {
 
 if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
+  build_riscv64_openssl
   install_tvm_venv
   exit 0
 fi
@@ -85,5 +130,6 @@ for arch in "${cross_missing[@]}"; do
   $SUDO touch "$CROSS_SYSROOT/$arch/.complete"
   rm -rf "$tmp"
 done
+build_riscv64_openssl
 install_tvm_venv
 echo "install-deps: done"

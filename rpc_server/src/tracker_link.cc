@@ -210,6 +210,7 @@ struct TrackerLink::Impl {
     registered.store(true);
     spdlog::info("tracker link: registered with {} as {} (key {})", options.tracker, reply.device,
                  options.key);
+    if (options.on_registered) options.on_registered(reply.device);
     milliseconds hb(std::max<uint32_t>(reply.heartbeat_ms, 50));
     milliseconds silence = hb * 3 + milliseconds(2000);
     auto last_rx = Clock::now();

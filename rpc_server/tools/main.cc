@@ -21,6 +21,7 @@
 #include "crosstune/guarded_main.h"
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/server.h"
+#include "crosstune/server/systemd.h"
 #include "crosstune/server/tracker_link.h"
 #include "crosstune/text.h"
 
@@ -134,7 +135,35 @@ static int ServerMain(int argc, char** argv) {
   bool exit_with_parent = false;
   app.add_flag("--exit-with-parent", exit_with_parent,
                "end (SIGTERM) when the process that started this server dies, even by SIGKILL");
+  crosstune::server::UnitLimits unit_limits;
+  std::string apply_limits_unit;
+  app.add_option("--systemd-tasks-max", unit_limits.tasks_max,
+                 "tasks (processes and threads) the systemd unit may run in all (0: as the unit "
+                 "says); applied by --apply-systemd-limits")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{4'194'304}));
+  app.add_option("--systemd-memory-max", unit_limits.memory_max_bytes,
+                 "bytes of memory the systemd unit may use in all (0: as the unit says); applied "
+                 "by --apply-systemd-limits");
+  app.add_option("--apply-systemd-limits", apply_limits_unit,
+                 "set the --systemd-* limits on this unit with systemctl, then exit (the unit's "
+                 "ExecStartPre)");
+  // Every option may come from a file instead (the Debian package's /etc/crosstune/server.conf):
+  // `key = value` lines named as the long options without "--" (`tag = ["soc=x", "mem=4G"]` for
+  // a repeatable one); what the command line gives wins. An unknown key is an error, not a typo
+  // that silently leaves a limit unset.
+  app.set_config("--config", "",
+                 "read options from this file (TOML: work-dir = \"/var/lib/crosstune\"); "
+                 "options on the command line override it");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
+  if (!apply_limits_unit.empty()) {
+    auto st = crosstune::server::ApplyUnitLimits(apply_limits_unit, unit_limits);
+    if (!st.ok()) {
+      std::cerr << "crosstune-server: error: " << st.message() << "\n";
+      return 1;
+    }
+    return 0;
+  }
 #ifdef __linux__
   if (exit_with_parent) {
     // Asked for before the first thread, and checked once: the parent may be gone already.
@@ -171,6 +200,13 @@ static int ServerMain(int argc, char** argv) {
                    "iconv -f latin1)\n";
       return 1;
     }
+  }
+
+  // Under systemd (Type=notify) the unit waits for READY=1; find out now, not after start-up, if
+  // it could never come.
+  if (auto st = crosstune::server::NotifySystemd("STATUS=starting"); !st.ok()) {
+    std::cerr << "crosstune-server: error: " << st.message() << "\n";
+    return 1;
   }
 
   auto logger = spdlog::stderr_color_mt("crosstune-server");
@@ -230,6 +266,12 @@ static int ServerMain(int argc, char** argv) {
       }
       link.auth_secret = *secret;
     }
+    // Ready (for systemd) only once the device is in the pool: listening and registered.
+    link.on_registered = [tracker_addr = link.tracker](const std::string& device) {
+      auto st = crosstune::server::NotifySystemd("READY=1\nSTATUS=registered with " + tracker_addr +
+                                                 " as " + device);
+      if (!st.ok()) spdlog::error("{}", st.message());
+    };
     link.info = crosstune::server::CollectDeviceInfoInChild();
     tracker = std::make_unique<crosstune::server::TrackerLink>(link);
     opt.session.accept_hello = [t = tracker.get()](const crosstune::msg::Hello& hello) {
@@ -254,8 +296,15 @@ static int ServerMain(int argc, char** argv) {
   std::printf("crosstune-server: listening on %s:%u\n", server.host().c_str(),
               static_cast<unsigned>(server.port()));
   std::fflush(stdout);
-  if (tracker) tracker->Start(server.port());
+  if (tracker) {
+    tracker->Start(server.port());
+  } else if (auto ready = crosstune::server::NotifySystemd("READY=1\nSTATUS=listening on port " +
+                                                           std::to_string(server.port()));
+             !ready.ok()) {
+    spdlog::error("{}", ready.message());
+  }
   server.Run();
+  (void)crosstune::server::NotifySystemd("STOPPING=1");
   if (tracker) tracker->Stop();
   return 0;
 }

@@ -98,6 +98,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  // Options may come from a file too (the Debian package's /etc/crosstune/tracker.conf), named as
+  // the long options without "--"; the command line wins, an unknown key is an error.
+  app.set_config("--config", "",
+                 "read options from this file (TOML: port = 9190); options on the command line "
+                 "override it");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
 
   // Logs go to stderr: stdout carries only the "listening on" line scripts read.

@@ -45,6 +45,9 @@ struct TrackerLinkOptions {
   // Ends the session of process `pid` whose lease was revoked (expired, kicked, released) while it
   // ran, e.g. Server::EndSession; called on the link's thread. Default: SIGKILL the process.
   std::function<void(int pid)> end_session;
+  // Runs on the link's thread each time the tracker accepts a registration (the first one and
+  // every one after a reconnect), with the device's name there (HOST:PORT).
+  std::function<void(const std::string& device)> on_registered;
   std::chrono::milliseconds max_backoff{30'000};
 };
 
