@@ -9,9 +9,10 @@
 #include <cstdio>
 
 #include "crosstune/crypto.h"
+#include "crosstune/guarded_main.h"
 #include "crosstune/tracker/tracker.h"
 
-int main(int argc, char** argv) {
+static int TrackerMain(int argc, char** argv) {
   using crosstune::tracker::Ms;
   crosstune::tracker::TrackerOptions o;
   std::string auth_file, server_auth_file, admin_file, log_level = "info";
@@ -173,4 +174,8 @@ int main(int argc, char** argv) {
   });
   io.run();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return crosstune::GuardedMain("crosstune-tracker", [&] { return TrackerMain(argc, argv); });
 }
