@@ -32,14 +32,6 @@ std::string ReadFileOrFail(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-std::string DefaultCacheDir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    return std::string(x) + "/crosstune/builds";
-  if (const char* h = std::getenv("HOME"); h && *h)
-    return std::string(h) + "/.cache/crosstune/builds";
-  return "";
-}
-
 std::string Stem(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
   base = base.substr(0, base.find('.'));
@@ -57,7 +49,7 @@ struct BuildOpts {
   std::vector<std::string> flags;
   std::string graph;
   std::string params;
-  std::string cache_dir = DefaultCacheDir();
+  std::string cache_dir = builder::DefaultCacheDir();
   bool no_cache = false;
   double build_timeout_s = 120;
   ConnectFlags conn;

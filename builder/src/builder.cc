@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -594,6 +595,15 @@ Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const Bui
   if (!graph_json.empty()) files.push_back({std::string(pkg::kGraphPath), graph_json, ""});
   if (!params_bin.empty()) files.push_back({std::string(pkg::kParamsPath), params_bin, ""});
   return pkg::WritePackage(out_path, std::move(m), files);
+}
+
+std::string DefaultCacheDir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    return std::string(x) + "/crosstune/builds";
+  }
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.cache/crosstune/builds";
+  return "";
 }
 
 }  // namespace crosstune::builder

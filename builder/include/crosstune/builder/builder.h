@@ -55,9 +55,13 @@ struct BuildResult {
   bool ok() const { return status.ok(); }
 };
 
+// The user's build cache: $XDG_CACHE_HOME/crosstune/builds, else ~/.cache/crosstune/builds; empty
+// when neither variable is set.
+std::string DefaultCacheDir();
+
 struct BuilderOptions {
   int workers = 0;        // 0: one per core
-  std::string cache_dir;  // empty: no cache
+  std::string cache_dir;  // empty: no cache (DefaultCacheDir() is the usual one)
   std::chrono::milliseconds default_timeout{60'000};
 };
 
