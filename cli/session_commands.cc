@@ -17,6 +17,7 @@
 #include "connect.h"
 #include "crosstune/client/npy.h"
 #include "crosstune/client/session.h"
+#include "crosstune/client/time_stats.h"
 #include "crosstune/tensor.h"
 
 namespace crosstune::cli {
@@ -373,21 +374,17 @@ void RegisterBench(CLI::App& app) {
     options.threads = f.threads;
     msg::TimeReply r = Check(c.module.Time(f.function, c.args, options));
     if (r.seconds_per_call.empty()) Fail("the server returned no measurements");
-    std::vector<double> s = r.seconds_per_call;
-    std::sort(s.begin(), s.end());
-    double mean = std::accumulate(s.begin(), s.end(), 0.0) / s.size();
-    double median = s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
-    double var = 0;
-    for (double x : s) var += (x - mean) * (x - mean);
-    double stddev = std::sqrt(var / s.size());
-    double gflops = b->flops > 0 && median > 0 ? b->flops / median / 1e9 : 0;
+    const client::TimeStats t = client::SummarizeTimes(r);
+    const std::vector<double>& s = r.seconds_per_call;
+    const double mean = t.mean, median = t.median, stddev = t.std;
+    const double gflops = t.Gflops(b->flops);
     json saved = SaveOutputs(c, f.json);
     if (f.json) {
       json j = {{"function", f.function}, {"server", c.session->server()},
                 {"arch", c.device.arch},  {"number", r.number},
                 {"repeat", s.size()},     {"seconds_per_call", r.seconds_per_call},
                 {"mean_s", mean},         {"median_s", median},
-                {"min_s", s.front()},     {"max_s", s.back()},
+                {"min_s", t.min},         {"max_s", t.max},
                 {"std_s", stddev},        {"threads", r.threads},
                 {"outputs", saved}};
       if (gflops > 0) j["gflops"] = gflops;
@@ -398,7 +395,7 @@ void RegisterBench(CLI::App& app) {
                 c.device.arch.c_str());
     std::printf("rounds    %zu x %u calls, %u threads\n", s.size(), r.number, r.threads);
     std::printf("time      median %.4f ms  mean %.4f ms  min %.4f ms  max %.4f ms  std %.4f ms\n",
-                median * 1e3, mean * 1e3, s.front() * 1e3, s.back() * 1e3, stddev * 1e3);
+                median * 1e3, mean * 1e3, t.min * 1e3, t.max * 1e3, stddev * 1e3);
     if (gflops > 0) std::printf("speed     %.2f GFLOP/s (median)\n", gflops);
   });
 }

@@ -476,6 +476,10 @@ Status RemoteTensor::CopyTo(void* data, uint64_t nbytes) const {
 
 Status RemoteTensor::CopyFrom(const void* data, uint64_t offset, uint64_t nbytes) {
   if (!session_) return Status(ErrorCode::kInvalidArgument, "tensor handle is empty");
+  Session::CopyStats& stats = session_->copy_stats_;
+  stats.copies_in++;
+  stats.bytes_in += nbytes;
+  stats.last_in_source = data;
   // Header, then the bytes straight from the caller's buffer.
   Channel& ch = session_->channel_;
   return session_
@@ -487,6 +491,10 @@ Status RemoteTensor::CopyFrom(const void* data, uint64_t offset, uint64_t nbytes
 
 Status RemoteTensor::CopyTo(void* data, uint64_t offset, uint64_t nbytes) const {
   if (!session_) return Status(ErrorCode::kInvalidArgument, "tensor handle is empty");
+  Session::CopyStats& stats = session_->copy_stats_;
+  stats.copies_out++;
+  stats.bytes_out += nbytes;
+  stats.last_out_destination = data;
   CT_ASSIGN_OR_RETURN(msg::TensorCopy header,
                       session_->Request<msg::TensorCopy>(Opcode::kTensorCopyOut,
                                                          msg::TensorCopy{id_, offset, nbytes},

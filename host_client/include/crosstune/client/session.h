@@ -71,6 +71,28 @@ struct CallArg {
   static msg::Arg Tensor(const RemoteTensor& t);
 };
 
+// One argument of a call whose tensors live in this process's memory (RemoteModule::CallHost):
+// each host tensor is copied to a device tensor allocated for the call, read straight from the
+// caller's buffer, and after the call copied back into that buffer straight from the socket;
+// nothing is staged in between. A remote tensor (a RemoteTensor the caller keeps) is passed as
+// it is.
+struct HostArg {
+  enum class Kind : uint8_t { kInt, kFloat, kHostTensor, kRemoteTensor };
+  Kind kind = Kind::kInt;
+  int64_t i = 0;
+  double f = 0;
+  // kHostTensor: CPU memory in C order (strides null or those of C order); `data` must stay
+  // valid through the call. copy_back false: an input the call must not write back (read-only).
+  DLTensor host{};
+  bool copy_back = true;
+  const RemoteTensor* remote = nullptr;  // kRemoteTensor; must belong to the module's session
+
+  static HostArg Int(int64_t v);
+  static HostArg Float(double v);
+  static HostArg Host(const DLTensor& tensor, bool copy_back = true);
+  static HostArg Remote(const RemoteTensor& tensor);
+};
+
 struct TimeOptions {
   uint32_t number = 1;
   uint32_t repeat = 1;
@@ -92,10 +114,21 @@ class RemoteModule {
                                 uint32_t timeout_ms = 0, uint32_t threads = 0);
   Expected<msg::TimeReply> Time(const std::string& function, const std::vector<msg::Arg>& args,
                                 const TimeOptions& options);
+  // Call and Time with host tensors (HostArg): the device tensors are allocated for the call and
+  // freed after it, also when it fails. kInvalidArgument for a host tensor that is not C-ordered
+  // CPU memory (nothing is sent then).
+  Expected<msg::CallReply> CallHost(const std::string& function, const std::vector<HostArg>& args,
+                                    uint32_t timeout_ms = 0, uint32_t threads = 0);
+  Expected<msg::TimeReply> TimeHost(const std::string& function, const std::vector<HostArg>& args,
+                                    const TimeOptions& options);
   Status Unload();
 
  private:
   friend class Session;
+  // Allocates and fills the device tensors of `args`, runs `call` with the wire arguments, copies
+  // back and frees (host_call.cc).
+  template <typename Reply, typename Fn>
+  Expected<Reply> WithHostArgs(const std::vector<HostArg>& args, Fn&& call);
   Session* session_ = nullptr;
   msg::ModuleInfo info_;
 };
@@ -135,6 +168,17 @@ class Session {
   // busy_poll).
   Channel::BusyPollStats busy_poll_stats() const { return channel_.busy_poll_stats(); }
 
+  // Tensor copies of this session: how many, their bytes, and where in this process's memory the
+  // last copy in read from and the last copy out wrote to. A caller (the Python package's tests)
+  // sees from them that its buffer was sent from and received into in place.
+  struct CopyStats {
+    uint64_t copies_in = 0, copies_out = 0;
+    uint64_t bytes_in = 0, bytes_out = 0;
+    const void* last_in_source = nullptr;
+    const void* last_out_destination = nullptr;
+  };
+  const CopyStats& copy_stats() const { return copy_stats_; }
+
  private:
   friend class RemoteModule;
   friend class RemoteTensor;
@@ -150,6 +194,7 @@ class Session {
   Channel channel_;
   ConnectOptions options_;
   msg::HelloReply hello_;
+  CopyStats copy_stats_;
 };
 
 }  // namespace crosstune::client
