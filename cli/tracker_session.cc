@@ -31,9 +31,7 @@ void PrintQueueUpdate(const std::string& key, const msg::QueueUpdate& u) {
                key.c_str(), u.position, u.queue_length, u.note.c_str());
 }
 
-milliseconds RenewEvery(milliseconds hold) {
-  return std::max(milliseconds(200), std::min(hold / 3, milliseconds(20'000)));
-}
+milliseconds RenewEvery(milliseconds hold) { return client::RenewInterval(hold); }
 
 Expected<std::unique_ptr<client::Session>> OpenTrackerSession(const ConnectFlags& flags) {
   if (flags.tracker.empty() || flags.key.empty()) {
@@ -49,34 +47,13 @@ Expected<std::unique_ptr<client::Session>> OpenTrackerSession(const ConnectFlags
   auto timeout = milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
   options.request_timeout = timeout;
   options.connect_timeout = std::min(timeout, options.connect_timeout);
-  CT_ASSIGN_OR_RETURN(auto tracker, client::TrackerClient::Connect(to));
   client::LeaseRequest req;
   req.key = flags.key;
   std::string key = flags.key;
   req.on_queue_update = [key](const msg::QueueUpdate& u) { PrintQueueUpdate(key, u); };
-  // A device whose address does not answer is reported (it counts towards its quarantine) and
-  // the next one is tried.
-  Status last;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    CT_ASSIGN_OR_RETURN(msg::Grant grant, tracker->RequestDevice(req));
-    options.server = grant.address;
-    options.lease_token = grant.lease_token;
-    auto session = client::Session::Connect(options);
-    if (session.ok()) {
-      tracker->StartAutoRenew(grant.lease_token, RenewEvery(req.hold));
-      SessionLeaseHolder() = std::move(tracker);
-      return std::move(session).value();
-    }
-    last = Status(session.status().code(), grant.device + " (" + grant.address + ", from tracker " +
-                                               flags.tracker + "): " + session.status().message());
-    bool unreachable = session.status().code() == ErrorCode::kDisconnected ||
-                       session.status().code() == ErrorCode::kTimeout;
-    (void)tracker->Release(grant.lease_token,
-                           unreachable ? msg::Outcome::kUnreachable : msg::Outcome::kOk,
-                           session.status().message());
-    if (!unreachable) break;
-  }
-  return last;
+  CT_ASSIGN_OR_RETURN(client::LeasedSession leased, client::OpenLeasedSession(to, req, options));
+  SessionLeaseHolder() = std::move(leased.tracker);
+  return std::move(leased.session);
 }
 
 }  // namespace crosstune::cli

@@ -256,3 +256,42 @@ Status TrackerClient::renew_status() const {
 }
 
 }  // namespace crosstune::client
+
+namespace crosstune::client {
+
+std::chrono::milliseconds RenewInterval(std::chrono::milliseconds hold) {
+  using std::chrono::milliseconds;
+  return std::max(milliseconds(200), std::min(hold / 3, milliseconds(20'000)));
+}
+
+Expected<LeasedSession> OpenLeasedSession(const TrackerOptions& tracker_options,
+                                          const LeaseRequest& request, ConnectOptions options) {
+  CT_ASSIGN_OR_RETURN(auto tracker, TrackerClient::Connect(tracker_options));
+  Status last;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    CT_ASSIGN_OR_RETURN(msg::Grant grant, tracker->RequestDevice(request));
+    options.server = grant.address;
+    options.lease_token = grant.lease_token;
+    auto session = Session::Connect(options);
+    if (session.ok()) {
+      tracker->StartAutoRenew(grant.lease_token, RenewInterval(request.hold));
+      LeasedSession leased;
+      leased.grant = std::move(grant);
+      leased.tracker = std::move(tracker);
+      leased.session = std::move(session).value();
+      return leased;
+    }
+    last = Status(session.status().code(), grant.device + " (" + grant.address + ", from tracker " +
+                                               tracker_options.tracker +
+                                               "): " + session.status().message());
+    const bool unreachable = session.status().code() == ErrorCode::kDisconnected ||
+                             session.status().code() == ErrorCode::kTimeout;
+    (void)tracker->Release(grant.lease_token,
+                           unreachable ? msg::Outcome::kUnreachable : msg::Outcome::kOk,
+                           session.status().message());
+    if (!unreachable) break;
+  }
+  return last;
+}
+
+}  // namespace crosstune::client

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "crosstune/channel.h"
+#include "crosstune/client/session.h"
 #include "crosstune/messages.h"
 #include "crosstune/status.h"
 #include "crosstune/tracker_messages.h"
@@ -94,5 +95,26 @@ class TrackerClient {
   bool stop_renew_ = false;
   Status renew_status_;
 };
+
+// A session on a device a tracker granted. The tracker connection holds the lease and renews it
+// on its own thread; destroying it (after the session) ends the lease, as does the session's end
+// for a one-session lease.
+struct LeasedSession {
+  msg::Grant grant;
+  std::unique_ptr<TrackerClient> tracker;
+  std::unique_ptr<Session> session;
+};
+
+// How often to renew a lease held for `hold`: a third of it, at most every 20 s (so the tracker
+// counts the holder alive), at least every 200 ms.
+std::chrono::milliseconds RenewInterval(std::chrono::milliseconds hold);
+
+// Requests a device of `request.key` on a tracker connection of its own, connects to the granted
+// address with the lease token (`options.server` and `lease_token` are set here) and renews the
+// lease every RenewInterval(request.hold). A device whose address does not answer is released as
+// unreachable (it counts towards its quarantine) and the next grant is tried, three in all.
+// Errors name the device, its address and the tracker.
+Expected<LeasedSession> OpenLeasedSession(const TrackerOptions& tracker,
+                                          const LeaseRequest& request, ConnectOptions options);
 
 }  // namespace crosstune::client
