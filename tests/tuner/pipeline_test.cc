@@ -268,6 +268,57 @@ TEST_F(PipelineTest, ARunWhoseTrialsAllFailEndsWithTheCommonestErrorAndItsMessag
       << msg;
 }
 
+TEST_F(PipelineTest, EveryRecordOfTheRunReachesOnRecordBeforeTheProgressThatCountsIt) {
+  FaultyTask task(target_, {kNone, kWrong, kReturn});
+  TuneOptions options;
+  options.tuner = "grid";
+  options.trials = 3;
+  options.batch = 3;
+  options.include_default = false;
+  options.measure.repeat = 1;
+  options.measure.min_repeat_ms = 0;
+  options.log_path = testing::MakeTempDir() + "/records.jsonl";
+  std::vector<Record> seen;
+  int progress_calls = 0, counted_unseen = 0;
+  options.on_record = [&](const Record& r) { seen.push_back(r); };
+  options.on_progress = [&](const TuneProgress& p) {
+    ++progress_calls;
+    if (p.measured > static_cast<int>(seen.size())) ++counted_unseen;
+  };
+  auto result = Tune(task, {device_}, *builder_, options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  auto log = ReadLog(options.log_path);
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(seen.size(), 3u);
+  ASSERT_EQ(log->records.size(), 3u);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].ToJson(), log->records[i].ToJson());
+  std::multiset<TrialError> kinds;
+  for (const auto& r : seen) kinds.insert(r.error);
+  EXPECT_EQ(kinds, (std::multiset<TrialError>{TrialError::kOk, TrialError::kRuntimeError,
+                                              TrialError::kWrongAnswer}));
+  EXPECT_GT(progress_calls, 0);
+  EXPECT_EQ(counted_unseen, 0);
+}
+
+TEST(CommonestFailure, NamesTheCommonestKindOnlyWhenEveryTrialFailed) {
+  auto rec = [](TrialError e) {
+    Record r;
+    r.error = e;
+    return r;
+  };
+  std::vector<Record> records = {rec(TrialError::kBuildError), rec(TrialError::kWrongAnswer),
+                                 rec(TrialError::kWrongAnswer)};
+  EXPECT_EQ(CommonestFailure(records), TrialError::kWrongAnswer);
+  EXPECT_NE(AllFailedStatus(records).message().find("commonest: WrongAnswer (2)"),
+            std::string::npos);
+  records.push_back(rec(TrialError::kBuildError));  // a tie: the first kind in TrialError order
+  EXPECT_EQ(CommonestFailure(records), TrialError::kBuildError);
+  records.push_back(rec(TrialError::kOk));
+  EXPECT_EQ(CommonestFailure(records), std::nullopt);
+  EXPECT_TRUE(AllFailedStatus(records).ok());
+  EXPECT_EQ(CommonestFailure({}), std::nullopt);
+}
+
 TEST_F(PipelineTest, PinnedKnobsAreNeverSearched) {
   auto task = MakeTask("matmul", {24, 24, 24}, target_);
   ASSERT_TRUE(task.ok()) << task.status().ToString();

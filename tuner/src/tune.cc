@@ -74,20 +74,42 @@ std::vector<TransferSample> ReadTransfer(const Task& task, const std::vector<std
 
 }  // namespace
 
-Status AllFailedStatus(const std::vector<Record>& records) {
-  if (records.empty()) return Status::Ok();
+namespace {
+
+struct FailureCount {
+  TrialError kind = TrialError::kOk;
+  int count = 0;
+  std::string first_message;
+};
+
+std::optional<FailureCount> CountFailures(const std::vector<Record>& records) {
+  if (records.empty()) return std::nullopt;
   std::map<TrialError, int> count;
   std::map<TrialError, std::string> first_message;
   for (const auto& r : records) {
-    if (r.ok()) return Status::Ok();
+    if (r.ok()) return std::nullopt;
     if (count[r.error]++ == 0) first_message[r.error] = r.message;
   }
   auto top = std::max_element(count.begin(), count.end(),
                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  return FailureCount{top->first, top->second, first_message[top->first]};
+}
+
+}  // namespace
+
+std::optional<TrialError> CommonestFailure(const std::vector<Record>& records) {
+  auto f = CountFailures(records);
+  if (!f) return std::nullopt;
+  return f->kind;
+}
+
+Status AllFailedStatus(const std::vector<Record>& records) {
+  auto f = CountFailures(records);
+  if (!f) return Status::Ok();
   return Status(ErrorCode::kInternal,
                 "all " + std::to_string(records.size()) +
-                    " trials failed; commonest: " + std::string(TrialErrorName(top->first)) + " (" +
-                    std::to_string(top->second) + "): " + first_message[top->first]);
+                    " trials failed; commonest: " + std::string(TrialErrorName(f->kind)) + " (" +
+                    std::to_string(f->count) + "): " + f->first_message);
 }
 
 Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins) {
@@ -349,11 +371,13 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
           bool any_alive = std::find(alive.begin(), alive.end(), true) != alive.end();
           over = !any_alive;
         }
-        if (finished.size() != reported && options.on_progress) {
+        if (finished.size() != reported && (options.on_progress || options.on_record)) {
+          std::vector<Record> fresh;
           for (size_t i = reported; i < finished.size(); ++i) {
             const Record& r = finished[i].first;
             progress.best_gflops = std::max(progress.best_gflops, r.gflops());
             if (!r.ok()) progress.errors[r.error]++;
+            if (options.on_record) fresh.push_back(r);
           }
           progress.measured = sum.measured + static_cast<int>(finished.size());
           progress.done = static_cast<int>(done.size()) + static_cast<int>(finished.size());
@@ -364,7 +388,8 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
           reported = finished.size();
           TuneProgress snapshot = progress;  // device threads update devices_busy
           lock.unlock();
-          options.on_progress(snapshot);
+          for (const Record& r : fresh) options.on_record(r);
+          if (options.on_progress) options.on_progress(snapshot);
           lock.lock();
           continue;
         }

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,9 @@ struct TuneOptions {
   nlohmann::json pins = nlohmann::json::object();
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT): end after the current batch
   std::function<void(const TuneProgress&)> on_progress;  // after each measurement and batch
+  // Each record of this run as it is measured (after it is appended to the log), before the
+  // on_progress call that counts it; on the calling thread.
+  std::function<void(const Record&)> on_record;
   std::function<void(const std::string&)> on_warning;
   std::function<void(const DeviceSpec&, const Status&)> on_device_lost;
 };
@@ -102,6 +106,9 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
 // "all N trials failed; commonest: KIND (count): message" for a task's records, or Ok when one
 // succeeded.
 Status AllFailedStatus(const std::vector<Record>& task_records);
+// The kind AllFailedStatus names: the commonest failure of records that all failed (the first
+// in TrialError order on a tie); nullopt when one succeeded or there are none.
+std::optional<TrialError> CommonestFailure(const std::vector<Record>& task_records);
 
 // --- A network: its tasks under one budget ------------------------------------------------------
 
