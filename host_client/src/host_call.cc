@@ -1,4 +1,5 @@
-// Calls with host tensors (session.h: HostArg, RemoteModule::CallHost / TimeHost).
+// Host tensors in calls and copies (session.h: HostArg, RemoteModule::CallHost / TimeHost,
+// RemoteTensor::CopyFromHost / CopyToHost).
 #include <string>
 #include <vector>
 
@@ -38,9 +39,8 @@ HostArg HostArg::Remote(const RemoteTensor& tensor) {
 
 namespace {
 
-// The shape of a host tensor, or why it cannot be sent as it lies in memory.
-Expected<std::vector<int64_t>> HostShape(const DLTensor& t, size_t index) {
-  const std::string arg = "argument " + std::to_string(index);
+// The shape of a host tensor, or why it cannot be sent as it lies in memory (`arg` names it).
+Expected<std::vector<int64_t>> HostShape(const DLTensor& t, const std::string& arg) {
   if (t.device.device_type != kDLCPU) {
     return Status(ErrorCode::kInvalidArgument, arg + ": not in CPU memory");
   }
@@ -70,7 +70,30 @@ Expected<std::vector<int64_t>> HostShape(const DLTensor& t, size_t index) {
   return shape;
 }
 
+// The bytes of a host tensor that may be copied into or out of `tensor` as they lie.
+Expected<uint64_t> HostCopyBytes(const DLTensor& host, const RemoteTensor& tensor) {
+  CT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, HostShape(host, "the host array"));
+  CT_ASSIGN_OR_RETURN(uint64_t nbytes, TensorBytes(shape, host.dtype));
+  if (!(host.dtype == tensor.dtype()) || nbytes != tensor.nbytes()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "the host array is " + ShapeString(shape) + "x" + DTypeName(host.dtype) +
+                      ", the tensor " + ShapeString(tensor.shape()) + "x" +
+                      DTypeName(tensor.dtype()) + " (the dtype and element count must agree)");
+  }
+  return nbytes;
+}
+
 }  // namespace
+
+Status RemoteTensor::CopyFromHost(const DLTensor& host) {
+  CT_ASSIGN_OR_RETURN(uint64_t nbytes, HostCopyBytes(host, *this));
+  return CopyFrom(static_cast<const char*>(host.data) + host.byte_offset, nbytes);
+}
+
+Status RemoteTensor::CopyToHost(const DLTensor& host) const {
+  CT_ASSIGN_OR_RETURN(uint64_t nbytes, HostCopyBytes(host, *this));
+  return CopyTo(static_cast<char*>(host.data) + host.byte_offset, nbytes);
+}
 
 template <typename Reply, typename Fn>
 Expected<Reply> RemoteModule::WithHostArgs(const std::vector<HostArg>& args, Fn&& call) {
@@ -79,7 +102,7 @@ Expected<Reply> RemoteModule::WithHostArgs(const std::vector<HostArg>& args, Fn&
   std::vector<std::vector<int64_t>> shapes(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].kind == HostArg::Kind::kHostTensor) {
-      CT_ASSIGN_OR_RETURN(shapes[i], HostShape(args[i].host, i));
+      CT_ASSIGN_OR_RETURN(shapes[i], HostShape(args[i].host, "argument " + std::to_string(i)));
     } else if (args[i].kind == HostArg::Kind::kRemoteTensor && args[i].remote == nullptr) {
       return Status(ErrorCode::kInvalidArgument, "argument " + std::to_string(i) + ": no tensor");
     }

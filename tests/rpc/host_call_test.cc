@@ -136,6 +136,36 @@ TEST_F(HostCallTest, TimesWithHostTensorsAndCopiesTheResultBack) {
   EXPECT_EQ(c[999], 3.0f);
 }
 
+TEST_F(HostCallTest, CopiesHostTensorsInAndOutOfATensorInPlace) {
+  std::vector<int64_t> shape = {2, 500}, flat = {1000};
+  std::vector<float> x(1000), y(1000, 0.0f);
+  std::iota(x.begin(), x.end(), 1.0f);
+  auto t = session_->AllocTensor({1000}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t->CopyFromHost(HostTensor(x, shape)).ok());  // another shape, the same count
+  EXPECT_EQ(session_->copy_stats().last_in_source, x.data());
+  ASSERT_TRUE(t->CopyToHost(HostTensor(y, flat)).ok());
+  EXPECT_EQ(session_->copy_stats().last_out_destination, y.data());
+  EXPECT_EQ(y, x);
+
+  // Refused before anything is sent: another element count, another dtype, a transpose.
+  const auto before = session_->copy_stats();
+  std::vector<int64_t> small = {999};
+  Status s = t->CopyFromHost(HostTensor(x, small));
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("999xf32"), std::string::npos) << s.ToString();
+  DLTensor ints = HostTensor(x, flat);
+  ints.dtype = {kDLInt, 32, 1};
+  EXPECT_EQ(t->CopyToHost(ints).code(), ErrorCode::kInvalidArgument);
+  std::vector<int64_t> strides = {1, 2};
+  DLTensor transposed = HostTensor(x, shape);
+  transposed.strides = strides.data();
+  s = t->CopyFromHost(transposed);
+  EXPECT_NE(s.message().find("not contiguous"), std::string::npos) << s.ToString();
+  EXPECT_EQ(session_->copy_stats().copies_in, before.copies_in);
+  EXPECT_EQ(session_->copy_stats().copies_out, before.copies_out);
+}
+
 TEST(TimeStatsTest, SummarisesTheRounds) {
   msg::TimeReply r;
   r.seconds_per_call = {4, 1, 3, 2};

@@ -52,6 +52,11 @@ class RemoteTensor {
   Status CopyTo(void* data, uint64_t nbytes) const;
   Status CopyFrom(const void* data, uint64_t offset, uint64_t nbytes);
   Status CopyTo(void* data, uint64_t offset, uint64_t nbytes) const;
+  // Streams a host tensor in / out straight from / into its memory. It must be C-ordered CPU
+  // memory of this tensor's dtype and element count (its shape may differ); kInvalidArgument
+  // otherwise, before anything is sent.
+  Status CopyFromHost(const DLTensor& host);
+  Status CopyToHost(const DLTensor& host) const;
   Status Free();
 
  private:
