@@ -8,6 +8,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-numpy python3-venv
+  python3-dev
   libboost-dev libmsgpack-cxx-dev libdlpack-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev libsqlite3-dev
   llvm-14-dev libclang-14-dev clang-14 liblld-14-dev lld-14 lld
@@ -99,10 +100,32 @@ install_tvm_venv() {
   echo "${TVM_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
 }
 
+# The Python package (python/): its build requirements (nanobind, scikit-build-core), its tests
+# (pytest, mypy, nbformat for the example notebook) and numpy/tqdm, in a virtual environment of
+# its own made from Debian's python3 (whose headers python3-dev gives). The default build finds
+# it there (CROSSTUNE_PYTHON_VENV) and builds the package with it.
+PY_VENV=${CROSSTUNE_PYTHON_VENV:-/opt/crosstune/python-venv}
+PY_PINS=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0 mypy==2.4.1 numpy==2.4.6
+         tqdm==4.70.1 nbformat==5.11.1)
+install_python_venv() {
+  local stamp="$PY_VENV/.crosstune-pins"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${PY_PINS[*]}" ]; then
+    echo "install-deps: Python package venv present at $PY_VENV"
+    return 0
+  fi
+  echo "install-deps: installing ${PY_PINS[*]} into $PY_VENV"
+  $SUDO mkdir -p "$(dirname "$PY_VENV")"
+  $SUDO /usr/bin/python3 -m venv "$PY_VENV"
+  $SUDO "$PY_VENV/bin/pip" install -q "${PY_PINS[@]}"
+  "$PY_VENV/bin/python" -c "import nanobind, scikit_build_core, pytest, mypy, numpy" >/dev/null
+  echo "${PY_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
+}
+
 if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
   build_riscv64_openssl
   install_tvm_venv
+  install_python_venv
   exit 0
 fi
 
@@ -132,4 +155,5 @@ for arch in "${cross_missing[@]}"; do
 done
 build_riscv64_openssl
 install_tvm_venv
+install_python_venv
 echo "install-deps: done"

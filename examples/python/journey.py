@@ -1,0 +1,80 @@
+"""The crosstune journey from Python, on this machine's default device.
+
+Starts a crosstune-server here (as `crosstune tune` does without --server), then: describe the
+device, build a kernel for it, load it, call it on numpy arrays and time it; tune a matmul,
+and read the best config from the log. With
+CROSSTUNE_SERVER=HOST:PORT set, the device is that server instead.
+
+    python examples/python/journey.py [--trials N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+import numpy as np
+
+import crosstune as ct
+
+VADD = r"""
+#include "crosstune/kernel_abi.h"
+
+static int32_t vadd(const ct_arg* args, int32_t num_args) {
+  if (num_args != 3) return 1;
+  const DLTensor* a = args[0].value.v_tensor;
+  int64_t n = 1;
+  for (int32_t d = 0; d < a->ndim; ++d) n *= a->shape[d];
+  const float* x = (const float*)a->data;
+  const float* y = (const float*)args[1].value.v_tensor->data;
+  float* z = (float*)args[2].value.v_tensor->data;
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+  return 0;
+}
+
+static const ct_function kFunctions[] = {{"vadd", vadd, "ttt"}};
+CT_DEFINE_MODULE("llvm", kFunctions, 0)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=16, help="matmul configs to measure")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="crosstune-journey-")
+
+    # 1. A device: a local server (or $CROSSTUNE_SERVER), closed at the end of the block.
+    with ct.connect() as dev:
+        info = dev.info()
+        print(f"device: {info['arch']} ({info['triple']}), {info['cores']} cores, {info['cpu_model']}")
+        print(f"target: {dev.target()}")
+
+        # 2. Build for it, load, call on numpy arrays (written in place), time.
+        mod = dev.load(ct.build(VADD, device=dev, name="vadd"))
+        a = np.random.rand(1 << 20).astype("f4")
+        b = np.random.rand(1 << 20).astype("f4")
+        c = np.zeros(1 << 20, "f4")
+        mod["vadd"](a, b, c)
+        assert np.array_equal(c, a + b)
+        t = mod.time("vadd", a, b, c, number=20, repeat=5)
+        print(f"vadd of 1M floats: median {t.median * 1e6:.1f} us over {len(t.seconds_per_call)} rounds")
+
+        # 3. Tune a matmul on the same kind of device; every measurement goes to the log.
+        log = os.path.join(work, "mm.jsonl")
+        run = ct.tune("matmul", shape=(128, 128, 128), trials=args.trials, log=log,
+                      server=os.environ.get("CROSSTUNE_SERVER") or None, progress=True)
+        default = run.default
+        print(f"untuned: {default['gflops'] if default else 0:.2f} GFLOP/s, "
+              f"tuned: {run.best_gflops():.2f} GFLOP/s after {len(run.records)} trials")
+        errors = sum(1 for r in run.records if r["error"] != "ok")
+        print(f"records: {len(ct.read_log(log))} in {log}, {errors} failed")
+
+        # 4. The log: its best record per task and target, as `crosstune log best` shows it.
+        best = ct.best_records(log)[0]
+        print(f"best of {best['task']['template']} {best['task']['shape']}: config {best['config']}, "
+              f"{best['gflops']:.2f} GFLOP/s on {best['device']['name']}")
+        assert best["mean"] == min(r["mean"] for r in ct.read_log(log) if r["error"] == "ok")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""crosstune: cross-deploy and auto-tune compute kernels on remote devices, from Python.
+
+The C++ libraries do the work (client, builder, tuner); this package gives them a Python shape.
+Remote calls and tuning steps release the GIL, numpy arrays cross without copies on this side,
+and errors are exceptions whose ``code`` is the C++ error code::
+
+    import crosstune as ct, numpy as np
+    with ct.connect() as dev:                       # a local server; or ct.connect("board:9090")
+        mod = dev.load(ct.build(SOURCE, device=dev))
+        a = np.ones(1024, "f4"); b = np.ones(1024, "f4"); c = np.zeros(1024, "f4")
+        mod["vadd"](a, b, c)                        # c is written in place
+        print(mod.time("vadd", a, b, c, number=100).median)
+
+    farm = ct.connect_tracker("farm", 9190)
+    with farm.request("rpi4", timeout=60) as dev:   # a leased device, released on exit
+        print(dev.info())
+
+    run = ct.tune("matmul", shape=(512, 512, 512), trials=200, log="mm.jsonl")
+    run.best, run.records                           # dicts; pandas.DataFrame(run.records) works
+"""
+
+from __future__ import annotations
+
+from . import _core
+from ._build import Package, build, parse_target, presets
+from ._device import Device, Function, Module, Tracker, connect, connect_tracker, start_server
+from ._errors import (
+    Error,
+    Disconnected,
+    DeviceLost,
+    Timeout,
+    NotFound,
+    InvalidArgument,
+    RemoteCrash,
+    WrongArch,
+    Unauthorized,
+    Busy,
+    VersionMismatch,
+    ProtocolError,
+    LimitExceeded,
+    IoError,
+    BadHash,
+    KernelError,
+    BuildError,
+    NoDevice,
+    Internal,
+    InvalidConfig,
+    BuildTimeout,
+    LoadError,
+    RunTimeout,
+    WrongAnswer,
+    ERRORS,
+)
+from ._paths import use_package_programs
+
+__version__: str = _core.version()
+
+RemoteTensor = _core.RemoteTensor
+CallResult = _core.CallResult
+TimeResult = _core.TimeResult
+CopyStats = _core.CopyStats
+LocalServer = _core.LocalServer
+
+_core.register_errors(dict(ERRORS))
+use_package_programs()
+
+from ._tune import (  # noqa: E402
+    TuneRun,
+    best_records,
+    read_log,
+    replay,
+    templates,
+    tune,
+)
+
+__all__ = [
+    "Device",
+    "Module",
+    "Function",
+    "Tracker",
+    "Package",
+    "RemoteTensor",
+    "CallResult",
+    "TimeResult",
+    "CopyStats",
+    "LocalServer",
+    "TuneRun",
+    "connect",
+    "connect_tracker",
+    "start_server",
+    "build",
+    "parse_target",
+    "presets",
+    "tune",
+    "templates",
+    "read_log",
+    "best_records",
+    "replay",
+    "Error",
+    "Disconnected",
+    "DeviceLost",
+    "Timeout",
+    "NotFound",
+    "InvalidArgument",
+    "RemoteCrash",
+    "WrongArch",
+    "Unauthorized",
+    "Busy",
+    "VersionMismatch",
+    "ProtocolError",
+    "LimitExceeded",
+    "IoError",
+    "BadHash",
+    "KernelError",
+    "BuildError",
+    "NoDevice",
+    "Internal",
+    "InvalidConfig",
+    "BuildTimeout",
+    "LoadError",
+    "RunTimeout",
+    "WrongAnswer",
+    "ERRORS",
+]

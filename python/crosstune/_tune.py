@@ -1,0 +1,310 @@
+"""Tuning: search a kernel template's (or a network's) schedule space on real devices, read the
+record logs, compare search strategies on recorded spaces, and export the best config."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _core
+from ._device import Tracker, _read_secret
+from ._paths import server_binary
+from ._progress import ProgressBar
+
+PathLike = Union[str, "os.PathLike[str]"]
+Record = Dict[str, Any]
+ProgressCallback = Callable[[Dict[str, Any]], None]
+
+
+class TuneRun:
+    """What :func:`tune` did: the report, the best record and this run's records.
+
+    ``records`` are dicts as the log holds them (``pandas.DataFrame(run.records)`` works);
+    ``report`` has the counts, errors by kind, times, the default config's record and the best.
+    """
+
+    def __init__(self, report: Dict[str, Any], records: List[Record]) -> None:
+        self.report = report
+        #: This run's records, in the order they were measured.
+        self.records = records
+
+    @property
+    def best(self) -> Optional[Record]:
+        """The best record of the task in the log (this run's or an earlier one's); None when no
+        trial worked. For a workload: None (see ``report["tasks"]``)."""
+        best: Optional[Record] = self.report.get("best")
+        return best
+
+    @property
+    def default(self) -> Optional[Record]:
+        """The template's default (untuned) config's record, when it was measured."""
+        default: Optional[Record] = self.report.get("default")
+        return default
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run was stopped before its budget (Ctrl-C after a batch)."""
+        return bool(self.report.get("stopped"))
+
+    @property
+    def log(self) -> str:
+        return str(self.report.get("log", ""))
+
+    def best_gflops(self) -> float:
+        """The best record's GFLOP/s (0 when none)."""
+        return float(self.best["gflops"]) if self.best else 0.0
+
+    def __repr__(self) -> str:
+        what = self.report.get("task", {}).get("key") or self.report.get("workload", "")
+        return (
+            f"<crosstune.TuneRun {what}: {len(self.records)} measured, "
+            f"best {self.best_gflops():.2f} GFLOP/s>"
+        )
+
+
+def _pins_json(pins: Optional[Union[Mapping[str, Any], Sequence[str]]]) -> str:
+    if not pins:
+        return "{}"
+    if isinstance(pins, Mapping):
+        return json.dumps(dict(pins))
+    return _core.parse_pins(list(pins))
+
+
+def _progress_callback(progress: Union[bool, ProgressCallback], label: str) -> Tuple[Optional[ProgressCallback], Optional[ProgressBar]]:
+    if progress is True:
+        bar = ProgressBar(label)
+        return bar.update, bar
+    if progress is False or progress is None:
+        return None, None
+    return progress, None
+
+
+def tune(
+    template: Optional[str] = None,
+    *,
+    shape: Optional[Union[Sequence[int], str]] = None,
+    workload: Optional[str] = None,
+    trials: int = 100,
+    target: str = "auto",
+    server: Optional[Union[str, Sequence[str]]] = None,
+    tracker: Optional[Union[Tracker, str]] = None,
+    key: Optional[str] = None,
+    log: Optional[PathLike] = None,
+    tuner: str = "xgb",
+    batch: int = 8,
+    early_stop: int = 0,
+    threads: int = 1,
+    round: int = 16,
+    pins: Optional[Union[Mapping[str, Any], Sequence[str]]] = None,
+    transfer: Sequence[PathLike] = (),
+    include_default: bool = True,
+    check: bool = True,
+    overlap: bool = True,
+    number: int = 1,
+    repeat: int = 3,
+    min_repeat_ms: int = 50,
+    cooldown_ms: int = 0,
+    flush_cache: bool = False,
+    run_timeout_ms: int = 10_000,
+    build_timeout: float = 30.0,
+    max_devices: int = 0,
+    wait: float = 600.0,
+    timeout: float = 60.0,
+    workers: int = 0,
+    auth_token_file: Optional[PathLike] = None,
+    seed: int = 1,
+    objective: str = "mixed",
+    run_id: Optional[str] = None,
+    progress: Union[bool, ProgressCallback] = True,
+    on_record: Optional[Callable[[Record], None]] = None,
+) -> TuneRun:
+    """Tunes a kernel template for a shape (or a network's layers) on real devices, as
+    ``crosstune tune`` does, and returns the :class:`TuneRun`.
+
+    What: ``template`` (``"matmul"``, ``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``; see
+    :func:`templates`) with ``shape`` (matmul: M,N,K; conv2d: N,C,H,W,K,R,S,stride,pad[,residual];
+    depthwise_conv2d: N,C,H,W,R,S,stride,pad; dense: B,IN,OUT), or ``workload="resnet50"`` (its
+    distinct layers under one budget, ``round`` trials at a time; needs ``log``). ``threads`` is
+    the task's thread count. ``pins`` holds knobs at one value (``{"unroll_k": 4}``).
+
+    Where: ``tracker`` (a :class:`Tracker` or ``"HOST:PORT"``) with ``key``: every free device
+    of the key measures in parallel; ``server``: one ``"HOST:PORT"`` or several; neither: a
+    crosstune-server started on this machine for the run. ``target="auto"`` builds for the first
+    device's CPU, ``"cuda"`` for its GPU, else a target string or preset.
+
+    How: ``tuner`` (``"xgb"``, ``"ga"``, ``"random"``, ``"grid"``), ``trials`` in all for the
+    task in the log (a second run with the same ``log`` resumes and measures only the rest),
+    ``batch``, ``early_stop``, the time evaluator's ``number``, ``repeat``, ``min_repeat_ms``,
+    ``cooldown_ms``, ``flush_cache``, and per-candidate limits (``run_timeout_ms``,
+    ``build_timeout`` in seconds). ``check=False`` skips the comparison with the reference.
+
+    Progress: ``progress=True`` shows a bar (tqdm where installed, a plain line otherwise);
+    a callable gets a dict after each measurement (done, total, measured, errors,
+    best_gflops, devices, devices_busy, elapsed_s, rate, batch_end); False shows nothing.
+    ``on_record`` gets each record as it is measured.
+
+    Ctrl-C (KeyboardInterrupt) stops the run after the current batch, with every finished record
+    in the log, and then raises KeyboardInterrupt. A run whose every trial failed raises the
+    class of the commonest failure (:class:`WrongAnswer`, :class:`BuildError`, ...) with its
+    message; the records stay in the log.
+    """
+    if (template is None) == (workload is None):
+        raise _errors().InvalidArgument("give a template (tune('matmul', shape=...)) or workload=, not both")
+    if template is not None and shape is None:
+        raise _errors().InvalidArgument("shape is required with a template")
+    if isinstance(shape, str):
+        shape_list = _core.parse_shape(shape)
+    else:
+        shape_list = [int(v) for v in (shape or ())]
+    servers: List[str] = [server] if isinstance(server, str) else list(server or [])
+    tracker_address = tracker.address if isinstance(tracker, Tracker) else (tracker or "")
+    if tracker is not None and isinstance(tracker, Tracker):
+        secret = tracker._secret or _read_secret(auth_token_file)
+    else:
+        secret = _read_secret(auth_token_file)
+    if run_id is None:
+        run_id = f"{_core.utc_timestamp()}-{random.getrandbits(32):08x}"
+    label = template + " " + ",".join(map(str, shape_list)) if template else str(workload)
+    callback, bar = _progress_callback(progress, label)
+    records: List[Record] = []
+
+    def record(text: str) -> None:
+        r: Record = json.loads(text)
+        records.append(r)
+        if on_record is not None:
+            on_record(r)
+
+    def warn(message: str) -> None:
+        if bar is not None:
+            bar.interrupt()
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+    try:
+        report = _core.tune(
+            template or "",
+            shape_list,
+            workload or "",
+            round,
+            threads,
+            target,
+            servers,
+            tracker_address,
+            key or "",
+            secret,
+            max_devices,
+            wait,
+            timeout,
+            server_binary(),
+            workers,
+            tuner,
+            trials,
+            batch,
+            early_stop,
+            overlap,
+            include_default,
+            os.fspath(log) if log is not None else "",
+            run_id,
+            [os.fspath(t) for t in transfer],
+            _pins_json(pins),
+            number,
+            repeat,
+            min_repeat_ms,
+            cooldown_ms,
+            flush_cache,
+            run_timeout_ms,
+            build_timeout,
+            check,
+            seed,
+            objective,
+            callback,
+            record,
+            warn,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    return TuneRun(json.loads(report), records)
+
+
+def _errors() -> Any:
+    from . import _errors as errors
+
+    return errors
+
+
+def templates() -> List[str]:
+    """The kernel templates :func:`tune` knows."""
+    return list(_core.template_names())
+
+
+def read_log(path: PathLike, *, warn: bool = True) -> List[Record]:
+    """Every record of a log (JSON lines), as dicts. Lines that are not records (a torn last line
+    of a killed run) are skipped with a warning. Raises :class:`NotFound` for a missing file."""
+    text, skipped = _core.read_log(os.fspath(path))
+    if warn:
+        for w in skipped:
+            warnings.warn(w, RuntimeWarning, stacklevel=2)
+    records: List[Record] = json.loads(text)
+    return records
+
+
+def best_records(log: Union[PathLike, Sequence[Record]]) -> List[Record]:
+    """The best successful record per task and target, from a log's path or from records."""
+    records = read_log(log) if isinstance(log, (str, os.PathLike)) else list(log)
+    best: List[Record] = json.loads(_core.best_records(json.dumps(records)))
+    return best
+
+
+def replay(
+    space: PathLike,
+    *,
+    tuners: Sequence[str] = ("random", "ga", "xgb"),
+    seeds: int = 50,
+    batch: int = 8,
+    max_trials: int = 0,
+    target_fraction: float = 0.95,
+    task: str = "",
+    objective: str = "mixed",
+    with_runs: bool = False,
+) -> Dict[str, Any]:
+    """Compares search strategies on a table of measured points instead of a device, as
+    ``crosstune replay`` does.
+
+    ``space`` is a full-space record log of ours (``task`` picks one of its tasks) or a Kernel
+    Tuner cache file (``.json`` / ``.json.gz``). Each tuner runs for seeds 1..``seeds``; returns
+    the table's facts and, under ``"tuners"``, per tuner the median, p90 and mean trials to a
+    point within ``target_fraction`` of the best and how many seeds ``reached`` it.
+    """
+    table = _core.ReplayTable.load(os.fspath(space), task)
+    for w in table.warnings:
+        warnings.warn(w, RuntimeWarning, stacklevel=2)
+    out: Dict[str, Any] = {
+        "space": table.source,
+        "space_size": table.space_size,
+        "valid_count": table.valid_count,
+        "ok_count": table.ok_count,
+        "best": table.best,
+        "within_target": table.count_within(target_fraction),
+        "target_fraction": target_fraction,
+        "batch": batch,
+        "seeds": seeds,
+        "tuners": {},
+    }
+    for name in tuners:
+        out["tuners"][name] = json.loads(
+            table.summarise(name, seeds, batch, max_trials, target_fraction, objective, with_runs)
+        )
+    return out
+
+
+__all__ = [
+    "TuneRun",
+    "tune",
+    "templates",
+    "read_log",
+    "best_records",
+    "replay",
+]

@@ -1,0 +1,53 @@
+"""The aarch64 crosstune-server under qemu-user as a remote board: build for its target, load,
+call and time, and a package for this machine refused with WrongArch."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+import crosstune as ct
+from conftest import VADD
+
+
+@pytest.fixture(scope="module")
+def board() -> Iterator[ct.Device]:
+    qemu = os.environ.get("CROSSTUNE_QEMU_AARCH64", "")
+    server = os.environ.get("CROSSTUNE_SERVER_AARCH64", "")
+    if not (qemu and os.path.exists(qemu) and server and os.path.exists(server)):
+        pytest.skip("no qemu-aarch64 or aarch64 crosstune-server (CROSSTUNE_QEMU_AARCH64, "
+                    "CROSSTUNE_SERVER_AARCH64)")
+    local = ct.start_server([qemu, "-L", "/usr/aarch64-linux-gnu", server, "--host", "127.0.0.1",
+                             "--port", "0"], timeout=60)
+    try:
+        with ct.connect(local.address, timeout=120) as dev:
+            yield dev
+    finally:
+        local.stop()
+
+
+def test_builds_for_the_board_and_runs_there(board: ct.Device) -> None:
+    info = board.info()
+    assert info["arch"] == "aarch64"
+    target = board.target()
+    assert "aarch64-linux-gnu" in target
+    mod = board.load(ct.build(VADD, device=board, name="vadd"))
+    a = np.random.rand(1000).astype("f4")
+    b = np.random.rand(1000).astype("f4")
+    c = np.zeros(1000, "f4")
+    mod["vadd"](a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    t = mod.time("vadd", a, b, c, number=2, repeat=2)
+    assert len(t.seconds_per_call) == 2
+    with pytest.raises(ct.WrongArch):
+        board.load(ct.build(VADD, "x86-64", name="host"))
+
+
+def test_tunes_on_the_board(board: ct.Device) -> None:
+    run = ct.tune("matmul", shape=(8, 8, 8), trials=2, server=board.server, tuner="random",
+                  batch=2, number=1, repeat=1, min_repeat_ms=0, progress=False, timeout=120)
+    assert run.report["target"].startswith("llvm -mtriple=aarch64")
+    assert run.best is not None

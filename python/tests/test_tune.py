@@ -1,0 +1,131 @@
+"""tune() against real devices (a local server, given servers, a tracker), its records and logs,
+replay, and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import crosstune as ct
+from conftest import Farm, wait_for
+
+QUICK = dict(number=1, repeat=1, min_repeat_ms=0, tuner="random", batch=4, progress=False)
+
+
+def test_tunes_on_a_local_server_and_keeps_the_records(tmp_path: pathlib.Path) -> None:
+    log = tmp_path / "mm.jsonl"
+    seen = []
+    progress = []
+    run = ct.tune("matmul", shape=(16, 16, 16), trials=6, log=log, on_record=seen.append,
+                  **{**QUICK, "progress": progress.append})
+    assert len(run.records) == 6 and seen == run.records
+    assert run.report["measured"] == 6 and run.report["resumed"] == 0
+    assert run.best is not None and run.best["error"] == "ok" and run.best_gflops() > 0
+    assert run.default is not None  # the template's default config was measured first
+    assert run.report["task"]["key"] == "matmul 16,16,16 float32"
+    assert progress and progress[-1]["done"] == 6 and progress[-1]["total"] == 6
+    on_disk = ct.read_log(log)
+    assert [r["config"] for r in on_disk] == [r["config"] for r in run.records]
+    assert ct.best_records(log)[0]["mean"] == min(r["mean"] for r in on_disk if r["error"] == "ok")
+    # The same log again: resumes, measures only the difference.
+    more = ct.tune("matmul", shape="16,16,16", trials=8, log=log, **QUICK)
+    assert more.report["resumed"] == 6 and more.report["measured"] == 2 and len(more.records) == 2
+    # The log as a replay table: every tuner finds its best within the table.
+    result = ct.replay(log, tuners=["random", "xgb"], seeds=3, batch=2)
+    assert result["valid_count"] == 8
+    for name in ("random", "xgb"):
+        assert result["tuners"][name]["reached"] == 3
+
+
+def test_tunes_on_given_servers_and_through_a_tracker(
+    farm: Farm, local_server: ct.LocalServer
+) -> None:
+    run = ct.tune("matmul", shape=(8, 8, 8), trials=3, server=local_server.address, **QUICK)
+    assert {r["device"]["name"] for r in run.records} == {local_server.address}
+    farm.add_server()
+    tracker = ct.connect_tracker(farm.address)
+    run = ct.tune("matmul", shape=(8, 8, 8), trials=3, tracker=tracker, key="cpu",
+                  target="x86-64" if os.uname().machine == "x86_64" else "auto", **QUICK)
+    assert len(run.records) == 3 and run.records[0]["device"]["key"] == "cpu"
+    # The lease went back at the end.
+    wait_for(lambda: tracker.query()["devices"][0]["state"] == "free", what="the lease's end")
+
+
+def test_refusals_name_what_is_wrong(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(ct.InvalidArgument, match="shape"):
+        ct.tune("matmul", trials=1)
+    with pytest.raises(ct.InvalidArgument):
+        ct.tune("nothing", shape=(1, 2, 3), trials=1, **QUICK)
+    with pytest.raises(ct.NotFound, match="no knob 'no_such_knob'"):
+        ct.tune("matmul", shape=(8, 8, 8), trials=1, pins={"no_such_knob": 1}, **QUICK)
+    with pytest.raises(ct.InvalidArgument, match="log"):
+        ct.tune(workload="resnet50", trials=1, **QUICK)
+    assert "matmul" in ct.templates()
+
+
+def test_a_run_whose_trials_all_fail_raises_the_commonest_kind(tmp_path: pathlib.Path) -> None:
+    # More threads than the device has cores: every config is refused before compiling.
+    log = tmp_path / "refused.jsonl"
+    with pytest.raises(ct.InvalidConfig) as e:
+        ct.tune("matmul", shape=(64, 64, 64), trials=2, log=log, threads=4096,
+                **{**QUICK, "batch": 2})
+    assert "all 2 trials failed" in str(e.value) and e.value.code == "InvalidConfig"
+    assert {r["error"] for r in ct.read_log(log)} == {"InvalidConfig"}
+
+
+def test_ctrl_c_stops_after_the_batch_and_keeps_its_records(tmp_path: pathlib.Path) -> None:
+    # A real SIGINT to a Python process in tune(): it stops after the batch it is in, every
+    # finished record is in the log, and KeyboardInterrupt reaches the script.
+    log = tmp_path / "int.jsonl"
+    script = textwrap.dedent(f"""
+        import crosstune as ct
+        try:
+            ct.tune("matmul", shape=(24, 24, 24), trials=400, log={str(log)!r}, tuner="random",
+                    batch=4, number=1, repeat=1, min_repeat_ms=0, include_default=False,
+                    progress=False)
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 5, 120,
+                 "the first records")
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert out.strip() == "interrupted"
+    records = ct.read_log(log)
+    assert 5 <= len(records) < 400
+    assert len(records) % 4 == 0  # whole batches
+    # Resumes from them.
+    run = ct.tune("matmul", shape=(24, 24, 24), trials=len(records) + 2, log=log,
+                  include_default=False, **QUICK)
+    assert run.report["resumed"] == len(records) and run.report["measured"] == 2
+
+
+def test_progress_bar_prints_a_plain_line_without_tqdm(capsys: pytest.CaptureFixture[str]) -> None:
+    from crosstune._progress import ProgressBar
+
+    bar = ProgressBar("matmul 8,8,8", use_tqdm=False)
+    p = dict(done=4, total=8, measured=4, errors={"WrongAnswer": 1}, best_gflops=1.5, devices=1,
+             devices_busy=1, elapsed_s=1.0, rate=4.0, batch_end=True)
+    bar.update(p)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "tune matmul 8,8,8: 4/8 trials, best 1.50 GFLOP/s, errors: WrongAnswer 1" in err
+
+
+def test_records_are_plain_json(tmp_path: pathlib.Path) -> None:
+    run = ct.tune("matmul", shape=(8, 8, 8), trials=2, **QUICK)
+    json.dumps(run.records)
+    json.dumps(run.report)
