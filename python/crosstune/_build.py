@@ -30,6 +30,7 @@ class Package:
 
     @property
     def target(self) -> str:
+        """The target string the package was built for."""
         return str(self.manifest.get("target", ""))
 
     @property

@@ -158,6 +158,7 @@ class Device:
 
     @property
     def connected(self) -> bool:
+        """Whether the session is open (False after close, or once the server went away)."""
         return self._session.connected
 
     def info(self) -> Dict[str, Any]:
@@ -171,6 +172,7 @@ class Device:
         return self._session.target(cuda)
 
     def ping(self) -> None:
+        """One round trip to the server; raises :class:`Disconnected` when it is gone."""
         self._session.ping()
 
     # --- Files ------------------------------------------------------------------------------
@@ -339,6 +341,7 @@ class Tracker:
 
     @property
     def address(self) -> str:
+        """The tracker's HOST:PORT."""
         return self._handle.address
 
     def request(

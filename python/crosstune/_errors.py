@@ -23,6 +23,7 @@ class Error(Exception):
 
     @property
     def message(self) -> str:
+        """The C++ error's message (the exception's text)."""
         return str(self)
 
 

@@ -51,6 +51,7 @@ class TuneRun:
 
     @property
     def log(self) -> str:
+        """The record log's path ("" when the run had none)."""
         return str(self.report.get("log", ""))
 
     def best_gflops(self) -> float:
