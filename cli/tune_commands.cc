@@ -1,5 +1,6 @@
 // `crosstune tune`, `crosstune log summary|best|plot` and `crosstune export`: the tuner's
-// command line. The work is in crosstune::tuner; this file parses flags and prints.
+// command line. The work is in crosstune::tuner (tune.h, device_pool.h, log_report.h, export.h);
+// this file turns flags into its options and prints what it returns.
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -8,13 +9,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -22,10 +21,11 @@
 #include "compiler_module.h"
 #include "connect.h"
 #include "crosstune/builder/builder.h"
-#include "crosstune/client/local_server.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
 #include "crosstune/tuner/device_pool.h"
+#include "crosstune/tuner/export.h"
+#include "crosstune/tuner/log_report.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
@@ -57,12 +57,6 @@ std::string ErrorsText(const std::map<tuner::TrialError, int>& errors) {
     s += fmt::format("{}{} {}", s.empty() ? "" : ", ", tuner::TrialErrorName(kind), n);
   }
   return s.empty() ? "none" : s;
-}
-
-json ErrorsJson(const std::map<tuner::TrialError, int>& errors) {
-  json j = json::object();
-  for (const auto& [kind, n] : errors) j[std::string(tuner::TrialErrorName(kind))] = n;
-  return j;
 }
 
 // --- tune ----------------------------------------------------------------------------------------
@@ -110,7 +104,6 @@ void RunTune(const TuneFlags& f) {
   std::string secret;
   if (!f.auth_token_file.empty()) secret = Check(ReadSecretFile(f.auth_token_file));
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
-  std::unique_ptr<client::LocalServer> local;
   std::unique_ptr<tuner::DevicePool> pool;
   if (!f.tracker.empty() || !f.key.empty()) {
     if (f.tracker.empty() || f.key.empty()) Fail("--tracker and --key go together");
@@ -123,26 +116,9 @@ void RunTune(const TuneFlags& f) {
   } else if (!f.servers.empty()) {
     pool = tuner::DevicePool::FromServers(f.servers, secret, timeout);
   } else {
-    local = std::make_unique<client::LocalServer>();
-    Check(local->Start(client::LocalServerOptions{}));
-    pool = tuner::DevicePool::FromServers({local->address()}, "", timeout, {"local"});
+    pool = Check(tuner::DevicePool::StartLocal(timeout));
   }
-
-  // The target: "auto" asks the first device for its CPU, "cuda" for its first GPU.
-  builder::Target target;
-  if (f.target == "auto" || f.target == "cuda") {
-    const tuner::DeviceSpec& d = pool->devices().front();
-    client::ConnectOptions co;
-    co.server = d.server;
-    co.auth_secret = d.auth_secret;
-    co.lease_token = d.lease_token;
-    co.request_timeout = timeout;
-    auto session = Check(client::Session::Connect(co));
-    auto info = Check(session->Info());
-    target = Check(builder::TargetFromDevice(info, f.target == "cuda"));
-  } else {
-    target = Check(builder::ParseTarget(f.target));
-  }
+  const builder::Target target = Check(tuner::ResolveTarget(f.target, pool->devices().front()));
   std::unique_ptr<tuner::Task> task;
   if (f.workload.empty())
     task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
@@ -204,38 +180,8 @@ void RunTune(const TuneFlags& f) {
   ::signal(SIGINT, SIG_DFL);
   if (!result.ok()) Fail(label + ": " + result.status().message());
   const tuner::TuneSummary& s = *result;
-  double busy_fraction = s.wall_s > 0 ? s.device_busy_s / (s.wall_s * std::max(1, s.devices)) : 0;
   if (f.json_out) {
-    json j = {{"task",
-               {{"template", task->id().template_name},
-                {"shape", task->id().shape},
-                {"dtype", task->id().dtype}}},
-              {"target", target.ToString()},
-              {"tuner", options.tuner},
-              {"trials_in_log", s.trials_in_log},
-              {"resumed", s.resumed},
-              {"measured", s.measured},
-              {"errors", ErrorsJson(s.errors)},
-              {"wall_s", s.wall_s},
-              {"devices", s.devices},
-              {"device_busy_fraction", busy_fraction},
-              {"stopped", s.stopped},
-              {"early_stopped", s.early_stopped},
-              {"log", options.log_path}};
-    if (s.has_default) {
-      j["default"] = {{"gflops", s.default_record.gflops()},
-                      {"mean_s", s.default_record.mean},
-                      {"config", s.default_record.config_values},
-                      {"error", tuner::TrialErrorName(s.default_record.error)}};
-    }
-    if (s.has_best) {
-      j["best"] = {{"gflops", s.best.gflops()},
-                   {"mean_s", s.best.mean},
-                   {"config", s.best.config_values},
-                   {"index", s.best.config_index},
-                   {"device", s.best.device.name}};
-    }
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", tuner::TuneReport(*task, options, s).dump().c_str());
     return;
   }
   std::printf("%s on %s: %d trials in the log (%d measured now, %d resumed), errors: %s\n",
@@ -252,7 +198,8 @@ void RunTune(const TuneFlags& f) {
     std::printf("best: %.2f GFLOP/s (%.4f ms) on %s, config %s\n", s.best.gflops(),
                 s.best.mean * 1e3, s.best.device.name.c_str(), s.best.config_values.dump().c_str());
   }
-  std::printf("wall %.1f s, devices busy %.0f%% of it%s\n", s.wall_s, busy_fraction * 100,
+  std::printf("wall %.1f s, devices busy %.0f%% of it%s\n", s.wall_s,
+              s.device_busy_fraction() * 100,
               s.stopped ? " (stopped by Ctrl-C after the batch)"
                         : (s.early_stopped ? " (early stop)" : ""));
 }
@@ -285,35 +232,8 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
   auto result = tuner::TuneWorkload(layers, target, pool.devices(), builder, wo);
   if (!result.ok()) Fail(f.workload + ": " + result.status().message());
   const tuner::WorkloadSummary& s = *result;
-  auto ms = [](double sec) -> json {
-    return sec == tuner::TaskScheduler::kNoTime ? json(nullptr) : json(sec * 1e3);
-  };
   if (f.json_out) {
-    json tasks = json::array();
-    for (const auto& t : s.tasks) {
-      tasks.push_back({{"layer", t.layer.name},
-                       {"template", t.layer.template_name},
-                       {"shape", t.layer.shape},
-                       {"count", t.layer.count},
-                       {"trials", t.trials},
-                       {"best_ms", ms(t.best_seconds)},
-                       {"share", t.share},
-                       {"gflops", t.has_best ? t.best.gflops() : 0.0},
-                       {"error", t.error}});
-    }
-    std::printf("%s\n", json{{"workload", f.workload},
-                             {"target", target.ToString()},
-                             {"threads", f.threads},
-                             {"trials_in_log", s.trials_in_log},
-                             {"measured", s.measured},
-                             {"network_ms", ms(s.network_seconds)},
-                             {"untuned_network_ms", ms(s.untuned_network_seconds)},
-                             {"wall_s", s.wall_s},
-                             {"stopped", s.stopped},
-                             {"tasks", tasks},
-                             {"log", options.log_path}}
-                            .dump()
-                            .c_str());
+    std::printf("%s\n", tuner::WorkloadReport(wo, target, s).dump().c_str());
     return;
   }
   std::printf("%-22s %-8s %-34s %5s %6s %10s %7s %8s\n", "layer", "template", "shape", "count",
@@ -437,135 +357,33 @@ tuner::LogContents ReadLogOrFail(const std::string& path) {
   return log;
 }
 
-std::string TaskTargetKey(const tuner::Record& r) { return r.task.Key() + "|" + r.target; }
-
 void RunLogSummary(const std::string& path, bool as_json) {
-  auto log = ReadLogOrFail(path);
-  struct Group {
-    tuner::Record first;
-    std::set<uint64_t> configs;
-    int trials = 0, ok = 0;
-    std::map<tuner::TrialError, int> errors;
-    std::map<tuner::TrialError, std::map<std::string, int>> messages;
-    std::set<std::string> devices, tuners;
-  };
-  std::vector<std::string> order;
-  std::map<std::string, Group> groups;
-  for (const auto& r : log.records) {
-    std::string key = TaskTargetKey(r);
-    auto [it, fresh] = groups.try_emplace(key);
-    if (fresh) {
-      order.push_back(key);
-      it->second.first = r;
-    }
-    Group& g = it->second;
-    g.trials++;
-    g.configs.insert(r.config_index);
-    g.devices.insert(r.device.name);
-    g.tuners.insert(r.tuner);
-    if (g.first.workload.is_null() && !r.workload.is_null()) g.first.workload = r.workload;
-    if (r.ok()) {
-      g.ok++;
-    } else {
-      g.errors[r.error]++;
-      // The first line of the message, so compiler diagnostics of one kind group together.
-      g.messages[r.error][r.message.substr(0, r.message.find('\n'))]++;
-    }
-  }
-  auto best = tuner::BestRecords(log.records);
-  json out = json::array();
-  for (const auto& key : order) {
-    const Group& g = groups[key];
-    json j = {{"task", g.first.task.Key()},
-              {"target", g.first.target},
-              {"trials", g.trials},
-              {"unique_configs", g.configs.size()},
-              {"ok", g.ok},
-              {"devices", g.devices},
-              {"tuners", g.tuners}};
-    json errors = json::object();
-    for (const auto& [kind, n] : g.errors) {
-      const auto& msgs = g.messages.at(kind);
-      auto top = std::max_element(msgs.begin(), msgs.end(),
-                                  [](const auto& a, const auto& b) { return a.second < b.second; });
-      errors[std::string(tuner::TrialErrorName(kind))] = {
-          {"count", n}, {"commonest_message", top->first}, {"commonest_count", top->second}};
-    }
-    j["errors"] = errors;
-    for (const auto& b : best) {
-      if (TaskTargetKey(b) != key) continue;
-      j["best"] = {{"gflops", b.gflops()},
-                   {"mean_s", b.mean},
-                   {"config", b.config_values},
-                   {"index", b.config_index},
-                   {"device", b.device.name}};
-    }
-    out.push_back(j);
-  }
-  // Tasks tuned as a network's layers: each one's share of the estimated network time (sum of
-  // count x best over the network's tasks on one target).
-  struct Network {
-    double seconds = 0;
-    int trials = 0, tasks = 0, missing = 0;
-  };
-  std::map<std::string, Network> networks;  // "name [target]"
-  auto network_key = [](const json& j) {
-    return j["workload"]["name"].get<std::string>() + "  [" + j["target"].get<std::string>() + "]";
-  };
-  for (size_t i = 0; i < order.size(); ++i) {
-    const tuner::Record& first = groups[order[i]].first;
-    const json& w = first.workload;
-    if (!w.is_object() || !w.contains("name") || !w.contains("count")) continue;
-    json& j = out[i];
-    j["workload"] = {{"name", w["name"]}, {"layer", w.value("layer", "")}, {"count", w["count"]}};
-    Network& n = networks[network_key(j)];
-    n.tasks++;
-    n.trials += j["trials"].get<int>();
-    if (j.contains("best")) {
-      n.seconds += w["count"].get<double>() * j["best"]["mean_s"].get<double>();
-    } else {
-      n.missing++;
-    }
-  }
-  for (auto& j : out) {
-    if (!j.contains("workload")) continue;
-    const Network& n = networks[network_key(j)];
-    if (n.missing == 0 && n.seconds > 0 && j.contains("best")) {
-      j["workload"]["share"] =
-          j["workload"]["count"].get<double>() * j["best"]["mean_s"].get<double>() / n.seconds;
-      j["workload"]["network_ms"] = n.seconds * 1e3;
-    }
-  }
+  const tuner::LogSummary summary = tuner::SummarizeLog(ReadLogOrFail(path).records);
   if (as_json) {
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", summary.ToJson().dump(2).c_str());
     return;
   }
-  for (const auto& j : out) {
-    std::printf("%s  [%s]\n", j["task"].get<std::string>().c_str(),
-                j["target"].get<std::string>().c_str());
-    std::printf("  trials %d (%zu configs), ok %d\n", j["trials"].get<int>(),
-                j["unique_configs"].get<size_t>(), j["ok"].get<int>());
-    for (const auto& [kind, e] : j["errors"].items()) {
-      std::printf("  %-13s %4d  commonest (%d): %s\n", kind.c_str(), e["count"].get<int>(),
-                  e["commonest_count"].get<int>(),
-                  e["commonest_message"].get<std::string>().c_str());
+  for (const auto& t : summary.tasks) {
+    std::printf("%s  [%s]\n", t.task.Key().c_str(), t.target.c_str());
+    std::printf("  trials %d (%zu configs), ok %d\n", t.trials, t.unique_configs, t.ok);
+    for (const auto& e : t.errors) {
+      std::printf("  %-13s %4d  commonest (%d): %s\n",
+                  std::string(tuner::TrialErrorName(e.kind)).c_str(), e.count, e.commonest_count,
+                  e.commonest_message.c_str());
     }
-    if (j.contains("best")) {
-      std::printf("  best %.2f GFLOP/s (%.4f ms) on %s: %s\n", j["best"]["gflops"].get<double>(),
-                  j["best"]["mean_s"].get<double>() * 1e3,
-                  j["best"]["device"].get<std::string>().c_str(),
-                  j["best"]["config"].dump().c_str());
+    if (t.has_best) {
+      std::printf("  best %.2f GFLOP/s (%.4f ms) on %s: %s\n", t.best.gflops(), t.best.mean * 1e3,
+                  t.best.device.name.c_str(), t.best.config_values.dump().c_str());
     } else {
       std::printf("  no successful trial\n");
     }
-    if (j.contains("workload") && j["workload"].contains("share")) {
-      std::printf("  %s layer %s x%d: %.1f%% of the network's time\n",
-                  j["workload"]["name"].get<std::string>().c_str(),
-                  j["workload"]["layer"].get<std::string>().c_str(),
-                  j["workload"]["count"].get<int>(), j["workload"]["share"].get<double>() * 100);
+    if (t.in_network && t.share >= 0) {
+      std::printf("  %s layer %s x%d: %.1f%% of the network's time\n", t.network.c_str(),
+                  t.layer.c_str(), t.count, t.share * 100);
     }
   }
-  for (const auto& [name, n] : networks) {
+  for (const auto& n : summary.networks) {
+    const std::string name = n.name + "  [" + n.target + "]";
     if (n.missing > 0) {
       std::printf(
           "network %s: %d tasks, %d trials; %d task(s) without a working config, so no "
@@ -595,67 +413,13 @@ void RunLogBest(const std::string& path, bool as_json) {
 
 // Best-so-far GFLOP/s against trials, one line per run and tuner (records in file order).
 void RunLogPlot(const std::string& path, const std::string& out_path) {
-  auto log = ReadLogOrFail(path);
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<double>> series;
-  for (const auto& r : log.records) {
-    std::string key = r.task.Key() + " " + r.tuner + " " + r.run_id;
-    auto [it, fresh] = series.try_emplace(key);
-    if (fresh) order.push_back(key);
-    double prev = it->second.empty() ? 0 : it->second.back();
-    it->second.push_back(std::max(prev, r.gflops()));
-  }
-  if (order.empty()) Fail(path + ": no records to plot");
-  size_t max_n = 1;
-  double max_y = 1e-9;
-  for (const auto& [k, v] : series) {
-    max_n = std::max(max_n, v.size());
-    for (double y : v) max_y = std::max(max_y, y);
-  }
-  const double W = 720, H = 420, L = 70, R = 20, T = 30, B = 50;
-  auto X = [&](double i) { return L + (W - L - R) * (i / std::max<double>(1, max_n - 1)); };
-  auto Y = [&](double v) { return H - B - (H - T - B) * (v / (max_y * 1.05)); };
-  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-      "font-family=\"sans-serif\" "
-      "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      W, H);
-  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, H - B,
-                     W - R, H - B);
-  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, T, L,
-                     H - B);
-  for (int t = 0; t <= 4; ++t) {
-    double v = max_y * 1.05 * t / 4;
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.1f}</text>\n", L - 6,
-                       Y(v) + 4, v);
-    double n = (max_n - 1) * t / 4.0;
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{:.0f}</text>\n", X(n),
-                       H - B + 18, n + 1);
-  }
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">trials</text>\n",
-                     (L + W - R) / 2, H - 10);
-  svg += fmt::format(
-      "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">best "
-      "GFLOP/s so far</text>\n",
-      (T + H - B) / 2, (T + H - B) / 2);
-  for (size_t s = 0; s < order.size(); ++s) {
-    const auto& v = series[order[s]];
-    std::string pts;
-    for (size_t i = 0; i < v.size(); ++i) pts += fmt::format("{:.1f},{:.1f} ", X(i), Y(v[i]));
-    const char* c = colours[s % 6];
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
-                       c, pts);
-    std::string name = order[s];
-    for (char ch : {'&', '<', '>'}) std::replace(name.begin(), name.end(), ch, '_');
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", L + 10, T + 14 * (s + 1),
-                       c, name);
-  }
-  svg += "</svg>\n";
+  auto plot = tuner::PlotBestSoFar(ReadLogOrFail(path).records);
+  if (!plot.ok()) Fail(path + ": " + plot.status().message());
   std::ofstream out(out_path);
-  out << svg;
+  out << plot->svg;
   if (!out) Fail(out_path + ": cannot write");
-  std::printf("%s: %zu line(s), %zu trials at most\n", out_path.c_str(), order.size(), max_n);
+  std::printf("%s: %zu line(s), %zu trials at most\n", out_path.c_str(), plot->lines,
+              plot->max_trials);
 }
 
 void RegisterLog(CLI::App& app) {
@@ -683,14 +447,7 @@ void RegisterLog(CLI::App& app) {
 // --- export --------------------------------------------------------------------------------------
 
 void RunExport(const std::string& path, const std::string& out, const std::string& task_key) {
-  auto log = ReadLogOrFail(path);
-  auto best = tuner::BestRecords(log.records);
-  std::vector<tuner::Record> pick;
-  for (const auto& b : best) {
-    if (task_key.empty() || b.task.Key() == task_key || TaskTargetKey(b) == task_key) {
-      pick.push_back(b);
-    }
-  }
+  auto pick = tuner::BestRecordsOf(ReadLogOrFail(path).records, task_key);
   if (pick.empty()) {
     Fail(path + (task_key.empty() ? ": no successful record to export"
                                   : ": no successful record of task '" + task_key + "'"));
@@ -701,26 +458,10 @@ void RunExport(const std::string& path, const std::string& out, const std::strin
     Fail(path + ": several tasks; choose one with --task:" + keys);
   }
   const tuner::Record& r = pick.front();
-  auto target = Check(builder::ParseTarget(r.target));
-  auto task = Check(tuner::MakeTask(r.task.template_name, r.task.shape, target, {r.task.threads}));
-  auto config = Check(task->space().FromJson(r.config_values));
-  builder::BuildRequest req;
-  req.source = task->Generate(config);
-  req.target = target;
-  req.name = task->function();
-  req.source_name = task->function() + (target.is_cuda() ? ".cu" : ".c");
-  builder::BuildResult built = builder::BuildInProcess(req);
-  Check(built.status);
-  json tuning = {
-      {"task",
-       {{"template", r.task.template_name}, {"shape", r.task.shape}, {"dtype", r.task.dtype}}},
-      {"config", {{"index", config.index()}, {"values", r.config_values}}},
-      {"record", r.ToJson()},
-      {"log", path}};
-  auto manifest = Check(builder::WriteBuildPackage(req, built, out, "", "", tuning.dump()));
+  auto exported = Check(tuner::ExportRecord(r, out, path));
   std::printf("%s: %s best config (%.2f GFLOP/s on %s), function %s, build %s\n", out.c_str(),
-              r.task.Key().c_str(), r.gflops(), r.device.name.c_str(), task->function().c_str(),
-              manifest.build_id.substr(0, 12).c_str());
+              r.task.Key().c_str(), r.gflops(), r.device.name.c_str(), exported.function.c_str(),
+              exported.manifest.build_id.substr(0, 12).c_str());
 }
 
 void RegisterExport(CLI::App& app) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "crosstune/client/session.h"
+
 namespace crosstune::tuner {
 
 namespace {
@@ -95,6 +97,27 @@ DevicePool::~DevicePool() {
     trackers_[i]->StopAutoRenew();
     (void)trackers_[i]->Release(devices_[i].lease_token, msg::Outcome::kOk, "tuning done");
   }
+}
+
+Expected<std::unique_ptr<DevicePool>> DevicePool::StartLocal(
+    std::chrono::milliseconds request_timeout, const client::LocalServerOptions& options) {
+  auto local = std::make_unique<client::LocalServer>();
+  CT_RETURN_IF_ERROR(local->Start(options));
+  auto pool = FromServers({local->address()}, "", request_timeout, {"local"});
+  pool->local_ = std::move(local);
+  return pool;
+}
+
+Expected<builder::Target> ResolveTarget(const std::string& text, const DeviceSpec& device) {
+  if (text != "auto" && text != "cuda") return builder::ParseTarget(text);
+  client::ConnectOptions co;
+  co.server = device.server;
+  co.auth_secret = device.auth_secret;
+  co.lease_token = device.lease_token;
+  co.request_timeout = device.request_timeout;
+  CT_ASSIGN_OR_RETURN(auto session, client::Session::Connect(co));
+  CT_ASSIGN_OR_RETURN(msg::DeviceInfo info, session->Info());
+  return builder::TargetFromDevice(info, text == "cuda");
 }
 
 }  // namespace crosstune::tuner

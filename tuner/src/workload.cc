@@ -150,12 +150,25 @@ int TaskScheduler::Next() const {
 }
 
 double TaskScheduler::NetworkSeconds() const {
+  std::vector<NetworkTask> tasks;
+  for (size_t i = 0; i < tasks_.size(); ++i) tasks.push_back({tasks_[i].weight, state_[i].best});
+  return EstimateNetworkTime(tasks).seconds;
+}
+
+NetworkTime EstimateNetworkTime(const std::vector<NetworkTask>& tasks) {
+  NetworkTime t;
   double total = 0;
-  for (size_t i = 0; i < tasks_.size(); ++i) {
-    if (state_[i].best == kNoTime) return kNoTime;
-    total += tasks_[i].weight * state_[i].best;
+  for (const NetworkTask& task : tasks) {
+    if (task.seconds == TaskScheduler::kNoTime) {
+      t.missing++;
+    } else {
+      total += task.count * task.seconds;
+    }
   }
-  return total;
+  if (t.missing > 0) return t;
+  t.seconds = total;
+  for (const NetworkTask& task : tasks) t.shares.push_back(task.count * task.seconds / total);
+  return t;
 }
 
 }  // namespace crosstune::tuner

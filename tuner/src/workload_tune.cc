@@ -100,8 +100,7 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
 
   // The results, from the log (this run's records and earlier ones).
   auto final_log = ReadLog(options.tune.log_path);
-  double network = 0, untuned = 0;
-  bool complete = true, untuned_complete = true;
+  std::vector<NetworkTask> tuned, untuned;
   for (size_t i = 0; i < tasks.size(); ++i) {
     WorkloadTaskResult& result = summary.tasks[i];
     const uint64_t default_index = tasks[i]->DefaultConfig().index();
@@ -121,25 +120,17 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
     }
     result.trials = n;
     result.best_seconds = result.has_best ? result.best.mean : TaskScheduler::kNoTime;
-    if (result.has_best) {
-      network += layers[i].count * result.best_seconds;
-    } else {
-      complete = false;
-    }
-    if (default_s != TaskScheduler::kNoTime) {
-      untuned += layers[i].count * default_s;
-    } else {
-      untuned_complete = false;
-    }
+    const double count = layers[i].count;
+    tuned.push_back({count, result.best_seconds});
+    untuned.push_back({count, default_s});
     summary.trials_in_log += n;
   }
-  if (complete) {
-    summary.network_seconds = network;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      summary.tasks[i].share = layers[i].count * summary.tasks[i].best_seconds / network;
-    }
+  const NetworkTime network = EstimateNetworkTime(tuned);
+  if (network.complete()) {
+    summary.network_seconds = network.seconds;
+    for (size_t i = 0; i < tasks.size(); ++i) summary.tasks[i].share = network.shares[i];
   }
-  if (untuned_complete) summary.untuned_network_seconds = untuned;
+  summary.untuned_network_seconds = EstimateNetworkTime(untuned).seconds;
   summary.wall_s = Since(t0);
   return summary;
 }

@@ -1,6 +1,7 @@
-// The devices of a tuning run: crosstune-servers given by address, or every free device of a key
+// The devices of a tuning run: crosstune-servers given by address, every free device of a key
 // that a tracker can grant (each on a multi-session lease, renewed in the background, so a runner
-// can reconnect after a kernel crash ends its session).
+// can reconnect after a kernel crash ends its session), or a crosstune-server the pool starts on
+// this machine.
 //
 // Thread-safety: Lost() may be called from any thread; the rest from the owner's.
 #pragma once
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "crosstune/builder/target.h"
+#include "crosstune/client/local_server.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/tuner/measure.h"
 
@@ -30,7 +33,11 @@ class DevicePool {
       const client::TrackerOptions& tracker, const std::string& key, int max_devices,
       std::chrono::milliseconds wait, const std::string& server_secret,
       std::chrono::milliseconds request_timeout);
-  // Releases every lease still held (outcome ok).
+  // A crosstune-server started on this machine (client::LocalServer), named "local"; it ends
+  // with the pool. What `crosstune tune` measures on when it is given no device.
+  static Expected<std::unique_ptr<DevicePool>> StartLocal(
+      std::chrono::milliseconds request_timeout, const client::LocalServerOptions& options = {});
+  // Releases every lease still held (outcome ok), then stops the local server, if any.
   ~DevicePool();
 
   const std::vector<DeviceSpec>& devices() const { return devices_; }
@@ -44,6 +51,11 @@ class DevicePool {
   std::mutex mu_;
   // One tracker connection per lease: its auto-renew thread keeps that lease alive.
   std::vector<std::unique_ptr<client::TrackerClient>> trackers_;
+  std::unique_ptr<client::LocalServer> local_;  // StartLocal's server
 };
+
+// The target a run builds for: "auto" asks `device` for its CPU (builder::TargetFromDevice),
+// "cuda" for its first GPU; anything else is parsed as a target string or preset.
+Expected<builder::Target> ResolveTarget(const std::string& text, const DeviceSpec& device);
 
 }  // namespace crosstune::tuner

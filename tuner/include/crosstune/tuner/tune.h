@@ -90,6 +90,8 @@ struct TuneSummary {
   bool stopped = false;  // by options.stop
   bool early_stopped = false;
   std::vector<std::string> log_warnings;
+  // device_busy_s over the wall time of every device: how busy the run kept them (0..1).
+  double device_busy_fraction() const;
 };
 
 // Reads "knob=value" pins (--pin) into TuneOptions::pins. The value is JSON when it parses as
@@ -102,6 +104,11 @@ Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins);
 // failed; commonest: BuildError (64): matmul_3.c:7: error: ..."). The records are kept either way.
 Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
                            builder::Builder& builder, const TuneOptions& options);
+
+// The run as `crosstune tune --json` prints it: the task, target, tuner and log, the counts and
+// errors by kind, the wall time and how busy the devices were, the default config's and the best
+// record's figures.
+nlohmann::json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary& summary);
 
 // "all N trials failed; commonest: KIND (count): message" for a task's records, or Ok when one
 // succeeded.
@@ -156,5 +163,11 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
                                        const std::vector<DeviceSpec>& devices,
                                        builder::Builder& builder,
                                        const WorkloadTuneOptions& options);
+
+// A network's run as `crosstune tune --workload --json` prints it: per task its layer, trials,
+// best time (ms, null when none), share and GFLOP/s; the estimated network times tuned and
+// untuned (null while a task has none).
+nlohmann::json WorkloadReport(const WorkloadTuneOptions& options, const builder::Target& target,
+                              const WorkloadSummary& summary);
 
 }  // namespace crosstune::tuner

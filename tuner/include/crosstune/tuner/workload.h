@@ -94,4 +94,24 @@ class TaskScheduler {
   std::vector<State> state_;
 };
 
+// --- The estimated network time ---------------------------------------------------------------
+
+// A task of a network: how often it occurs, and its best time (kNoTime while none has worked).
+struct NetworkTask {
+  double count = 1;
+  double seconds = TaskScheduler::kNoTime;
+};
+
+struct NetworkTime {
+  double seconds = TaskScheduler::kNoTime;  // sum of count x seconds; kNoTime while incomplete
+  int missing = 0;                          // tasks without a time
+  std::vector<double> shares;  // per task, count x seconds / the sum; empty while incomplete
+  bool complete() const { return missing == 0; }
+};
+
+// The estimated time of a network: the sum over its tasks, in the order given, of count x best
+// time, and each task's share of it. The one definition that the scheduler, TuneWorkload and
+// log summaries use.
+NetworkTime EstimateNetworkTime(const std::vector<NetworkTask>& tasks);
+
 }  // namespace crosstune::tuner

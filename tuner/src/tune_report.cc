@@ -1,0 +1,88 @@
+// The results of Tune() and TuneWorkload() as JSON objects (`crosstune tune --json`).
+#include <algorithm>
+
+#include "crosstune/tuner/tune.h"
+
+namespace crosstune::tuner {
+namespace {
+
+using nlohmann::json;
+
+json ErrorsJson(const std::map<TrialError, int>& errors) {
+  json j = json::object();
+  for (const auto& [kind, n] : errors) j[std::string(TrialErrorName(kind))] = n;
+  return j;
+}
+
+// Milliseconds, or null for kNoTime.
+json Milliseconds(double seconds) {
+  return seconds == TaskScheduler::kNoTime ? json(nullptr) : json(seconds * 1e3);
+}
+
+}  // namespace
+
+double TuneSummary::device_busy_fraction() const {
+  return wall_s > 0 ? device_busy_s / (wall_s * std::max(1, devices)) : 0;
+}
+
+json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary& s) {
+  json j = {{"task",
+             {{"template", task.id().template_name},
+              {"shape", task.id().shape},
+              {"dtype", task.id().dtype}}},
+            {"target", task.target().ToString()},
+            {"tuner", options.tuner},
+            {"trials_in_log", s.trials_in_log},
+            {"resumed", s.resumed},
+            {"measured", s.measured},
+            {"errors", ErrorsJson(s.errors)},
+            {"wall_s", s.wall_s},
+            {"devices", s.devices},
+            {"device_busy_fraction", s.device_busy_fraction()},
+            {"stopped", s.stopped},
+            {"early_stopped", s.early_stopped},
+            {"log", options.log_path}};
+  if (s.has_default) {
+    j["default"] = {{"gflops", s.default_record.gflops()},
+                    {"mean_s", s.default_record.mean},
+                    {"config", s.default_record.config_values},
+                    {"error", TrialErrorName(s.default_record.error)}};
+  }
+  if (s.has_best) {
+    j["best"] = {{"gflops", s.best.gflops()},
+                 {"mean_s", s.best.mean},
+                 {"config", s.best.config_values},
+                 {"index", s.best.config_index},
+                 {"device", s.best.device.name}};
+  }
+  return j;
+}
+
+json WorkloadReport(const WorkloadTuneOptions& options, const builder::Target& target,
+                    const WorkloadSummary& s) {
+  json tasks = json::array();
+  for (const auto& t : s.tasks) {
+    tasks.push_back({{"layer", t.layer.name},
+                     {"template", t.layer.template_name},
+                     {"shape", t.layer.shape},
+                     {"count", t.layer.count},
+                     {"trials", t.trials},
+                     {"best_ms", Milliseconds(t.best_seconds)},
+                     {"share", t.share},
+                     {"gflops", t.has_best ? t.best.gflops() : 0.0},
+                     {"error", t.error}});
+  }
+  return {{"workload", options.name},
+          {"target", target.ToString()},
+          {"threads", options.threads},
+          {"trials_in_log", s.trials_in_log},
+          {"measured", s.measured},
+          {"network_ms", Milliseconds(s.network_seconds)},
+          {"untuned_network_ms", Milliseconds(s.untuned_network_seconds)},
+          {"wall_s", s.wall_s},
+          {"stopped", s.stopped},
+          {"tasks", tasks},
+          {"log", options.tune.log_path}};
+}
+
+}  // namespace crosstune::tuner
