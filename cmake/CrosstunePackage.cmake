@@ -1,11 +1,12 @@
 # The installed package, so another project can use the libraries:
-#   find_package(crosstune CONFIG REQUIRED [COMPONENTS client server tracker builder])
+#   find_package(crosstune CONFIG REQUIRED [COMPONENTS client server tracker builder tuner])
 #   target_link_libraries(app PRIVATE crosstune::client)
 # or, for the client library without CMake, pkg-config's crosstune-client.
 #
 # Each heavy dependency has its own export set, so a component pulls in only what its targets
 # link: client and server need OpenSSL and threads; tracker adds SQLite; builder adds LLVM, clang,
-# lld (and NVRTC where it was built with it). No COMPONENTS means all of them.
+# lld (and NVRTC where it was built with it); tuner adds the builder's and XGBoost (found by
+# cmake/crosstuneXGBoost.cmake, installed beside the config). No COMPONENTS means all of them.
 include(CMakePackageConfigHelpers)
 
 set(CROSSTUNE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/crosstune)
@@ -21,6 +22,11 @@ if(TARGET crosstune_builder)
     set(CROSSTUNE_BUILDER_NVRTC OFF)
   endif()
   install(EXPORT crosstuneBuilderTargets NAMESPACE crosstune:: DESTINATION ${CROSSTUNE_CMAKE_DIR})
+endif()
+if(TARGET crosstune_tuner)
+  list(APPEND CROSSTUNE_COMPONENTS tuner)
+  install(EXPORT crosstuneTunerTargets NAMESPACE crosstune:: DESTINATION ${CROSSTUNE_CMAKE_DIR})
+  install(FILES ${CMAKE_CURRENT_LIST_DIR}/crosstuneXGBoost.cmake DESTINATION ${CROSSTUNE_CMAKE_DIR})
 endif()
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/crosstuneConfig.cmake.in

@@ -3,6 +3,8 @@
 # Installs BUILD_DIR into a temporary prefix, builds the consumer there with CMake
 # (find_package(crosstune CONFIG COMPONENTS client)) and with pkg-config (crosstune-client), checks
 # that neither links a compiler library, and runs both against the installed crosstune-server.
+# When the build has the tuner, tuner_consumer (beside CONSUMER_SOURCE_DIR) is built with
+# find_package(crosstune CONFIG COMPONENTS tuner) and tunes on that server with XGBoost.
 # With KERNEL_SOURCE, the installed `crosstune` finds its compiler module and builds it.
 set -euo pipefail
 build=$1 consumer=$2 kernel=$3 cxx=$4 kernel_source=${5:-}
@@ -40,6 +42,24 @@ cmake --build "$work/cmake-build" >"$work/build.log" 2>&1 || {
   cat "$work/build.log"
   fail "the consumer does not build against the installed package"
 }
+
+# 1b. crosstune::tuner, whose config must find XGBoost (and LLVM, clang) on its own.
+tuner_consumer=$(dirname "$consumer")/tuner_consumer
+with_tuner=0
+if [ -e "$prefix/lib/cmake/crosstune/crosstuneTunerTargets.cmake" ]; then
+  with_tuner=1
+  cmake -S "$tuner_consumer" -B "$work/tuner-build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >"$work/tuner-configure.log" 2>&1 || {
+    cat "$work/tuner-configure.log"
+    fail "the tuner consumer does not configure against the installed package"
+  }
+  cmake --build "$work/tuner-build" >"$work/tuner-build.log" 2>&1 || {
+    cat "$work/tuner-build.log"
+    fail "the tuner consumer does not build against the installed package"
+  }
+  ldd "$work/tuner-build/tuner_consumer" | grep -q libxgboost ||
+    fail "the tuner consumer does not link XGBoost"
+fi
 
 # 2. pkg-config, for projects without CMake.
 PKG_CONFIG_PATH=$pc_dir pkg-config --exists crosstune-client || fail "pkg-config cannot find crosstune-client"
@@ -92,4 +112,10 @@ for bin in "$work/cmake-build/consumer" "$work/pc-consumer"; do
   echo "$out"
   [[ $out == "consumer: vadd ok on "* ]] || fail "$bin printed: $out"
 done
+if [ "$with_tuner" = 1 ]; then
+  out=$("$work/tuner-build/tuner_consumer" "$server" "$work/tuner.jsonl" 2>&1) ||
+    fail "tuner_consumer: $out"
+  echo "$out" | tail -n 1
+  [[ $(tail -n 1 <<<"$out") == "tuner_consumer: matmul tuned on "* ]] || fail "tuner_consumer printed: $out"
+fi
 echo "package_test: ok"
