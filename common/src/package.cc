@@ -16,7 +16,9 @@
 #include <set>
 
 #include "crosstune/crypto.h"
+#include "crosstune/graph.h"
 #include "crosstune/json_fields.h"
+#include "crosstune/json_reader.h"
 #include "crosstune/kernel_abi.h"
 #include "crosstune/params.h"
 
@@ -227,20 +229,19 @@ std::string ManifestToJson(const Manifest& m, int indent) {
             {"files", files}};
   if (!m.ptx.empty()) j["ptx"] = m.ptx;
   if (!m.tuning.empty()) {
-    json t = json::parse(m.tuning, nullptr, false);
-    j["tuning"] = t.is_discarded() ? json(m.tuning) : t;
+    // The manifest's own text, read back: bounded like the manifest it came from.
+    auto t = ParseJson(m.tuning, {.max_bytes = kMaxManifestBytes});
+    j["tuning"] = t.ok() ? std::move(t).value() : json(m.tuning);
   }
   return j.dump(indent);
 }
 
 Expected<Manifest> ManifestFromJson(std::string_view text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return Status(ErrorCode::kInvalidArgument,
-                  std::string("manifest.json is not JSON: ") + e.what());
+  auto parsed = ParseJson(text, {.max_bytes = kMaxManifestBytes});
+  if (!parsed.ok()) {
+    return Status(ErrorCode::kInvalidArgument, "manifest.json: " + parsed.status().message());
   }
+  const json& j = *parsed;
   Manifest m;
   try {
     if (!j.is_object()) throw std::runtime_error("not an object");
@@ -410,14 +411,15 @@ Expected<Manifest> WritePackage(const std::string& out_path, Manifest manifest,
     if (in.path == kParamsPath) {
       CT_ASSIGN_OR_RETURN(data, RestampParams(data, manifest.build_id));
     } else if (in.path == kGraphPath) {
-      try {
-        json g = json::parse(data);
-        g["build_id"] = manifest.build_id;
-        data = g.dump(2);
-      } catch (const json::exception& e) {
-        return Status(ErrorCode::kInvalidArgument,
-                      std::string("graph.json is not JSON: ") + e.what());
+      auto g = ParseJson(data, {.max_bytes = graph::kMaxGraphBytes});
+      if (!g.ok()) {
+        return Status(ErrorCode::kInvalidArgument, "graph.json: " + g.status().message());
       }
+      if (!g->is_object()) {
+        return Status(ErrorCode::kInvalidArgument, "graph.json: not a JSON object");
+      }
+      (*g)["build_id"] = manifest.build_id;
+      data = g->dump(2);
     }
     manifest.files.push_back({in.path, data.size(), Sha256Hex(data)});
     members.push_back({in.path, std::move(data), ""});
@@ -520,13 +522,18 @@ Expected<Package> OpenPackage(const std::string& path) {
   }
   // graph.json and params.bin must come from the build that made this library.
   if (auto g = by_name.find(std::string(kGraphPath)); g != by_name.end()) {
-    CT_ASSIGN_OR_RETURN(std::string gtext, ReadMember(fd.get(), *g->second, 64u << 20));
+    CT_ASSIGN_OR_RETURN(std::string gtext, ReadMember(fd.get(), *g->second, graph::kMaxGraphBytes));
+    auto doc = ParseJson(gtext, {.max_bytes = graph::kMaxGraphBytes});
+    if (!doc.ok()) {
+      return Status(ErrorCode::kInvalidArgument, "graph.json: " + doc.status().message());
+    }
     std::string id;
-    try {
-      id = json::parse(gtext).value("build_id", "");
-    } catch (const json::exception& e) {
-      return Status(ErrorCode::kInvalidArgument,
-                    std::string("graph.json is not JSON: ") + e.what());
+    if (auto b = doc->find("build_id"); doc->is_object() && b != doc->end()) {
+      if (!b->is_string()) {
+        return Status(ErrorCode::kInvalidArgument,
+                      "graph.json: build_id is not a string: " + JsonExcerpt(*b));
+      }
+      id = b->get<std::string>();
     }
     if (id != m.build_id) {
       return Status(ErrorCode::kBadHash,

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "crosstune/json_fields.h"
+#include "crosstune/json_reader.h"
 #include "crosstune/tensor.h"
 
 namespace crosstune::pkg {
@@ -196,14 +197,11 @@ Status ParamsFile::Parse() {
   if (index_bytes > kMaxIndexBytes)
     return Bad("index of " + std::to_string(index_bytes) + " bytes");
   if (kHeaderBytes + index_bytes > size_) return Bad("truncated (index runs past the end)");
-  nlohmann::json index;
-  try {
-    index =
-        nlohmann::json::parse(reinterpret_cast<const char*>(base_ + kHeaderBytes),
-                              reinterpret_cast<const char*>(base_ + kHeaderBytes + index_bytes));
-  } catch (const nlohmann::json::exception& e) {
-    return Bad(std::string("index is not JSON: ") + e.what());
-  }
+  auto parsed =
+      ParseJson(std::string_view(reinterpret_cast<const char*>(base_ + kHeaderBytes), index_bytes),
+                {.max_bytes = kMaxIndexBytes});
+  if (!parsed.ok()) return Bad("index: " + parsed.status().message());
+  const nlohmann::json& index = *parsed;
   uint64_t data_start = kHeaderBytes + index_bytes;
   std::set<std::string> names;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;

@@ -186,6 +186,34 @@ TEST_F(PackageTest, RefusesParamsAndGraphFromAnotherBuild) {
   EXPECT_NE(g.status().message().find("graph.json belongs to build"), std::string::npos);
 }
 
+// A graph.json of the right build, hashed right, nested 100,000 levels deep: the old check read
+// only its build_id and passed it on (to an executor that copies it).
+TEST_F(PackageTest, RefusesADeeplyNestedGraph) {
+  std::string with = Path("graph_ok.ctpkg");
+  testing::BuildPackage("x86-64", with, R"({"nodes": []})");
+  std::string deep = Path("deep_graph.ctpkg");
+  testing::RewritePackage(with, deep, [&](Manifest* m, std::vector<PackageInput>* files) {
+    for (auto& f : *files) {
+      if (f.path != "graph.json") continue;
+      const std::string levels(100'000, '[');
+      f.data = R"({"build_id": ")" + m->build_id + R"(", "nodes": )" + levels +
+               std::string(levels.size(), ']') + "}";
+      for (auto& h : m->files) {
+        if (h.path == f.path) {
+          h.sha256 = Sha256Hex(f.data);
+          h.size = f.data.size();
+        }
+      }
+    }
+  });
+  auto g = VerifyPackage(deep, X86Device());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("graph.json: JSON nested deeper than 64 levels at byte"),
+            std::string::npos)
+      << g.status().message();
+}
+
 TEST_F(PackageTest, RefusesUnlistedMembersAndUnsafeNames) {
   std::string extra = Path("extra.ctpkg");
   testing::RewritePackage(x86_, extra, [](Manifest*, std::vector<PackageInput>* files) {
@@ -243,6 +271,67 @@ TEST(ManifestTest, NumbersThatAreNotIntegersInRangeAreNamedErrors) {
     EXPECT_NE(m.status().message().find(c.field + " must be an integer"), std::string::npos)
         << m.status().message();
   }
+}
+
+// 100,000 levels (200 KB, under every size limit): the old reader parsed them and then overflowed
+// the stack quoting the value in its error text, which ended a server's session. Each case runs
+// in a forked child first (gtest's death-test machinery), so such a crash fails this test only.
+std::string Deep(int levels = 100'000) {
+  return std::string(levels, '[') + std::string(levels, ']');
+}
+
+TEST(ManifestTest, RefusesDeepNestingWithANamedError) {
+  const std::string text = R"({"format_version":)" + Deep() + "}";
+  EXPECT_EXIT(
+      {
+        (void)ManifestFromJson(text);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  auto m = ManifestFromJson(text);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(m.status().message(), "manifest.json: JSON nested deeper than 64 levels at byte 83");
+}
+
+TEST(ManifestTest, ErrorTextsQuoteAValueCutShort) {
+  std::string many = "[";
+  for (int i = 0; i < 100'000; ++i) many += "1,";
+  many += "1]";
+  auto m = ManifestFromJson(R"({"format_version":)" + many + "}");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("format_version must be an integer in [0, 4294967295], got "
+                                      "[1,1,1,"),
+            std::string::npos)
+      << m.status().message();
+  EXPECT_LT(m.status().message().size(), 200u);
+}
+
+// A params.bin header (magic, version, build id) followed by `index` as its JSON index.
+std::string ParamsWithIndex(const std::string& index) {
+  std::string bytes = ParamsWriter().Serialize().substr(0, 80);
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((index.size() >> (8 * i)) & 0xff));
+  return bytes + index;
+}
+
+TEST(ParamsTest, RefusesADeeplyNestedIndexWithANamedError) {
+  const std::string bytes =
+      ParamsWithIndex(R"({"tensors":[{"name":"w","dtype":"float32","shape":)" + Deep() + "}]}");
+  auto parse = [&bytes] {
+    std::unique_ptr<char, decltype(&std::free)> buf(
+        static_cast<char*>(std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64)), &std::free);
+    std::copy(bytes.begin(), bytes.end(), buf.get());
+    return ParamsFile::FromBuffer(buf.get(), bytes.size()).status();
+  };
+  EXPECT_EXIT(
+      {
+        (void)parse();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  Status s = parse();
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "params.bin: index: JSON nested deeper than 64 levels at byte 112");
 }
 
 TEST(ParamsTest, RoundTripsAlignedTensorsThroughMmap) {

@@ -202,6 +202,60 @@ TEST_F(ServerPackageTest, RefusesParamsFromAnotherBuild) {
       << mod.status().message();
 }
 
+// A manifest and a params index nested 100,000 levels deep (200 KB), every hash right: the old
+// loader overflowed the session process's stack quoting the value in its error (the server lived,
+// the session died). Each is now a named error, and the same session goes on serving.
+TEST_F(ServerPackageTest, RefusesDeeplyNestedManifestAndParamsIndexOnALiveSession) {
+  const std::string levels(100'000, '[');
+  const std::string deep = levels + std::string(levels.size(), ']');
+  testing::RewritePackage(
+      x86_, Path("deep_manifest.ctpkg"),
+      [&](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
+        std::string text = pkg::ManifestToJson(*m);
+        const std::string needle = "\"format_version\": 1";
+        text.replace(text.find(needle), needle.size(), "\"format_version\": " + deep);
+        files->insert(files->begin(), {std::string(pkg::kManifestPath), text, ""});
+      });
+  auto manifest = UploadAndLoad(Path("deep_manifest.ctpkg"), "deep_manifest.ctpkg");
+  ASSERT_FALSE(manifest.ok());
+  EXPECT_EQ(manifest.status().code(), ErrorCode::kInvalidArgument) << manifest.status().ToString();
+  EXPECT_NE(manifest.status().message().find("manifest.json: JSON nested deeper than 64 levels"),
+            std::string::npos)
+      << manifest.status().message();
+  ASSERT_TRUE(UploadAndLoad(x86_, "vadd.ctpkg").ok());
+
+  pkg::ParamsWriter w;
+  float data[8] = {};
+  ASSERT_TRUE(w.Add("w", {kDLFloat, 32, 1}, {8}, data, sizeof(data)).ok());
+  testing::BuildPackage("x86-64", Path("params_ok.ctpkg"), "", w.Serialize());
+  testing::RewritePackage(
+      Path("params_ok.ctpkg"), Path("deep_params.ctpkg"),
+      [&](pkg::Manifest* m, std::vector<pkg::PackageInput>* files) {
+        for (auto& f : *files) {
+          if (f.path != "params.bin") continue;
+          const std::string index =
+              R"({"tensors":[{"name":"w","dtype":"float32","offset":128,"nbytes":32,"shape":)" +
+              deep + "}]}";
+          f.data = f.data.substr(0, 80);  // magic, version, build id
+          for (int i = 0; i < 8; ++i) f.data.push_back(static_cast<char>(index.size() >> (8 * i)));
+          f.data += index;
+          for (auto& h : m->files) {
+            if (h.path == f.path) {
+              h.sha256 = Sha256Hex(f.data);
+              h.size = f.data.size();
+            }
+          }
+        }
+      });
+  auto params = UploadAndLoad(Path("deep_params.ctpkg"), "deep_params.ctpkg");
+  ASSERT_FALSE(params.ok());
+  EXPECT_EQ(params.status().code(), ErrorCode::kInvalidArgument) << params.status().ToString();
+  EXPECT_NE(params.status().message().find("params.bin: index: JSON nested deeper than 64 levels"),
+            std::string::npos)
+      << params.status().message();
+  EXPECT_TRUE(UploadAndLoad(x86_, "vadd2.ctpkg").ok());
+}
+
 TEST_F(ServerPackageTest, RefusesCudaPackageWithoutAGpu) {
   if (!builder::HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
   auto info = session_->Info();

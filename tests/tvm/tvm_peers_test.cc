@@ -200,12 +200,40 @@ TEST_F(TvmPeersTest, RefusesBadMessagesWithANamedError) {
   auto len = [](int32_t v) { return tvm::EncodeInt(v); };
   EXPECT_EQ(feed(len(0)).code(), ErrorCode::kProtocolError);
   EXPECT_NE(feed(len((1 << 20) + 1)).message().find("out of range"), std::string::npos);
-  EXPECT_NE(feed(len(3) + "[1,").message().find("not UTF-8 JSON"), std::string::npos);
-  EXPECT_NE(feed(len(5) + "[\"\xff\"]").message().find("not UTF-8 JSON"), std::string::npos);
+  EXPECT_NE(feed(len(3) + "[1,").message().find("not JSON: syntax error at byte 4"),
+            std::string::npos);
+  EXPECT_NE(feed(len(5) + "[\"\xff\"]").message().find("ill-formed UTF-8"), std::string::npos);
   EXPECT_NE(feed(len(4) + "[99]").message().find("unknown code 99"), std::string::npos);
   EXPECT_NE(feed(len(3) + "[3]").message().find("expected [3, key"), std::string::npos);
   EXPECT_NE(feed(tvm::EncodeMessage({3, "cpu", {0, "cpu:1"}, nullptr})).message().find("bad port"),
             std::string::npos);
+}
+
+// One 200 KB message nested 100,000 levels deep, under the 1 MiB message limit: the old handler
+// copied the value (the UPDATE_INFO merge) or dumped it (a PUT's bad port) and overflowed the
+// tracker's stack, taking the farm down. Each case runs in a forked child first (gtest's
+// death-test machinery), so such a crash fails this test only.
+TEST_F(TvmPeersTest, RefusesDeeplyNestedMessagesWithANamedError) {
+  const std::string levels(100'000, '[');
+  const std::string deep = levels + std::string(levels.size(), ']');
+  uint64_t conn = 1;
+  for (const std::string& body : {R"([5, {"key": "server:cpu", "addr": )" + deep + "}]",
+                                  R"([3, "cpu", [)" + deep + R"(, "m"]])"}) {
+    ASSERT_LT(body.size(), size_t{tvm::kMaxMessageBytes});
+    const std::string bytes = tvm::EncodeInt(static_cast<int32_t>(body.size())) + body;
+    Open(conn);
+    EXPECT_EXIT(
+        {
+          (void)tvm_->OnInput(now_, conn, bytes);
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "");
+    Status s = tvm_->OnInput(now_, conn, bytes).status();
+    EXPECT_EQ(s.code(), ErrorCode::kProtocolError) << s.ToString();
+    EXPECT_NE(s.message().find("JSON nested deeper than 64 levels at byte"), std::string::npos)
+        << s.message();
+    ++conn;
+  }
 }
 
 TEST_F(TvmPeersTest, RefusesInfoThatGrowsPastItsLimit) {

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "crosstune/json_reader.h"
+
 namespace crosstune::tracker {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -160,11 +162,12 @@ Expected<size_t> TvmPeers::OnInput(TimePoint now, uint64_t conn, std::string_vie
                  std::to_string(tvm::kMaxMessageBytes) + ")");
     }
     if (data.size() - used - 4 < static_cast<size_t>(len)) break;
-    // The parser also refuses strings that are not UTF-8.
-    json msg = json::parse(data.substr(used + 4, len), nullptr, /*allow_exceptions=*/false);
+    // Bounded: nothing nested deeper than kMaxJsonDepth is built (copying such a value, as the
+    // UPDATE_INFO merge does, would recurse once per level). Strings must be UTF-8.
+    auto msg = ParseJson(data.substr(used + 4, len), {.max_bytes = tvm::kMaxMessageBytes});
     used += 4 + static_cast<size_t>(len);
-    if (msg.is_discarded()) return Bad("not UTF-8 JSON");
-    CT_RETURN_IF_ERROR(Handle(now, conn, it->second, msg));
+    if (!msg.ok()) return Bad(msg.status().message());
+    CT_RETURN_IF_ERROR(Handle(now, conn, it->second, *msg));
   }
   return used;
 }
@@ -237,7 +240,7 @@ Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
     return Bad("expected [3, key, [port, matchkey], custom_addr]");
   }
   auto port = Port(msg[2][0]);
-  if (!port) return Bad("PUT: bad port " + msg[2][0].dump());
+  if (!port) return Bad("PUT: bad port " + JsonExcerpt(msg[2][0]));
   std::string key = msg[1].get<std::string>();
   std::string host = p.remote;
   if (msg.size() > 3 && msg[3].is_string() && !msg[3].get_ref<const std::string&>().empty()) {

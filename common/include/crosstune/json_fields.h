@@ -1,7 +1,8 @@
 // Integers read from JSON that came from outside (manifests, params indexes). nlohmann's get<T>()
 // converts a float such as 8.9e81 to an integer type with undefined behaviour (UBSan reports it;
 // the package fuzzer found one), and wraps a negative number into an unsigned type. These accept
-// JSON integers that fit T only, and throw std::runtime_error naming the field otherwise.
+// JSON integers that fit T only, and throw std::runtime_error naming the field (and quoting the
+// value, cut short) otherwise.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "crosstune/json_reader.h"
+
 namespace crosstune {
 
 template <typename T>
@@ -20,7 +23,8 @@ T JsonInteger(const nlohmann::json& v, const char* field) {
   auto bad = [&] {
     return std::runtime_error(std::string(field) + " must be an integer in [" +
                               std::to_string(std::numeric_limits<T>::min()) + ", " +
-                              std::to_string(std::numeric_limits<T>::max()) + "], got " + v.dump());
+                              std::to_string(std::numeric_limits<T>::max()) + "], got " +
+                              JsonExcerpt(v));
   };
   if (!v.is_number_integer()) throw bad();
   if (v.is_number_unsigned()) {
