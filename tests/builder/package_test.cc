@@ -291,7 +291,7 @@ TEST(ManifestTest, RefusesDeepNestingWithANamedError) {
   auto m = ManifestFromJson(text);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(m.status().message(), "manifest.json: JSON nested deeper than 64 levels at byte 83");
+  EXPECT_EQ(m.status().message(), "manifest.json: JSON nested deeper than 64 levels at byte 82");
 }
 
 TEST(ManifestTest, ErrorTextsQuoteAValueCutShort) {

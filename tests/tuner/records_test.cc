@@ -128,6 +128,61 @@ TEST(Records, BestPicksTheLowestMeanPerTaskAndTarget) {
   EXPECT_EQ(best[1].config_index, 5u);
 }
 
+// A line nested 100,000 levels deep in `v`, `workload`, `config.index` or a `task.shape` element
+// (200 KB, under the line limit): the old reader parsed it, then overflowed the stack copying the
+// workload or quoting the value in its error text (log summary, best, export, replay and tune
+// --log all read logs this way). Each is now a warning naming the depth, and the good lines stay.
+// Run in a forked child first (gtest's death-test machinery), so such a crash fails this test.
+TEST(Records, SkipsDeeplyNestedLinesWithAWarning) {
+  const std::string levels(100'000, '[');
+  const std::string deep = levels + std::string(levels.size(), ']');
+  nlohmann::json good = Sample(1, 1e-3).ToJson();
+  const std::string text = good.dump();
+  auto with = [&](const std::string& field, const std::string& value) {
+    std::string line = text;
+    const std::string needle = "\"" + field + "\":";
+    size_t at = line.find(needle) + needle.size();
+    size_t end = at;
+    if (line[at] == '{' || line[at] == '[') {
+      for (int depth = 0; end == at || depth > 0; ++end) {
+        depth += line[end] == '{' || line[end] == '['   ? 1
+                 : line[end] == '}' || line[end] == ']' ? -1
+                                                        : 0;
+      }
+    } else {
+      end = line.find_first_of(",}", at);
+    }
+    return line.substr(0, at) + value + line.substr(end);
+  };
+  std::string path = TempPath("deep.jsonl");
+  {
+    std::ofstream out(path);
+    out << text << "\n"
+        << with("v", deep) << "\n"
+        << text.substr(0, text.size() - 1) << ",\"workload\":{\"w\":" << deep << "}}\n"
+        << with("index", deep) << "\n"
+        << with("shape", "[64," + deep + "]") << "\n"
+        << text << "\n";
+  }
+  EXPECT_EXIT(
+      {
+        (void)ReadLog(path);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  auto log = ReadLog(path);
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->records.size(), 2u);
+  ASSERT_EQ(log->warnings.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NE(log->warnings[i].find(":" + std::to_string(i + 2) +
+                                    ": skipped a line: JSON nested deeper than 64 levels"),
+              std::string::npos)
+        << log->warnings[i];
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(Records, AMissingLogIsNotFound) {
   auto log = ReadLog(TempPath("absent.jsonl"));
   ASSERT_FALSE(log.ok());

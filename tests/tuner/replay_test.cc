@@ -159,6 +159,28 @@ TEST_F(KernelTunerCacheTest, MalformedFilesGetNamedErrors) {
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
 }
 
+// A cache whose problem_size is nested 100,000 levels deep (200 KB): the old reader quoted it
+// whole in its error and overflowed the stack (replay died). Run in a forked child first.
+TEST_F(KernelTunerCacheTest, RefusesDeeplyNestedValuesWithANamedError) {
+  const std::string levels(100'000, '[');
+  std::string path = Write("deep.json", R"({"tune_params_keys": ["x"], "problem_size": [)" +
+                                            levels + std::string(levels.size(), ']') +
+                                            R"(], "cache": {"1": {"x": 1, "time": 1.0}}})");
+  EXPECT_EXIT(
+      {
+        (void)ReplayTable::Load(path);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  auto t = ReplayTable::Load(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find(path + ": not a Kernel Tuner cache file: JSON nested "
+                                             "deeper than 64 levels at byte 108"),
+            std::string::npos)
+      << t.status().message();
+}
+
 TEST_F(KernelTunerCacheTest, ReadsAFullSpaceRecordLogOfOneTask) {
   std::string path = (dir_ / "mm.jsonl").string();
   auto w = RecordWriter::Open(path);

@@ -267,5 +267,21 @@ TEST(ParsePinsTest, ReadsJsonValuesAndBareStrings) {
   EXPECT_NE(twice.status().message().find("'a' is pinned twice"), std::string::npos);
 }
 
+// `tune --pin` with a value nested 100,000 levels deep: the old reader took it, and the pin's
+// error text dumped it whole (a stack overflow). A list that does not parse is now named, too.
+TEST(ParsePinsTest, RefusesDeeplyNestedAndMalformedLists) {
+  const std::string levels(100'000, '[');
+  auto huge = ParsePins({"order=" + levels + std::string(levels.size(), ']')});
+  EXPECT_EQ(huge.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(huge.status().message(),
+            "pin 'order': JSON text of 200000 bytes is over the limit of 65536");
+  auto deep = ParsePins({"order=" + levels.substr(0, 1000) + std::string(1000, ']')});
+  EXPECT_EQ(deep.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(deep.status().message(), "pin 'order': JSON nested deeper than 64 levels at byte 65");
+  auto open = ParsePins({"order=[\"ir\","});
+  EXPECT_NE(open.status().message().find("pin 'order': not JSON: syntax error"), std::string::npos)
+      << open.status().message();
+}
+
 }  // namespace
 }  // namespace crosstune::tuner

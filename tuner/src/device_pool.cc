@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "crosstune/client/session.h"
+#include "crosstune/json_reader.h"
+#include "crosstune/protocol.h"
 
 namespace crosstune::tuner {
 
@@ -42,11 +44,16 @@ Expected<std::unique_ptr<DevicePool>> DevicePool::FromTracker(
   {
     CT_ASSIGN_OR_RETURN(auto probe, client::TrackerClient::Connect(tracker));
     CT_ASSIGN_OR_RETURN(std::string summary, probe->Query());
-    auto j = nlohmann::json::parse(summary, nullptr, false);
+    // The tracker's summary (one reply frame): bounded, as all JSON from outside.
+    auto j = ParseJson(summary, {.max_bytes = Limits::kMaxFrameBytes});
+    auto text = [](const nlohmann::json& d, const char* field) {
+      auto it = d.find(field);
+      return it != d.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
     int free = 0;
-    if (j.is_object() && j.contains("devices")) {
-      for (const auto& d : j["devices"]) {
-        if (d.value("key", "") == key && d.value("state", "") == "free") ++free;
+    if (j.ok() && j->is_object() && j->contains("devices") && (*j)["devices"].is_array()) {
+      for (const auto& d : (*j)["devices"]) {
+        if (d.is_object() && text(d, "key") == key && text(d, "state") == "free") ++free;
       }
     }
     want = std::max(1, free);

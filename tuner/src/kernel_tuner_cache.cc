@@ -6,6 +6,8 @@
 #include <cmath>
 #include <optional>
 
+#include "crosstune/json_reader.h"
+
 namespace crosstune::tuner {
 
 namespace {
@@ -62,14 +64,15 @@ Status Malformed(const std::string& source, const std::string& what) {
 
 // Kernel Tuner appends to a cache file while it tunes and closes the JSON only at the end; a run
 // that stopped early leaves `..., "key": {...},` without the closing braces.
-std::optional<nlohmann::json> ParseCacheText(std::string text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_discarded()) return j;
+// Bounded like all JSON from outside (ParseJson): the error is the whole text's.
+Expected<nlohmann::json> ParseCacheText(std::string text) {
+  const JsonLimits limits{.max_bytes = kMaxCacheBytes};
+  auto j = ParseJson(text, limits);
+  if (j.ok()) return j;
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   if (!text.empty() && text.back() == ',') text.pop_back();
-  j = nlohmann::json::parse(text + "}}", nullptr, false);
-  if (!j.is_discarded()) return j;
-  return std::nullopt;
+  if (auto closed = ParseJson(text + "}}", limits); closed.ok()) return closed;
+  return j.status();
 }
 
 std::vector<std::string> SplitKey(const std::string& key) {
@@ -89,8 +92,8 @@ bool IsKnownFailure(const std::string& s) {
 }  // namespace
 
 Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::string& source) {
-  std::optional<nlohmann::json> parsed = ParseCacheText(std::move(text));
-  if (!parsed) return Malformed(source, "not JSON");
+  auto parsed = ParseCacheText(std::move(text));
+  if (!parsed.ok()) return Malformed(source, parsed.status().message());
   const nlohmann::json& doc = *parsed;
   if (!doc.is_object()) return Malformed(source, "the top level is not an object");
 
@@ -100,7 +103,7 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
   }
   std::vector<std::string> params;
   for (const auto& k : *keys_it) {
-    if (!k.is_string()) return Malformed(source, "'tune_params_keys' holds " + k.dump());
+    if (!k.is_string()) return Malformed(source, "'tune_params_keys' holds " + JsonExcerpt(k));
     params.push_back(k.get<std::string>());
   }
   const nlohmann::json* tune_params = nullptr;
@@ -123,7 +126,8 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
       for (const auto& e : *it) ok = ok && (e.is_number() || e.is_string());
     }
     if (!ok)
-      return Malformed(source, "'problem_size' is neither a number nor a list: " + it->dump());
+      return Malformed(source,
+                       "'problem_size' is neither a number nor a list: " + JsonExcerpt(*it));
   }
   auto cache_it = doc.find("cache");
   if (cache_it == doc.end() || !cache_it->is_object())
@@ -178,7 +182,8 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
                                      "\" (not a number or a known failure)");
       }
     } else {
-      return Malformed(source, "cache entry '" + key + "' has " + objective + " " + obj->dump());
+      return Malformed(source,
+                       "cache entry '" + key + "' has " + objective + " " + JsonExcerpt(*obj));
     }
     points.push_back(std::move(p));
   }
@@ -202,14 +207,14 @@ Expected<PointSpace> MakePointSpace(const std::string& source,
   std::vector<std::vector<nlohmann::json>> values(params.size());
   for (const ReplayPoint& p : points) {
     if (!p.values.is_object() || p.values.size() != params.size()) {
-      return Status(ErrorCode::kInvalidArgument, source + ": point " + p.values.dump() +
+      return Status(ErrorCode::kInvalidArgument, source + ": point " + JsonExcerpt(p.values) +
                                                      " does not have the parameters of the table");
     }
     for (size_t k = 0; k < params.size(); ++k) {
       auto it = p.values.find(params[k]);
       if (it == p.values.end()) {
         return Status(ErrorCode::kInvalidArgument,
-                      source + ": point " + p.values.dump() + " has no '" + params[k] + "'");
+                      source + ": point " + JsonExcerpt(p.values) + " has no '" + params[k] + "'");
       }
       values[k].push_back(*it);
     }

@@ -12,6 +12,7 @@
 #include <map>
 #include <utility>
 
+#include "crosstune/json_reader.h"
 #include "crosstune/protocol.h"
 
 namespace crosstune::tuner {
@@ -90,7 +91,7 @@ Expected<T> Integer(const nlohmann::json& v, const std::string& name) {
     return static_cast<T>(v.get<int64_t>());
   }
   return Status(ErrorCode::kInvalidArgument,
-                "not a record (" + name + " " + v.dump() + " is not an integer in range)");
+                "not a record (" + name + " " + JsonExcerpt(v) + " is not an integer in range)");
 }
 
 }  // namespace
@@ -215,13 +216,17 @@ Expected<LogContents> ReadLog(const std::string& path) {
   std::string line;
   for (int line_no = 1; std::getline(in, line); ++line_no) {
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
+    // Bounded (ParseJson): a record's workload, config values and shape are copied around.
+    auto j = ParseJson(line, {.max_bytes = kMaxRecordBytes});
+    if (!j.ok()) {
+      const std::string why = j.status().message();
       out.warnings.push_back(path + ":" + std::to_string(line_no) +
-                             ": skipped a line that is not JSON (torn by a kill?)");
+                             (why.rfind("not JSON", 0) == 0
+                                  ? ": skipped a line that is not JSON (torn by a kill?)"
+                                  : ": skipped a line: " + why));
       continue;
     }
-    auto r = Record::FromJson(j);
+    auto r = Record::FromJson(*j);
     if (!r.ok()) {
       out.warnings.push_back(path + ":" + std::to_string(line_no) + ": " + r.status().message());
       continue;

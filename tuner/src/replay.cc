@@ -10,6 +10,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "crosstune/json_reader.h"
 #include "crosstune/tuner/records.h"
 
 namespace crosstune::tuner {
@@ -62,14 +63,15 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::FromPoints(std::string sourc
     ReplayPoint& p = points[i];
     uint64_t index = made.indices[i];
     if (p.ok && !(std::isfinite(p.cost) && p.cost >= 0)) {
-      return Status(ErrorCode::kInvalidArgument, table->source_ + ": point " + p.values.dump() +
-                                                     " has cost " + std::to_string(p.cost));
+      return Status(ErrorCode::kInvalidArgument, table->source_ + ": point " +
+                                                     JsonExcerpt(p.values) + " has cost " +
+                                                     std::to_string(p.cost));
     }
     if (p.ok) {
       ++table->ok_count_;
       if (!table->best_ || p.cost < *table->best_) table->best_ = p.cost;
     }
-    std::string shown = p.values.dump();
+    std::string shown = JsonExcerpt(p.values, 200);
     if (!entries.emplace(index, std::move(p)).second) {
       return Status(ErrorCode::kInvalidArgument,
                     table->source_ + ": point " + shown + " is in the table twice");
@@ -187,8 +189,8 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::Load(const std::string& path
   CT_ASSIGN_OR_RETURN(std::string text, ReadMaybeGz(path));
   // A record log is JSON lines; its first line is a record on its own.
   std::string first = text.substr(0, text.find('\n'));
-  auto j = nlohmann::json::parse(first, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("task") && j.contains("config")) {
+  auto j = ParseJson(first, {.max_bytes = kMaxRecordBytes});
+  if (j.ok() && j->is_object() && j->contains("task") && j->contains("config")) {
     return LoadRecordLog(path, task);
   }
   if (!task.empty()) {

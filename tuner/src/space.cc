@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "crosstune/json_reader.h"
+
 namespace crosstune::tuner {
 
 std::string_view KnobKindName(KnobKind kind) {
@@ -324,7 +326,7 @@ Status ConfigSpace::Pin(std::string_view name, const nlohmann::json& value) {
     std::string choices;
     for (const auto& v : vals) choices += (choices.empty() ? "" : ", ") + v.dump();
     return Status(ErrorCode::kNotFound, "pin: knob '" + std::string(name) + "' has no choice " +
-                                            value.dump() + " (choices: " + choices + ")");
+                                            JsonExcerpt(value) + " (choices: " + choices + ")");
   }
   const auto choice = static_cast<uint32_t>(pos - vals.begin());
   AddConstraint("pin " + std::string(name) + "=" + value.dump(),
@@ -391,7 +393,7 @@ Expected<Config> ConfigSpace::FromJson(const nlohmann::json& values) const {
     auto pos = std::find(vals.begin(), vals.end(), *it);
     if (pos == vals.end()) {
       return Status(ErrorCode::kNotFound,
-                    "knob '" + knobs_[k].name + "' has no choice " + it->dump());
+                    "knob '" + knobs_[k].name + "' has no choice " + JsonExcerpt(*it));
     }
     choices[k] = static_cast<uint32_t>(pos - vals.begin());
   }

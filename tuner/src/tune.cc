@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "crosstune/json_reader.h"
+
 namespace crosstune::tuner {
 
 namespace {
@@ -112,6 +114,9 @@ Status AllFailedStatus(const std::vector<Record>& records) {
                     std::to_string(f->count) + "): " + f->first_message);
 }
 
+// A pin's value (a knob's choice) as text, at most.
+constexpr size_t kMaxPinBytes = 64 << 10;
+
 Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& pin : pins) {
@@ -123,8 +128,13 @@ Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins) {
     if (out.contains(knob)) {
       return Status(ErrorCode::kInvalidArgument, "pin: knob '" + knob + "' is pinned twice");
     }
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    out[knob] = value.is_discarded() ? nlohmann::json(text) : std::move(value);
+    // JSON where it parses (8, "x", [1, 2]), else the text as a string; a list or an object that
+    // does not parse is a mistake, named (bounded: ParseJson, as everything from outside).
+    auto value = ParseJson(text, {.max_bytes = kMaxPinBytes});
+    if (!value.ok() && !text.empty() && (text[0] == '[' || text[0] == '{')) {
+      return Status(ErrorCode::kInvalidArgument, "pin '" + knob + "': " + value.status().message());
+    }
+    out[knob] = value.ok() ? std::move(value).value() : nlohmann::json(text);
   }
   return out;
 }

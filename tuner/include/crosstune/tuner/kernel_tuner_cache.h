@@ -35,6 +35,9 @@ struct KernelTunerCache {
                                     // higher is better), failures by Kernel Tuner's name
 };
 
+// The largest cache file text ParseKernelTunerCache reads (real ones take a few MB).
+inline constexpr size_t kMaxCacheBytes = 256u << 20;
+
 // Parses a cache file's text; `source` names it in errors. kInvalidArgument ("<source>: not a
 // Kernel Tuner cache file: ...") for anything else, naming what is wrong and where.
 Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::string& source);

@@ -108,6 +108,9 @@ class RecordWriter {
   std::string path_;
 };
 
+// One record (one line of a log) as JSON text, at most: 10,000 costs fit in it several times.
+inline constexpr size_t kMaxRecordBytes = 1u << 20;
+
 struct LogContents {
   std::vector<Record> records;
   // "mm.jsonl:17: not a record (...)": lines skipped, a torn last line among them.
