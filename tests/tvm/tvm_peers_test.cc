@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -190,8 +191,90 @@ TEST_F(TvmPeersTest, SummaryListsTvmServersAndQueuesAsTvmsTrackerDoes) {
 
 TEST_F(TvmPeersTest, AcceptsAPortSentAsAString) {
   Open(1);
-  ASSERT_TRUE(Send(1, {3, "cpu", {"9091", "cpu:1"}, "board7.lab"}).ok());
-  EXPECT_EQ(sched_->Snap(now_).devices.at(0).name, "board7.lab:9091");
+  ASSERT_TRUE(Send(1, {3, "cpu", {"9091", "cpu:1"}, nullptr}).ok());
+  EXPECT_EQ(sched_->Snap(now_).devices.at(0).name, "10.0.0.1:9091");
+}
+
+// A PUT names the address the tracker then probes on a timer: any host:port would make the
+// tracker a port scanner for whoever asks (the device's presence tells whether it answered).
+TEST_F(TvmPeersTest, RegistersOnlyTheServersOwnAddressByDefault) {
+  Open(1);  // from 10.0.0.1
+  Status s = Send(1, {3, "cpu", {9091, "cpu:1"}, "10.9.9.9"});
+  EXPECT_EQ(s.code(), ErrorCode::kProtocolError);
+  EXPECT_NE(s.message().find("custom_addr '10.9.9.9' is not the address the server connects "
+                             "from (10.0.0.1)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("--tvm-allow-custom-addr"), std::string::npos);
+  EXPECT_TRUE(sched_->Snap(now_).devices.empty());
+  Open(2);
+  EXPECT_FALSE(Send(2, {3, "cpu", {9091, "cpu:1"}, "board7.lab"}).ok());
+  // Its own address, spelled out, is what a missing one means.
+  Open(3);
+  ASSERT_TRUE(Send(3, {3, "cpu", {9091, "cpu:1"}, "10.0.0.1"}).ok());
+  EXPECT_EQ(sched_->Snap(now_).devices.at(0).name, "10.0.0.1:9091");
+}
+
+TEST(TvmCustomAddrTest, OtherAddressesOnlyWhenAllowedAndWithinTheNetworks) {
+  boost::asio::io_context io;
+  Scheduler sched(SchedulerOptions{}, TimePoint{});
+  TvmOptions o;
+  o.allow = true;
+  o.allow_custom_addr = true;
+  Status no_networks = TvmPeers(io, sched, o, {}).Init();
+  EXPECT_NE(no_networks.message().find("--tvm-allow-custom-addr needs --tvm-network"),
+            std::string::npos)
+      << no_networks.ToString();
+
+  o.networks = {"10.0.0.0/16"};
+  TvmPeers::Hooks hooks;
+  hooks.send = [](uint64_t, std::string) {};
+  hooks.drain = [] {};
+  TvmPeers peers(io, sched, o, hooks);
+  ASSERT_TRUE(peers.Init().ok());
+  auto put = [&](uint64_t conn, const json& custom_addr) {
+    peers.Opened(conn, boost::asio::ip::make_address("10.0.0.1"), 40000);
+    std::string bytes = tvm::EncodeMessage({3, "cpu", {9091, "cpu:1"}, custom_addr});
+    return peers.OnInput(TimePoint{}, conn, bytes).status();
+  };
+  EXPECT_TRUE(put(1, "10.0.7.7").ok());
+  EXPECT_NE(put(2, "10.1.0.1").message().find("is not within --tvm-network"), std::string::npos);
+  EXPECT_NE(put(3, "board7.lab").message().find("is not an IP address"), std::string::npos);
+  auto snap = sched.Snap(TimePoint{});
+  ASSERT_EQ(snap.devices.size(), 1u);
+  EXPECT_EQ(snap.devices[0].name, "10.0.7.7:9091");
+}
+
+// 2^32 + 1 was cut down to 1 (PING) and answered.
+TEST_F(TvmPeersTest, RefusesMessageCodesPastTheirRange) {
+  Open(1);
+  for (const char* body : {"[4294967297]", "[-4294967295]", "[18446744073709551615]", "[256]"}) {
+    const std::string bytes = tvm::EncodeInt(static_cast<int32_t>(std::strlen(body))) + body;
+    Status s = tvm_->OnInput(now_, 1, bytes).status();
+    EXPECT_EQ(s.code(), ErrorCode::kProtocolError) << body;
+    const std::string code(body + 1, std::strlen(body) - 2);
+    EXPECT_NE(s.message().find("unknown code " + code), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(Replies(1).empty());
+}
+
+// Forty servers, each with an info near its 64 KiB limit: one SUMMARY would take 2.6 MB.
+TEST_F(TvmPeersTest, BoundsTheSummary) {
+  const std::string filler(60'000, 'x');
+  for (uint64_t conn = 1; conn <= 40; ++conn) {
+    Open(conn);
+    ASSERT_TRUE(
+        Send(conn, {5, {{"key", "server:cpu"}, {"addr", {nullptr, 9000 + conn}}, {"note", filler}}})
+            .ok());
+  }
+  Open(99);
+  ASSERT_TRUE(Send(99, {6}).ok());
+  const size_t reply_bytes = sent_[99].size();
+  auto r = Replies(99);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_LE(reply_bytes, tvm::kMaxSummaryBytes + 4);
+  EXPECT_GE(r[0][1]["server_info"].size(), 10u);
+  EXPECT_LT(r[0][1]["server_info"].size(), 40u);
 }
 
 TEST_F(TvmPeersTest, RefusesBadMessagesWithANamedError) {

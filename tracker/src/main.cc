@@ -97,6 +97,17 @@ static int TrackerMain(int argc, char** argv) {
   app.add_option("--tvm-probe-s", tvm_probe_s,
                  "probe an idle TVM server's port this often; two failures drop it")
       ->capture_default_str();
+  app.add_flag("--tvm-allow-custom-addr", o.tvm.allow_custom_addr,
+               "let a TVM server register an IP address other than the one it connects from "
+               "(TVM's custom_addr), if it lies within --tvm-network (required); the tracker "
+               "probes that address");
+  app.add_option("--tvm-max-conns", o.tvm.max_conns, "TVM connections allowed at once")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--tvm-max-conns-per-peer", o.tvm.max_conns_per_peer,
+                 "the same, from one peer address")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   // Options may come from a file too (the Debian package's /etc/crosstune/tracker.conf), named as

@@ -32,6 +32,13 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
+// Output queued for one connection: at kPauseReadingBytes the tracker stops reading (and
+// handling) what the peer sends until the peer has read some of it, so a peer that sends requests
+// and never reads the replies cannot make the tracker queue more; past kMaxQueuedBytes (only
+// what the tracker pushes on its own could get there) the connection is closed.
+constexpr size_t kPauseReadingBytes = 256 << 10;
+constexpr size_t kMaxQueuedBytes = 8 << 20;
+
 std::string HostPort(const asio::ip::address& a, uint16_t port) {
   std::string h = a.to_string();
   if (a.is_v6()) h = "[" + h + "]";
@@ -47,6 +54,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
   uint64_t id;
   Stage stage = Stage::kHello;
   bool pre_auth_counted = false;  // counted in Impl::pre_auth_* until the handshake completes
+  bool tvm_counted = false;       // counted in Impl::tvm_* while open
   PeerRole role = PeerRole::kClient;
   bool is_device = false;
   bool tvm = false;  // speaks TVM's tracker protocol (TvmPeers), not ours
@@ -55,6 +63,8 @@ struct Conn : std::enable_shared_from_this<Conn> {
   std::vector<char> in;  // received bytes; [in_begin, in_end) not handled yet
   size_t in_begin = 0, in_end = 0;
   std::deque<std::string> out;
+  size_t out_bytes = 0;      // in `out`, the write in flight included
+  bool read_paused = false;  // no read in flight: `out` must drain first (kPauseReadingBytes)
   bool writing = false;
   bool close_after_write = false;
   SteadyClock::time_point read_deadline = SteadyClock::time_point::max();
@@ -144,6 +154,9 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   // Connections that have not completed their handshake, in total and per peer address.
   size_t pre_auth_total = 0;
   std::map<asio::ip::address, size_t> pre_auth_by_peer;
+  // Open TVM connections (TvmOptions::max_conns*), in total and per peer address.
+  size_t tvm_total = 0;
+  std::map<asio::ip::address, size_t> tvm_by_peer;
   uint64_t next_conn_id = 1;
   bool stopped = false;
   bool batch_open = false;  // a store transaction is open (see OpenBatch)
@@ -255,6 +268,34 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     if (it != pre_auth_by_peer.end() && --it->second == 0) pre_auth_by_peer.erase(it);
   }
 
+  // Counts a connection that sent TVM's magic against the TVM limits, or says why not.
+  Status AdmitTvm(Conn& c) {
+    size_t& from_peer = tvm_by_peer[c.remote];
+    Status s;
+    if (tvm_total >= options.tvm.max_conns) {
+      s = Status(ErrorCode::kBusy,
+                 "too many TVM connections (" + std::to_string(tvm_total) + ", --tvm-max-conns)");
+    } else if (from_peer >= options.tvm.max_conns_per_peer) {
+      s = Status(ErrorCode::kBusy, "too many TVM connections from " + c.remote.to_string() + " (" +
+                                       std::to_string(from_peer) + ", --tvm-max-conns-per-peer)");
+    }
+    if (!s.ok()) {
+      if (from_peer == 0) tvm_by_peer.erase(c.remote);
+      return s;
+    }
+    ++from_peer;
+    ++tvm_total;
+    c.tvm_counted = true;
+    return Status::Ok();
+  }
+  void LeaveTvm(Conn& c) {
+    if (!c.tvm_counted) return;
+    c.tvm_counted = false;
+    --tvm_total;
+    auto it = tvm_by_peer.find(c.remote);
+    if (it != tvm_by_peer.end() && --it->second == 0) tvm_by_peer.erase(it);
+  }
+
   void Tick() {
     tick_timer.expires_after(options.tick);
     tick_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
@@ -312,18 +353,31 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           if (ec) return self->Close(c, ec.message());
           c->in_end += n;
           if (c->tvm) QuickAck(*c);
-          // One failing handler ends its connection, never the tracker.
-          try {
-            self->HandleInput(c);
-            self->Drain();
-          } catch (const std::exception& e) {
-            spdlog::error("tracker: internal error on a connection from {} ({}): {}",
-                          c->remote.to_string(), EscapeForLog(c->peer_name), e.what());
-            self->Close(c, "internal error");
-            return;
-          }
-          if (c->stage != Conn::Stage::kClosed && !c->close_after_write) self->StartRead(c);
+          self->Pump(c);
         });
+  }
+
+  static bool Backlogged(const Conn& c) { return c.out_bytes >= kPauseReadingBytes; }
+
+  // Handles what the connection's buffer holds, then reads more, unless the peer has first to
+  // read what is queued for it: then reading pauses until Write drains the queue.
+  void Pump(const std::shared_ptr<Conn>& c) {
+    // One failing handler ends its connection, never the tracker.
+    try {
+      HandleInput(c);
+      Drain();
+    } catch (const std::exception& e) {
+      spdlog::error("tracker: internal error on a connection from {} ({}): {}",
+                    c->remote.to_string(), EscapeForLog(c->peer_name), e.what());
+      Close(c, "internal error");
+      return;
+    }
+    if (c->stage == Conn::Stage::kClosed || c->close_after_write) return;
+    if (Backlogged(*c)) {
+      c->read_paused = true;
+      return;
+    }
+    StartRead(c);
   }
 
   // TVM's client sends a message's length and body in two writes without TCP_NODELAY, so its
@@ -337,6 +391,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   // A connection whose first four bytes are TVM's tracker magic is handed to TvmPeers.
   bool StartTvm(const std::shared_ptr<Conn>& c) {
     Status s = tvm->Admit(c->remote);
+    if (s.ok()) s = AdmitTvm(*c);
     boost::system::error_code ignored;
     uint16_t port = c->socket.remote_endpoint(ignored).port();
     c->peer_name = "tvm@" + HostPort(c->remote, port);
@@ -346,6 +401,9 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
       c->close_after_write = true;
       return false;
     }
+    // The magic is TVM's whole handshake: the connection no longer counts as waiting for one
+    // (a queue of idle TVM clients would otherwise lock crosstune peers out).
+    LeavePreAuth(*c);
     c->tvm = true;
     c->stage = Conn::Stage::kReady;
     c->in_begin += 4;
@@ -355,11 +413,21 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     return true;
   }
 
+  // One message at a time, so that a backlog of replies stops the handling of further requests.
   void HandleTvmInput(const std::shared_ptr<Conn>& c) {
-    auto used = tvm->OnInput(SteadyClock::now(), c->id,
-                             std::string_view(c->in.data() + c->in_begin, c->in_end - c->in_begin));
-    if (!used.ok()) return Close(c, used.status().message());
-    c->in_begin += *used;
+    while (c->stage != Conn::Stage::kClosed && !Backlogged(*c)) {
+      auto used =
+          tvm->OnInput(SteadyClock::now(), c->id,
+                       std::string_view(c->in.data() + c->in_begin, c->in_end - c->in_begin), 1);
+      if (!used.ok()) {
+        // A protocol violation: said in the log, since TVM's protocol has no way to tell the peer.
+        spdlog::warn("tracker: closed {}: {}", EscapeForLog(c->peer_name),
+                     EscapeForLog(used.status().message()));
+        return Close(c, used.status().message());
+      }
+      if (*used == 0) return;
+      c->in_begin += *used;
+    }
   }
 
   void HandleInput(const std::shared_ptr<Conn>& c) {
@@ -368,7 +436,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
       if (!StartTvm(c)) return;
     }
     if (c->tvm) return HandleTvmInput(c);
-    while (c->stage != Conn::Stage::kClosed && !c->close_after_write) {
+    while (c->stage != Conn::Stage::kClosed && !c->close_after_write && !Backlogged(*c)) {
       size_t have = c->in_end - c->in_begin;
       if (have < 4) return;
       // Before the handshake only small frames are read: a peer that has proved nothing must
@@ -399,6 +467,19 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
 
   void Send(const std::shared_ptr<Conn>& c, std::string bytes) {
     if (c->stage == Conn::Stage::kClosed) return;
+    if (c->out_bytes + bytes.size() > kMaxQueuedBytes) {
+      // Not closed here: callers (TvmPeers among them) may still hold the connection's state.
+      if (!c->close_after_write) {
+        spdlog::warn("tracker: closing {}: it does not read what it is sent ({} bytes queued)",
+                     EscapeForLog(c->peer_name), c->out_bytes);
+        c->close_after_write = true;
+        asio::post(io, [self = shared_from_this(), c] {
+          self->Close(c, "does not read what it is sent");
+        });
+      }
+      return;
+    }
+    c->out_bytes += bytes.size();
     c->out.push_back(std::move(bytes));
     if (!c->writing) Write(c);
   }
@@ -426,7 +507,13 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
                       [self = shared_from_this(), c](boost::system::error_code ec, size_t) {
                         if (c->stage == Conn::Stage::kClosed) return;
                         if (ec) return self->Close(c, ec.message());
+                        c->out_bytes -= c->out.front().size();
                         c->out.pop_front();
+                        if (c->read_paused && !Backlogged(*c)) {
+                          c->read_paused = false;
+                          self->Pump(c);  // the requests left in the buffer, then reads on
+                          if (c->stage == Conn::Stage::kClosed) return;
+                        }
                         if (!c->out.empty()) return self->Write(c);
                         c->writing = false;
                         if (c->close_after_write) self->Close(c, "closed after error");
@@ -437,6 +524,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     if (c->stage == Conn::Stage::kClosed) return;
     bool was_ready = c->stage == Conn::Stage::kReady;
     LeavePreAuth(*c);
+    LeaveTvm(*c);
     c->stage = Conn::Stage::kClosed;
     boost::system::error_code ignored;
     c->socket.shutdown(tcp::socket::shutdown_both, ignored);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "crosstune/json_reader.h"
+#include "crosstune/text.h"
 
 namespace crosstune::tracker {
 namespace asio = boost::asio;
@@ -83,6 +84,13 @@ Status Bad(const std::string& what) {
   return Status(ErrorCode::kProtocolError, "TVM tracker message: " + what);
 }
 
+asio::ip::address Unmapped(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  }
+  return a;
+}
+
 }  // namespace
 
 TvmPeers::TvmPeers(asio::io_context& io, Scheduler& sched, TvmOptions options, Hooks hooks)
@@ -105,7 +113,35 @@ Status TvmPeers::Init() {
                     "bad --tvm-network '" + n + "': expected a CIDR network such as 10.0.0.0/8");
     }
   }
+  if (options_.allow_custom_addr && options_.networks.empty()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "--tvm-allow-custom-addr needs --tvm-network: the networks a TVM server's "
+                  "custom address may be in");
+  }
   return Status::Ok();
+}
+
+bool TvmPeers::InNetworks(const asio::ip::address& remote) const {
+  asio::ip::address a = Unmapped(remote);
+  if (a.is_v4()) {
+    uint32_t ip = a.to_v4().to_uint();
+    for (const auto& n : nets4_) {
+      if ((ip & n.netmask().to_uint()) == n.network().to_uint()) return true;
+    }
+    return false;
+  }
+  auto ip = a.to_v6().to_bytes();
+  for (const auto& n : nets6_) {
+    auto net = n.network().to_bytes();
+    int bits = n.prefix_length();
+    bool match = true;
+    for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
+      uint8_t mask = bits >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - bits));
+      if ((ip[i] & mask) != (net[i] & mask)) match = false;
+    }
+    if (match) return true;
+  }
+  return false;
 }
 
 Status TvmPeers::Admit(const asio::ip::address& remote) const {
@@ -115,47 +151,23 @@ Status TvmPeers::Admit(const asio::ip::address& remote) const {
                   "with --allow-tvm to accept them)");
   }
   if (nets4_.empty() && nets6_.empty()) return Status::Ok();
-  asio::ip::address a = remote;
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
-    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
-  }
-  if (a.is_v4()) {
-    uint32_t ip = a.to_v4().to_uint();
-    for (const auto& n : nets4_) {
-      if ((ip & n.netmask().to_uint()) == n.network().to_uint()) return Status::Ok();
-    }
-  } else {
-    auto ip = a.to_v6().to_bytes();
-    for (const auto& n : nets6_) {
-      auto net = n.network().to_bytes();
-      int bits = n.prefix_length();
-      bool match = true;
-      for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
-        uint8_t mask = bits >= 8 ? 0xff : static_cast<uint8_t>(0xff << (8 - bits));
-        if ((ip[i] & mask) != (net[i] & mask)) match = false;
-      }
-      if (match) return Status::Ok();
-    }
-  }
-  return Status(ErrorCode::kUnauthorized,
-                "TVM peer " + a.to_string() + " is not in the networks of --tvm-network");
+  if (InNetworks(remote)) return Status::Ok();
+  return Status(ErrorCode::kUnauthorized, "TVM peer " + Unmapped(remote).to_string() +
+                                              " is not in the networks of --tvm-network");
 }
 
 void TvmPeers::Opened(uint64_t conn, const asio::ip::address& remote, uint16_t remote_port) {
-  asio::ip::address a = remote;
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
-    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
-  }
   Peer& p = peers_[conn];
-  p.remote = a.to_string();
+  p.remote = Unmapped(remote).to_string();
   p.remote_port = remote_port;
 }
 
-Expected<size_t> TvmPeers::OnInput(TimePoint now, uint64_t conn, std::string_view data) {
+Expected<size_t> TvmPeers::OnInput(TimePoint now, uint64_t conn, std::string_view data,
+                                   size_t max_messages) {
   auto it = peers_.find(conn);
   if (it == peers_.end()) return Status(ErrorCode::kInternal, "not a TVM connection");
   size_t used = 0;
-  while (data.size() - used >= 4) {
+  for (size_t handled = 0; handled < max_messages && data.size() - used >= 4; ++handled) {
     int32_t len = DecodeInt(data.data() + used);
     if (len <= 0 || len > tvm::kMaxMessageBytes) {
       return Bad("length " + std::to_string(len) + " out of range (1.." +
@@ -176,7 +188,13 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
   if (!msg.is_array() || msg.empty() || !msg[0].is_number_integer()) {
     return Bad("expected [code, ...]");
   }
-  switch (msg[0].get<int>()) {
+  // Range first: get<int>() would cut 2^32 + 1 down to 1, a valid code.
+  const json& code = msg[0];
+  if (code.is_number_unsigned() ? code.get<uint64_t>() > 255
+                                : code.get<int64_t>() < -1 || code.get<int64_t>() > 255) {
+    return Bad("unknown code " + JsonExcerpt(code));
+  }
+  switch (code.get<int>()) {
     case tvm::kPing:
       Reply(conn, tvm::kSuccess);
       return Status::Ok();
@@ -203,6 +221,7 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
     }
     case tvm::kUpdateInfo: {
       if (msg.size() < 2 || !msg[1].is_object()) return Bad("UPDATE_INFO needs an object");
+      // Copies are safe: the message came through ParseJson (64 levels at most, 1 MiB).
       json info = msg[1];
       if (info.contains("addr") && info["addr"].is_array() && !info["addr"].empty() &&
           info["addr"][0].is_null()) {
@@ -211,11 +230,13 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
       // Updates merge, so a peer sending new keys each time would grow it without end.
       json merged = p.info;
       merged.update(info);
-      if (size_t size = merged.dump().size(); size > tvm::kMaxInfoBytes) {
+      const size_t size = merged.dump(-1, ' ', false, json::error_handler_t::replace).size();
+      if (size > tvm::kMaxInfoBytes) {
         return Bad("UPDATE_INFO: the merged info would take " + std::to_string(size) +
                    " bytes (at most " + std::to_string(tvm::kMaxInfoBytes) + ")");
       }
       p.info = std::move(merged);
+      p.info_bytes = size;
       Reply(conn, tvm::kSuccess);
       return Status::Ok();
     }
@@ -230,7 +251,7 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
       return Status::Ok();
     }
     default:
-      return Bad("unknown code " + std::to_string(msg[0].get<int>()));
+      return Bad("unknown code " + std::to_string(code.get<int>()));
   }
 }
 
@@ -242,10 +263,7 @@ Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
   auto port = Port(msg[2][0]);
   if (!port) return Bad("PUT: bad port " + JsonExcerpt(msg[2][0]));
   std::string key = msg[1].get<std::string>();
-  std::string host = p.remote;
-  if (msg.size() > 3 && msg[3].is_string() && !msg[3].get_ref<const std::string&>().empty()) {
-    host = msg[3].get<std::string>();
-  }
+  CT_ASSIGN_OR_RETURN(std::string host, PutHost(p, msg));
   std::string address = JoinHostPort(host, *port);
 
   if (!p.device.empty() && (p.device != address || p.key != key)) {
@@ -267,7 +285,8 @@ Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
     p.key = key;
     conn_by_device_[p.device] = conn;
     p.next_probe = now + options_.probe_interval;
-    spdlog::info("tracker: registered TVM server {} key={} (unauthenticated)", p.device, key);
+    spdlog::info("tracker: registered TVM server {} key={} (unauthenticated)",
+                 EscapeForLog(p.device), EscapeForLog(key));
   } else if (!p.lease_token.empty()) {
     // A fresh key: the session the last one was handed out for is over, or it went unused.
     msg::SessionEnded ended;
@@ -286,13 +305,36 @@ Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
   return Status::Ok();
 }
 
+Expected<std::string> TvmPeers::PutHost(const Peer& p, const json& msg) const {
+  if (msg.size() <= 3 || msg[3].is_null()) return p.remote;
+  if (!msg[3].is_string()) return Bad("PUT: custom_addr is not a string");
+  const std::string& custom = msg[3].get_ref<const std::string&>();
+  if (custom.empty()) return p.remote;
+  boost::system::error_code ec;
+  asio::ip::address a = asio::ip::make_address(custom, ec);
+  if (!ec && Unmapped(a).to_string() == p.remote) return p.remote;
+  // Another address: the tracker would probe it for this peer. (Quoted raw but cut: the message
+  // is escaped where it is logged.)
+  const std::string quoted = "'" + custom.substr(0, 80) + (custom.size() > 80 ? "...'" : "'");
+  if (!options_.allow_custom_addr) {
+    return Bad("PUT: custom_addr " + quoted + " is not the address the server connects from (" +
+               p.remote +
+               "); the tracker probes and hands out only that one unless started with "
+               "--tvm-allow-custom-addr");
+  }
+  if (ec) return Bad("PUT: custom_addr " + quoted + " is not an IP address");
+  if (!InNetworks(a)) return Bad("PUT: custom_addr " + quoted + " is not within --tvm-network");
+  return Unmapped(a).to_string();
+}
+
 void TvmPeers::Closed(TimePoint now, uint64_t conn, const std::string& why) {
   auto it = peers_.find(conn);
   if (it == peers_.end()) return;
   Peer p = std::move(it->second);
   peers_.erase(it);
   if (!p.device.empty()) {
-    spdlog::info("tracker: TVM server {} disconnected: {}", p.device, why);
+    spdlog::info("tracker: TVM server {} disconnected: {}", EscapeForLog(p.device),
+                 EscapeForLog(why));
     auto d = conn_by_device_.find(p.device);
     if (d != conn_by_device_.end() && d->second == conn) conn_by_device_.erase(d);
     sched_.DeviceDisconnected(now, conn);
@@ -330,8 +372,8 @@ bool TvmPeers::Execute(TimePoint now, const Action& a) {
       std::string device = a.device;
       Probe(device, [this, alive, device](Status s) {
         if (alive.expired() || !*alive.lock()) return;
-        spdlog::info("tracker: port probe of quarantined TVM server {}: {}", device,
-                     s.ok() ? "passed" : s.ToString());
+        spdlog::info("tracker: port probe of quarantined TVM server {}: {}", EscapeForLog(device),
+                     s.ok() ? "passed" : EscapeForLog(s.ToString()));
         sched_.SelfCheckResult(std::chrono::steady_clock::now(), device, s);
         hooks_.drain();
       });
@@ -366,14 +408,22 @@ json TvmPeers::Summary(TimePoint now) const {
       queues[k.key].second = static_cast<int>(k.queue.size());
     }
   }
+  // Bounded: a reply holds about kMaxSummaryBytes at most, however many keys and servers (each
+  // info up to kMaxInfoBytes) there are; what does not fit is left out.
+  size_t budget = tvm::kMaxSummaryBytes;
   json queue_info = json::object();
   for (const auto& [key, fp] : queues) {
+    const size_t entry = key.size() + 48;  // "key":{"free":N,"pending":N}, escapes aside
+    if (entry > budget) break;
+    budget -= entry;
     queue_info[key] = {{"free", fp.first}, {"pending", fp.second}};
   }
   json server_info = json::array();
   for (const auto& [conn, p] : peers_) {
     auto k = p.info.find("key");
     if (k != p.info.end() && k->is_string() && k->get<std::string>().rfind("server", 0) == 0) {
+      if (p.info_bytes + 1 > budget) continue;
+      budget -= p.info_bytes + 1;
       server_info.push_back(p.info);
     }
   }
@@ -402,11 +452,12 @@ void TvmPeers::ProbeDone(uint64_t conn, const std::string& device, const Status&
   p.probing = false;
   p.next_probe = std::chrono::steady_clock::now() + options_.probe_interval;
   if (s.ok()) {
-    spdlog::debug("tracker: TVM server {}: probe passed", device);
+    spdlog::debug("tracker: TVM server {}: probe passed", EscapeForLog(device));
     p.failed_probes = 0;
     return;
   }
-  spdlog::warn("tracker: TVM server {}: port probe failed: {}", device, s.message());
+  spdlog::warn("tracker: TVM server {}: port probe failed: {}", EscapeForLog(device),
+               EscapeForLog(s.message()));
   if (++p.failed_probes >= options_.probe_failures) {
     hooks_.close(conn, "its port does not accept connections (" + s.message() + ")");
   }

@@ -19,6 +19,13 @@
 // or when its port stops accepting connections (probed while the server is idle only, so a
 // running session is never disturbed).
 //
+// Nothing on this port is authenticated, so everything is bounded: a message is 1 MiB and 64
+// levels of JSON at most (ParseJson), a server's merged UPDATE_INFO 64 KiB, a SUMMARY reply about
+// 1 MiB; the tracker caps TVM connections (TvmOptions::max_conns*) and stops reading from one
+// whose replies queue up unread. A PUT registers the address the server connects from: a
+// custom_addr naming another is refused unless TvmOptions::allow_custom_addr (then only an IP
+// address within the networks), so that no peer can have the tracker probe other hosts.
+//
 // A REQUEST waits in the key's queue like a crosstune request (priority, aging, timeout) but is
 // granted TVM devices only. It is cancelled when the client's connection closes; a request that
 // times out is answered [-1, "why"], which TVM's client reports in its RuntimeError.
@@ -30,6 +37,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/network_v4.hpp>
 #include <boost/asio/ip/network_v6.hpp>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -67,9 +75,11 @@ class TvmPeers {
 
   // A connection that sent the magic; the caller echoes it (tvm::EncodeInt(kTrackerMagic)).
   void Opened(uint64_t conn, const boost::asio::ip::address& remote, uint16_t remote_port);
-  // Handles every whole message in `data` and returns the bytes it used; an error means the
-  // connection must be closed (the message says why).
-  Expected<size_t> OnInput(TimePoint now, uint64_t conn, std::string_view data);
+  // Handles the whole messages at the front of `data`, at most `max_messages` of them, and
+  // returns the bytes it used; an error means the connection must be closed (the message says
+  // why: a protocol violation).
+  Expected<size_t> OnInput(TimePoint now, uint64_t conn, std::string_view data,
+                           size_t max_messages = SIZE_MAX);
   void Closed(TimePoint now, uint64_t conn, const std::string& why);
 
   // Carries out a scheduler action addressed to a TVM connection. Returns false for the kinds
@@ -86,6 +96,7 @@ class TvmPeers {
     std::string remote;  // peer IP, as text
     uint16_t remote_port = 0;
     nlohmann::json info = nlohmann::json::object();  // UPDATE_INFO
+    size_t info_bytes = 2;                           // its size as JSON text
     // As a server:
     std::string device;    // registered device name, "" before the first PUT
     std::string key;       // its rpc key
@@ -103,6 +114,9 @@ class TvmPeers {
 
   Status Handle(TimePoint now, uint64_t conn, Peer& p, const nlohmann::json& msg);
   Status Put(TimePoint now, uint64_t conn, Peer& p, const nlohmann::json& msg);
+  // The host a PUT registers: the peer's own address, or its custom_addr where allowed.
+  Expected<std::string> PutHost(const Peer& p, const nlohmann::json& msg) const;
+  bool InNetworks(const boost::asio::ip::address& a) const;
   nlohmann::json Summary(TimePoint now) const;
   void Reply(uint64_t conn, const nlohmann::json& j) { hooks_.send(conn, tvm::EncodeMessage(j)); }
   void Probe(const std::string& address, std::function<void(Status)> done);

@@ -24,6 +24,17 @@ struct TvmOptions {
   std::chrono::milliseconds probe_interval{10'000};
   std::chrono::milliseconds probe_timeout{3'000};
   int probe_failures = 2;
+  // A TVM server's PUT may name an address for clients other than the one it connects from
+  // (custom_addr), and the tracker probes that address. Off: such a PUT is refused, so a peer
+  // cannot make the tracker probe other hosts for it (a port-scan oracle: the device's presence
+  // tells whether the port answered). On: IP addresses within `networks` (which must then be
+  // set) are accepted too; host names never are (resolving them would be another oracle).
+  bool allow_custom_addr = false;
+  // TVM connections (servers and clients) open at once, in total and from one address; more are
+  // refused as TVM's tracker refuses a peer (its magic answered with -1). Counted apart from the
+  // limits on crosstune connections waiting for their handshake.
+  size_t max_conns = 1024;
+  size_t max_conns_per_peer = 128;
 };
 
 namespace tvm {
@@ -33,6 +44,8 @@ constexpr int32_t kRpcMagic = 0xFF271;      // first on a client's connection to
 constexpr int32_t kMaxMessageBytes = 1 << 20;
 // A server's UPDATE_INFO dict, all updates merged (TVM servers send {key, addr}: ~100 bytes).
 constexpr size_t kMaxInfoBytes = 64 << 10;
+// A SUMMARY reply: servers' infos past this are left out of its server_info.
+constexpr size_t kMaxSummaryBytes = 1 << 20;
 
 // TVM's TrackerCode (python/tvm/rpc/base.py).
 enum Code : int {
