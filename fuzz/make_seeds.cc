@@ -17,6 +17,15 @@ namespace {
 namespace fs = std::filesystem;
 using namespace crosstune;
 
+// `levels` arrays, one in another: just past the JSON readers' depth limit (64) at 65.
+std::string Nested(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
+
+std::string Le32(uint32_t v) {
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
 void Put(const fs::path& dir, const std::string& name, const std::string& bytes) {
   fs::create_directories(dir);
   std::ofstream(dir / name, std::ios::binary) << bytes;
@@ -113,6 +122,62 @@ int main(int argc, char** argv) {
     fs::remove(tmp);
   }
   Put(packages, "manifest.json", pkg::ManifestToJson(m));
+  // Nested at the limit and one level past it, where a value is quoted in an error text.
+  std::string deep_manifest = pkg::ManifestToJson(m);
+  const std::string version = "\"format_version\": 1";
+  deep_manifest.replace(deep_manifest.find(version), version.size(),
+                        "\"format_version\": " + Nested(65));
+  Put(packages, "deep-format-version", deep_manifest);
+  Put(packages, "deep-at-limit", "{\"tuning\": " + Nested(63) + "}");
+
+  // Params indexes nested past the limit in a tensor's shape (the header's size says how long).
+  const std::string good_params = w.Serialize();
+  auto with_index = [&](const std::string& index) {
+    std::string b = good_params.substr(0, 80);
+    uint64_t n = index.size();
+    for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+    return b + index;
+  };
+  Put(params, "deep-shape",
+      with_index(R"({"tensors":[{"name":"w","dtype":"float32","offset":128,"nbytes":4,"shape":)" +
+                 Nested(62) + "}]}"));
+
+  // JSON of every kind, at the limit and past it, for the reader itself.
+  fs::path json = root / "fuzz_json";
+  Put(json, "deep-arrays", Nested(65));
+  Put(json, "at-limit", Nested(64));
+  std::string objects;
+  for (int i = 0; i < 65; ++i) objects += "{\"a\":";
+  Put(json, "deep-objects", objects + "1" + std::string(65, '}'));
+  Put(json, "mixed",
+      R"({"k":[1,-2.5e3,"x\u00fc\ud83d\ude00",null,true,false,{}],"n":18446744073709551615})");
+
+  // A record log: a good line, then lines nested past the limit where values are copied or quoted.
+  fs::path records = root / "fuzz_records";
+  const std::string line =
+      R"({"v":1,"tool":"crosstune","run":"r","tuner":"xgb","task":{"template":"matmul","shape":[64,64,64],"dtype":"float32"},"target":"llvm -mtriple=x86_64-linux-gnu","device":{"name":"local","arch":"x86_64","cpu":"x","key":""},"config":{"index":3,"values":{"mr":4}},"flops":524288.0,"costs":[0.001],"mean":0.001,"error":"ok","message":"","build_s":0.1,"run_s":0.1,"timestamp":"t")";
+  std::string deep_log = line + "}\n";
+  deep_log += line + R"(,"workload":{"w":)" + Nested(63) + "}}\n";
+  std::string deep_v = line + "}";
+  deep_v.replace(deep_v.find("\"v\":1"), 5, "\"v\":" + Nested(65));
+  deep_log += deep_v + "\n";
+  Put(records, "deep-lines", deep_log);
+
+  // A Kernel Tuner cache with its problem_size nested past the limit.
+  Put(root / "fuzz_kt_cache", "deep-problem-size",
+      R"({"tune_params_keys": ["x"], "problem_size": )" + Nested(65) +
+          R"(, "cache": {"1": {"x": 1, "time": 1.0}}})");
+
+  // TVM peers: an UPDATE_INFO and a PUT nested past the limit, each a step of connection 1
+  // (step byte 0: bytes arrive; then their count, then the bytes: [int32 length][JSON]).
+  fs::path tvm = root / "fuzz_tvm_tracker";
+  auto step = [](const std::string& message) {
+    std::string bytes = Le32(static_cast<uint32_t>(message.size())) + message;
+    return std::string(1, '\0') + static_cast<char>(bytes.size()) + bytes;
+  };
+  Put(tvm, "deep-update-info",
+      step(R"([5, {"key": "server:cpu", "addr": )" + Nested(64) + "}]") + step("[6]"));
+  Put(tvm, "deep-put-port", step(R"([3, "cpu", [)" + Nested(65) + R"(, "cpu:1"], null])"));
 
   fs::path constraints = root / "fuzz_constraint";
   Put(constraints, "simple", "bcm2711\nsoc=bcm2711\nmemory_mb>=2048\n+neon\narch!=x86_64");

@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh                  every target, 600 s each
 #   FUZZ_SECONDS=60 scripts/fuzz.sh fuzz_frame fuzz_npy
 #   FUZZ_RUNS=10000000 scripts/fuzz.sh fuzz_npy   stop after N executions (or FUZZ_SECONDS, first)
-# Each target's last line ("stat::number_of_executed_units: N") is the executions it ran.
+# Each target's last lines ("stat::number_of_executed_units: N", "stat::average_exec_per_sec: N")
+# are the executions it ran and their rate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
@@ -16,8 +17,8 @@ seconds=${FUZZ_SECONDS:-600}
 runs=${FUZZ_RUNS:--1}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(fuzz_frame fuzz_npy fuzz_params fuzz_package fuzz_constraint fuzz_records fuzz_kt_cache
-    fuzz_target fuzz_tvm_tracker fuzz_scheduler)
+  targets=(fuzz_frame fuzz_npy fuzz_json fuzz_params fuzz_package fuzz_constraint fuzz_records
+    fuzz_kt_cache fuzz_target fuzz_tvm_tracker fuzz_scheduler)
 fi
 mkdir -p build/fuzz/crashes
 for t in "${targets[@]}"; do
@@ -27,5 +28,5 @@ for t in "${targets[@]}"; do
   read -r -a flags <"build/fuzz/fuzz/$t.flags"
   build/fuzz/fuzz/"$t" -max_total_time="$seconds" -runs="$runs" "${flags[@]}" \
     -print_final_stats=1 -artifact_prefix=build/fuzz/crashes/"$t"- \
-    "build/fuzz/long/$t" "fuzz/corpus/$t" 2>&1 | grep -E '^(stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)' || true
+    "build/fuzz/long/$t" "fuzz/corpus/$t" 2>&1 | grep -E '^(stat::(number_of_executed_units|average_exec_per_sec)|==[0-9]+==ERROR|SUMMARY)' || true
 done
