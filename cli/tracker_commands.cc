@@ -18,6 +18,7 @@
 #include "connect.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
+#include "crosstune/json_reader.h"
 
 namespace crosstune::cli {
 namespace {
@@ -60,8 +61,11 @@ void RegisterQuery(CLI::App& app) {
   cmd->callback([o] {
     auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
     std::string text = Check(tracker->Query());
-    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) Fail("tracker sent a summary that is not JSON");
+    // One reply frame from a peer: bounded, as all JSON from outside.
+    auto parsed = ParseJson(text, {.max_bytes = Limits::kMaxFrameBytes});
+    if (!parsed.ok())
+      Fail("tracker sent a summary that is not valid: " + parsed.status().message());
+    nlohmann::json j = std::move(parsed).value();
     if (o->json) {
       std::printf("%s\n", j.dump(2).c_str());
       return;
