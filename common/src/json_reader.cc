@@ -45,15 +45,17 @@ struct TooDeep {};
 
 // nlohmann's message without its "[json.exception.parse_error.101] parse error at line 1,
 // column 7: " prefix (the byte offset says where), with what it quotes from the text escaped.
-std::string SyntaxError(const json::parse_error& e) {
+std::string Reason(const json::exception& e) {
   std::string_view what = e.what();
+  if (size_t at = what.find("] "); what.rfind("[json.exception.", 0) == 0 && at != what.npos) {
+    what.remove_prefix(at + 2);
+  }
   if (size_t at = what.find("parse error"); at != std::string_view::npos) {
     if (size_t colon = what.find(": ", at); colon != std::string_view::npos) {
       what.remove_prefix(colon + 2);
     }
   }
-  return "not JSON: syntax error at byte " + std::to_string(e.byte) + ": " +
-         EscapeForLog(what, 160);
+  return EscapeForLog(what, 160);
 }
 
 // Keeps the first `limit` bytes written to it; the write that overflows throws Full, which the
@@ -114,7 +116,13 @@ Expected<json> ParseJson(std::string_view text, const JsonLimits& limits) {
                                                    std::to_string(max_depth) + " levels at byte " +
                                                    std::to_string(read_up_to - text.data()));
   } catch (const json::parse_error& e) {
-    return Status(ErrorCode::kInvalidArgument, SyntaxError(e));
+    return Status(ErrorCode::kInvalidArgument,
+                  "not JSON: syntax error at byte " + std::to_string(e.byte) + ": " + Reason(e));
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number past a double's range ("1e309"), which the parser reports by
+    // exception even to a callback parser.
+    return Status(ErrorCode::kInvalidArgument, "not JSON: " + Reason(e) + " near byte " +
+                                                   std::to_string(read_up_to - text.data()));
   }
 }
 

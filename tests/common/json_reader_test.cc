@@ -83,6 +83,22 @@ TEST(JsonReader, SaysWhereTheSyntaxIsWrongAndEscapesWhatItQuotes) {
   EXPECT_FALSE(ParseJson("").ok());
 }
 
+// The parser throws out_of_range (not parse_error) for a number past a double's range; the
+// fuzzers found that the first reader let it escape (std::terminate in the tracker).
+TEST(JsonReader, RefusesNumbersPastADoublesRange) {
+  for (const char* text : {"1e309", "[1, -1e400]", "{\"a\": 88888e30988}"}) {
+    auto j = ParseJson(text);
+    ASSERT_FALSE(j.ok()) << text;
+    EXPECT_EQ(j.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(j.status().message().find("not JSON: number overflow parsing"), std::string::npos)
+        << j.status().message();
+    EXPECT_EQ(j.status().message().find("json.exception"), std::string::npos);
+  }
+  auto where = ParseJson("[1, 1e309]");
+  EXPECT_NE(where.status().message().find(" near byte 10"), std::string::npos)
+      << where.status().message();
+}
+
 TEST(JsonExcerpt, QuotesShortValuesWhole) {
   EXPECT_EQ(JsonExcerpt(json::parse(R"({"a":[1,"x"]})")), R"({"a":[1,"x"]})");
   EXPECT_EQ(JsonExcerpt(json("line\nbreak")), "\"line\\nbreak\"");
