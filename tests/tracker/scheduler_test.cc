@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 namespace crosstune::tracker {
@@ -165,6 +166,33 @@ TEST_F(SchedulerTest, GrantsHigherPriorityFirstAndFifoWithinAPriority) {
     order.push_back(g[0]);
   }
   EXPECT_EQ(order, (std::vector<uint64_t>{12, 14, 11, 13}));
+}
+
+// A client asked for priority 2^31 - 1 and stayed ahead of everyone, aging included.
+TEST_F(SchedulerTest, RefusesAPriorityBeyondTheBoundAndHoldsTvmRequestsToIt) {
+  options_.max_priority = 100;
+  options_.startup_grace = 1h;  // the TVM request waits although no TVM server has the key
+  AddDevice(1);
+  auto hold = Req(0);
+  hold.multi_session = true;
+  S().Request(now_, 10, 1, hold);
+  Run();
+  S().Request(now_, 11, 1, Req(INT32_MAX));
+  S().Request(now_, 12, 1, Req(-101));
+  auto fails = OfKind(Run(), Kind::kFail);
+  ASSERT_EQ(fails.size(), 2u);
+  EXPECT_EQ(fails[0].status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(fails[0].status.message(),
+            "priority 2147483647 is not in -100..100 (the tracker's --max-priority)");
+  EXPECT_EQ(fails[1].conn, 12u);
+  S().Request(now_, 13, 1, Req(100));
+  S().Request(now_, 14, 1, Req(INT32_MAX), Protocol::kTvm);
+  EXPECT_TRUE(OfKind(Run(), Kind::kFail).empty());
+  auto snap = S().Snap(now_);
+  ASSERT_EQ(snap.keys.size(), 1u);
+  ASSERT_EQ(snap.keys[0].queue.size(), 2u);
+  EXPECT_EQ(snap.keys[0].queue[0].priority, 100);
+  EXPECT_EQ(snap.keys[0].queue[1].priority, 100);
 }
 
 TEST_F(SchedulerTest, AgingLetsALowPriorityRequestOvertakeNewerHighOnes) {

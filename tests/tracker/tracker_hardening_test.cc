@@ -355,5 +355,28 @@ TEST(TrackerHardeningTest, ListensOnLoopbackByDefault) {
   EXPECT_NE(tracker.listening_line().find("listening on 127.0.0.1:"), std::string::npos);
 }
 
+// Every numeric flag has a range, checked on its text before any cast: --http-port 70000 used
+// to listen on 70000 mod 65536, -1 turned HTTP off without a word, negative probe and wait times
+// were taken.
+TEST(TrackerHardeningTest, RefusesFlagValuesOutsideTheirRangeNamingTheRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--http-port 70000", "--http-port: 70000 is not in 0..65535"},
+      {"--http-port -1", "--http-port: -1 is not in 0..65535"},
+      {"--port 70000", "--port: 70000 is not in 0..65535"},
+      {"--tvm-probe-s -5", "--tvm-probe-s: -5 is not in 1..86400"},
+      {"--tvm-wait-s -1", "--tvm-wait-s: -1 is not in 0..604800"},
+      {"--max-handshakes 0", "--max-handshakes: 0 is not in 1..1048576"},
+      {"--heartbeat-ms nan", "--heartbeat-ms: 'nan' is not an integer in 10..3600000"},
+      {"--log-level loud", "--log-level"},
+  };
+  for (const auto& [flags, want] : cases) {
+    // `timeout`: a tracker that took the value would serve until killed.
+    auto r = RunCommand("timeout 20 " + TrackerBin() + " --port 0 " + flags);
+    EXPECT_NE(r.exit_code, 0) << flags << " was accepted";
+    EXPECT_NE(r.exit_code, 124) << flags << " was accepted";
+    EXPECT_NE(r.err.find(want), std::string::npos) << flags << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace crosstune::testing

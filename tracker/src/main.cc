@@ -9,10 +9,12 @@
 #include <cstdio>
 
 #include "crosstune/crypto.h"
+#include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
 #include "crosstune/tracker/tracker.h"
 
 static int TrackerMain(int argc, char** argv) {
+  using crosstune::IntegerIn;
   using crosstune::tracker::Ms;
   crosstune::tracker::TrackerOptions o;
   std::string auth_file, server_auth_file, admin_file, log_level = "info";
@@ -25,12 +27,16 @@ static int TrackerMain(int argc, char** argv) {
   // A later flag overrides an earlier one (scripts append overrides to a base command line).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
-  app.add_option("--port", o.port, "tracker port (0: any free port)")->capture_default_str();
+  app.add_option("--port", o.port, "tracker port (0: any free port)")
+      ->capture_default_str()
+      ->check(IntegerIn<uint16_t>(0, 65535));
   app.add_option("--listen-fd", o.listen_fd,
                  "serve the tracker port on this inherited, listening socket instead of --port "
-                 "(socket activation: the port stays bound across restarts)");
+                 "(socket activation: the port stays bound across restarts)")
+      ->check(IntegerIn<int>(0, 1 << 20));
   app.add_option("--http-port", o.http_port,
-                 "status page, /api/summary and /metrics (0: any free port; default off)");
+                 "status page, /api/summary and /metrics (0: any free port; default off)")
+      ->check(IntegerIn<int>(0, 65535));
   app.add_option("--db", o.db_path,
                  "SQLite database for session history and active leases (default: in memory)");
   app.add_option("--auth-token-file", auth_file,
@@ -45,46 +51,50 @@ static int TrackerMain(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--heartbeat-ms", heartbeat_ms, "server heartbeat interval")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}));
+      ->check(IntegerIn<int64_t>(10, 3'600'000));
   app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms, "drop a server silent this long")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}));
+      ->check(IntegerIn<int64_t>(100, 86'400'000));
   app.add_option("--claim-timeout-ms", claim_timeout_ms,
                  "return a one-session grant nobody opens a session with")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}));
+      ->check(IntegerIn<int64_t>(100, 86'400'000));
   app.add_option("--quarantine-after", o.scheduler.quarantine_after,
                  "quarantine after this many infrastructure failures in a row")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(IntegerIn<int>(1, 1000));
+  app.add_option("--max-priority", o.scheduler.max_priority,
+                 "requests may ask for a priority in -N..N (beyond: refused; TVM's: held to it)")
+      ->capture_default_str()
+      ->check(IntegerIn<int32_t>(0, 1'000'000));
   app.add_option("--aging-s", aging_s, "a waiting request gains one priority level this often")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
+      ->check(IntegerIn<int64_t>(1, 86'400));
   app.add_option("--self-check-s", self_check_s, "re-check a quarantined device this often")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{86'400}));
+      ->check(IntegerIn<int64_t>(1, 86'400));
   app.add_option("--reattach-s", reattach_s,
                  "after a restart, holders have this long to re-attach their leases")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{86'400}));
+      ->check(IntegerIn<int64_t>(0, 86'400));
   app.add_option("--startup-grace-s", startup_grace_s,
                  "after a start, wait this long before calling a request unmatchable")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{3'600}));
+      ->check(IntegerIn<int64_t>(0, 3'600));
   app.add_option("--default-lease-s", default_lease_s, "lease length when a client names none")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{7 * 86'400}));
+      ->check(IntegerIn<int64_t>(1, 7 * 86'400));
   app.add_option("--default-wait-s", default_wait_s, "queue timeout when a client names none")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{7 * 86'400}));
+      ->check(IntegerIn<int64_t>(1, 7 * 86'400));
   app.add_option("--max-handshakes", o.max_pre_auth_conns,
                  "connections allowed at once before their handshake completes")
       ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+      ->check(IntegerIn<size_t>(1, size_t{1} << 20));
   app.add_option("--max-handshakes-per-peer", o.max_pre_auth_conns_per_peer,
                  "the same, from one peer address")
       ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+      ->check(IntegerIn<size_t>(1, size_t{1} << 20));
   app.add_flag("--allow-tvm", o.tvm.allow,
                "accept Apache TVM RPC servers and clients (TVM's tracker protocol, which has no "
                "authentication) on the tracker port");
@@ -93,10 +103,12 @@ static int TrackerMain(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--tvm-wait-s", tvm_wait_s,
                  "end a TVM client's wait for a device after this long (0: --default-wait-s)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(IntegerIn<int64_t>(0, 7 * 86'400));
   app.add_option("--tvm-probe-s", tvm_probe_s,
                  "probe an idle TVM server's port this often; two failures drop it")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(IntegerIn<int64_t>(1, 86'400));
   app.add_flag("--tvm-allow-custom-addr", o.tvm.allow_custom_addr,
                "let a TVM server register an IP address other than the one it connects from "
                "(TVM's custom_addr), if it lies within --tvm-network (required); the tracker "
@@ -109,7 +121,8 @@ static int TrackerMain(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   // Options may come from a file too (the Debian package's /etc/crosstune/tracker.conf), named as
   // the long options without "--"; the command line wins, an unknown key is an error.
   app.set_config("--config", "",

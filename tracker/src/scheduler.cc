@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "crosstune/crypto.h"
+#include "crosstune/numbers.h"
 
 namespace crosstune::tracker {
 namespace {
@@ -425,6 +426,14 @@ void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
           .status = std::move(s)});
   };
   if (req.key.empty()) return fail(Status(ErrorCode::kInvalidArgument, "request: empty key"));
+  const int32_t max_priority = options_.max_priority;
+  const int32_t priority = std::clamp(req.priority, -max_priority, max_priority);
+  if (priority != req.priority && protocol == Protocol::kCrosstune) {
+    return fail(Status(ErrorCode::kInvalidArgument,
+                       "priority " + std::to_string(req.priority) + " is not in " +
+                           DescribeRange(int64_t{-max_priority}, int64_t{max_priority}) +
+                           " (the tracker's --max-priority)"));
+  }
   for (const auto& c : req.constraints) {
     Status s = ParseConstraint(c);
     if (!s.ok()) return fail(s);
@@ -453,6 +462,7 @@ void Scheduler::Request(TimePoint now, uint64_t conn, uint32_t request_id,
   w.conn = conn;
   w.request_id = request_id;
   w.req = req;
+  w.req.priority = priority;
   w.protocol = protocol;
   w.enqueued = now;
   Ms timeout = req.queue_timeout_ms ? Ms(req.queue_timeout_ms) : options_.default_queue_timeout;

@@ -36,7 +36,12 @@ struct SchedulerOptions {
   Ms default_queue_timeout{600'000};
   Ms default_lease{1'800'000};
   Ms max_lease{24 * 3'600'000};
-  Ms aging_step{30'000};     // a waiting request gains one priority level per step
+  Ms aging_step{30'000};  // a waiting request gains one priority level per step
+  // Requests may ask for a priority in -max_priority..max_priority: a crosstune client beyond
+  // it is refused (InvalidArgument, naming the range), a TVM client (which cannot be told) is
+  // held to the nearer end. Without a bound one client could ask for 2^31 - 1 and stay ahead of
+  // every other, aging included.
+  int32_t max_priority = 100;
   int quarantine_after = 3;  // infrastructure failures in a row
   Ms self_check_interval{10'000};
   Ms reattach_window{30'000};  // after a restart, holders have this long to re-attach
