@@ -350,6 +350,15 @@ Expected<Frame> Channel::ReadFrame(Deadline deadline, uint32_t max_frame_bytes) 
   return DecodeFrameBody(body.data(), body.size(), utf8_strings_);
 }
 
+Status Channel::CheckOutgoingFrame(Opcode op, const std::string& frame) {
+  const size_t body = frame.size() - 4;
+  if (body <= Limits::kMaxFrameBytes) return Status::Ok();
+  std::string what = op == Opcode::kResult ? std::string("the reply") : std::string(OpcodeName(op));
+  return Status(ErrorCode::kLimitExceeded, what + " would be " + std::to_string(body) +
+                                               " bytes, over the protocol's frame limit of " +
+                                               std::to_string(Limits::kMaxFrameBytes));
+}
+
 Status Channel::SendError(uint32_t request_id, const Status& status, Deadline deadline) {
   std::string f = EncodeError(request_id, status);
   return WriteBytes(f.data(), f.size(), deadline);

@@ -49,6 +49,12 @@ std::string EncodeError(uint32_t request_id, const Status& status) {
   // Messages quote paths, dlerror() and kernels' own text: whatever their bytes, the peer
   // receives valid UTF-8.
   e.message = ToValidUtf8(status.message());
+  // Cut so the error frame always fits one frame, whatever a message quotes.
+  constexpr size_t kMaxMessageBytes = 64 * 1024;
+  if (e.message.size() > kMaxMessageBytes) {
+    e.message = ToValidUtf8(std::string_view(e.message).substr(0, kMaxMessageBytes)) + "... (" +
+                std::to_string(e.message.size()) + " bytes)";
+  }
   return EncodeFrame(Opcode::kError, request_id, e);
 }
 

@@ -371,8 +371,22 @@ Expected<msg::FileEntry> Session::Download(const std::string& remote_path,
 }
 
 Expected<std::vector<msg::FileEntry>> Session::ListFiles() {
-  CT_ASSIGN_OR_RETURN(msg::FileList list, Request<msg::FileList>(Opcode::kListFiles, msg::Empty{}));
-  return std::move(list.files);
+  // Page by page: a workspace of thousands of files does not fit one frame. A server that does
+  // not page answers the first request with everything (and `more` false).
+  std::vector<msg::FileEntry> files;
+  msg::ListFilesRequest req;
+  req.paged = true;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(msg::FileList page, Request<msg::FileList>(Opcode::kListFiles, req));
+    if (page.more && (page.files.empty() || page.files.back().path <= req.after)) {
+      return Status(ErrorCode::kProtocolError, "the server's file list does not advance");
+    }
+    bool more = page.more;
+    if (more) req.after = page.files.back().path;
+    files.insert(files.end(), std::make_move_iterator(page.files.begin()),
+                 std::make_move_iterator(page.files.end()));
+    if (!more) return files;
+  }
 }
 
 Status Session::RemoveFile(const std::string& remote_path) {

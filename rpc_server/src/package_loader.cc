@@ -44,7 +44,9 @@ class PackageLoader final : public ModuleLoader {
       return Status(ErrorCode::kInternal, "package load without a workspace");
     // A fresh directory inside the workspace for this package's files; the client cannot have put
     // links there (uploads never create them), and ExtractPackage writes with O_EXCL|O_NOFOLLOW.
-    std::string dir = r.workspace->root() + "/.ctpkg-XXXXXX";
+    // Its name is one of the workspace's reserved temporaries: no client path can name it, and
+    // listings skip it.
+    std::string dir = r.workspace->root() + "/" + kWorkspaceTempPrefix + "pkg-XXXXXX";
     if (::mkdtemp(dir.data()) == nullptr) {
       return Status(ErrorCode::kIoError,
                     "cannot make a directory for the package in the workspace");

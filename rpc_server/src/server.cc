@@ -20,11 +20,15 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "crosstune/channel.h"
@@ -104,6 +108,61 @@ void SweepStaleWorkspaces(const std::string& work_dir) {
   }
 }
 
+// Removes finished sessions' workspaces on a thread of its own, in the order they come. The
+// thread starts with the first removal: the server starts no thread before its fork server.
+// Thread-safe.
+class WorkspaceRemover {
+ public:
+  explicit WorkspaceRemover(std::function<void(const std::string&)> remove)
+      : remove_(std::move(remove)) {}
+  ~WorkspaceRemover() { Finish(); }
+  WorkspaceRemover(const WorkspaceRemover&) = delete;
+  WorkspaceRemover& operator=(const WorkspaceRemover&) = delete;
+
+  void Remove(std::string path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(path));
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    cv_.notify_one();
+  }
+  // Removes what is queued, then ends the thread.
+  void Finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_, and nothing left
+      std::string path = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      remove_(path);
+      lock.lock();
+    }
+  }
+
+  std::function<void(const std::string&)> remove_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+void RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) spdlog::warn("cannot remove {}: {}", path, ec.message());
+}
+
 }  // namespace
 
 class Server::Impl {
@@ -114,7 +173,8 @@ class Server::Impl {
         signals_(io_, SIGINT, SIGTERM, SIGHUP),
         child_signals_(io_, SIGCHLD),
         backoff_(io_),
-        watchdog_(io_) {}
+        watchdog_(io_),
+        remover_(options_.remove_workspace ? options_.remove_workspace : RemoveTree) {}
 
   ~Impl() {
     try {
@@ -209,7 +269,8 @@ class Server::Impl {
  private:
   struct Live {
     std::string id;
-    int fd = -1;  // the parent's copy of the client socket, for the crash report
+    std::string peer_addr;  // the client's address, without the port
+    int fd = -1;            // the parent's copy of the client socket, for the crash report
     CallSlot* slot = nullptr;
     uint32_t slot_index = 0;
     std::string workspace;
@@ -269,8 +330,22 @@ class Server::Impl {
     ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
     ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
     auto peer = socket.remote_endpoint(ec);
-    std::string peer_str =
-        ec ? "?" : peer.address().to_string() + ":" + std::to_string(peer.port());
+    std::string peer_addr = ec ? "?" : peer.address().to_string();
+    std::string peer_str = ec ? "?" : peer_addr + ":" + std::to_string(peer.port());
+    if (size_t waiting = WaitingForHandshake(peer_addr);
+        waiting >= options_.max_handshakes_per_peer) {
+      spdlog::warn(
+          "refusing {}: {} connections from {} have not completed their handshake "
+          "(--max-handshakes-per-peer)",
+          peer_str, waiting, peer_addr);
+      RefuseLingering(
+          std::move(socket),
+          Status(ErrorCode::kBusy,
+                 "server busy: " + std::to_string(waiting) + " connections from " + peer_addr +
+                     " are waiting for their handshake " + "(--max-handshakes-per-peer " +
+                     std::to_string(options_.max_handshakes_per_peer) + ")"));
+      return;
+    }
     if (sessions_.size() >= options_.max_sessions) {
       spdlog::warn("refusing {}: {} sessions already running (--max-sessions)", peer_str,
                    sessions_.size());
@@ -300,7 +375,7 @@ class Server::Impl {
       so.session_timeout = options_.session_timeout;
       Status s = RunSession(fd, ws, id, so, nullptr);
       if (!s.ok()) spdlog::info("session {} ended: {}", id, s.ToString());
-      std::filesystem::remove_all(ws, fec);
+      remover_.Remove(ws);
       if (on_session_end_) on_session_end_(SessionEnd{id, ::getpid(), Status::Ok()});
       return;
     }
@@ -333,6 +408,7 @@ class Server::Impl {
 
     Live live;
     live.id = id;
+    live.peer_addr = peer_addr;
     live.fd = fd;
     live.slot = slot;
     live.slot_index = index;
@@ -351,6 +427,17 @@ class Server::Impl {
     }
     sessions_.emplace(pid, std::move(live));
     if (sessions_.size() == 1) Watch();
+  }
+
+  // Live sessions from `peer_addr` whose client has not completed its handshake yet.
+  size_t WaitingForHandshake(const std::string& peer_addr) const {
+    size_t n = 0;
+    for (const auto& [pid, live] : sessions_) {
+      if (live.peer_addr == peer_addr && !live.slot->handshaken.load(std::memory_order_acquire)) {
+        ++n;
+      }
+    }
+    return n;
   }
 
   // The backstop for call limits: the child's own timer normally ends an overdue call, but a
@@ -569,9 +656,7 @@ class Server::Impl {
       ::close(live.fd);
     }
     free_slots_.push_back(live.slot_index);
-    std::error_code ec;
-    std::filesystem::remove_all(live.workspace, ec);
-    if (ec) spdlog::warn("session {}: cannot remove {}: {}", live.id, live.workspace, ec.message());
+    remover_.Remove(live.workspace);
     spdlog::info("session {} ended", live.id);
     if (on_session_end_) on_session_end_(SessionEnd{live.id, pid, report});
   }
@@ -598,6 +683,7 @@ class Server::Impl {
     fork_server_.reset();
     if (slots_) ::munmap(slots_, slots_bytes_);
     slots_ = nullptr;
+    remover_.Finish();
     if (owns_work_dir_) {
       std::error_code fec;
       std::filesystem::remove_all(options_.work_dir, fec);
@@ -630,6 +716,7 @@ class Server::Impl {
   uint64_t slots_bytes_ = 0;
   uint32_t slot_count_ = 0;
   std::vector<uint32_t> free_slots_;
+  WorkspaceRemover remover_;  // last: its thread ends before the members it could touch
 };
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

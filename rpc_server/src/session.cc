@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -66,6 +65,7 @@ class SessionHandler {
     ServerHandshakeOptions hs{options_.auth_secret, session_id, options_.accept_hello};
     auto hello = ServerHandshake(ch_, hs, DeadlineIn(options_.handshake_timeout));
     if (!hello.ok()) return hello.status();
+    if (slot_) slot_->handshaken.store(1, std::memory_order_release);
     spdlog::info("session {}: {} connected", session_id, EscapeForLog(hello->peer_name));
     ch_.set_busy_poll(options_.busy_poll);
     for (;;) {
@@ -127,7 +127,10 @@ class SessionHandler {
 
   template <typename T>
   Outcome Reply(uint32_t id, const T& value) {
-    return ch_.Send(Opcode::kResult, id, value, IoDeadline());
+    Status sent = ch_.Send(Opcode::kResult, id, value, IoDeadline());
+    // Too large for a frame (the channel sent nothing): the client hears why instead.
+    if (sent.code() == ErrorCode::kLimitExceeded) return ReplyError(id, sent);
+    return sent;
   }
   Outcome ReplyError(uint32_t id, const Status& s) { return ch_.SendError(id, s, IoDeadline()); }
   template <typename T>
@@ -165,11 +168,8 @@ class SessionHandler {
         return HandleUpload(f);
       case Opcode::kDownload:
         return HandleDownload(f);
-      case Opcode::kListFiles: {
-        auto files = ws_.List();
-        if (!files.ok()) return ReplyError(id, files.status());
-        return Reply(id, msg::FileList{std::move(files).value()});
-      }
+      case Opcode::kListFiles:
+        return HandleListFiles(f);
       case Opcode::kRemoveFile: {
         auto ref = f.As<msg::FileRef>();
         if (!ref.ok()) return ReplyError(id, ref.status());
@@ -223,23 +223,10 @@ class SessionHandler {
 
   // --- Files ----------------------------------------------------------------------------------
 
-  // Whether `size` more bytes at `path` (replacing what is there) fit the workspace quota. The
-  // workspace is summed on demand: files kernels wrote count too, and nothing can drift.
+  // Whether `size` more bytes at `path` (replacing what is there) fit the workspace quota: the
+  // workspace's running total (Workspace::stored_bytes), not a walk over its files.
   Status CheckWorkspaceQuota(const std::string& path, uint64_t size) {
-    namespace fs = std::filesystem;
-    uint64_t used = 0;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(ws_.root(), ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      std::error_code sec;
-      if (it->is_regular_file(sec)) used += it->file_size(sec);
-    }
-    if (auto parts = SplitWorkspacePath(path); parts.ok()) {
-      fs::path existing = ws_.root();
-      for (const auto& part : *parts) existing /= part;
-      std::error_code sec;
-      if (fs::is_regular_file(existing, sec)) used -= std::min(used, fs::file_size(existing, sec));
-    }
+    const uint64_t used = ws_.StoredBytesBesides(path);
     const uint64_t limit = options_.max_workspace_bytes;
     if (size > limit || used > limit - size) {
       return Status(ErrorCode::kLimitExceeded,
@@ -297,6 +284,36 @@ class SessionHandler {
     Status commit = ws_.Commit(*pending);
     if (!commit.ok()) return ReplyError(f.request_id, commit);
     return Reply(f.request_id, msg::FileEntry{pending->normalized, req->size, hex});
+  }
+
+  // Sorted by path. Paged for a client that asks (each page well under the frame limit);
+  // everything at once for one that does not, refused by Reply when it does not fit a frame.
+  Outcome HandleListFiles(const Frame& f) {
+    auto req = f.As<msg::ListFilesRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto files = ws_.List();
+    if (!files.ok()) return ReplyError(f.request_id, files.status());
+    auto by_path = [](const msg::FileEntry& a, const msg::FileEntry& b) { return a.path < b.path; };
+    std::sort(files->begin(), files->end(), by_path);
+    auto it = files->begin();
+    if (!req->after.empty()) {
+      it = std::upper_bound(files->begin(), files->end(), msg::FileEntry{req->after, 0, ""},
+                            by_path);
+    }
+    constexpr size_t kPageBytes = Limits::kMaxFrameBytes / 4;
+    msg::FileList reply;
+    size_t bytes = 0;
+    for (; it != files->end(); ++it) {
+      // An entry's encoding: its strings and a few bytes of msgpack headers and size.
+      size_t entry = it->path.size() + it->sha256_hex.size() + 32;
+      if (req->paged && !reply.files.empty() && bytes + entry > kPageBytes) {
+        reply.more = true;
+        break;
+      }
+      bytes += entry;
+      reply.files.push_back(std::move(*it));
+    }
+    return Reply(f.request_id, reply);
   }
 
   Outcome HandleDownload(const Frame& f) {

@@ -14,8 +14,7 @@
 namespace crosstune::server {
 namespace {
 
-constexpr const char* kTempPrefix = ".ct-tmp-";
-constexpr int kMaxListDepth = 32;
+constexpr const char* kTempPrefix = kWorkspaceTempPrefix;
 
 Status Refuse(const std::string& path, const std::string& why) {
   return Status(ErrorCode::kInvalidArgument, "refusing path '" + path + "': " + why);
@@ -123,6 +122,11 @@ Expected<Workspace::OpenFile> Workspace::OpenForRead(const std::string& path) co
 }
 
 Expected<Workspace::PendingFile> Workspace::CreateTemp(const std::string& path) {
+  // "dir/" names a directory: without this check its empty last component would be dropped and
+  // a file "dir" created.
+  if (!path.empty() && path.back() == '/') {
+    return Refuse(path, "names a directory (it ends with '/'); name the file to create");
+  }
   CT_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitWorkspacePath(path));
   CT_ASSIGN_OR_RETURN(UniqueFd dir, OpenParent(path, parts, /*create=*/true));
   PendingFile p;
@@ -153,13 +157,31 @@ Expected<Workspace::PendingFile> Workspace::CreateTemp(const std::string& path) 
 }
 
 Status Workspace::Commit(PendingFile& file) {
+  struct stat st;
+  if (::fstat(file.fd.get(), &st) != 0) {
+    Status s = ErrnoStatus("fstat '" + file.normalized + "'");
+    Abort(file);
+    return s;
+  }
   if (::renameat(file.dir.get(), file.temp_name.c_str(), file.dir.get(), file.leaf.c_str()) != 0) {
     Status s = ErrnoStatus("cannot move '" + file.normalized + "' into place");
     Abort(file);
     return s;
   }
   file.temp_name.clear();
+  uint64_t& counted = stored_[file.normalized];
+  stored_bytes_ = stored_bytes_ - counted + static_cast<uint64_t>(st.st_size);
+  counted = static_cast<uint64_t>(st.st_size);
   return Status::Ok();
+}
+
+uint64_t Workspace::StoredBytesBesides(const std::string& path) const {
+  auto parts = SplitWorkspacePath(path);
+  if (!parts.ok()) return stored_bytes_;
+  std::string normalized;
+  for (const auto& part : *parts) normalized += (normalized.empty() ? "" : "/") + part;
+  auto it = stored_.find(normalized);
+  return it == stored_.end() ? stored_bytes_ : stored_bytes_ - it->second;
 }
 
 void Workspace::Abort(PendingFile& file) {
@@ -184,6 +206,10 @@ Status Workspace::Remove(const std::string& path) {
   std::string normalized;
   for (const auto& part : parts) normalized += (normalized.empty() ? "" : "/") + part;
   hashes_.erase(normalized);
+  if (auto it = stored_.find(normalized); it != stored_.end()) {
+    stored_bytes_ -= it->second;
+    stored_.erase(it);
+  }
   return Status::Ok();
 }
 
@@ -217,49 +243,67 @@ void Workspace::RememberHash(int fd, const std::string& normalized, const std::s
       sha256_hex};
 }
 
-Status Workspace::ListDir(int dir_fd, const std::string& prefix, int depth,
-                          std::vector<msg::FileEntry>* out) {
-  if (depth > kMaxListDepth) return Status::Ok();
-  // A fresh open file description: a dup would share (and leave at the end) the directory offset.
-  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open directory");
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    return ErrnoStatus("opendir");
-  }
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    // Temporaries and unpacked packages (.ctpkg-*, the package loader's) are the server's own.
-    if (name == "." || name == ".." || name.rfind(kTempPrefix, 0) == 0 ||
-        (depth == 0 && name.rfind(".ctpkg-", 0) == 0)) {
+Expected<std::vector<msg::FileEntry>> Workspace::List() {
+  // Directories still to read, by their path below the root; walked without recursion and
+  // without holding a descriptor per level, so a tree as deep as a path may name (hundreds of
+  // levels) lists whole.
+  std::vector<msg::FileEntry> out;
+  std::vector<std::string> pending = {""};
+  while (!pending.empty()) {
+    std::string prefix = std::move(pending.back());
+    pending.pop_back();
+    UniqueFd dir;
+    if (prefix.empty()) {
+      dir.Reset(::openat(root_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    } else {
+      auto parts = SplitWorkspacePath(prefix);
+      if (!parts.ok()) continue;
+      auto parent = OpenParent(prefix, *parts, /*create=*/false);
+      if (!parent.ok()) continue;  // gone, or replaced by a link, since it was listed
+      dir.Reset(::openat(parent->get(), parts->back().c_str(),
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    if (!dir.valid()) {
+      if (prefix.empty()) return ErrnoStatus("open the workspace");
       continue;
     }
-    names.push_back(std::move(name));
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const auto& name : names) {
-    struct stat st;
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    std::string rel = prefix.empty() ? name : prefix + "/" + name;
-    if (S_ISDIR(st.st_mode)) {
-      UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (sub.valid()) CT_RETURN_IF_ERROR(ListDir(sub.get(), rel, depth + 1, out));
-    } else if (S_ISREG(st.st_mode)) {
-      UniqueFd f(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-      if (!f.valid()) continue;
-      CT_ASSIGN_OR_RETURN(std::string hex, HashOf(f.get(), rel));
-      out->push_back(msg::FileEntry{rel, static_cast<uint64_t>(st.st_size), hex});
+    // A fresh open file description: fdopendir takes it over, so read the names first, then
+    // look at each through `dir` (closed by its UniqueFd).
+    int read_fd = ::openat(dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (read_fd < 0) return ErrnoStatus("open directory");
+    DIR* d = ::fdopendir(read_fd);
+    if (!d) {
+      ::close(read_fd);
+      return ErrnoStatus("opendir");
     }
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      // Temporaries (uploads in flight, unpacked packages) are the server's own.
+      if (name == "." || name == ".." || name.rfind(kTempPrefix, 0) == 0) continue;
+      names.push_back(std::move(name));
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> subdirs;
+    for (const auto& name : names) {
+      std::string rel = prefix.empty() ? name : prefix + "/" + name;
+      // No request can name a longer path, so nothing below it could be used.
+      if (rel.size() > Limits::kMaxPathBytes) continue;
+      struct stat st;
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        subdirs.push_back(std::move(rel));
+      } else if (S_ISREG(st.st_mode)) {
+        UniqueFd f(::openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+        if (!f.valid()) continue;
+        CT_ASSIGN_OR_RETURN(std::string hex, HashOf(f.get(), rel));
+        out.push_back(msg::FileEntry{rel, static_cast<uint64_t>(st.st_size), hex});
+      }
+    }
+    pending.insert(pending.end(), std::make_move_iterator(subdirs.rbegin()),
+                   std::make_move_iterator(subdirs.rend()));
   }
-  return Status::Ok();
-}
-
-Expected<std::vector<msg::FileEntry>> Workspace::List() {
-  std::vector<msg::FileEntry> out;
-  CT_RETURN_IF_ERROR(ListDir(root_fd_.get(), "", 0, &out));
   return out;
 }
 

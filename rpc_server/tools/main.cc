@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <csignal>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -18,6 +19,7 @@
 #include <memory>
 
 #include "crosstune/crypto.h"
+#include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/server.h"
@@ -65,57 +67,68 @@ static int ServerMain(int argc, char** argv) {
   crosstune::server::TrackerLinkOptions link;
   std::vector<std::string> tags;
   app.add_option("--host", opt.host, "address to listen on")->capture_default_str();
-  app.add_option("--port", opt.port, "port to listen on (0: any free port)")->capture_default_str();
-  app.add_option("--port-end", opt.port_end, "try ports --port..--port-end until one is free");
+  app.add_option("--port", opt.port, "port to listen on (0: any free port)")
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<uint16_t>(0, 65535));
+  app.add_option("--port-end", opt.port_end, "try ports --port..--port-end until one is free")
+      ->check(crosstune::IntegerIn<uint16_t>(0, 65535));
   app.add_option("--work-dir", opt.work_dir,
                  "directory for session workspaces (default: a fresh one under $TMPDIR)");
   app.add_flag("--no-fork", no_fork,
                "serve sessions in this process, one at a time (debugging; a crashing kernel "
                "takes the server down and calls have no timeout)");
-  // Every duration is range-checked here: past these bounds a value would wrap or round to 0
-  // ("no limit") further down.
+  // Every number is range-checked on its text (flag_checks.h): past these bounds a value would
+  // wrap or round to 0 ("no limit") further down, and NaN would pass any comparison.
   constexpr double kMonth = 30 * 86400.0;
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
   app.add_option("--session-timeout", session_timeout_s, "seconds a session may last (0: no limit)")
-      ->check(CLI::Range(0.0, kMonth));
+      ->check(crosstune::SecondsIn(0, kMonth));
   app.add_option("--idle-timeout", idle_timeout_s,
                  "seconds a session may go without a request before it ends (0: no limit)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, kMonth));
+      ->check(crosstune::SecondsIn(0, kMonth));
   app.add_option("--call-timeout", call_timeout_s,
                  "default seconds one kernel call (or loading a module) may run (0: no limit)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(crosstune::SecondsIn(0, 86400));
   app.add_option("--handshake-timeout", handshake_timeout_s,
                  "seconds a new connection has to complete the handshake")
       ->capture_default_str()
-      ->check(CLI::Range(0.01, 3600.0));
+      ->check(crosstune::SecondsIn(0.01, 3600));
   app.add_option("--max-workspace-bytes", max_workspace,
                  "what one session's workspace may hold in all")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(crosstune::IntegerIn<uint64_t>(1, kMaxBytes));
   app.add_option("--max-upload-bytes", max_upload, "largest file a client may upload")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<uint64_t>(1, kMaxBytes));
   app.add_option("--max-sessions", opt.max_sessions,
                  "sessions served at once; more are refused Busy")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(crosstune::IntegerIn<uint32_t>(1, 65536));
+  app.add_option("--max-handshakes-per-peer", opt.max_handshakes_per_peer,
+                 "connections from one address that may wait for their handshake at once; more "
+                 "are refused Busy")
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<uint32_t>(1, 65536));
   app.add_option("--max-tensor-bytes", max_tensor, "tensor memory one session may allocate")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<uint64_t>(1, kMaxBytes));
   app.add_option("--threads", opt.session.threads,
                  "threads a kernel's parallel loops use when the call does not say (0: every CPU "
                  "this process may run on)")
       ->capture_default_str()
-      ->check(CLI::Range(0u, 4096u));
+      ->check(crosstune::IntegerIn<uint32_t>(0, 4096));
   app.add_option("--max-threads", opt.session.max_threads,
                  "most threads one call may ask for (0: the CPUs, or --threads if more)")
       ->capture_default_str()
-      ->check(CLI::Range(0u, 4096u));
+      ->check(crosstune::IntegerIn<uint32_t>(0, 4096));
   int64_t busy_poll_us = opt.session.busy_poll.count();
   app.add_option("--busy-poll-us", busy_poll_us,
                  "microseconds a session polls its socket for the next request before it sleeps "
                  "(0: never; off anyway when the server may use only one CPU)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{100'000}));
+      ->check(crosstune::IntegerIn<int64_t>(0, 100'000));
   app.add_option("--auth-token-file", token_file,
                  "file holding a shared secret; clients must answer an HMAC-SHA256 challenge");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
@@ -214,12 +227,12 @@ static int ServerMain(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern(crosstune::server::kLogPattern);
 
-  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  using crosstune::SecondsToMs;
   opt.fork = !no_fork;
-  opt.session_timeout = std::chrono::seconds(static_cast<int64_t>(session_timeout_s + 0.999));
-  opt.session.call_timeout = ms(call_timeout_s);
-  opt.session.handshake_timeout = ms(handshake_timeout_s);
-  opt.session.idle_timeout = ms(idle_timeout_s);
+  opt.session_timeout = std::chrono::seconds(static_cast<int64_t>(std::ceil(session_timeout_s)));
+  opt.session.call_timeout = SecondsToMs(call_timeout_s);
+  opt.session.handshake_timeout = SecondsToMs(handshake_timeout_s);
+  opt.session.idle_timeout = SecondsToMs(idle_timeout_s);
   opt.session.busy_poll = std::chrono::microseconds(busy_poll_us);
   opt.session.max_upload_bytes = max_upload;
   opt.session.max_workspace_bytes = max_workspace;

@@ -190,6 +190,31 @@ TEST(Channel, AWaitEndsAtEachCallsOwnDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+// The peer would refuse a frame over the limit and close the connection; the sender finds out
+// first, sends nothing, and the connection goes on.
+TEST(Channel, DoesNotSendAFrameOverTheLimit) {
+  auto [a, b] = SocketPair();
+  msg::FileList big;
+  for (int i = 0; i < 1200; ++i) big.files.push_back({std::string(1000, 'a'), 0, ""});
+  Status sent = b.Send(Opcode::kResult, 5, big, DeadlineIn(std::chrono::seconds(2)));
+  EXPECT_EQ(sent.code(), ErrorCode::kLimitExceeded) << sent.ToString();
+  EXPECT_NE(sent.message().find("over the protocol's frame limit of 1048576"), std::string::npos)
+      << sent.message();
+  ASSERT_TRUE(b.Send(Opcode::kResult, 6, msg::Empty{}, DeadlineIn(std::chrono::seconds(2))).ok());
+  auto f = a.ReadFrame(DeadlineIn(std::chrono::seconds(2)));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->request_id, 6u);  // the refused frame never left
+}
+
+TEST(Frame, AnErrorFrameFitsWhateverItsMessageQuotes) {
+  std::string bytes =
+      EncodeError(1, Status(ErrorCode::kInvalidArgument, std::string(2 << 20, 'x')));
+  EXPECT_LT(bytes.size(), Limits::kMaxFrameBytes);
+  auto f = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+  ASSERT_TRUE(f.ok());
+  EXPECT_NE(f->AsStatus().message().find("(2097152 bytes)"), std::string::npos);
+}
+
 TEST(Channel, PeerCloseIsDisconnected) {
   auto [a, b] = SocketPair();
   b.Close();

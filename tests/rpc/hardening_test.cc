@@ -1,10 +1,17 @@
 // The server under hostile modules, clients and faults: a module that spins while it loads, a
 // kernel that forks, a server killed with SIGKILL mid-session, idle sessions, oversize frames
 // before the handshake, and flag values that would wrap.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -161,6 +168,106 @@ TEST(ServerHardeningTest, RefusesALargeFrameBeforeTheHandshake) {
   ExpectServerAnswers(*server);
 }
 
+// A TCP connection to the server from loopback address `source` (127.0.0.2: another peer than
+// the test's own clients) that sends nothing; -1 when it cannot connect.
+int SilentConnection(const char* source, uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Each connection became a session that waited for its Hello until the handshake timeout, so
+// --max-sessions (16) of them from one address made every other client Busy.
+TEST(ServerHardeningTest, IdleConnectionsFromOneAddressDoNotMakeEveryClientBusy) {
+  auto server = StartServer({"--handshake-timeout", "120"});  // --max-handshakes-per-peer 4
+  ASSERT_TRUE(server);
+  std::vector<Channel> silent;
+  for (int i = 0; i < 16; ++i) {
+    int fd = SilentConnection("127.0.0.2", server->port());
+    ASSERT_GE(fd, 0) << "cannot connect from 127.0.0.2: " << std::strerror(errno);
+    silent.emplace_back(fd);
+  }
+  // Past the first four, each is answered Busy at once (the four wait for their handshake).
+  auto answered = [&] {
+    std::vector<pollfd> fds;
+    for (auto& ch : silent) fds.push_back(pollfd{ch.fd(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 0);
+    return std::count_if(fds.begin(), fds.end(), [](const pollfd& p) { return p.revents != 0; });
+  };
+  EXPECT_TRUE(Eventually([&] { return answered() == 12; })) << answered() << " answered";
+  size_t busy = 0;
+  for (auto& ch : silent) {
+    pollfd p{ch.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) continue;
+    auto f = ch.ReadFrame(DeadlineIn(seconds(10)));
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    Status st = f->AsStatus();
+    EXPECT_EQ(st.code(), ErrorCode::kBusy) << st.ToString();
+    EXPECT_NE(st.message().find("--max-handshakes-per-peer 4"), std::string::npos) << st.ToString();
+    ++busy;
+  }
+  EXPECT_EQ(busy, 12u);
+  // A client from another address is served meanwhile.
+  ExpectServerAnswers(*server);
+}
+
+// A path of about 900 bytes, the i-th of a workspace's files (they sort in i's order).
+std::string LongPath(int i) {
+  char tail[16];
+  std::snprintf(tail, sizeof(tail), "%05d", i);
+  return std::string(250, 'a') + "/" + std::string(250, 'b') + "/" + std::string(250, 'c') + "/" +
+         std::string(150, 'd') + tail;
+}
+constexpr int kManyFiles = 1100;  // their list is about 1.2 MB, over the 1 MiB frame limit
+
+// The list of a workspace's files used to go in one reply whatever its size: past the frame
+// limit, the client refused it and the session was lost.
+TEST(ServerHardeningTest, ListsMoreFilesThanOneFrameHoldsPageByPage) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto s = Connect(*server);
+  ASSERT_TRUE(s);
+  for (int i = kManyFiles - 1; i >= 0; --i) ASSERT_TRUE(s->UploadBytes("", LongPath(i)).ok()) << i;
+  auto files = s->ListFiles();
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_EQ(files->size(), static_cast<size_t>(kManyFiles));
+  for (int i = 0; i < kManyFiles; ++i) ASSERT_EQ((*files)[i].path, LongPath(i));
+  EXPECT_TRUE(s->Ping().ok());
+}
+
+// A client that does not page (it sends no payload) gets a named error, not a frame it would
+// refuse, and its session goes on.
+TEST(ServerHardeningTest, AReplyOverTheFrameLimitIsRefusedWithANamedError) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  Channel ch = RawChannel(*server);
+  msg::Hello hello;
+  hello.peer_name = "old-client";
+  ASSERT_TRUE(ClientHandshake(ch, hello, "", DeadlineIn(seconds(10))).ok());
+  for (int i = 0; i < kManyFiles; ++i) {
+    auto up = ch.Call<msg::FileEntry>(Opcode::kUpload, msg::UploadRequest{LongPath(i), 0, ""},
+                                      DeadlineIn(seconds(30)));
+    ASSERT_TRUE(up.ok()) << up.status().ToString();
+  }
+  auto list = ch.Call<msg::FileList>(Opcode::kListFiles, msg::Empty{}, DeadlineIn(seconds(30)));
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), ErrorCode::kLimitExceeded) << list.status().ToString();
+  EXPECT_NE(list.status().message().find("frame limit"), std::string::npos)
+      << list.status().ToString();
+  EXPECT_TRUE(ch.Call<msg::Empty>(Opcode::kPing, msg::Empty{}, DeadlineIn(seconds(10))).ok());
+}
+
 TEST(ServerHardeningTest, RefusesTimingRequestsOverTheProtocolsLimits) {
   auto server = StartServer();
   ASSERT_TRUE(server);
@@ -187,13 +294,13 @@ TEST(ServerHardeningTest, RefusesTimingRequestsOverTheProtocolsLimits) {
   EXPECT_EQ(r->seconds_per_call.size(), 3u);
 }
 
-// Hidden extraction directories (.ctpkg-*) under the session workspaces.
+// Hidden extraction directories (.ct-tmp-pkg-*) under the session workspaces.
 size_t HiddenPackageCopies(const std::string& work_dir) {
   size_t n = 0;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(work_dir, ec);
        it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->path().filename().string().rfind(".ctpkg-", 0) == 0) ++n;
+    if (it->path().filename().string().rfind(".ct-tmp-pkg-", 0) == 0) ++n;
   }
   return n;
 }
@@ -217,6 +324,30 @@ TEST(ServerHardeningTest, RefusesFlagValuesThatWouldWrapOrMeanNoLimit) {
     std::string error;
     auto server = ServerProcess::Start(args, &error);
     EXPECT_FALSE(server) << args[0] << " " << args[1] << " was accepted";
+  }
+}
+
+// Each refused at start, with the flag, the value and the range in one line. NaN passes every
+// comparison, so a range check alone took it (and casting it to an integer is undefined); an
+// integer flag's text is checked before CLI11 converts it to a 16-bit port.
+TEST(ServerHardeningTest, FlagErrorsNameTheFlagTheValueAndTheRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--handshake-timeout nan",
+       "--handshake-timeout: 'nan' is not a finite number in 0.01..3600"},
+      {"--call-timeout nan", "--call-timeout: 'nan' is not a finite number in 0..86400"},
+      {"--idle-timeout inf", "--idle-timeout: 'inf' is not a finite number in 0..2592000"},
+      {"--session-timeout -nan", "--session-timeout: '-nan' is not a finite number"},
+      {"--port 70000", "--port: 70000 is not in 0..65535"},
+      {"--max-sessions 0", "--max-sessions: 0 is not in 1..65536"},
+      {"--max-upload-bytes -1", "--max-upload-bytes: -1 is not in 1..1152921504606846976"},
+      {"--threads 1.5", "--threads: '1.5' is not an integer in 0..4096"},
+  };
+  for (const auto& [flags, want] : cases) {
+    // `timeout`: a server that took the value would serve until killed.
+    auto r = RunCommand("timeout 20 " + std::string(CT_SERVER_BIN) + " --port 0 " + flags);
+    EXPECT_NE(r.exit_code, 0) << flags << " was accepted";
+    EXPECT_NE(r.exit_code, 124) << flags << " was accepted";
+    EXPECT_NE(r.err.find(want), std::string::npos) << flags << ": " << r.err;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -120,6 +121,54 @@ TEST_F(WorkspaceTest, CachesHashesUntilTheFileChanges) {
   auto h2 = ws_->HashOf(g->fd.get(), g->normalized);
   ASSERT_TRUE(h2.ok());
   EXPECT_NE(*h2, *h);
+}
+
+// ls used to stop 32 directories down and to hide every top-level name starting with .ctpkg-
+// (the package loader's prefix then): a client's own files went missing from its listing.
+TEST_F(WorkspaceTest, ListsFilesAsDeepAsAPathReachesAndNamesStartingWithCtpkg) {
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += "d/";
+  ASSERT_TRUE(Put(deep + "deep.bin", "x").ok());
+  ASSERT_TRUE(Put(".ctpkg-mine", "y").ok());
+  ASSERT_TRUE(Put("a/.ctpkg-too", "z").ok());
+  auto list = ws_->List();
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  std::vector<std::string> paths;
+  for (const auto& f : *list) paths.push_back(f.path);
+  std::sort(paths.begin(), paths.end());
+  EXPECT_EQ(paths, (std::vector<std::string>{".ctpkg-mine", "a/.ctpkg-too", deep + "deep.bin"}));
+}
+
+// "dir/" lost its empty last component and became the file "dir".
+TEST_F(WorkspaceTest, RefusesToCreateAFileFromAPathEndingInASlash) {
+  auto p = ws_->CreateTemp("dir/");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("names a directory"), std::string::npos)
+      << p.status().ToString();
+  EXPECT_TRUE(std::filesystem::is_empty(root_));
+}
+
+// The upload quota's running total: a replaced file counts once at its new size, a removed one
+// not at all, whatever spelling of its path each call used.
+TEST_F(WorkspaceTest, KeepsARunningTotalOfWhatItStored) {
+  ASSERT_TRUE(Put("a.bin", std::string(100, 'a')).ok());
+  ASSERT_TRUE(Put("dir/b.bin", std::string(30, 'b')).ok());
+  EXPECT_EQ(ws_->stored_bytes(), 130u);
+  ASSERT_TRUE(Put("./a.bin", std::string(10, 'c')).ok());
+  EXPECT_EQ(ws_->stored_bytes(), 40u);
+  EXPECT_EQ(ws_->StoredBytesBesides("dir//b.bin"), 10u);
+  EXPECT_EQ(ws_->StoredBytesBesides("new.bin"), 40u);
+  ASSERT_TRUE(ws_->Remove("dir/./b.bin").ok());
+  EXPECT_EQ(ws_->stored_bytes(), 10u);
+  ASSERT_TRUE(ws_->Remove("dir").ok());  // an empty directory counts nothing
+  EXPECT_EQ(ws_->stored_bytes(), 10u);
+  // An aborted upload stores nothing.
+  auto p = ws_->CreateTemp("c.bin");
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(::write(p->fd.get(), "xyz", 3), 3);
+  ws_->Abort(*p);
+  EXPECT_EQ(ws_->stored_bytes(), 10u);
 }
 
 }  // namespace

@@ -74,9 +74,12 @@ class Channel {
   Status WriteBytes(const void* data, size_t size, Deadline deadline);
   Status ReadBytes(void* data, size_t size, Deadline deadline);
 
+  // A frame whose body would exceed Limits::kMaxFrameBytes (which the peer would refuse, ending
+  // the connection) is not sent: kLimitExceeded, naming its size, and the connection goes on.
   template <typename T>
   Status Send(Opcode op, uint32_t request_id, const T& payload, Deadline deadline) {
     std::string f = EncodeFrame(op, request_id, payload);
+    CT_RETURN_IF_ERROR(CheckOutgoingFrame(op, f));
     return WriteBytes(f.data(), f.size(), deadline);
   }
   Status SendError(uint32_t request_id, const Status& status, Deadline deadline);
@@ -111,6 +114,7 @@ class Channel {
 
  private:
   static Status CheckReply(const Frame& f, uint32_t request_id);
+  static Status CheckOutgoingFrame(Opcode op, const std::string& frame);
   Status WaitFor(short events, Deadline deadline);
   // Copies up to `size` read-ahead bytes out; returns how many.
   size_t TakeBuffered(void* data, size_t size);

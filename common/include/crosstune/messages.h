@@ -111,9 +111,20 @@ struct FileEntry {
 // Reply to Upload, and the header of a Download reply (then `size` raw bytes follow).
 using FileReply = FileEntry;
 
+// ListFiles: a client that reads pages says so, and each reply then stops well under the frame
+// limit (`more`), to be asked again from its last path. A client that sends no payload (as the
+// first ones did) gets the whole list in one reply, or LimitExceeded when it does not fit one
+// frame.
+struct ListFilesRequest {
+  std::string after;   // only paths that sort (bytewise) after this one; "": from the first
+  bool paged = false;  // the reply may stop early
+  MSGPACK_DEFINE(after, paged)
+};
+
 struct FileList {
-  std::vector<FileEntry> files;
-  MSGPACK_DEFINE(files)
+  std::vector<FileEntry> files;  // sorted by path
+  bool more = false;             // paged: paths after files.back().path remain
+  MSGPACK_DEFINE(files, more)
 };
 
 // --- Modules and calls --------------------------------------------------------------------------

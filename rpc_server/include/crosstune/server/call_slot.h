@@ -22,10 +22,13 @@ struct CallSlot {
   std::atomic<uint32_t> in_call{0};     // 1 while a kernel runs
   std::atomic<uint64_t> seq{0};         // bumped by Begin and End
   std::atomic<int64_t> deadline_ns{0};  // steady_clock ns when the armed limit passes; 0: none
-  uint32_t request_id = 0;              // the request being served
-  uint32_t timeout_ms = 0;              // the armed limit for one call (0: none)
-  uint64_t calls = 0;                   // calls in the current batch (>1 while timing)
-  bool timing = false;                  // a TimeCall round rather than a Call
+  // Set once the client has completed its handshake (Hello, and Auth when asked): until then the
+  // parent counts the session against its peer address's --max-handshakes-per-peer.
+  std::atomic<uint32_t> handshaken{0};
+  uint32_t request_id = 0;  // the request being served
+  uint32_t timeout_ms = 0;  // the armed limit for one call (0: none)
+  uint64_t calls = 0;       // calls in the current batch (>1 while timing)
+  bool timing = false;      // a TimeCall round rather than a Call
   bool loading = false;     // loading a module (its constructors run) rather than a call
   char function[128] = {};  // NUL-terminated, truncated
 

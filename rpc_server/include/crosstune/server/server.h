@@ -34,7 +34,14 @@ struct ServerOptions {
   bool fork = true;  // false: sessions in-process, one at a time (debugging; no crash isolation)
   std::chrono::seconds session_timeout{0};  // 0: none
   uint32_t max_sessions = 16;
+  // Sessions from one peer address that have not completed their handshake: more are refused
+  // Busy at once, so idle connections from one address cannot take every session slot.
+  uint32_t max_handshakes_per_peer = 4;
   SessionOptions session;  // what each session gets (auth, limits, hooks)
+  // Removes a finished session's workspace (default: the whole tree). It runs on the server's
+  // remover thread, never on the thread that accepts connections: a workspace of thousands of
+  // files takes seconds to remove. Shutdown waits for the removals queued before it.
+  std::function<void(const std::string& path)> remove_workspace;
 };
 
 // What the parent knows when a session ends; see Server::set_on_session_end.

@@ -46,8 +46,13 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// Names starting with this are the server's own temporaries (uploads in flight, unpacked
+// packages): no client path may use it, and listings skip them.
+inline constexpr const char* kWorkspaceTempPrefix = ".ct-tmp-";
+
 // Splits `path` into its components, refusing what would leave the workspace ("." and empty
-// components are dropped). The error names the path: `refusing path '../x': '..' is not allowed`.
+// components are dropped) and names starting with .ct-tmp- (the server's own temporaries). The
+// error names the path: `refusing path '../x': '..' is not allowed`.
 Expected<std::vector<std::string>> SplitWorkspacePath(const std::string& path);
 
 class Workspace {
@@ -83,7 +88,17 @@ class Workspace {
 
   Status Remove(const std::string& path);
 
-  // Regular files under the root, recursively, without following links; temporaries are skipped.
+  // The bytes of the files this workspace stored (Commit) and has not removed since (Remove): a
+  // running total for the session's quota, so an upload costs the same with 10 files in the
+  // workspace as with 10,000 (summing the tree before each one made uploads slow down as files
+  // piled up). A file committed again counts once, at its new size. Files a kernel writes itself
+  // are not counted.
+  uint64_t stored_bytes() const { return stored_bytes_; }
+  // stored_bytes() less what the file `path` counts, i.e. what stays if an upload replaces it.
+  uint64_t StoredBytesBesides(const std::string& path) const;
+
+  // Regular files under the root, recursively (as deep as a path may name), without following
+  // links; the server's temporaries (.ct-tmp-*) are skipped, every name a client can give shows.
   // sha256_hex comes from `hash_cache` when the file is unchanged since it was cached, otherwise it
   // is computed (and cached).
   Expected<std::vector<msg::FileEntry>> List();
@@ -98,8 +113,6 @@ class Workspace {
   // Walks to the directory holding the last component; `create` makes missing directories.
   Expected<UniqueFd> OpenParent(const std::string& path, const std::vector<std::string>& parts,
                                 bool create) const;
-  Status ListDir(int dir_fd, const std::string& prefix, int depth,
-                 std::vector<msg::FileEntry>* out);
 
   // Fixed-width fields: this header is compiled with and without _FILE_OFFSET_BITS=64.
   struct HashKey {
@@ -111,6 +124,8 @@ class Workspace {
   std::string root_;
   UniqueFd root_fd_;
   std::map<std::string, std::pair<HashKey, std::string>> hashes_;
+  std::map<std::string, uint64_t> stored_;  // normalized path -> size at its last Commit
+  uint64_t stored_bytes_ = 0;               // their sum
 };
 
 }  // namespace crosstune::server
