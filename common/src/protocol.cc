@@ -90,6 +90,20 @@ std::string_view OpcodeName(Opcode op) {
       return "TensorCopyIn";
     case Opcode::kTensorCopyOut:
       return "TensorCopyOut";
+    case Opcode::kLoadModel:
+      return "LoadModel";
+    case Opcode::kUnloadModel:
+      return "UnloadModel";
+    case Opcode::kSetInput:
+      return "SetInput";
+    case Opcode::kRunModel:
+      return "RunModel";
+    case Opcode::kGetOutput:
+      return "GetOutput";
+    case Opcode::kTimeModel:
+      return "TimeModel";
+    case Opcode::kProfileModel:
+      return "ProfileModel";
     case Opcode::kRegister:
       return "Register";
     case Opcode::kHeartbeat:

@@ -14,6 +14,7 @@
 
 #include "crosstune/crypto.h"
 #include "crosstune/handshake.h"
+#include "session_request.h"
 
 namespace crosstune::client {
 namespace {
@@ -39,12 +40,6 @@ Status ErrnoStatus(const std::string& what) {
   int e = errno;
   return Status(e == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIoError,
                 what + ": " + std::strerror(e));
-}
-
-// Error codes after which the server has ended the session (it sends them from the parent
-// process, then closes): the channel is closed here too so later calls fail fast.
-bool EndsSession(const Status& s, uint32_t reply_id) {
-  return reply_id == 0 || s.code() == ErrorCode::kRemoteCrash || s.code() == ErrorCode::kTimeout;
 }
 
 // Transport failures: the byte stream can no longer be trusted.
@@ -138,12 +133,6 @@ Status SendFileHashing(Channel& ch, int file_fd, uint64_t size, Deadline deadlin
   return status;
 }
 
-// Why a read of the server's reply failed on our side rather than with the server's answer.
-bool IsConnectionFailure(const Status& s) {
-  return s.code() == ErrorCode::kDisconnected || s.code() == ErrorCode::kTimeout ||
-         s.code() == ErrorCode::kIoError;
-}
-
 }  // namespace
 
 // --- Arguments ------------------------------------------------------------------------------
@@ -202,75 +191,6 @@ Session::~Session() {
   } catch (...) {
     channel_.Close();
   }
-}
-
-// Fails a request on a closed channel, naming why it closed.
-static Status ClosedStatus() { return Status(ErrorCode::kDisconnected, "the session is closed"); }
-
-template <typename Reply, typename Req>
-Expected<Reply> Session::Request(Opcode op, const Req& req, std::chrono::milliseconds extra) {
-  if (!channel_.is_open()) return ClosedStatus();
-  Deadline deadline = DeadlineIn(options_.request_timeout + extra);
-  uint32_t id = channel_.NextRequestId();
-  Status sent = channel_.Send(op, id, req, deadline);
-  if (!sent.ok()) {
-    channel_.Close();
-    return sent;
-  }
-  auto frame = channel_.ReadFrame(deadline);
-  if (!frame.ok()) {
-    channel_.Close();
-    return frame.status();
-  }
-  if (frame->op != Opcode::kResult && frame->op != Opcode::kError) {
-    channel_.Close();
-    return Status(ErrorCode::kProtocolError,
-                  "expected a reply, got " + std::string(OpcodeName(frame->op)));
-  }
-  if (frame->request_id != id && frame->request_id != 0) {
-    channel_.Close();
-    return Status(ErrorCode::kProtocolError, "reply to request " +
-                                                 std::to_string(frame->request_id) + ", expected " +
-                                                 std::to_string(id));
-  }
-  Status s = frame->AsStatus();
-  if (!s.ok()) {
-    if (EndsSession(s, frame->request_id)) channel_.Close();
-    return s;
-  }
-  auto out = frame->template As<Reply>();
-  if (!out.ok()) channel_.Close();
-  return out;
-}
-
-template <typename Reply, typename Header, typename SendBody>
-Expected<Reply> Session::RequestWithBytes(Opcode op, const Header& header, uint64_t size,
-                                          SendBody&& send_body) {
-  if (!channel_.is_open()) return ClosedStatus();
-  Deadline deadline = DeadlineIn(options_.request_timeout + milliseconds(size / 1024));
-  uint32_t id = channel_.NextRequestId();
-  Status s = channel_.Send(op, id, header, deadline);
-  if (s.ok()) s = send_body(deadline);
-  if (!s.ok()) {
-    // The server may have refused the request and closed; its reason beats "connection reset".
-    auto why = channel_.ReadReply<Reply>(id, DeadlineIn(milliseconds(1000)));
-    channel_.Close();
-    if (!why.ok() && !IsConnectionFailure(why.status())) return why.status();
-    return s;
-  }
-  auto reply = channel_.ReadFrame(deadline);
-  if (!reply.ok()) {
-    channel_.Close();
-    return reply.status();
-  }
-  Status rs = reply->AsStatus();
-  if (!rs.ok()) {
-    if (EndsSession(rs, reply->request_id)) channel_.Close();
-    return rs;
-  }
-  auto out = reply->template As<Reply>();
-  if (!out.ok()) channel_.Close();
-  return out;
 }
 
 Status Session::Ping() { return Request<msg::Empty>(Opcode::kPing, msg::Empty{}).status(); }

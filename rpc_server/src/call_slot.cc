@@ -27,6 +27,7 @@ void CallSlot::Begin(uint32_t request, const std::string& fn, uint32_t limit_ms,
   size_t len = std::min(fn.size(), sizeof(function) - 1);
   std::memcpy(function, fn.data(), len);
   function[len] = '\0';
+  node[0] = '\0';
   seq.fetch_add(1, std::memory_order_acq_rel);
   int64_t total_ms = static_cast<int64_t>(std::min<uint64_t>(uint64_t{limit_ms} * n, 86'400'000));
   deadline_ns.store(limit_ms ? SteadyNowNs() + total_ms * 1'000'000 : 0, std::memory_order_relaxed);
@@ -131,8 +132,11 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed
     if (in_call) s += " in '" + fn + "'";
     return Status(ErrorCode::kTimeout, s);
   }
-  // What ran: a kernel, or a module's own code while it was being loaded.
-  std::string what = slot.loading ? "loading '" + fn + "'" : "kernel '" + fn + "'";
+  // What ran: a kernel, a node of a model, or a module's own code while it was being loaded.
+  const std::string node(slot.node, ::strnlen(slot.node, sizeof(slot.node)));
+  std::string what = slot.loading    ? "loading '" + fn + "'"
+                     : !node.empty() ? "node " + node + " of model '" + fn + "'"
+                                     : "kernel '" + fn + "'";
   if (WIFEXITED(wait_status)) {
     if (!in_call) return Status::Ok();
     // The kernel called exit(): the session is gone, and the client should hear why.
@@ -145,6 +149,14 @@ Status DescribeChildEnd(const CallSlot& slot, int wait_status, ParentKill killed
     if (slot.loading) {
       return Status(ErrorCode::kTimeout,
                     what + " ran past " + std::to_string(slot.timeout_ms) + " ms");
+    }
+    if (!node.empty()) {
+      std::string limit = std::to_string(slot.timeout_ms) + " ms";
+      if (slot.timing) {
+        limit += " per call (" + std::to_string(slot.calls) + " calls in a round)";
+      }
+      return Status(ErrorCode::kTimeout, std::string(slot.timing ? "timing " : "") + "model '" +
+                                             fn + "' ran past " + limit + ", in node " + node);
     }
     if (slot.timing) {
       return Status(ErrorCode::kTimeout, "timing '" + fn + "' ran past " +

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -17,13 +19,16 @@
 #include "crosstune/handshake.h"
 #include "crosstune/server/call_slot.h"
 #include "crosstune/server/device_info.h"
+#include "crosstune/server/graph_executor.h"
 #include "crosstune/server/module.h"
 #include "crosstune/server/parallel_pool.h"
 #include "crosstune/server/tensor_store.h"
 #include "crosstune/server/time_evaluator.h"
 #include "crosstune/server/workspace.h"
+#include "crosstune/tensor.h"
 #include "crosstune/text.h"
 #include "cuda_backend.h"
+#include "package_loader.h"
 #include "receive_file.h"
 
 namespace crosstune::server {
@@ -211,6 +216,27 @@ class SessionHandler {
         return HandleCopyIn(f);
       case Opcode::kTensorCopyOut:
         return HandleCopyOut(f);
+      case Opcode::kLoadModel:
+        return HandleLoadModel(f);
+      case Opcode::kUnloadModel: {
+        auto ref = f.As<msg::ModelRef>();
+        if (!ref.ok()) return ReplyError(id, ref.status());
+        if (models_.erase(ref->model_id) == 0) {
+          return ReplyError(
+              id, Status(ErrorCode::kNotFound, "no model " + std::to_string(ref->model_id)));
+        }
+        return Reply(id, msg::Empty{});
+      }
+      case Opcode::kSetInput:
+        return HandleSetInput(f);
+      case Opcode::kRunModel:
+        return HandleRunModel(f);
+      case Opcode::kGetOutput:
+        return HandleGetOutput(f);
+      case Opcode::kTimeModel:
+        return HandleTimeModel(f);
+      case Opcode::kProfileModel:
+        return HandleProfileModel(f);
       default:
         break;
     }
@@ -604,6 +630,236 @@ class SessionHandler {
     }
   }
 
+  // --- Models -----------------------------------------------------------------------------------
+
+  Expected<GraphExecutor*> FindModel(uint32_t id) {
+    auto it = models_.find(id);
+    if (it == models_.end()) {
+      return Status(ErrorCode::kNotFound, "no model " + std::to_string(id) + " in this session");
+    }
+    return it->second.get();
+  }
+
+  static msg::TensorInfo PortInfo(const GraphExecutor::Port& p) {
+    return msg::TensorInfo{p.name, p.shape, graph::TvmDTypeName(p.dtype), p.nbytes};
+  }
+
+  uint64_t ModelStorageInUse() const {
+    uint64_t used = 0;
+    for (const auto& [id, m] : models_) used += m->storage_bytes();
+    return used;
+  }
+
+  Outcome HandleLoadModel(const Frame& f) {
+    auto req = f.As<msg::LoadModuleRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto file = ws_.OpenForRead(req->path);
+    if (!file.ok()) return ReplyError(f.request_id, file.status());
+    LoadRequest lr;
+    lr.display_name = req->path;
+    lr.abs_path = file->abs_path;
+    lr.fd = file->fd.get();
+    lr.workspace = &ws_;
+    lr.runtime = pool_.runtime();
+    // Activations of all models of the session share the tensor limit.
+    const uint64_t used = ModelStorageInUse();
+    const uint64_t budget = options_.max_tensor_bytes > used ? options_.max_tensor_bytes - used : 0;
+    // Loading runs the library's constructors: uploaded code, under the same limit and watchdog
+    // as a call.
+    uint32_t limit = static_cast<uint32_t>(
+        std::min<int64_t>(options_.call_timeout.count(), std::numeric_limits<uint32_t>::max()));
+    if (slot_) slot_->BeginLoad(f.request_id, req->path, limit);
+    StartTimer(limit);
+    auto model = LoadModelPackage(lr, budget);
+    StopTimer(limit);
+    if (slot_) slot_->End();
+    if (!model.ok()) return ReplyError(f.request_id, model.status());
+    const GraphExecutor& m = **model;
+    msg::ModelInfo info;
+    info.model_id = next_model_id_++;
+    info.target = m.module().target();
+    for (const auto& p : m.inputs()) info.inputs.push_back(PortInfo(p));
+    for (const auto& p : m.outputs()) info.outputs.push_back(PortInfo(p));
+    info.nodes = static_cast<uint32_t>(m.steps().size());
+    info.storage_bytes = m.storage_bytes();
+    info.params = static_cast<uint32_t>(graph::ParamNodes(m.graph()).size());
+    info.params_bytes = m.params_bytes();
+    info.flops = m.flops();
+    models_[info.model_id] = std::move(model).value();
+    spdlog::debug("loaded model '{}' as {} ({} nodes)", EscapeForLog(req->path), info.model_id,
+                  info.nodes);
+    return Reply(f.request_id, info);
+  }
+
+  Outcome HandleSetInput(const Frame& f) {
+    auto req = f.As<msg::SetInputRequest>();
+    // Without a readable header we do not know how many bytes follow: the stream is lost.
+    if (!req.ok()) {
+      (void)ReplyError(f.request_id, req.status());
+      return req.status();
+    }
+    auto model = FindModel(req->model_id);
+    if (!model.ok()) return RefuseBody(f.request_id, model.status(), req->nbytes);
+    auto port = (*model)->FindInput(req->name);
+    if (!port.ok()) return RefuseBody(f.request_id, port.status(), req->nbytes);
+    GraphExecutor::Port& in = **port;
+    const std::string want = ShapeString(in.shape) + " " + graph::TvmDTypeName(in.dtype);
+    const std::string got = ShapeString(req->shape) + " " + req->dtype;
+    if (want != got || req->nbytes != in.nbytes) {
+      return RefuseBody(f.request_id,
+                        Status(ErrorCode::kInvalidArgument,
+                               (*model)->name() + ": input '" + in.name + "' is " + want + " (" +
+                                   std::to_string(in.nbytes) + " bytes), got " + got + " (" +
+                                   std::to_string(req->nbytes) + " bytes)"),
+                        req->nbytes);
+    }
+    // Straight from the socket into the input's storage: the one copy.
+    CT_RETURN_IF_ERROR(ch_.ReadBytes(in.data, in.nbytes, IoDeadline(in.nbytes)));
+    in.set = true;
+    return Reply(f.request_id, msg::Empty{});
+  }
+
+  // Sizes the pool and checks the time request's numbers, as for calls.
+  Status SetModelThreads(uint32_t threads) {
+    msg::CallRequest call;
+    call.threads = threads;
+    return SetCallThreads(call);
+  }
+
+  uint32_t ModelLimitMs(uint32_t timeout_ms) const {
+    return timeout_ms ? timeout_ms : static_cast<uint32_t>(options_.call_timeout.count());
+  }
+
+  Outcome HandleRunModel(const Frame& f) {
+    auto req = f.As<msg::RunModelRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto model = FindModel(req->model_id);
+    if (!model.ok()) return ReplyError(f.request_id, model.status());
+    GraphExecutor* m = *model;
+    if (Status s = m->CheckInputsSet(); !s.ok()) return ReplyError(f.request_id, s);
+    if (Status bad = SetModelThreads(req->threads); !bad.ok()) return ReplyError(f.request_id, bad);
+    const uint32_t limit = ModelLimitMs(req->timeout_ms);
+    auto t0 = Clock::now();
+    GuardBegin(f.request_id, m->name(), limit, 1, false);
+    Status s = m->Run(slot_);
+    GuardEnd(limit);
+    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!s.ok()) return ReplyError(f.request_id, s);
+    return Reply(f.request_id,
+                 msg::RunModelReply{0, seconds, static_cast<uint32_t>(pool_.threads())});
+  }
+
+  Outcome HandleGetOutput(const Frame& f) {
+    auto req = f.As<msg::GetOutputRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto model = FindModel(req->model_id);
+    if (!model.ok()) return ReplyError(f.request_id, model.status());
+    auto port = (*model)->FindOutput(req->name, req->index);
+    if (!port.ok()) return ReplyError(f.request_id, port.status());
+    if (!(*model)->has_run()) {
+      return ReplyError(f.request_id, Status(ErrorCode::kInvalidArgument,
+                                             (*model)->name() + " has not run yet: no outputs"));
+    }
+    const GraphExecutor::Port& out = **port;
+    CT_RETURN_IF_ERROR(Reply(f.request_id, PortInfo(out)));
+    return ch_.WriteBytes(out.data, out.nbytes, IoDeadline(out.nbytes));
+  }
+
+  // TimeModel and ProfileModel share the checks of TimeCall.
+  Expected<GraphExecutor*> PrepareTiming(const msg::TimeModelRequest& r) {
+    msg::TimeRequest as_call;
+    as_call.repeat = r.repeat;
+    as_call.min_repeat_ms = r.min_repeat_ms;
+    as_call.cooldown_ms = r.cooldown_ms;
+    CT_RETURN_IF_ERROR(CheckTimeRequest(as_call));
+    CT_ASSIGN_OR_RETURN(GraphExecutor * m, FindModel(r.model_id));
+    CT_RETURN_IF_ERROR(m->CheckInputsSet());
+    CT_RETURN_IF_ERROR(SetModelThreads(r.threads));
+    if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
+    return m;
+  }
+
+  // Runs the time evaluator over `run(n)` with the watchdog armed per batch, as HandleTime does.
+  Expected<TimeEvaluatorResult> Evaluate(uint32_t request_id, const std::string& what,
+                                         const msg::TimeModelRequest& r,
+                                         const std::function<Status(uint64_t)>& run,
+                                         const std::function<void()>& label = {}) {
+    TimeEvaluatorOptions opt{r.number, r.repeat, r.min_repeat_ms, r.cooldown_ms, r.flush_cache};
+    const uint32_t limit = ModelLimitMs(r.timeout_ms);
+    bool warm_up = true;
+    TimeEvaluatorHooks hooks = *hooks_;
+    hooks.before_batch = [&](uint64_t n) {
+      GuardBegin(request_id, what, limit, n, !warm_up);
+      if (label) label();
+    };
+    hooks.after_batch = [&] {
+      GuardEnd(limit);
+      warm_up = false;
+    };
+    return RunTimeEvaluator(opt, hooks, run);
+  }
+
+  Outcome HandleTimeModel(const Frame& f) {
+    auto req = f.As<msg::TimeModelRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto model = PrepareTiming(*req);
+    if (!model.ok()) return ReplyError(f.request_id, model.status());
+    GraphExecutor* m = *model;
+    auto result = Evaluate(f.request_id, m->name(), *req, [&](uint64_t n) -> Status {
+      for (uint64_t i = 0; i < n; ++i) CT_RETURN_IF_ERROR(m->Run(slot_));
+      return Status::Ok();
+    });
+    if (!result.ok()) return ReplyError(f.request_id, result.status());
+    msg::TimeReply reply;
+    reply.seconds_per_call = std::move(result->seconds_per_call);
+    reply.number = static_cast<uint32_t>(std::min<uint64_t>(result->number, UINT32_MAX));
+    reply.threads = static_cast<uint32_t>(pool_.threads());
+    return Reply(f.request_id, reply);
+  }
+
+  // Each node timed on its own, in graph order, after the nodes before it have run: its inputs
+  // are then the ones a real run gives it, and running it again rewrites the same outputs.
+  Outcome HandleProfileModel(const Frame& f) {
+    auto req = f.As<msg::TimeModelRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto model = PrepareTiming(*req);
+    if (!model.ok()) return ReplyError(f.request_id, model.status());
+    GraphExecutor* m = *model;
+    std::vector<msg::NodeProfile> nodes;
+    nodes.reserve(m->steps().size());
+    for (size_t k = 0; k < m->steps().size(); ++k) {
+      const GraphExecutor::Step& step = m->steps()[k];
+      const graph::Node& node = m->graph().nodes[step.node];
+      auto result = Evaluate(
+          f.request_id, m->name(), *req, [&](uint64_t n) { return m->RunStep(k, n, slot_); },
+          [&] {
+            if (slot_) slot_->SetNode(step.label.data(), step.label.size());
+          });
+      if (!result.ok()) return ReplyError(f.request_id, result.status());
+      std::vector<double> s = result->seconds_per_call;
+      std::sort(s.begin(), s.end());
+      msg::NodeProfile p;
+      p.name = node.name;
+      p.op_type = node.op_type;
+      p.function = node.func_name;
+      p.shapes = step.shapes;
+      p.median_seconds =
+          s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
+      p.min_seconds = s.front();
+      p.max_seconds = s.back();
+      p.number = result->number;
+      p.flops = node.flops;
+      nodes.push_back(std::move(p));
+    }
+    // The table can outgrow a frame: it follows the header as bulk bytes.
+    msgpack::sbuffer body;
+    msgpack::pack(body, nodes);
+    msg::ProfileHeader header{static_cast<uint32_t>(nodes.size()), body.size(),
+                              static_cast<uint32_t>(pool_.threads())};
+    CT_RETURN_IF_ERROR(Reply(f.request_id, header));
+    return ch_.WriteBytes(body.data(), body.size(), IoDeadline(body.size()));
+  }
+
   std::vector<char>& StagingBuffer() {
     if (staging_.empty()) staging_.resize(size_t{8} << 20);
     return staging_;
@@ -621,6 +877,8 @@ class SessionHandler {
   ParallelPool pool_;  // before the modules (declared below), which point at it
   std::map<uint32_t, LoadedModule> modules_;
   uint32_t next_module_id_ = 1;
+  std::map<uint32_t, std::unique_ptr<GraphExecutor>> models_;  // after the pool, as modules
+  uint32_t next_model_id_ = 1;
   std::vector<ct_arg> args_;
   std::vector<char> staging_;  // host side of device tensor copies, allocated on first use
   std::optional<msg::DeviceInfo> info_;

@@ -37,6 +37,31 @@ TEST(CallSlot, NamesTheKernelAndTheSignalOfACrash) {
   UnmapCallSlot(slot);
 }
 
+TEST(CallSlot, NamesTheNodeOfAModelThatCrashesOrHangs) {
+  CallSlot* slot = MapCallSlot();
+  ASSERT_NE(slot, nullptr);
+  slot->Begin(3, "m.ctpkg", 500, 1, false);
+  const std::string label = "'conv1' (ct_n1_conv2d)";
+  slot->SetNode(label.data(), label.size());
+  Status crash = DescribeChildEnd(*slot, WaitStatusOf(SIGSEGV), ParentKill::kNone, 0);
+  EXPECT_EQ(crash.message(),
+            "node 'conv1' (ct_n1_conv2d) of model 'm.ctpkg' died by SIGSEGV (segmentation fault)");
+  Status hang = DescribeChildEnd(*slot, WaitStatusOf(SIGALRM), ParentKill::kNone, 0);
+  EXPECT_EQ(hang.code(), ErrorCode::kTimeout);
+  EXPECT_EQ(hang.message(), "model 'm.ctpkg' ran past 500 ms, in node 'conv1' (ct_n1_conv2d)");
+  slot->Begin(4, "m.ctpkg", 500, 10, true);
+  slot->SetNode(label.data(), label.size());
+  Status timing = DescribeChildEnd(*slot, WaitStatusOf(SIGALRM), ParentKill::kNone, 0);
+  EXPECT_EQ(timing.message(),
+            "timing model 'm.ctpkg' ran past 500 ms per call (10 calls in a round), in node "
+            "'conv1' (ct_n1_conv2d)");
+  // A plain call after a model run names its kernel again: Begin clears the node.
+  slot->Begin(5, "vadd", 1000, 1, false);
+  EXPECT_EQ(DescribeChildEnd(*slot, WaitStatusOf(SIGSEGV), ParentKill::kNone, 0).message(),
+            "kernel 'vadd' died by SIGSEGV (segmentation fault)");
+  UnmapCallSlot(slot);
+}
+
 TEST(CallSlot, TurnsTheCallTimerIntoATimeout) {
   CallSlot* slot = MapCallSlot();
   ASSERT_NE(slot, nullptr);

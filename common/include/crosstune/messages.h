@@ -225,4 +225,101 @@ struct TensorCopy {
   MSGPACK_DEFINE(tensor_id, offset, nbytes)
 };
 
+// --- Models (the graph executor) ----------------------------------------------------------------
+
+// A model's input or output. dtype in TVM's names ("float32").
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+  uint64_t nbytes = 0;
+  MSGPACK_DEFINE(name, shape, dtype, nbytes)
+};
+
+// Reply to LoadModel. LoadModel's request is a LoadModuleRequest (a .ctpkg in the workspace).
+struct ModelInfo {
+  uint32_t model_id = 0;
+  std::string target;
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+  uint32_t nodes = 0;          // operator nodes (kernel calls per run)
+  uint64_t storage_bytes = 0;  // activations and scratch, allocated once at load
+  uint32_t params = 0;
+  uint64_t params_bytes = 0;  // used in place from the mapped params.bin
+  uint64_t flops = 0;         // per run, from the nodes' "flops"
+  MSGPACK_DEFINE(model_id, target, inputs, outputs, nodes, storage_bytes, params, params_bytes,
+                 flops)
+};
+
+struct ModelRef {
+  uint32_t model_id = 0;
+  MSGPACK_DEFINE(model_id)
+};
+
+// Followed by `nbytes` raw bytes, copied straight into the input's storage. The name must be one
+// of the model's inputs, and shape and dtype must be the input's.
+struct SetInputRequest {
+  uint32_t model_id = 0;
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+  uint64_t nbytes = 0;
+  MSGPACK_DEFINE(model_id, name, shape, dtype, nbytes)
+};
+
+struct RunModelRequest {
+  uint32_t model_id = 0;
+  uint32_t timeout_ms = 0;  // for the whole run; 0: the server's call timeout
+  uint32_t threads = 0;     // for the kernels' parallel loops; 0: the server's --threads
+  MSGPACK_DEFINE(model_id, timeout_ms, threads)
+};
+
+// Reply to RunModel: the wall time of the run on the device.
+using RunModelReply = CallReply;
+
+// By name, or by index when name is empty. The reply is a TensorInfo, then `nbytes` raw bytes.
+struct GetOutputRequest {
+  uint32_t model_id = 0;
+  std::string name;
+  int64_t index = 0;
+  MSGPACK_DEFINE(model_id, name, index)
+};
+
+// TimeModel (whole runs) and ProfileModel (each node on its own, in graph order) under the time
+// evaluator's rules; the reply to TimeModel is a TimeReply (seconds per run).
+struct TimeModelRequest {
+  uint32_t model_id = 0;
+  uint32_t number = 1;
+  uint32_t repeat = 1;
+  uint32_t min_repeat_ms = 0;
+  uint32_t cooldown_ms = 0;
+  bool flush_cache = false;
+  uint32_t timeout_ms = 0;  // per run (per node call when profiling); 0: the server's default
+  uint32_t threads = 0;
+  MSGPACK_DEFINE(model_id, number, repeat, min_repeat_ms, cooldown_ms, flush_cache, timeout_ms,
+                 threads)
+};
+
+struct NodeProfile {
+  std::string name;
+  std::string op_type;
+  std::string function;
+  std::string shapes;  // "1x64x56x56, 64x64x3x3, 64 -> 1x64x56x56"
+  double median_seconds = 0;
+  double min_seconds = 0;
+  double max_seconds = 0;
+  uint64_t number = 0;  // calls per round after growth
+  uint64_t flops = 0;
+  MSGPACK_DEFINE(name, op_type, function, shapes, median_seconds, min_seconds, max_seconds, number,
+                 flops)
+};
+
+// Reply header of ProfileModel; `body_bytes` follow: a msgpack array of `nodes` NodeProfile.
+struct ProfileHeader {
+  uint32_t nodes = 0;
+  uint64_t body_bytes = 0;
+  uint32_t threads = 0;
+  MSGPACK_DEFINE(nodes, body_bytes, threads)
+};
+
 }  // namespace crosstune::msg

@@ -19,7 +19,7 @@ namespace crosstune {
 inline constexpr uint32_t kProtocolMagic = 0x4e555443;
 // A different major is refused with kVersionMismatch; minors are compatible both ways.
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 0;
+inline constexpr uint16_t kProtocolMinor = 1;  // 1: model opcodes
 inline constexpr std::string_view kCrosstuneVersion = CROSSTUNE_VERSION_STRING;
 
 enum class Opcode : uint16_t {
@@ -47,6 +47,14 @@ enum class Opcode : uint16_t {
   kTensorFree = 41,
   kTensorCopyIn = 42,   // header, then `nbytes` raw bytes
   kTensorCopyOut = 43,  // reply header, then `nbytes` raw bytes
+  // Models (the graph executor; minor 1).
+  kLoadModel = 50,
+  kUnloadModel = 51,
+  kSetInput = 52,  // header, then `nbytes` raw bytes
+  kRunModel = 53,
+  kGetOutput = 54,  // reply header, then `nbytes` raw bytes
+  kTimeModel = 55,
+  kProfileModel = 56,  // reply header, then `body_bytes` of msgpack
   // Tracker (tracker/ owns the payloads of these).
   kRegister = 60,
   kHeartbeat = 61,

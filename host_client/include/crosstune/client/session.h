@@ -1,5 +1,5 @@
 // The client side of a crosstune-server session: connect, move files, load modules, allocate remote
-// tensors, call and time functions.
+// tensors, call and time functions. Model packages: remote_model.h.
 //
 // Thread-safety: a Session and the RemoteModule/RemoteTensor handles it hands out are used by one
 // thread at a time. Handles point at their Session and must not outlive it. On a lost connection
@@ -186,6 +186,7 @@ class Session {
 
  private:
   friend class RemoteModule;
+  friend class RemoteModel;
   friend class RemoteTensor;
   Session() = default;
   // Sends a request and reads its reply; a transport failure closes the channel.

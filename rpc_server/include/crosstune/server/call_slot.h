@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "crosstune/status.h"
@@ -31,6 +32,9 @@ struct CallSlot {
   bool timing = false;      // a TimeCall round rather than a Call
   bool loading = false;     // loading a module (its constructors run) rather than a call
   char function[128] = {};  // NUL-terminated, truncated
+  // While a model runs: the node in flight, "'layer1.0.conv1' (ct_n3_conv2d)", and `function`
+  // holds the model's name. Empty otherwise (Begin clears it).
+  char node[128] = {};
 
   // Child side: record that `function` starts (n calls, each under limit_ms; 0: no limit).
   void Begin(uint32_t request, const std::string& fn, uint32_t limit_ms, uint64_t n,
@@ -39,6 +43,12 @@ struct CallSlot {
   void BeginLoad(uint32_t request, const std::string& name, uint32_t limit_ms) {
     Begin(request, name, limit_ms, 1, false);
     loading = true;
+  }
+  // Child side, inside a model run: node `label` starts (a label the executor prepared at load,
+  // NUL-terminated and shorter than `node`: one copy, no allocation).
+  void SetNode(const char* label, size_t len) {
+    std::memcpy(node, label, len);
+    node[len] = '\0';
   }
   void End() {
     in_call.store(0, std::memory_order_release);
