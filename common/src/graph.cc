@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "crosstune/json_fields.h"
+#include "crosstune/json_reader.h"
 #include "crosstune/tensor.h"
 
 namespace crosstune::graph {
@@ -149,23 +150,6 @@ Node ReadNode(const json& v, size_t i) {
     n.num_inputs = static_cast<uint32_t>(n.inputs.size());
   }
   return n;
-}
-
-// nlohmann parses without recursion, but a depth limit keeps hostile files from building deep
-// trees (and their recursive destruction) at all.
-json ParseBounded(std::string_view text) {
-  if (text.size() > kMaxGraphBytes) {
-    throw std::length_error("graph.json is " + std::to_string(text.size()) +
-                            " bytes, over the limit of " + std::to_string(kMaxGraphBytes));
-  }
-  json::parser_callback_t depth_check = [](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) {
-      throw std::length_error("graph.json is nested deeper than " + std::to_string(kMaxJsonDepth) +
-                              " levels");
-    }
-    return true;
-  };
-  return json::parse(text.begin(), text.end(), depth_check);
 }
 
 Graph ReadGraph(const json& root) {
@@ -420,8 +404,12 @@ int64_t Graph::FindNode(std::string_view name) const {
 }
 
 Expected<Graph> ParseGraph(std::string_view json_text) {
+  auto root = ParseJson(json_text, JsonLimits{kMaxGraphBytes, kMaxJsonDepth});
+  if (!root.ok()) {
+    return Status(root.status().code(), "graph.json: " + root.status().message());
+  }
   try {
-    return ReadGraph(ParseBounded(json_text));
+    return ReadGraph(*root);
   } catch (const Malformed& e) {
     return Status(ErrorCode::kInvalidArgument, std::string("graph.json: ") + e.what());
   } catch (const std::length_error& e) {

@@ -77,7 +77,6 @@ inline constexpr std::string_view kTvmOp = "tvm_op";
 // Read limits, checked while parsing: graph.json is small next to params.bin.
 inline constexpr uint64_t kMaxGraphBytes = uint64_t{64} << 20;
 inline constexpr size_t kMaxNodes = size_t{1} << 16;
-inline constexpr int kMaxJsonDepth = 64;
 
 // One output of a node: [node, index, version] in the file (version is TVM's, kept, unused).
 struct EntryRef {
@@ -141,9 +140,10 @@ struct Graph {
 };
 
 // Structure and types only (kInvalidArgument naming the key: "graph.json: nodes[4].inputs[1]:
-// ..."); kVersionMismatch for a newer crosstune.version; kLimitExceeded past kMaxGraphBytes,
-// kMaxNodes or kMaxJsonDepth. A file without our keys (TVM's own) parses, with empty
-// inputs/outputs/storage_bytes: ValidateGraph then says what is missing.
+// ..."); kVersionMismatch for a newer crosstune.version; kLimitExceeded past kMaxNodes. The text
+// is read with the bounded reader (json_reader.h): over kMaxGraphBytes or nested deeper than
+// kMaxJsonDepth is kInvalidArgument before anything is built. A file without our keys (TVM's own)
+// parses, with empty inputs/outputs/storage_bytes: ValidateGraph then says what is missing.
 Expected<Graph> ParseGraph(std::string_view json_text);
 // TVM's key order, num_inputs/num_outputs/flatten_data as strings (as TVM writes them).
 std::string GraphToJson(const Graph& graph, int indent = 2);
