@@ -245,6 +245,8 @@ Status GraphExecutor::NodeFailed(const Step& step, int32_t ret) const {
 }
 
 Status GraphExecutor::Run(CallSlot* slot) {
+  // Outputs of a run that stopped half way are not a run's outputs.
+  has_run_ = false;
   int32_t ret = 0;
   for (const Step& step : steps_) {
     if (slot != nullptr) slot->SetNode(step.label.data(), step.label.size());

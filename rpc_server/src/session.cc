@@ -374,29 +374,41 @@ class SessionHandler {
     return msg::ModuleInfo{id, m.target(), m.functions(), std::string(m.kind())};
   }
 
-  Outcome HandleLoad(const Frame& f) {
-    auto req = f.As<msg::LoadModuleRequest>();
-    if (!req.ok()) return ReplyError(f.request_id, req.status());
-    auto file = ws_.OpenForRead(req->path);
-    if (!file.ok()) return ReplyError(f.request_id, file.status());
+  // What a loader is given for workspace file `path`, opened (the file must outlive the request).
+  LoadRequest MakeLoadRequest(const std::string& path, const Workspace::OpenFile& file) {
     LoadRequest lr;
-    lr.display_name = req->path;
-    lr.abs_path = file->abs_path;
-    lr.fd = file->fd.get();
+    lr.display_name = path;
+    lr.abs_path = file.abs_path;
+    lr.fd = file.fd.get();
     lr.workspace = &ws_;
     lr.runtime = pool_.runtime();
     char head[64];
     ssize_t n = ::pread(lr.fd, head, sizeof(head), 0);
     lr.head.assign(head, n > 0 ? static_cast<size_t>(n) : 0);
-    // Loading runs the module's constructors and its crosstune_module_v1(): uploaded code, under
-    // the same limit and watchdog as a call.
+    return lr;
+  }
+
+  // Loading runs the library's constructors and its crosstune_module_v1(): uploaded code, under
+  // the same limit and watchdog as a call.
+  template <typename LoadFn>
+  auto GuardedLoad(uint32_t request_id, const std::string& name, LoadFn&& load) {
     uint32_t limit = static_cast<uint32_t>(
         std::min<int64_t>(options_.call_timeout.count(), std::numeric_limits<uint32_t>::max()));
-    if (slot_) slot_->BeginLoad(f.request_id, req->path, limit);
+    if (slot_) slot_->BeginLoad(request_id, name, limit);
     StartTimer(limit);
-    auto module = loaders_.Load(lr);
+    auto result = load();
     StopTimer(limit);
     if (slot_) slot_->End();
+    return result;
+  }
+
+  Outcome HandleLoad(const Frame& f) {
+    auto req = f.As<msg::LoadModuleRequest>();
+    if (!req.ok()) return ReplyError(f.request_id, req.status());
+    auto file = ws_.OpenForRead(req->path);
+    if (!file.ok()) return ReplyError(f.request_id, file.status());
+    LoadRequest lr = MakeLoadRequest(req->path, *file);
+    auto module = GuardedLoad(f.request_id, req->path, [&] { return loaders_.Load(lr); });
     if (!module.ok()) return ReplyError(f.request_id, module.status());
     uint32_t id = next_module_id_++;
     msg::ModuleInfo info = Describe(id, **module);
@@ -544,29 +556,16 @@ class SessionHandler {
     auto index = Prepare(req->call, &m);
     if (!index.ok()) return ReplyError(f.request_id, index.status());
     if (Status bad = SetCallThreads(req->call); !bad.ok()) return ReplyError(f.request_id, bad);
-    if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
     TimeEvaluatorOptions opt{req->number, req->repeat, req->min_repeat_ms, req->cooldown_ms,
                              req->flush_cache};
-    uint32_t limit = CallLimitMs(req->call);
     const std::string& fn = req->call.function;
     int32_t ret = 0;
-    bool warm_up = true;
-    // The watchdog is armed once per round, before the evaluator starts its clock, and disarmed
-    // after it stops: only the calls themselves are timed. The warm-up is one ordinary call;
-    // rounds get the limit per call times their length.
-    TimeEvaluatorHooks hooks = *hooks_;
-    hooks.before_batch = [&](uint64_t n) { GuardBegin(f.request_id, fn, limit, n, !warm_up); };
-    hooks.after_batch = [&] {
-      GuardEnd(limit);
-      warm_up = false;
-    };
-    auto run = [&](uint64_t n) -> Status {
+    auto result = Evaluate(f.request_id, fn, opt, CallLimitMs(req->call), [&](uint64_t n) {
       CT_RETURN_IF_ERROR(
           m->Invoke(*index, args_.data(), static_cast<int32_t>(args_.size()), n, &ret));
       if (ret != 0) return KernelError(m, fn, ret);
       return Status::Ok();
-    };
-    auto result = RunTimeEvaluator(opt, hooks, run);
+    });
     if (!result.ok()) return ReplyError(f.request_id, result.status());
     msg::TimeReply reply;
     reply.seconds_per_call = std::move(result->seconds_per_call);
@@ -655,24 +654,11 @@ class SessionHandler {
     if (!req.ok()) return ReplyError(f.request_id, req.status());
     auto file = ws_.OpenForRead(req->path);
     if (!file.ok()) return ReplyError(f.request_id, file.status());
-    LoadRequest lr;
-    lr.display_name = req->path;
-    lr.abs_path = file->abs_path;
-    lr.fd = file->fd.get();
-    lr.workspace = &ws_;
-    lr.runtime = pool_.runtime();
+    LoadRequest lr = MakeLoadRequest(req->path, *file);
     // Activations of all models of the session share the tensor limit.
     const uint64_t used = ModelStorageInUse();
     const uint64_t budget = options_.max_tensor_bytes > used ? options_.max_tensor_bytes - used : 0;
-    // Loading runs the library's constructors: uploaded code, under the same limit and watchdog
-    // as a call.
-    uint32_t limit = static_cast<uint32_t>(
-        std::min<int64_t>(options_.call_timeout.count(), std::numeric_limits<uint32_t>::max()));
-    if (slot_) slot_->BeginLoad(f.request_id, req->path, limit);
-    StartTimer(limit);
-    auto model = LoadModelPackage(lr, budget);
-    StopTimer(limit);
-    if (slot_) slot_->End();
+    auto model = GuardedLoad(f.request_id, req->path, [&] { return LoadModelPackage(lr, budget); });
     if (!model.ok()) return ReplyError(f.request_id, model.status());
     const GraphExecutor& m = **model;
     msg::ModelInfo info;
@@ -765,6 +751,10 @@ class SessionHandler {
     return ch_.WriteBytes(out.data, out.nbytes, IoDeadline(out.nbytes));
   }
 
+  static TimeEvaluatorOptions EvaluatorOptions(const msg::TimeModelRequest& r) {
+    return TimeEvaluatorOptions{r.number, r.repeat, r.min_repeat_ms, r.cooldown_ms, r.flush_cache};
+  }
+
   // TimeModel and ProfileModel share the checks of TimeCall.
   Expected<GraphExecutor*> PrepareTiming(const msg::TimeModelRequest& r) {
     msg::TimeRequest as_call;
@@ -775,17 +765,19 @@ class SessionHandler {
     CT_ASSIGN_OR_RETURN(GraphExecutor * m, FindModel(r.model_id));
     CT_RETURN_IF_ERROR(m->CheckInputsSet());
     CT_RETURN_IF_ERROR(SetModelThreads(r.threads));
-    if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
     return m;
   }
 
   // Runs the time evaluator over `run(n)` with the watchdog armed per batch, as HandleTime does.
+  // The time evaluator over run(n). The watchdog is armed once per batch, before the evaluator
+  // starts its clock, and disarmed after it stops: only the calls themselves are timed. The
+  // warm-up is one ordinary call; rounds get the limit per call times their length. `label` runs
+  // after each arming (a model names its node in the slot there).
   Expected<TimeEvaluatorResult> Evaluate(uint32_t request_id, const std::string& what,
-                                         const msg::TimeModelRequest& r,
+                                         const TimeEvaluatorOptions& opt, uint32_t limit,
                                          const std::function<Status(uint64_t)>& run,
                                          const std::function<void()>& label = {}) {
-    TimeEvaluatorOptions opt{r.number, r.repeat, r.min_repeat_ms, r.cooldown_ms, r.flush_cache};
-    const uint32_t limit = ModelLimitMs(r.timeout_ms);
+    if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
     bool warm_up = true;
     TimeEvaluatorHooks hooks = *hooks_;
     hooks.before_batch = [&](uint64_t n) {
@@ -805,10 +797,11 @@ class SessionHandler {
     auto model = PrepareTiming(*req);
     if (!model.ok()) return ReplyError(f.request_id, model.status());
     GraphExecutor* m = *model;
-    auto result = Evaluate(f.request_id, m->name(), *req, [&](uint64_t n) -> Status {
-      for (uint64_t i = 0; i < n; ++i) CT_RETURN_IF_ERROR(m->Run(slot_));
-      return Status::Ok();
-    });
+    auto result = Evaluate(f.request_id, m->name(), EvaluatorOptions(*req),
+                           ModelLimitMs(req->timeout_ms), [&](uint64_t n) -> Status {
+                             for (uint64_t i = 0; i < n; ++i) CT_RETURN_IF_ERROR(m->Run(slot_));
+                             return Status::Ok();
+                           });
     if (!result.ok()) return ReplyError(f.request_id, result.status());
     msg::TimeReply reply;
     reply.seconds_per_call = std::move(result->seconds_per_call);
@@ -831,7 +824,8 @@ class SessionHandler {
       const GraphExecutor::Step& step = m->steps()[k];
       const graph::Node& node = m->graph().nodes[step.node];
       auto result = Evaluate(
-          f.request_id, m->name(), *req, [&](uint64_t n) { return m->RunStep(k, n, slot_); },
+          f.request_id, m->name(), EvaluatorOptions(*req), ModelLimitMs(req->timeout_ms),
+          [&](uint64_t n) { return m->RunStep(k, n, slot_); },
           [&] {
             if (slot_) slot_->SetNode(step.label.data(), step.label.size());
           });
