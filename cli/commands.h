@@ -16,6 +16,8 @@ namespace crosstune::cli {
 void RegisterSessionCommands(CLI::App& app);
 // inspect (common's package checks).
 void RegisterInspectCommand(CLI::App& app);
+// run-model, bench-model, params import|export (cli/model_commands.cc).
+void RegisterModelCommands(CLI::App& app);
 // query, lease, drain, undrain, kick (tracker).
 void RegisterTrackerCommands(CLI::App& app);
 

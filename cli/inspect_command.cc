@@ -1,5 +1,6 @@
-// `crosstune inspect`: validates a package with common's checks and shows what it holds. It
-// needs no compiler, so it lives in the `crosstune` binary, not in the compiler module.
+// `crosstune inspect`: validates a package with common's checks and shows what it holds; for a
+// model package also its graph summary and where every node's kernel config came from. It needs
+// no compiler, so it lives in the `crosstune` binary, not in the compiler module.
 //
 //   crosstune inspect k.ctpkg [--json]
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "commands.h"
 #include "crosstune/package.h"
+#include "model_files.h"
 
 namespace crosstune::cli {
 namespace {
@@ -31,8 +33,17 @@ void RunInspect(const std::string& path, bool as_json) {
     Fail(path + ": " + p.status().message());
   }
   const pkg::Manifest& m = p->manifest;
+  // A model package (graph.json): its graph, storage plan, params and functions are checked as
+  // the server checks them.
+  bool is_model = false;
+  for (const auto& member : p->members) is_model |= member.path == pkg::kGraphPath;
+  const json model = is_model ? InspectModel(*p) : json();
+  const bool model_ok = !is_model || model.value("valid", false);
   if (as_json) {
-    std::printf("%s\n", InspectJson(m, true, "").dump(2).c_str());
+    json j = InspectJson(m, model_ok, model_ok ? "" : model.value("error", ""));
+    if (is_model) j["model"] = model;
+    std::printf("%s\n", j.dump(2).c_str());
+    if (!model_ok) Fail(path + ": " + model.value("error", std::string("invalid model")));
     return;
   }
   std::string features;
@@ -64,6 +75,10 @@ void RunInspect(const std::string& path, bool as_json) {
   for (const auto& f : m.files) {
     std::printf("  %-24s %10llu  sha256:%s\n", f.path.c_str(),
                 static_cast<unsigned long long>(f.size), f.sha256.c_str());
+  }
+  if (is_model) {
+    PrintModel(model);
+    if (!model_ok) Fail(path + ": " + model.value("error", std::string("invalid model")));
   }
 }
 

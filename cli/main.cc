@@ -48,6 +48,7 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", "crosstune " + std::string(kCrosstuneVersion));
   // In the order `crosstune --help` lists them.
   RegisterSessionCommands(app);
+  RegisterModelCommands(app);
   AddCompilerCommand(app, kCompilerCommands[0], module);  // build
   RegisterInspectCommand(app);
   RegisterTrackerCommands(app);

@@ -19,6 +19,7 @@
 #include "crosstune/client/session.h"
 #include "crosstune/client/time_stats.h"
 #include "crosstune/tensor.h"
+#include "time_flags.h"
 
 namespace crosstune::cli {
 namespace {
@@ -352,19 +353,7 @@ void RegisterBench(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("bench", "Time a function on the device (the server's time evaluator)");
   AddCallOptions(cmd, &b->call);
-  cmd->add_option("--number", b->time.number, "calls per round (grows to reach --min-repeat-ms)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeat", b->time.repeat, "rounds")
-      ->capture_default_str()
-      ->check(CLI::Range(uint32_t{1}, Limits::kMaxTimeRepeat));
-  cmd->add_option("--min-repeat-ms", b->time.min_repeat_ms, "shortest round in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(uint32_t{0}, Limits::kMaxTimeRoundMs));
-  cmd->add_option("--cooldown-ms", b->time.cooldown_ms, "pause between rounds in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(uint32_t{0}, Limits::kMaxTimeRoundMs));
-  cmd->add_flag("--flush-cache", b->time.flush_cache, "flush the CPU caches before each round");
+  AddTimeOptions(cmd, &b->time, "calls");
   cmd->add_option("--flops", b->flops, "floating-point operations per call, to report GFLOP/s");
   cmd->callback([b] {
     CallFlags& f = b->call;
@@ -376,6 +365,7 @@ void RegisterBench(CLI::App& app) {
     if (r.seconds_per_call.empty()) Fail("the server returned no measurements");
     const client::TimeStats t = client::SummarizeTimes(r);
     const std::vector<double>& s = r.seconds_per_call;
+    const size_t rounds = s.size();
     const double mean = t.mean, median = t.median, stddev = t.std;
     const double gflops = t.Gflops(b->flops);
     json saved = SaveOutputs(c, f.json);
@@ -393,7 +383,7 @@ void RegisterBench(CLI::App& app) {
     }
     std::printf("function  %s on %s (%s)\n", f.function.c_str(), c.session->server().c_str(),
                 c.device.arch.c_str());
-    std::printf("rounds    %zu x %u calls, %u threads\n", s.size(), r.number, r.threads);
+    std::printf("rounds    %zu x %u calls, %u threads\n", rounds, r.number, r.threads);
     std::printf("time      median %.4f ms  mean %.4f ms  min %.4f ms  max %.4f ms  std %.4f ms\n",
                 median * 1e3, mean * 1e3, t.min * 1e3, t.max * 1e3, stddev * 1e3);
     if (gflops > 0) std::printf("speed     %.2f GFLOP/s (median)\n", gflops);

@@ -7,8 +7,11 @@
 
 #include <filesystem>
 
+#include "crosstune/client/remote_model.h"
 #include "crosstune/client/session.h"
+#include "crosstune/graph.h"
 #include "crosstune/testing/server_process.h"
+#include "model_test_net.h"
 #include "package_helpers.h"
 
 namespace crosstune {
@@ -25,18 +28,24 @@ struct Board {
   const char* target;
 };
 
+// Why the board cannot run here, or "" when it can.
+std::string Unavailable(const Board& b) {
+  if (std::string(b.qemu).empty() || ::access(b.qemu, X_OK) != 0) {
+    return "qemu-user for " + std::string(b.name) +
+           " is missing; scripts/install-deps.sh installs it";
+  }
+  if (std::string(b.server).empty() || ::access(b.server, X_OK) != 0) {
+    return "no cross-built crosstune-server for " + std::string(b.name) + " at '" + b.server +
+           "' (CROSSTUNE_CROSS_SERVERS builds it)";
+  }
+  return "";
+}
+
 class QemuPackageTest : public ::testing::TestWithParam<Board> {};
 
 TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
   const Board& b = GetParam();
-  if (std::string(b.qemu).empty() || ::access(b.qemu, X_OK) != 0) {
-    GTEST_SKIP() << "qemu-user for " << b.name
-                 << " is missing; scripts/install-deps.sh installs it";
-  }
-  if (std::string(b.server).empty() || ::access(b.server, X_OK) != 0) {
-    GTEST_SKIP() << "no cross-built crosstune-server for " << b.name << " at '" << b.server
-                 << "' (CROSSTUNE_CROSS_SERVERS builds it)";
-  }
+  if (std::string why = Unavailable(b); !why.empty()) GTEST_SKIP() << why;
   fs::path dir = fs::temp_directory_path() /
                  ("crosstune-qemu-pkg-" + std::string(b.name) + "-" + std::to_string(::getpid()));
   fs::create_directories(dir / "work");
@@ -83,6 +92,60 @@ TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), ErrorCode::kWrongArch);
   EXPECT_NE(wrong.status().message().find("built for x86_64, device is"), std::string::npos);
+  session.reset();
+  server.Stop();
+  fs::remove_all(dir);
+}
+
+// The graph executor on the board: the test network (model_test_net.h) built for the board's
+// target, run with checked outputs, and profiled node by node.
+TEST_P(QemuPackageTest, BoardRunsAModelPackageWithCheckedOutputs) {
+  const Board& b = GetParam();
+  if (std::string why = Unavailable(b); !why.empty()) GTEST_SKIP() << why;
+  fs::path dir = fs::temp_directory_path() /
+                 ("crosstune-qemu-model-" + std::string(b.name) + "-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "work");
+  ServerProcess server;
+  Status st = server.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port", "0",
+                            "--work-dir", (dir / "work").string()},
+                           std::chrono::seconds(30));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  builder::BuildRequest r;
+  r.source = testing::kNetSource;
+  r.target = *builder::ParseTarget(b.target);
+  r.name = "net";
+  builder::BuildResult res = builder::BuildInProcess(r);
+  ASSERT_TRUE(res.ok()) << res.status.ToString() << res.diagnostics;
+  const std::string pkg_path = (dir / "net.ctpkg").string();
+  pkg::ParamsWriter p = testing::NetParams(testing::Weights());
+  ASSERT_TRUE(builder::WriteBuildPackage(r, res, pkg_path, graph::GraphToJson(testing::NetGraph()),
+                                         p.Serialize())
+                  .ok());
+  client::ConnectOptions o;
+  o.server = server.address();
+  o.request_timeout = std::chrono::seconds(30);
+  auto s = client::Session::Connect(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto& session = *s;
+  ASSERT_TRUE(session->Upload(pkg_path, "net.ctpkg").ok());
+  auto model = client::RemoteModel::Load(session.get(), "net.ctpkg");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<float> x(testing::kIn);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.3f * static_cast<float>(i) - 1.1f;
+  ASSERT_TRUE(model->SetInput("x", x.data(), x.size() * 4).ok());
+  auto run = model->Run(0, 2);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::vector<float> want = testing::Reference(testing::Weights(), x);
+  std::vector<float> lo(2), hi(2);
+  ASSERT_TRUE(model->GetOutput("lo", lo.data(), 8).ok());
+  ASSERT_TRUE(model->GetOutput("hi", hi.data(), 8).ok());
+  EXPECT_FLOAT_EQ(lo[0], want[0]);
+  EXPECT_FLOAT_EQ(lo[1], want[1]);
+  EXPECT_FLOAT_EQ(hi[0], want[2]);
+  EXPECT_FLOAT_EQ(hi[1], want[3]);
+  auto profile = model->Profile(client::TimeOptions{});
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  EXPECT_EQ(profile->size(), 4u);
   session.reset();
   server.Stop();
   fs::remove_all(dir);
