@@ -20,6 +20,9 @@ packages=(
   lintian mmdebstrap  # the .deb tests: lintian on every package, a throwaway Debian root to install into
   libopenblas-dev libdnnl-dev
   chromium iproute2 procps
+  # Models: protoc generates the ONNX reader from Debian's onnx.proto at build time (host only,
+  # linked against libprotobuf-lite); the testdata package holds per-operator reference tests.
+  libonnx-dev protobuf-compiler libprotobuf-dev libonnx-testdata
 )
 # OpenSSL for the cross-built ARM servers (SHA-256 and HMAC come from libcrypto on every target).
 # Installing libssl-dev:arm64 through multiarch would pin it to the host's exact version, so the
@@ -121,11 +124,30 @@ install_python_venv() {
   echo "${PY_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
 }
 
+# onnx (writes the test models: scripts/make-model.py), onnxruntime (the reference outputs) and
+# numpy, pinned, in a virtual environment of their own. ~100 MB.
+MODEL_VENV=${CROSSTUNE_MODEL_VENV:-/opt/crosstune/model-venv}
+MODEL_PINS=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.3.5)
+install_model_venv() {
+  local stamp="$MODEL_VENV/.crosstune-pins"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${MODEL_PINS[*]}" ]; then
+    echo "install-deps: model venv present at $MODEL_VENV"
+    return 0
+  fi
+  echo "install-deps: installing ${MODEL_PINS[*]} into $MODEL_VENV"
+  $SUDO mkdir -p "$(dirname "$MODEL_VENV")"
+  $SUDO /usr/bin/python3 -m venv "$MODEL_VENV"
+  $SUDO "$MODEL_VENV/bin/pip" install -q "${MODEL_PINS[@]}"
+  "$MODEL_VENV/bin/python" -c "import onnx, onnxruntime, numpy" >/dev/null
+  echo "${MODEL_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
+}
+
 if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
   build_riscv64_openssl
   install_tvm_venv
   install_python_venv
+  install_model_venv
   exit 0
 fi
 
@@ -156,4 +178,5 @@ done
 build_riscv64_openssl
 install_tvm_venv
 install_python_venv
+install_model_venv
 echo "install-deps: done"
