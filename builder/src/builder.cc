@@ -46,8 +46,10 @@ struct WireRequest {
   std::string name;
   uint8_t debug_action = 0;
   std::string source_name;
+  bool object_only = false;
+  std::vector<std::string> link_objects;
   MSGPACK_DEFINE(source, cuda, triple, cpu, cuda_arch, attrs, flags, name, debug_action,
-                 source_name)
+                 source_name, object_only, link_objects)
 };
 
 struct WireResult {
@@ -73,6 +75,8 @@ WireRequest ToWire(const BuildRequest& r) {
   w.name = r.name;
   w.debug_action = static_cast<uint8_t>(r.debug_action);
   w.source_name = r.source_name;
+  w.object_only = r.object_only;
+  w.link_objects = r.link_objects;
   return w;
 }
 
@@ -88,6 +92,8 @@ BuildRequest FromWire(const WireRequest& w) {
   r.name = w.name;
   r.debug_action = static_cast<BuildRequest::DebugAction>(w.debug_action);
   r.source_name = w.source_name;
+  r.object_only = w.object_only;
+  r.link_objects = w.link_objects;
   return r;
 }
 
@@ -531,6 +537,9 @@ std::string BuildCacheKey(const BuildRequest& r) {
   for (const auto& f : r.flags) add(f);
   add(r.name);
   add(r.source_name);
+  // Kept out of the key when unused, so single-kernel builds keep their cache entries.
+  if (r.object_only) add("object");
+  for (const auto& o : r.link_objects) add(o);
   return h.FinalHex();
 }
 
@@ -539,10 +548,16 @@ BuildResult BuildInProcess(const BuildRequest& request) {
   Expected<CompileOutput> out = Status(ErrorCode::kInternal, "not built");
   try {
     const std::string& file = request.source_name;
-    out = request.target.is_cuda() ? CompileCuda(request.source, request.target, request.flags,
-                                                 file.empty() ? "kernel.cu" : file)
-                                   : CompileCpu(request.source, request.target, request.flags,
-                                                file.empty() ? "kernel.c" : file);
+    if (request.target.is_cuda()) {
+      out = CompileCuda(request.source, request.target, request.flags,
+                        file.empty() ? "kernel.cu" : file);
+    } else if (request.object_only) {
+      out = CompileCpuObject(request.source, request.target, request.flags,
+                             file.empty() ? "kernel.c" : file);
+    } else {
+      out = CompileCpu(request.source, request.target, request.flags,
+                       file.empty() ? "kernel.c" : file, request.link_objects);
+    }
   } catch (const std::exception& e) {
     out = Status(ErrorCode::kBuildError, std::string("compiler threw: ") + e.what());
   }

@@ -175,19 +175,13 @@ std::string KernelIncludeDir() {
   return CROSSTUNE_KERNEL_INCLUDE_DIR;
 }
 
-Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
-                                   const std::vector<std::string>& flags,
-                                   const std::string& file_name) {
-  if (target.is_cuda())
-    return Status(ErrorCode::kInvalidArgument, "CompileCpu needs an llvm target");
-  std::vector<std::string> user_flags;
-  bool has_opt = false;
-  CT_RETURN_IF_ERROR(TranslateFlags(flags, &user_flags, &has_opt));
-  CT_ASSIGN_OR_RETURN(std::vector<std::string> features, RequiredFeatures(target));
+namespace {
 
-  std::lock_guard<std::mutex> lock(g_cpu_mutex);
-  InitLlvmOnce();
-
+// clang + LLVM: `source` to an object file's bytes in out->library; the module table is read
+// into out->functions when `read_table`. The caller holds g_cpu_mutex.
+Status CompileObjectLocked(const std::string& source, const Target& target,
+                           const std::vector<std::string>& user_flags, bool has_opt,
+                           const std::string& file_name, bool read_table, CompileOutput* out) {
   const std::string arch = target.Arch();
   const std::string input = file_name.empty() ? "kernel.c" : file_name;
   std::vector<std::string> args = {"-triple",
@@ -251,8 +245,9 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
   }
   std::unique_ptr<llvm::Module> mod = action.takeModule();
   if (!mod) return BuildError("compile produced no module\n" + diag_text);
-  CompileOutput out;
-  CT_ASSIGN_OR_RETURN(out.functions, ReadModuleTable(*mod));
+  if (read_table) {
+    CT_ASSIGN_OR_RETURN(out->functions, ReadModuleTable(*mod));
+  }
 
   // The IR is optimized already (EmitLLVMOnly runs the -O pipeline); only code generation is left.
   llvm::SmallString<0> object;
@@ -263,22 +258,29 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
                            std::make_unique<llvm::raw_svector_ostream>(object));
   diag_os.flush();
   if (ci.getDiagnostics().hasErrorOccurred()) return BuildError(diag_text);
+  out->library.assign(object.data(), object.size());
+  out->diagnostics = diag_text;
+  return Status::Ok();
+}
 
+// lld: the objects to one shared library's bytes.
+Expected<std::string> LinkShared(const std::vector<const std::string*>& objects) {
   TempDir tmp;
   if (tmp.path().empty()) return Status(ErrorCode::kIoError, "cannot create a temporary directory");
-  const std::string obj_path = tmp.path() + "/kernel.o";
   const std::string so_path = tmp.path() + "/kernel.so";
-  {
-    std::ofstream f(obj_path, std::ios::binary);
-    f.write(object.data(), static_cast<std::streamsize>(object.size()));
-    if (!f) return Status(ErrorCode::kIoError, obj_path + ": write failed");
+  std::vector<std::string> obj_paths;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    obj_paths.push_back(tmp.path() + "/kernel" + std::to_string(i) + ".o");
+    std::ofstream f(obj_paths.back(), std::ios::binary);
+    f.write(objects[i]->data(), static_cast<std::streamsize>(objects[i]->size()));
+    if (!f) return Status(ErrorCode::kIoError, obj_paths.back() + ": write failed");
   }
   // --threads=1: lld's parallel loops would start LLVM's thread pool, which a forked worker
   // inherits without its threads (and then waits on forever); one build per core is the pool's
   // parallelism.
-  std::vector<const char*> lld_args = {
-      "ld.lld",      "-shared", "--threads=1",   "--build-id=sha1", "-z",
-      "noexecstack", "-o",      so_path.c_str(), obj_path.c_str()};
+  std::vector<const char*> lld_args = {"ld.lld", "-shared",     "--threads=1", "--build-id=sha1",
+                                       "-z",     "noexecstack", "-o",          so_path.c_str()};
+  for (const auto& p : obj_paths) lld_args.push_back(p.c_str());
   std::string link_out, link_err;
   llvm::raw_string_ostream link_out_os(link_out), link_err_os(link_err);
   bool linked = lld::elf::link(lld_args, link_out_os, link_err_os, /*exitEarly=*/false,
@@ -286,9 +288,51 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
   lld::CommonLinkerContext::destroy();
   link_err_os.flush();
   if (!linked) return BuildError("link failed: " + link_err);
-  CT_ASSIGN_OR_RETURN(out.library, ReadWholeFile(so_path));
+  return ReadWholeFile(so_path);
+}
+
+}  // namespace
+
+Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
+                                   const std::vector<std::string>& flags,
+                                   const std::string& file_name,
+                                   const std::vector<std::string>& link_objects) {
+  if (target.is_cuda())
+    return Status(ErrorCode::kInvalidArgument, "CompileCpu needs an llvm target");
+  std::vector<std::string> user_flags;
+  bool has_opt = false;
+  CT_RETURN_IF_ERROR(TranslateFlags(flags, &user_flags, &has_opt));
+  CT_ASSIGN_OR_RETURN(std::vector<std::string> features, RequiredFeatures(target));
+
+  std::lock_guard<std::mutex> lock(g_cpu_mutex);
+  InitLlvmOnce();
+  CompileOutput out;
+  CT_RETURN_IF_ERROR(
+      CompileObjectLocked(source, target, user_flags, has_opt, file_name, true, &out));
+  std::vector<const std::string*> objects = {&out.library};
+  for (const auto& o : link_objects) objects.push_back(&o);
+  CT_ASSIGN_OR_RETURN(std::string library, LinkShared(objects));
+  out.library = std::move(library);
   out.required_features = std::move(features);
-  out.diagnostics = diag_text;
+  return out;
+}
+
+Expected<CompileOutput> CompileCpuObject(const std::string& source, const Target& target,
+                                         const std::vector<std::string>& flags,
+                                         const std::string& file_name) {
+  if (target.is_cuda())
+    return Status(ErrorCode::kInvalidArgument, "CompileCpuObject needs an llvm target");
+  std::vector<std::string> user_flags;
+  bool has_opt = false;
+  CT_RETURN_IF_ERROR(TranslateFlags(flags, &user_flags, &has_opt));
+  CT_ASSIGN_OR_RETURN(std::vector<std::string> features, RequiredFeatures(target));
+
+  std::lock_guard<std::mutex> lock(g_cpu_mutex);
+  InitLlvmOnce();
+  CompileOutput out;
+  CT_RETURN_IF_ERROR(
+      CompileObjectLocked(source, target, user_flags, has_opt, file_name, false, &out));
+  out.required_features = std::move(features);
   return out;
 }
 

@@ -1,9 +1,12 @@
 #include "crosstune/builder/compiler.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 
+#include "crosstune/kernel_abi.h"
 #include "test_kernels.h"
 
 namespace crosstune::builder {
@@ -166,6 +169,93 @@ TEST(CudaCompilerTest, ParsesAndRefusesAnnotations) {
                    .ok());  // a0 is a tensor
   EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(ti) grid=a5 block=1\n").ok());
   EXPECT_FALSE(ParseCudaKernelAnnotations("// crosstune: kernel k(ti) grid=1\n").ok());  // no block
+}
+
+// A library made of several translation units (a network's nodes): each node renames its entry
+// point, the main source's table wraps the nodes' functions, and every object sees the one
+// runtime variable the server sets.
+namespace multi {
+
+// A node: doubles a tensor, in parallel through the runtime when there is one.
+std::string NodeSource(const std::string& entry, int factor) {
+  return "#define crosstune_module_v1 " + entry +
+         "\n"
+         "#define CT_USE_RUNTIME 1\n"
+         "#include \"crosstune/kernel_abi.h\"\n"
+         "static float* g_data; static long g_n;\n"
+         "static int32_t body(int32_t t, int32_t nt, void* c) { (void)c;\n"
+         "  for (long i = g_n * t / nt; i < g_n * (t + 1) / nt; ++i) g_data[i] *= " +
+         std::to_string(factor) +
+         ";\n  return 0; }\n"
+         "static int32_t scale(const ct_arg* a, int32_t n) { (void)n;\n"
+         "  const DLTensor* t = a[0].value.v_tensor; g_data = (float*)t->data; g_n = t->shape[0];\n"
+         "  return ct_parallel_for(body, 0, ct_num_threads()); }\n"
+         "static const ct_function kFns[] = {{\"scale\", scale, \"t\"}};\n"
+         "CT_DEFINE_MODULE(\"node\", kFns, 0)\n";
+}
+
+const char* const kMainSource = R"C(
+#include "crosstune/kernel_abi.h"
+const ct_module* node_a(void);
+const ct_module* node_b(void);
+static int32_t a(const ct_arg* args, int32_t n) { return node_a()->functions[0].fn(args, n); }
+static int32_t b(const ct_arg* args, int32_t n) { return node_b()->functions[0].fn(args, n); }
+static const ct_function kFns[] = {{"ct_n0_scale", a, "t"}, {"ct_n1_scale", b, "t"}};
+CT_DEFINE_MODULE("net", kFns, 0)
+)C";
+
+int g_launches = 0;
+int32_t Threads(const ct_runtime*) { return 2; }
+int32_t Launch(const ct_runtime*, ct_parallel_body body, void* closure, int32_t tasks) {
+  ++g_launches;
+  for (int32_t t = 0; t < tasks; ++t) body(t, tasks, closure);
+  return 0;
+}
+
+}  // namespace multi
+
+TEST(CompilerTest, LinksTheObjectsOfSeveralSourcesIntoOneLibrary) {
+  const Target host = T("llvm -mtriple=x86_64-linux-gnu");
+  auto a = CompileCpuObject(multi::NodeSource("node_a", 2), host, {}, "node_a.c");
+  auto b = CompileCpuObject(multi::NodeSource("node_b", 3), host, {}, "node_b.c");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(ReadElf(a->library).type, 1) << "ET_REL: an object";
+  auto lib = CompileCpu(multi::kMainSource, host, {}, "net.c", {a->library, b->library});
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+  ASSERT_EQ(lib->functions.size(), 2u);
+  EXPECT_EQ(lib->functions[1].name, "ct_n1_scale");
+
+  char path[] = "/tmp/crosstune-multi-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, lib->library.data(), lib->library.size()),
+            static_cast<ssize_t>(lib->library.size()));
+  ::close(fd);
+  void* h = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ::unlink(path);
+  ASSERT_NE(h, nullptr) << ::dlerror();
+  static const ct_runtime rt = {CT_RUNTIME_VERSION, multi::Threads, multi::Launch};
+  *static_cast<const ct_runtime**>(::dlsym(h, CT_RUNTIME_SYMBOL)) = &rt;
+  auto entry = reinterpret_cast<ct_module_entry>(::dlsym(h, CT_MODULE_SYMBOL));
+  ASSERT_NE(entry, nullptr);
+  const ct_module* m = entry();
+  ASSERT_EQ(m->num_functions, 2u);
+  float data[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  DLTensor t{};
+  t.data = data;
+  t.ndim = 1;
+  t.shape = shape;
+  t.dtype = {kDLFloat, 32, 1};
+  ct_arg arg{};
+  arg.kind = CT_ARG_TENSOR;
+  arg.value.v_tensor = &t;
+  EXPECT_EQ(m->functions[0].fn(&arg, 1), 0);
+  EXPECT_EQ(m->functions[1].fn(&arg, 1), 0);
+  EXPECT_EQ(data[3], 24.0f);
+  EXPECT_EQ(multi::g_launches, 2) << "both nodes must see the runtime the server set";
+  ::dlclose(h);
 }
 
 }  // namespace

@@ -115,8 +115,9 @@ struct ct_runtime {
 };
 
 #if defined(CT_USE_RUNTIME) && CT_USE_RUNTIME
-/* Written by the server after dlopen; null when nobody provides a runtime. */
-CT_EXPORT const ct_runtime* crosstune_runtime_v1 = 0;
+/* Written by the server after dlopen; null when nobody provides a runtime. Weak, so that the
+ * objects of a library made of several sources (a network's nodes) share one. */
+__attribute__((weak)) CT_EXPORT const ct_runtime* crosstune_runtime_v1 = 0;
 
 static inline int32_t ct_num_threads(void) {
   const ct_runtime* rt = crosstune_runtime_v1;

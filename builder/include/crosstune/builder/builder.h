@@ -35,6 +35,12 @@ struct BuildRequest {
   std::string name = "kernel";     // library file stem in the package
   std::string source_name;         // what diagnostics call the source; default kernel.c / kernel.cu
   std::chrono::milliseconds timeout{0};  // 0: BuilderOptions::default_timeout
+  // CPU only. object_only: compile `source` to a relocatable object (BuildResult::library holds
+  // its bytes; no module table is needed or read). link_objects: objects of earlier object_only
+  // builds, linked into this build's shared library beside `source`, whose module table is the
+  // library's (how one library holds a whole network: compiler.h).
+  bool object_only = false;
+  std::vector<std::string> link_objects;
 
   // Test hooks, applied inside the worker: kCrash dies by SIGSEGV, kHang never answers,
   // kGarbageThenHang sends a reply that cannot be read and then ignores its closed channel.

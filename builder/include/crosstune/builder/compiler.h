@@ -29,9 +29,21 @@ struct CompileOutput {
 // compiler flags: -D, -U, -O0..-O3, -f(no-)fast-math, -W*. Errors are kBuildError with clang's
 // diagnostics as the message.
 // `file_name` is what diagnostics call the source.
+//
+// One library from many sources (a network: one translation unit per node, each with its own
+// macros and statics): compile each with CompileCpuObject, then the source holding the library's
+// module table with CompileCpu(..., link_objects). A node's source renames its own entry point
+// (`#define crosstune_module_v1 <unique name>`) so the objects link; kernel_abi.h's runtime
+// variable is a weak definition, so every object shares the one the server sets.
 Expected<CompileOutput> CompileCpu(const std::string& source, const Target& target,
                                    const std::vector<std::string>& flags,
-                                   const std::string& file_name = "kernel.c");
+                                   const std::string& file_name = "kernel.c",
+                                   const std::vector<std::string>& link_objects = {});
+// Compiles to a relocatable object (CompileOutput::library holds its bytes); no module table is
+// read. Same flags and errors as CompileCpu.
+Expected<CompileOutput> CompileCpuObject(const std::string& source, const Target& target,
+                                         const std::vector<std::string>& flags,
+                                         const std::string& file_name = "kernel.c");
 
 // Compiles CUDA C with NVRTC to a cubin for target.cuda_arch (and PTX). Kernels are declared for
 // the manifest by comment lines in the source, one per kernel:
