@@ -1,0 +1,118 @@
+// The model compiler's graph IR: values (tensors, with shapes always known after import) and
+// nodes (operators), in topological order.
+//
+//   Graph g = *ImportOnnx("resnet50.onnx", {});   // onnx_import.h
+//   for (const Node& n : g.nodes) ... g.values[n.inputs[0]].shape ...
+//
+// A value with `data` is a constant (an initializer, or folded at compile time); the rest are
+// computed by the node that produces them or are graph inputs. Every value's dtype and shape are
+// static: import resolves them (with --shape for dynamic dimensions) and every pass keeps them.
+// `layout` names how a constant's bytes are ordered when a pass repacked it for a kernel (empty:
+// plain row-major in the order of `shape`), so a kernel that reads blocked weights can say so.
+//
+// Thread-safety: none; a Graph is a plain value, owned by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crosstune/status.h"
+
+namespace crosstune::model {
+
+enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool, kUint8, kInt8, kFloat64 };
+// "float32", "int64", ... (TVM's dltype names).
+const char* DTypeName(DType t);
+int DTypeBytes(DType t);
+
+int64_t NumElements(const std::vector<int64_t>& shape);
+// "[1,3,224,224]".
+std::string ShapeText(const std::vector<int64_t>& shape);
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  // Constant bytes (NumElements(shape) x DTypeBytes(dtype)); null for a computed value. Shared so
+  // that copies of a graph do not copy weights.
+  std::shared_ptr<const std::vector<uint8_t>> data;
+  std::string layout;
+
+  bool is_const() const { return data != nullptr; }
+  int64_t elements() const { return NumElements(shape); }
+  int64_t bytes() const { return elements() * DTypeBytes(dtype); }
+  // Typed views of a constant (the dtype must match).
+  const float* floats() const { return reinterpret_cast<const float*>(data->data()); }
+  const int64_t* ints() const { return reinterpret_cast<const int64_t*>(data->data()); }
+  // A constant's elements as int64 (int64, int32, bool, uint8, int8 or whole floats).
+  std::vector<int64_t> AsInts() const;
+};
+
+// A node attribute, as ONNX has them.
+struct Attr {
+  enum class Kind : uint8_t { kInt, kFloat, kString, kInts, kFloats, kTensor };
+  Kind kind = Kind::kInt;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::shared_ptr<Value> tensor;
+};
+
+struct Node {
+  std::string name;  // the model's node name (made unique at import when missing or repeated)
+  std::string op;    // ONNX operator type ("Conv"), or a fused operator of the passes
+  std::vector<int> inputs;   // value ids; -1 for an optional input left out
+  std::vector<int> outputs;  // value ids
+  std::map<std::string, Attr> attrs;
+
+  bool Has(const std::string& key) const { return attrs.count(key) != 0; }
+  int64_t Int(const std::string& key, int64_t fallback) const;
+  double Float(const std::string& key, double fallback) const;
+  std::string String(const std::string& key, const std::string& fallback) const;
+  std::vector<int64_t> Ints(const std::string& key, std::vector<int64_t> fallback = {}) const;
+  void SetInt(const std::string& key, int64_t v);
+  void SetFloat(const std::string& key, double v);
+  void SetString(const std::string& key, std::string v);
+  void SetInts(const std::string& key, std::vector<int64_t> v);
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Node> nodes;   // topological order
+  std::vector<int> inputs;   // the model's own inputs (not its weights), in order
+  std::vector<int> outputs;  // the model's outputs, in order
+  int opset = 0;             // of the default (ai.onnx) domain
+
+  int AddValue(Value v);
+  // A new constant value; returns its id.
+  int AddConstant(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                  std::vector<uint8_t> bytes);
+  int AddFloatConstant(const std::string& name, std::vector<int64_t> shape,
+                       const std::vector<float>& data);
+  // Which node produces each value (-1: a graph input or constant), and how many nodes and graph
+  // outputs use it. Recomputed on demand: passes edit nodes freely.
+  std::vector<int> Producers() const;
+  std::vector<int> UseCounts() const;
+  // Drops nodes whose outputs nobody uses (and that are not graph outputs) and values no node or
+  // graph edge refers to, renumbering ids. Names stay.
+  void Compact();
+  // A name no value has yet, from `base` ("conv1.weight", "conv1.weight_1", ...).
+  std::string UniqueValueName(const std::string& base) const;
+};
+
+// Sums for `crosstune import`: what the model holds.
+struct GraphStats {
+  std::map<std::string, int> ops;  // operator -> count
+  int64_t params = 0;              // elements of constants
+  int64_t param_bytes = 0;
+  double flops = 0;  // multiply-adds count twice
+};
+GraphStats Stats(const Graph& g);
+
+}  // namespace crosstune::model

@@ -1,0 +1,48 @@
+// Tasks of a compiled graph: which nodes the tuner's templates make (conv2d, depthwise_conv2d,
+// dense), with the same shapes `crosstune tune <template> --shape` takes, so records carry over
+// between `tune --workload`, `tune --model` and `compile`.
+//
+//   FusedConv, groups 1, square stride, equal pads  conv2d N,C,H,W,K,R,S,stride,pad[,res[,act]]
+//        res: 1 with a residual add; act: 0 for no activation (the relu default is left out, so
+//        "1,64,56,56,64,3,3,1,1" names the task it always named)
+//   FusedConv, depthwise, relu, no residual         depthwise_conv2d N,C,H,W,R,S,stride,pad
+//   Dense                                           dense B,IN,OUT
+// Every other node is a generated kernel with no knobs.
+//
+// The built-in networks (`--workload resnet50`) are graphs built here and run through the same
+// passes, so a model imported from ONNX and the built-in one give the same tasks.
+//
+// Thread-safety: free functions, no shared state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crosstune/model/graph.h"
+#include "crosstune/status.h"
+#include "crosstune/tuner/workload.h"
+
+namespace crosstune::model {
+
+struct NodeTask {
+  std::string template_name;
+  std::vector<int64_t> shape;
+};
+
+// The task node `n` is compiled as, or nullopt for a generated kernel.
+std::optional<NodeTask> TaskOf(const Graph& g, const Node& n);
+
+// The graph's distinct tasks in the order they first occur, with how often each occurs; a
+// layer's name is its first node's.
+std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g);
+
+// Built-in networks ("resnet50": ResNet-50 v1.5, batch 1, 224x224, fp32, the graph
+// scripts/make-model.py writes, without weights), after the default passes.
+const std::vector<std::string>& BuiltinNetworks();
+Expected<Graph> BuiltinGraph(const std::string& name);
+// ExtractTasks(BuiltinGraph(name)); kInvalidArgument listing the known names.
+Expected<std::vector<tuner::WorkloadLayer>> MakeWorkload(const std::string& name);
+
+}  // namespace crosstune::model

@@ -1,0 +1,251 @@
+#include "crosstune/model/graph.h"
+
+#include <cstring>
+#include <set>
+
+#include "crosstune/model/ops.h"
+
+namespace crosstune::model {
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kBool:
+      return "bool";
+    case DType::kUint8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kFloat64:
+      return "float64";
+  }
+  return "?";
+}
+
+int DTypeBytes(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+    case DType::kFloat64:
+      return 8;
+    case DType::kBool:
+    case DType::kUint8:
+    case DType::kInt8:
+      return 1;
+  }
+  return 1;
+}
+
+int64_t NumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<int64_t> Value::AsInts() const {
+  std::vector<int64_t> out(static_cast<size_t>(elements()));
+  const uint8_t* p = data->data();
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (dtype) {
+      case DType::kInt64:
+        std::memcpy(&out[i], p + 8 * i, 8);
+        break;
+      case DType::kInt32: {
+        int32_t v;
+        std::memcpy(&v, p + 4 * i, 4);
+        out[i] = v;
+        break;
+      }
+      case DType::kFloat32: {
+        float v;
+        std::memcpy(&v, p + 4 * i, 4);
+        out[i] = static_cast<int64_t>(v);
+        break;
+      }
+      case DType::kFloat64: {
+        double v;
+        std::memcpy(&v, p + 8 * i, 8);
+        out[i] = static_cast<int64_t>(v);
+        break;
+      }
+      case DType::kInt8:
+        out[i] = static_cast<int8_t>(p[i]);
+        break;
+      case DType::kBool:
+      case DType::kUint8:
+        out[i] = p[i];
+        break;
+    }
+  }
+  return out;
+}
+
+int64_t Node::Int(const std::string& key, int64_t fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.i;
+}
+double Node::Float(const std::string& key, double fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.f;
+}
+std::string Node::String(const std::string& key, const std::string& fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.s;
+}
+std::vector<int64_t> Node::Ints(const std::string& key, std::vector<int64_t> fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.ints;
+}
+void Node::SetInt(const std::string& key, int64_t v) {
+  Attr a;
+  a.kind = Attr::Kind::kInt;
+  a.i = v;
+  attrs[key] = std::move(a);
+}
+void Node::SetFloat(const std::string& key, double v) {
+  Attr a;
+  a.kind = Attr::Kind::kFloat;
+  a.f = v;
+  attrs[key] = std::move(a);
+}
+void Node::SetString(const std::string& key, std::string v) {
+  Attr a;
+  a.kind = Attr::Kind::kString;
+  a.s = std::move(v);
+  attrs[key] = std::move(a);
+}
+void Node::SetInts(const std::string& key, std::vector<int64_t> v) {
+  Attr a;
+  a.kind = Attr::Kind::kInts;
+  a.ints = std::move(v);
+  attrs[key] = std::move(a);
+}
+
+int Graph::AddValue(Value v) {
+  values.push_back(std::move(v));
+  return static_cast<int>(values.size()) - 1;
+}
+
+int Graph::AddConstant(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                       std::vector<uint8_t> bytes) {
+  Value v;
+  v.name = name;
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return AddValue(std::move(v));
+}
+
+int Graph::AddFloatConstant(const std::string& name, std::vector<int64_t> shape,
+                            const std::vector<float>& data) {
+  std::vector<uint8_t> bytes(data.size() * 4);
+  std::memcpy(bytes.data(), data.data(), bytes.size());
+  return AddConstant(name, DType::kFloat32, std::move(shape), std::move(bytes));
+}
+
+std::vector<int> Graph::Producers() const {
+  std::vector<int> p(values.size(), -1);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    for (int o : nodes[n].outputs) p[o] = static_cast<int>(n);
+  }
+  return p;
+}
+
+std::vector<int> Graph::UseCounts() const {
+  std::vector<int> uses(values.size(), 0);
+  for (const Node& n : nodes) {
+    for (int i : n.inputs) {
+      if (i >= 0) ++uses[i];
+    }
+  }
+  for (int o : outputs) ++uses[o];
+  return uses;
+}
+
+void Graph::Compact() {
+  // Dead nodes, from the back: a node is live when one of its outputs is used.
+  std::vector<int> uses = UseCounts();
+  std::vector<bool> keep(nodes.size(), true);
+  for (size_t k = nodes.size(); k-- > 0;) {
+    bool used = false;
+    for (int o : nodes[k].outputs) used = used || uses[o] > 0;
+    if (!used) {
+      keep[k] = false;
+      for (int i : nodes[k].inputs) {
+        if (i >= 0) --uses[i];
+      }
+    }
+  }
+  std::vector<Node> live;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (keep[k]) live.push_back(std::move(nodes[k]));
+  }
+  nodes = std::move(live);
+  // Values referred to by a node or the graph's edges, renumbered in their old order.
+  std::vector<int> remap(values.size(), -1);
+  std::vector<bool> referred(values.size(), false);
+  for (const Node& n : nodes) {
+    for (int i : n.inputs) {
+      if (i >= 0) referred[i] = true;
+    }
+    for (int o : n.outputs) referred[o] = true;
+  }
+  for (int i : inputs) referred[i] = true;
+  for (int o : outputs) referred[o] = true;
+  std::vector<Value> kept;
+  for (size_t v = 0; v < values.size(); ++v) {
+    if (!referred[v]) continue;
+    remap[v] = static_cast<int>(kept.size());
+    kept.push_back(std::move(values[v]));
+  }
+  values = std::move(kept);
+  for (Node& n : nodes) {
+    for (int& i : n.inputs) {
+      if (i >= 0) i = remap[i];
+    }
+    for (int& o : n.outputs) o = remap[o];
+  }
+  for (int& i : inputs) i = remap[i];
+  for (int& o : outputs) o = remap[o];
+}
+
+std::string Graph::UniqueValueName(const std::string& base) const {
+  std::set<std::string> names;
+  for (const Value& v : values) names.insert(v.name);
+  if (!names.count(base)) return base;
+  for (int k = 1;; ++k) {
+    std::string n = base + "_" + std::to_string(k);
+    if (!names.count(n)) return n;
+  }
+}
+
+GraphStats Stats(const Graph& g) {
+  GraphStats s;
+  for (const Node& n : g.nodes) {
+    ++s.ops[n.op];
+    s.flops += NodeFlops(g, n);
+  }
+  std::vector<int> uses = g.UseCounts();
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (g.values[v].is_const() && uses[v] > 0) {
+      s.params += g.values[v].elements();
+      s.param_bytes += g.values[v].bytes();
+    }
+  }
+  return s;
+}
+
+}  // namespace crosstune::model

@@ -1,0 +1,95 @@
+// Generated kernels that go element by element: copies (Reshape, Flatten, Squeeze, Unsqueeze,
+// Identity, Dropout), activations, broadcasting arithmetic and a standalone BatchNormalization.
+#include "kernels/kernels_impl.h"
+
+namespace crosstune::model::kernels {
+namespace {
+
+constexpr int64_t kChunk = 4096;  // elements an item covers
+
+int64_t Chunks(int64_t n) { return n <= 0 ? 1 : (n + kChunk - 1) / kChunk; }
+
+std::string ChunkRange(int64_t n) {
+  return "    const long j0 = it * " + std::to_string(kChunk) + "L, j1 = j0 + " +
+         std::to_string(kChunk) + "L < " + std::to_string(n) + "L ? j0 + " +
+         std::to_string(kChunk) + "L : " + std::to_string(n) + "L;\n";
+}
+
+}  // namespace
+
+Expected<GeneratedKernel> Copy(const Graph& g, const Node& n, const std::string& name) {
+  const int64_t bytes = g.values[n.outputs[0]].bytes();
+  return LoopKernel(name, 1, 1, Chunks(bytes), "",
+                    ChunkRange(bytes) +
+                        "    const char* s = (const char*)in0; char* d = (char*)out0;\n"
+                        "    for (long j = j0; j < j1; ++j) d[j] = s[j];");
+}
+
+Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string& name) {
+  std::string expr;
+  if (n.op == "Relu") {
+    expr = "v > 0 ? v : 0.0f";
+  } else if (n.op == "Sigmoid") {
+    expr = "1.0f / (1.0f + __builtin_expf(-v))";
+  } else if (n.op == "LeakyRelu") {
+    expr = "v >= 0 ? v : " + CFloat(n.Float("alpha", 0.01)) + " * v";
+  } else if (n.op == "Clip") {
+    const std::string lo = n.Has("min") ? CFloat(n.Float("min", 0)) : "-__builtin_inff()";
+    const std::string hi = n.Has("max") ? CFloat(n.Float("max", 0)) : "__builtin_inff()";
+    expr = "v < " + lo + " ? " + lo + " : (v > " + hi + " ? " + hi + " : v)";
+  }
+  const int64_t e = g.values[n.outputs[0]].elements();
+  return LoopKernel(name, 1, 1, Chunks(e), "",
+                    ChunkRange(e) +
+                        "    for (long j = j0; j < j1; ++j) {\n"
+                        "      const float v = in0[j];\n      out0[j] = " +
+                        expr + ";\n    }");
+}
+
+// Add, Sub, Mul, Div, Sum: rows of the output's last dimension; each input's offset from the
+// row's index through its broadcast strides.
+Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::string& name) {
+  const auto& out = g.values[n.outputs[0]].shape;
+  const int inputs = static_cast<int>(n.inputs.size());
+  const std::string op = n.op == "Sub" ? "-" : n.op == "Mul" ? "*" : n.op == "Div" ? "/" : "+";
+  const int64_t rank = static_cast<int64_t>(out.size());
+  const int64_t len = rank ? out.back() : 1;
+  const int64_t rows = len ? NumElements(out) / len : 0;
+  std::string defines = "#define RANK " + std::to_string(rank) + "\n";
+  defines += "static const long kOut[] = " + CArray(out) + ";\n";
+  std::string offsets = "    long rem = it";
+  for (int i = 0; i < inputs; ++i) offsets += ", o" + std::to_string(i) + " = 0";
+  offsets +=
+      ";\n    for (int d = RANK - 2; d >= 0; --d) {\n      const long x = rem % kOut[d];\n"
+      "      rem /= kOut[d];\n";
+  std::string expr;
+  for (int i = 0; i < inputs; ++i) {
+    const std::string s = std::to_string(i);
+    const auto strides = BroadcastStrides(g.values[n.inputs[i]].shape, out);
+    defines += "static const long kS" + s + "[] = " + CArray(strides) + ";\n";
+    offsets += "      o" + s + " += x * kS" + s + "[d];\n";
+    const std::string last = rank ? std::to_string(strides.back()) : "0";
+    const std::string term = "in" + s + "[o" + s + " + j * " + last + "L]";
+    expr = i == 0 ? term : "(" + expr + ") " + op + " " + term;
+  }
+  offsets += "    }\n";
+  return LoopKernel(name, inputs, 1, rows ? rows : 1, defines,
+                    offsets + "    for (long j = 0; j < " + std::to_string(len) +
+                        "L; ++j) out0[it * " + std::to_string(len) + "L + j] = " + expr + ";");
+}
+
+// Standalone BatchNormalization (one that did not fold into a conv): items are planes.
+Expected<GeneratedKernel> BatchNorm(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const int64_t c = x[1], inner = NumElements(x) / x[0] / c;
+  return LoopKernel(name, 5, 1, x[0] * c, "#define EPS " + CFloat(n.Float("epsilon", 1e-5)) + "\n",
+                    "    const long ch = it % " + std::to_string(c) +
+                        "L;\n"
+                        "    const float s = in1[ch] / __builtin_sqrtf(in4[ch] + EPS);\n"
+                        "    const float b = in2[ch] - in3[ch] * s;\n"
+                        "    for (long j = 0; j < " +
+                        std::to_string(inner) + "L; ++j) out0[it * " + std::to_string(inner) +
+                        "L + j] = in0[it * " + std::to_string(inner) + "L + j] * s + b;");
+}
+
+}  // namespace crosstune::model::kernels

@@ -1,0 +1,76 @@
+#include "kernels/kernel_text.h"
+
+#include <cstdio>
+
+namespace crosstune::model::kernels {
+
+GeneratedKernel LoopKernel(const std::string& function, int inputs, int outputs, int64_t items,
+                           const std::string& defines, const std::string& body) {
+  std::ostringstream o;
+  const int args = inputs + outputs;
+  o << "/* crosstune generated kernel " << function << " */\n"
+    << "#define CT_USE_RUNTIME 1\n#include \"crosstune/kernel_abi.h\"\n"
+    << "#define ITEMS " << items << "L\n"
+    << "static const char* g_error = \"\";\n"
+    << "static const char* last_error(void) { return g_error; }\n"
+    << "static inline float* arg_data(const ct_arg* a) {\n"
+    << "  const DLTensor* t = a->value.v_tensor;\n"
+    << "  return (float*)((char*)t->data + t->byte_offset);\n}\n"
+    << defines << "\n"
+    << "static int32_t body(int32_t task, int32_t num_tasks, void* closure) {\n"
+    << "  const ct_arg* args = (const ct_arg*)closure;\n";
+  for (int i = 0; i < inputs; ++i) {
+    o << "  const float* restrict in" << i << " = arg_data(&args[" << i << "]);\n";
+  }
+  for (int i = 0; i < outputs; ++i) {
+    o << "  float* restrict out" << i << " = arg_data(&args[" << inputs + i << "]);\n";
+  }
+  o << "  const long first = ITEMS * task / num_tasks, last = ITEMS * (task + 1) / num_tasks;\n"
+    << "  for (long it = first; it < last; ++it) {\n"
+    << body << "\n  }\n  return 0;\n}\n"
+    << "static int32_t entry(const ct_arg* args, int32_t num_args) {\n"
+    << "  if (num_args != " << args << ") { g_error = \"" << function << " takes " << args
+    << " tensors\"; return 1; }\n"
+    << "  for (int i = 0; i < " << args << "; ++i)\n"
+    << "    if (args[i].kind != CT_ARG_TENSOR) { g_error = \"" << function
+    << " takes tensors only\"; return 1; }\n"
+    << "  long tasks = ct_num_threads();\n"
+    << "  if (tasks > ITEMS) tasks = ITEMS;\n"
+    << "  if (tasks < 1) return 0;\n"
+    << "  return ct_parallel_for(body, (void*)args, (int32_t)tasks);\n}\n"
+    << "static const ct_function kFunctions[] = {{\"" << function << "\", entry, \""
+    << std::string(static_cast<size_t>(args), 't') << "\"}};\n"
+    << "CT_DEFINE_MODULE(\"crosstune generated\", kFunctions, last_error)\n";
+  GeneratedKernel k;
+  k.source = o.str();
+  k.function = function;
+  k.signature = std::string(static_cast<size_t>(args), 't');
+  return k;
+}
+
+std::string CArray(const std::vector<int64_t>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]) + "L";
+  if (v.empty()) s += "0";
+  return s + "}";
+}
+
+std::string CFloat(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%af", static_cast<double>(static_cast<float>(v)));
+  return buf;
+}
+
+std::vector<int64_t> BroadcastStrides(const std::vector<int64_t>& shape,
+                                      const std::vector<int64_t>& out) {
+  const size_t rank = out.size(), off = rank - shape.size();
+  std::vector<int64_t> stride(rank, 0);
+  int64_t s = 1;
+  for (size_t d = rank; d-- > off;) {
+    stride[d] = shape[d - off] == 1 ? 0 : s;
+    s *= shape[d - off];
+  }
+  return stride;
+}
+
+}  // namespace crosstune::model::kernels

@@ -1,0 +1,29 @@
+// How the generated kernels are written (kernels.h): a module around a parallel loop over items.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "crosstune/model/kernels.h"
+
+namespace crosstune::model::kernels {
+
+// A kernel whose work is `items` independent items: `body` is C run for each item `it` (a long)
+// with `in0`.. `inN` (const float*) and `out0`.. (float*) in scope, after `defines` (macros,
+// constant tables, helper functions). The module exports `function`.
+GeneratedKernel LoopKernel(const std::string& function, int inputs, int outputs, int64_t items,
+                           const std::string& defines, const std::string& body);
+
+// "{1, 2, 3}" for a C array initializer.
+std::string CArray(const std::vector<int64_t>& v);
+// A float literal that reads back exactly ("0x1.8p+1f").
+std::string CFloat(double v);
+
+// Element strides of `shape` broadcast into `out` (0 where a dimension broadcasts), per output
+// dimension.
+std::vector<int64_t> BroadcastStrides(const std::vector<int64_t>& shape,
+                                      const std::vector<int64_t>& out);
+
+}  // namespace crosstune::model::kernels

@@ -1,0 +1,53 @@
+// Generated kernels that move data between layouts: Concat (items: outer rows) and Transpose
+// (items: output rows, each input offset from the row's index through permuted strides).
+#include "kernels/kernels_impl.h"
+
+namespace crosstune::model::kernels {
+
+Expected<GeneratedKernel> Concat(const Graph& g, const Node& n, const std::string& name) {
+  const auto& out = g.values[n.outputs[0]].shape;
+  const int64_t axis = n.Int("axis", 0);
+  const int64_t es = DTypeBytes(g.values[n.outputs[0]].dtype);
+  int64_t outer = 1, inner = es;
+  for (int64_t d = 0; d < axis; ++d) outer *= out[d];
+  for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
+  const int inputs = static_cast<int>(n.inputs.size());
+  std::string body =
+      "    char* d = (char*)out0 + it * " + std::to_string(out[axis] * inner) + "L;\n";
+  for (int i = 0; i < inputs; ++i) {
+    const int64_t chunk = g.values[n.inputs[i]].shape[axis] * inner;
+    body += "    { const char* s = (const char*)in" + std::to_string(i) + " + it * " +
+            std::to_string(chunk) + "L;\n      for (long j = 0; j < " + std::to_string(chunk) +
+            "L; ++j) d[j] = s[j];\n      d += " + std::to_string(chunk) + "L; }\n";
+  }
+  return LoopKernel(name, inputs, 1, outer, "", body);
+}
+
+Expected<GeneratedKernel> Transpose(const Graph& g, const Node& n, const std::string& name) {
+  const Value& x = g.values[n.inputs[0]];
+  const auto& out = g.values[n.outputs[0]].shape;
+  const auto perm = n.Ints("perm");
+  const size_t rank = perm.size();
+  std::vector<int64_t> in_stride(rank, 1), stride(rank);
+  for (size_t d = rank; d-- > 1;) in_stride[d - 1] = in_stride[d] * x.shape[d];
+  for (size_t d = 0; d < rank; ++d) stride[d] = in_stride[perm[d]];
+  const int64_t len = rank ? out.back() : 1;
+  const int64_t rows = len ? NumElements(out) / len : 1;
+  const std::string es = std::to_string(DTypeBytes(x.dtype));
+  std::string defines = "#define RANK " + std::to_string(rank) + "\n#define ES " + es + "\n" +
+                        "static const long kOut[] = " + CArray(out) + ";\n" +
+                        "static const long kS[] = " + CArray(stride) + ";\n";
+  std::string body =
+      "    long rem = it, o = 0;\n"
+      "    for (int d = RANK - 2; d >= 0; --d) { o += rem % kOut[d] * kS[d]; rem /= kOut[d]; }\n"
+      "    const char* s = (const char*)in0; char* dst = (char*)out0 + it * " +
+      std::to_string(len) +
+      "L * ES;\n"
+      "    for (long j = 0; j < " +
+      std::to_string(len) +
+      "L; ++j)\n"
+      "      for (int b = 0; b < ES; ++b) dst[j * ES + b] = s[(o + j * kS[RANK - 1]) * ES + b];";
+  return LoopKernel(name, 1, 1, rows ? rows : 1, defines, body);
+}
+
+}  // namespace crosstune::model::kernels

@@ -1,0 +1,144 @@
+// Generated kernels with arithmetic beyond one element: Softmax, LRN, a generic Gemm and MatMul
+// (those the dense template does not take), and a direct convolution for the convs no template
+// takes (groups, dilation, uneven pads or strides, a depthwise conv without relu).
+#include "../ops/op_defs.h"
+#include "kernels/kernels_impl.h"
+
+namespace crosstune::model::kernels {
+
+Expected<GeneratedKernel> Softmax(const Graph& g, const Node& n, const std::string& name) {
+  const auto& s = g.values[n.inputs[0]].shape;
+  const int64_t axis = n.Int("axis", 0);
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= s[d];
+  if (g.opset >= 13) {
+    len = s[axis];
+    for (size_t d = axis + 1; d < s.size(); ++d) inner *= s[d];
+  } else {
+    for (size_t d = axis; d < s.size(); ++d) len *= s[d];
+  }
+  std::ostringstream d;
+  d << "#define LEN " << len << "L\n#define INNER " << inner << "L\n";
+  return LoopKernel(name, 1, 1, outer * inner, d.str(),
+                    "    const long base = it / INNER * LEN * INNER + it % INNER;\n"
+                    "    float m = in0[base];\n"
+                    "    for (long j = 1; j < LEN; ++j) if (in0[base + j * INNER] > m) m = "
+                    "in0[base + j * INNER];\n"
+                    "    float sum = 0;\n"
+                    "    for (long j = 0; j < LEN; ++j) {\n"
+                    "      const float e = __builtin_expf(in0[base + j * INNER] - m);\n"
+                    "      out0[base + j * INNER] = e;\n      sum += e;\n    }\n"
+                    "    for (long j = 0; j < LEN; ++j) out0[base + j * INNER] /= sum;");
+}
+
+Expected<GeneratedKernel> Lrn(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const int64_t c = x[1], inner = NumElements(x) / x[0] / c, size = n.Int("size", 1);
+  std::ostringstream d;
+  d << "#define C " << c << "L\n#define INNER " << inner << "L\n#define LO " << (size - 1) / 2
+    << "L\n#define HI " << size - 1 - (size - 1) / 2 << "L\n#define ALPHA_N "
+    << CFloat(n.Float("alpha", 1e-4) / static_cast<double>(size)) << "\n#define BETA "
+    << CFloat(n.Float("beta", 0.75)) << "\n#define BIAS " << CFloat(n.Float("bias", 1.0)) << "\n";
+  return LoopKernel(name, 1, 1, x[0] * c, d.str(),
+                    "    const long ch = it % C, base = (it - ch) * INNER;\n"
+                    "    const long k0 = ch - LO < 0 ? 0 : ch - LO, k1 = ch + HI < C ? ch + HI : C "
+                    "- 1;\n"
+                    "    for (long j = 0; j < INNER; ++j) {\n"
+                    "      float sq = 0;\n"
+                    "      for (long k = k0; k <= k1; ++k) { const float v = in0[base + k * INNER "
+                    "+ j]; sq += v * v; }\n"
+                    "      const float t = BIAS + ALPHA_N * sq;\n"
+                    "      out0[base + ch * INNER + j] = in0[base + ch * INNER + j] / "
+                    "__builtin_expf(BETA * __builtin_logf(t));\n    }");
+}
+
+// Gemm (alpha, beta, transposes, C broadcast), Dense without a template, MatMul: items are
+// output rows.
+Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std::string& name) {
+  const auto& a = g.values[n.inputs[0]].shape;
+  const auto& out = g.values[n.outputs[0]].shape;
+  std::ostringstream d;
+  std::string body;
+  const int inputs = static_cast<int>(n.inputs.size());
+  if (n.op == "Gemm" || n.op == "Dense") {
+    const bool dense = n.op == "Dense";
+    const bool ta = !dense && n.Int("transA", 0) != 0;
+    const bool tb = dense || n.Int("transB", 0) != 0;
+    const int64_t m = out[0], nn = out[1], k = ta ? a[0] : a[1];
+    d << "#define M " << m << "L\n#define N " << nn << "L\n#define K " << k << "L\n"
+      << "#define ALPHA " << CFloat(dense ? 1.0 : n.Float("alpha", 1.0)) << "\n#define BETA "
+      << CFloat(dense ? 1.0 : n.Float("beta", 1.0)) << "\n";
+    std::string c_term = "0.0f";
+    if (inputs > 2) {
+      const auto cs = BroadcastStrides(g.values[n.inputs[2]].shape, out);
+      d << "#define CS0 " << cs[0] << "L\n#define CS1 " << cs[1] << "L\n";
+      c_term = "BETA * in2[it * CS0 + j * CS1]";
+    }
+    body = std::string("    for (long j = 0; j < N; ++j) {\n      float sum = 0;\n") +
+           "      for (long p = 0; p < K; ++p) sum += " +
+           (ta ? "in0[p * M + it]" : "in0[it * K + p]") + " * " +
+           (tb ? "in1[j * K + p]" : "in1[p * N + j]") +
+           ";\n      out0[it * N + j] = ALPHA * sum + " + c_term + ";\n    }";
+    return LoopKernel(name, inputs, 1, m, d.str(), body);
+  }
+  // MatMul: both operands as batches of matrices, broadcast over the batch dimensions.
+  const auto& b = g.values[n.inputs[1]].shape;
+  const int64_t m = a.size() == 1 ? 1 : a[a.size() - 2], k = a.back();
+  const int64_t nn = b.size() == 1 ? 1 : b.back();
+  std::vector<int64_t> ab(a.begin(), a.end() - std::min<size_t>(2, a.size()));
+  std::vector<int64_t> bb(b.begin(), b.end() - std::min<size_t>(2, b.size()));
+  std::vector<int64_t> batch;
+  ops::BroadcastShapes(ab, bb, &batch);
+  const auto sa = BroadcastStrides(ab, batch), sb = BroadcastStrides(bb, batch);
+  d << "#define M " << m << "L\n#define N " << nn << "L\n#define K " << k << "L\n#define BR "
+    << batch.size() << "\nstatic const long kBatch[] = " << CArray(batch)
+    << ";\nstatic const long kSA[] = " << CArray(sa)
+    << ";\nstatic const long kSB[] = " << CArray(sb) << ";\n";
+  body =
+      "    long rem = it / M, oa = 0, ob = 0;\n"
+      "    for (int d = BR - 1; d >= 0; --d) { const long x = rem % kBatch[d]; rem /= kBatch[d];\n"
+      "      oa += x * kSA[d]; ob += x * kSB[d]; }\n"
+      "    const float* pa = in0 + oa * M * K + it % M * K;\n"
+      "    const float* pb = in1 + ob * K * N;\n"
+      "    for (long j = 0; j < N; ++j) {\n      float sum = 0;\n"
+      "      for (long p = 0; p < K; ++p) sum += pa[p] * pb[p * N + j];\n"
+      "      out0[it * N + j] = sum;\n    }";
+  return LoopKernel(name, 2, 1, NumElements(out) / nn, d.str(), body);
+}
+
+Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const auto& wt = g.values[n.inputs[1]].shape;
+  const auto& y = g.values[n.outputs[0]].shape;
+  const ops::Window w = ops::WindowOf(n, y);
+  const int64_t group = n.Int("group", 1);
+  const bool residual = n.inputs.size() > 3 && n.inputs[3] >= 0;
+  const bool relu = n.String("activation", "none") == "relu";
+  std::ostringstream d;
+  d << "#define C " << x[1] << "L\n#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define K "
+    << wt[0] << "L\n#define CG " << wt[1] << "L\n#define KG " << wt[0] / group << "L\n#define OH "
+    << w.oh << "L\n#define OW " << w.ow << "L\n#define KH " << w.kh << "L\n#define KW " << w.kw
+    << "L\n#define SH " << w.sh << "L\n#define SW " << w.sw << "L\n#define DH " << w.dh
+    << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt << "L\n#define PL " << w.pl << "L\n";
+  std::string body =
+      "    const long oy = it % OH, oc = it / OH % K, b = it / (OH * K), grp = oc / KG;\n"
+      "    for (long ox = 0; ox < OW; ++ox) {\n"
+      "      float sum = in2[oc];\n"
+      "      for (long ic = 0; ic < CG; ++ic)\n"
+      "        for (long r = 0; r < KH; ++r) {\n"
+      "          const long iy = oy * SH - PT + r * DH;\n"
+      "          if (iy < 0 || iy >= H) continue;\n"
+      "          for (long s = 0; s < KW; ++s) {\n"
+      "            const long ix = ox * SW - PL + s * DW;\n"
+      "            if (ix < 0 || ix >= W) continue;\n"
+      "            sum += in0[((b * C + grp * CG + ic) * H + iy) * W + ix] *\n"
+      "                   in1[((oc * CG + ic) * KH + r) * KW + s];\n"
+      "          }\n        }\n"
+      "      const long o = it * OW + ox;\n";
+  if (residual) body += "      sum += in3[o];\n";
+  if (relu) body += "      if (sum < 0) sum = 0;\n";
+  body += std::string("      out0[o] = sum;\n    }");
+  return LoopKernel(name, residual ? 4 : 3, 1, y[0] * y[1] * w.oh, d.str(), body);
+}
+
+}  // namespace crosstune::model::kernels

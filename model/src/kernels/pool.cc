@@ -1,0 +1,61 @@
+// Generated pooling kernels: MaxPool, AveragePool (count_include_pad; ceil_mode through the
+// explicit window the import resolved) and GlobalAveragePool. Items are output rows of a plane.
+#include "../ops/op_defs.h"
+#include "kernels/kernels_impl.h"
+
+namespace crosstune::model::kernels {
+
+Expected<GeneratedKernel> Pool(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const auto& y = g.values[n.outputs[0]].shape;
+  const ops::Window w = ops::WindowOf(n, y);
+  std::ostringstream d;
+  d << "#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define OH " << w.oh
+    << "L\n#define OW " << w.ow << "L\n#define KH " << w.kh << "L\n#define KW " << w.kw
+    << "L\n#define SH " << w.sh << "L\n#define SW " << w.sw << "L\n#define DH " << w.dh
+    << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt << "L\n#define PL " << w.pl
+    << "L\n#define PB " << w.pb << "L\n#define PR " << w.pr << "L\n";
+  std::string body =
+      "    const long plane = it / OH, oy = it % OH;\n"
+      "    const float* xp = in0 + plane * H * W;\n"
+      "    float* yp = out0 + (plane * OH + oy) * OW;\n"
+      "    for (long ox = 0; ox < OW; ++ox) {\n";
+  if (n.op == "MaxPool") {
+    body +=
+        "      float m = -__builtin_inff();\n"
+        "      for (long r = 0; r < KH; ++r) {\n"
+        "        const long iy = oy * SH - PT + r * DH;\n"
+        "        if (iy < 0 || iy >= H) continue;\n"
+        "        for (long s = 0; s < KW; ++s) {\n"
+        "          const long ix = ox * SW - PL + s * DW;\n"
+        "          if (ix >= 0 && ix < W && xp[iy * W + ix] > m) m = xp[iy * W + ix];\n"
+        "        }\n      }\n      yp[ox] = m;\n    }";
+  } else {
+    const bool include_pad = n.Int("count_include_pad", 0) != 0;
+    body +=
+        "      const long y0 = oy * SH - PT, x0 = ox * SW - PL;\n"
+        "      const long ya = y0 < 0 ? 0 : y0, yb = y0 + KH < H ? y0 + KH : H;\n"
+        "      const long xa = x0 < 0 ? 0 : x0, xb = x0 + KW < W ? x0 + KW : W;\n"
+        "      float sum = 0;\n"
+        "      for (long iy = ya; iy < yb; ++iy)\n"
+        "        for (long ix = xa; ix < xb; ++ix) sum += xp[iy * W + ix];\n";
+    body += include_pad ? "      const long ye = y0 + KH < H + PB ? y0 + KH : H + PB;\n"
+                          "      const long xe = x0 + KW < W + PR ? x0 + KW : W + PR;\n"
+                          "      const long ys = y0 > -PT ? y0 : -PT, xs = x0 > -PL ? x0 : -PL;\n"
+                          "      const long count = (ye - ys) * (xe - xs);\n"
+                        : "      const long count = (yb - ya) * (xb - xa);\n";
+    body += "      yp[ox] = count > 0 ? sum / (float)count : 0.0f;\n    }";
+  }
+  return LoopKernel(name, 1, 1, x[0] * x[1] * w.oh, d.str(), body);
+}
+
+Expected<GeneratedKernel> GlobalAvgPool(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const int64_t planes = x[0] * x[1], inner = NumElements(x) / planes;
+  return LoopKernel(name, 1, 1, planes, "#define INNER " + std::to_string(inner) + "L\n",
+                    "    float sum = 0;\n"
+                    "    for (long j = 0; j < INNER; ++j) sum += in0[it * INNER + j];\n"
+                    "    out0[it] = sum / (float)INNER;");
+}
+
+}  // namespace crosstune::model::kernels

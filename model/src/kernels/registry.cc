@@ -1,0 +1,70 @@
+// The generated kernels' table (kernels.h): one row per operator.
+#include "kernels/kernels_impl.h"
+
+namespace crosstune::model {
+namespace {
+
+struct KernelRow {
+  const char* op;
+  kernels::Generator generate;
+};
+
+const KernelRow kKernels[] = {
+    {"Reshape", kernels::Copy},
+    {"Flatten", kernels::Copy},
+    {"Squeeze", kernels::Copy},
+    {"Unsqueeze", kernels::Copy},
+    {"Identity", kernels::Copy},
+    {"Dropout", kernels::Copy},
+    {"Relu", kernels::Unary},
+    {"Sigmoid", kernels::Unary},
+    {"LeakyRelu", kernels::Unary},
+    {"Clip", kernels::Unary},
+    {"Add", kernels::Broadcast},
+    {"Sub", kernels::Broadcast},
+    {"Mul", kernels::Broadcast},
+    {"Div", kernels::Broadcast},
+    {"Sum", kernels::Broadcast},
+    {"BatchNormalization", kernels::BatchNorm},
+    {"MaxPool", kernels::Pool},
+    {"AveragePool", kernels::Pool},
+    {"GlobalAveragePool", kernels::GlobalAvgPool},
+    {"Concat", kernels::Concat},
+    {"Transpose", kernels::Transpose},
+    {"Softmax", kernels::Softmax},
+    {"LRN", kernels::Lrn},
+    {"Gemm", kernels::MatrixProduct},
+    {"MatMul", kernels::MatrixProduct},
+    {"Dense", kernels::MatrixProduct},
+    {"Conv", kernels::DirectConv},
+    {"FusedConv", kernels::DirectConv},
+};
+
+}  // namespace
+
+bool HasGeneratedKernel(const std::string& op) {
+  for (const KernelRow& r : kKernels) {
+    if (op == r.op) return true;
+  }
+  return false;
+}
+
+Expected<GeneratedKernel> GenerateKernel(const Graph& g, const Node& n) {
+  for (const KernelRow& r : kKernels) {
+    if (n.op != r.op) continue;
+    for (int o : n.outputs) {
+      if (g.values[o].dtype != DType::kFloat32 && r.generate != kernels::Copy &&
+          r.generate != kernels::Concat && r.generate != kernels::Transpose) {
+        return Status(ErrorCode::kInvalidArgument,
+                      n.op + " node '" + n.name + "': only float32 is compiled");
+      }
+    }
+    std::string fn;
+    for (char c : n.op) fn += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return r.generate(g, n, fn);
+  }
+  return Status(ErrorCode::kInvalidArgument,
+                n.op + " node '" + n.name + "': no kernel compiles " + n.op);
+}
+
+}  // namespace crosstune::model

@@ -1,0 +1,390 @@
+// ONNX import (onnx_import.h): protobuf messages from Debian's onnx.proto, generated at build time.
+#include "crosstune/model/onnx_import.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "crosstune/model/ops.h"
+#include "onnx.pb.h"
+
+namespace crosstune::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status Invalid(std::string what) { return Status(ErrorCode::kInvalidArgument, std::move(what)); }
+
+Expected<std::string> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status(ErrorCode::kNotFound, path + ": cannot open");
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+Expected<DType> FromOnnxType(int32_t t, const std::string& what) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT:
+      return DType::kFloat32;
+    case onnx::TensorProto::INT64:
+      return DType::kInt64;
+    case onnx::TensorProto::INT32:
+      return DType::kInt32;
+    case onnx::TensorProto::BOOL:
+      return DType::kBool;
+    case onnx::TensorProto::UINT8:
+      return DType::kUint8;
+    case onnx::TensorProto::INT8:
+      return DType::kInt8;
+    case onnx::TensorProto::DOUBLE:
+      return DType::kFloat64;
+    default:
+      return Invalid(what + ": element type " + std::to_string(t) +
+                     " is not supported (float32, float64, int64, int32, int8, uint8, bool)");
+  }
+}
+
+// The bytes of an external tensor: location (relative, inside base_dir), offset, length.
+Expected<std::string> ReadExternal(const onnx::TensorProto& t, const std::string& base_dir) {
+  std::string location;
+  uint64_t offset = 0;
+  int64_t length = -1;
+  for (const auto& e : t.external_data()) {
+    if (e.key() == "location") location = e.value();
+    if (e.key() == "offset") offset = std::stoull(e.value());
+    if (e.key() == "length") length = std::stoll(e.value());
+  }
+  const fs::path rel(location);
+  if (location.empty() || rel.is_absolute()) {
+    return Invalid("tensor '" + t.name() + "': external data needs a relative location");
+  }
+  for (const auto& part : rel) {
+    if (part == "..") {
+      return Invalid("tensor '" + t.name() + "': external data '" + location +
+                     "' is outside the model's folder");
+    }
+  }
+  const std::string path = (fs::path(base_dir) / rel).string();
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status(ErrorCode::kNotFound, "tensor '" + t.name() + "': cannot open " + path);
+  f.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(f.tellg());
+  if (length < 0) length = static_cast<int64_t>(size - std::min(offset, size));
+  if (offset > size || static_cast<uint64_t>(length) > size - offset) {
+    return Invalid("tensor '" + t.name() + "': external data runs past the end of " + path);
+  }
+  std::string bytes(static_cast<size_t>(length), '\0');
+  f.seekg(static_cast<std::streamoff>(offset));
+  f.read(bytes.data(), length);
+  if (!f) return Status(ErrorCode::kIoError, path + ": read failed");
+  return bytes;
+}
+
+Expected<Value> FromTensorProto(const onnx::TensorProto& t, const std::string& base_dir) {
+  Value v;
+  v.name = t.name();
+  CT_ASSIGN_OR_RETURN(v.dtype, FromOnnxType(t.data_type(), "tensor '" + t.name() + "'"));
+  for (int64_t d : t.dims()) {
+    if (d < 0) return Invalid("tensor '" + t.name() + "' has a negative dimension");
+    v.shape.push_back(d);
+  }
+  const int64_t n = v.elements();
+  const size_t want = static_cast<size_t>(n) * DTypeBytes(v.dtype);
+  std::vector<uint8_t> bytes(want);
+  auto wrong = [&](size_t got) {
+    return Invalid("tensor '" + t.name() + "' " + ShapeText(v.shape) + " holds " +
+                   std::to_string(got) + " values or bytes, not " + std::to_string(n));
+  };
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    CT_ASSIGN_OR_RETURN(std::string raw, ReadExternal(t, base_dir));
+    if (raw.size() != want) return wrong(raw.size());
+    std::memcpy(bytes.data(), raw.data(), want);
+  } else if (t.has_raw_data()) {
+    if (t.raw_data().size() != want) return wrong(t.raw_data().size());
+    std::memcpy(bytes.data(), t.raw_data().data(), want);
+  } else {
+    // The typed fields: float_data, double_data, int64_data, and int32_data for the 32-bit and
+    // smaller integers and bool.
+    auto check = [&](int size) -> Status { return size == n ? Status::Ok() : wrong(size); };
+    switch (v.dtype) {
+      case DType::kFloat32:
+        CT_RETURN_IF_ERROR(check(t.float_data_size()));
+        std::memcpy(bytes.data(), t.float_data().data(), want);
+        break;
+      case DType::kFloat64:
+        CT_RETURN_IF_ERROR(check(t.double_data_size()));
+        std::memcpy(bytes.data(), t.double_data().data(), want);
+        break;
+      case DType::kInt64:
+        CT_RETURN_IF_ERROR(check(t.int64_data_size()));
+        std::memcpy(bytes.data(), t.int64_data().data(), want);
+        break;
+      case DType::kInt32:
+        CT_RETURN_IF_ERROR(check(t.int32_data_size()));
+        std::memcpy(bytes.data(), t.int32_data().data(), want);
+        break;
+      case DType::kBool:
+      case DType::kUint8:
+      case DType::kInt8:
+        CT_RETURN_IF_ERROR(check(t.int32_data_size()));
+        for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t.int32_data(i));
+        break;
+    }
+  }
+  v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return v;
+}
+
+Expected<Attr> FromAttribute(const onnx::AttributeProto& a, const std::string& where,
+                             const std::string& base_dir) {
+  Attr out;
+  // Files before IR 2's `type` field say which field is set only by setting it.
+  auto type = a.type();
+  if (type == onnx::AttributeProto::UNDEFINED) {
+    if (a.has_f()) type = onnx::AttributeProto::FLOAT;
+    if (a.has_i()) type = onnx::AttributeProto::INT;
+    if (a.has_s()) type = onnx::AttributeProto::STRING;
+    if (a.has_t()) type = onnx::AttributeProto::TENSOR;
+    if (a.floats_size()) type = onnx::AttributeProto::FLOATS;
+    if (a.ints_size()) type = onnx::AttributeProto::INTS;
+  }
+  switch (type) {
+    case onnx::AttributeProto::FLOAT:
+      out.kind = Attr::Kind::kFloat;
+      out.f = a.f();
+      break;
+    case onnx::AttributeProto::INT:
+      out.kind = Attr::Kind::kInt;
+      out.i = a.i();
+      break;
+    case onnx::AttributeProto::STRING:
+      out.kind = Attr::Kind::kString;
+      out.s = a.s();
+      break;
+    case onnx::AttributeProto::FLOATS:
+      out.kind = Attr::Kind::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case onnx::AttributeProto::INTS:
+      out.kind = Attr::Kind::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::TENSOR: {
+      out.kind = Attr::Kind::kTensor;
+      CT_ASSIGN_OR_RETURN(Value v, FromTensorProto(a.t(), base_dir));
+      out.tensor = std::make_shared<Value>(std::move(v));
+      break;
+    }
+    default:
+      return Invalid(where + ": attribute '" + a.name() + "' of type " +
+                     std::to_string(static_cast<int>(type)) +
+                     " is not supported (float, int, string, tensor, floats, ints)");
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+                                const ImportOptions& options) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes))
+    return Invalid("not an ONNX model (the protobuf does not parse)");
+  if (model.ir_version() < kMinIrVersion || model.ir_version() > kMaxIrVersion) {
+    return Invalid("IR version " + std::to_string(model.ir_version()) + " is not supported (" +
+                   std::to_string(kMinIrVersion) + " to " + std::to_string(kMaxIrVersion) + ")");
+  }
+  Graph g;
+  g.opset = -1;
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = static_cast<int>(op.version());
+  }
+  if (model.opset_import_size() == 0) g.opset = 1;  // IR 3 files may leave it out: opset 1
+  // Below kMinOpset only operators unchanged since then import (each OpDef says).
+  if (g.opset < 1 || g.opset > kMaxOpset) {
+    return Invalid("opset " + std::to_string(g.opset) +
+                   " of the default domain is not supported (" + std::to_string(kMinOpset) +
+                   " to " + std::to_string(kMaxOpset) + ")");
+  }
+  const onnx::GraphProto& gp = model.graph();
+  g.name = gp.name();
+  std::map<std::string, int> by_name;
+
+  for (const auto& t : gp.initializer()) {
+    CT_ASSIGN_OR_RETURN(Value v, FromTensorProto(t, base_dir));
+    const std::string name = v.name;
+    by_name[name] = g.AddValue(std::move(v));
+  }
+  // --shape names only inputs (checked first: a wrong name explains a dynamic dimension error).
+  std::vector<std::string> input_names;
+  for (const auto& in : gp.input()) {
+    if (!by_name.count(in.name())) input_names.push_back(in.name());
+  }
+  for (const auto& [name, shape] : options.shapes) {
+    if (std::find(input_names.begin(), input_names.end(), name) == input_names.end()) {
+      std::string known;
+      for (const auto& n : input_names) known += (known.empty() ? "" : ", ") + n;
+      return Invalid("--shape names '" + name +
+                     "', which is not an input of the model (inputs: " + known + ")");
+    }
+  }
+  for (const auto& in : gp.input()) {
+    if (by_name.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
+    if (auto c = options.constants.find(in.name()); c != options.constants.end()) {
+      Value v = c->second;
+      v.name = in.name();
+      by_name[in.name()] = g.AddValue(std::move(v));
+      continue;
+    }
+    Value v;
+    v.name = in.name();
+    const auto& tt = in.type().tensor_type();
+    CT_ASSIGN_OR_RETURN(v.dtype, FromOnnxType(tt.elem_type(), "input '" + in.name() + "'"));
+    std::vector<int64_t> given;
+    if (auto it = options.shapes.find(in.name()); it != options.shapes.end()) {
+      given = it->second;
+    }
+    if (!tt.has_shape() && given.empty()) {
+      return Invalid("input '" + in.name() + "' has no shape (give --shape " + in.name() +
+                     "=D1,D2,...)");
+    }
+    if (!given.empty() && tt.has_shape() &&
+        given.size() != static_cast<size_t>(tt.shape().dim_size())) {
+      return Invalid("--shape " + in.name() + " has " + std::to_string(given.size()) +
+                     " dimensions, the input has " + std::to_string(tt.shape().dim_size()));
+    }
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto& dim = tt.shape().dim(d);
+      const bool fixed = dim.has_dim_value() && dim.dim_value() >= 0;
+      if (!given.empty()) {
+        if (fixed && dim.dim_value() != given[d]) {
+          return Invalid("--shape " + in.name() + ": dimension " + std::to_string(d) + " is " +
+                         std::to_string(dim.dim_value()) + " in the model, not " +
+                         std::to_string(given[d]));
+        }
+        continue;
+      }
+      if (!fixed) {
+        const std::string what = dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unknown";
+        return Invalid("input '" + in.name() + "' has a dynamic dimension " + what +
+                       " (give --shape " + in.name() + "=D1,D2,...)");
+      }
+      v.shape.push_back(dim.dim_value());
+    }
+    if (!given.empty()) v.shape = given;
+    const int id = g.AddValue(std::move(v));
+    by_name[in.name()] = id;
+    g.inputs.push_back(id);
+  }
+  std::set<std::string> node_names;
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const onnx::NodeProto& np = gp.node(k);
+    Node n;
+    n.op = np.op_type();
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
+    while (!node_names.insert(n.name).second) n.name += "_" + std::to_string(k);
+    const std::string where = n.op + " node '" + n.name + "'";
+    if (!np.domain().empty() && np.domain() != "ai.onnx") {
+      return Invalid(where + ": domain '" + np.domain() + "' is not supported");
+    }
+    if (FindOp(n.op) == nullptr) {
+      return Invalid(where + ": operator " + n.op + " is not supported");
+    }
+    for (const auto& a : np.attribute()) {
+      CT_ASSIGN_OR_RETURN(n.attrs[a.name()], FromAttribute(a, where, base_dir));
+    }
+    for (const auto& in : np.input()) {
+      if (in.empty()) {
+        n.inputs.push_back(-1);
+        continue;
+      }
+      auto it = by_name.find(in);
+      if (it == by_name.end())
+        return Invalid(where + ": input '" + in + "' is not defined before it");
+      n.inputs.push_back(it->second);
+    }
+    int outs = np.output_size();
+    while (outs > 0 && np.output(outs - 1).empty()) --outs;  // optional outputs left out
+    for (int o = 0; o < outs; ++o) {
+      Value v;
+      v.name = np.output(o);
+      if (v.name.empty() || by_name.count(v.name)) {
+        return Invalid(where + ": output " + std::to_string(o) + " ('" + v.name +
+                       "') is empty or defined twice");
+      }
+      const int id = g.AddValue(std::move(v));
+      by_name[np.output(o)] = id;
+      n.outputs.push_back(id);
+    }
+    CT_RETURN_IF_ERROR(InferNode(g, n));
+    if (CanFold(g, n)) CT_RETURN_IF_ERROR(EvalNode(g, n));
+    g.nodes.push_back(std::move(n));
+  }
+  for (const auto& out : gp.output()) {
+    auto it = by_name.find(out.name());
+    if (it == by_name.end()) return Invalid("output '" + out.name() + "' is computed by no node");
+    g.outputs.push_back(it->second);
+  }
+  return g;
+}
+
+Expected<Graph> ImportOnnx(const std::string& path, const ImportOptions& options) {
+  CT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  auto g = ImportOnnxBytes(bytes, fs::path(path).parent_path().string(), options);
+  if (!g.ok()) return Status(g.status().code(), path + ": " + g.status().message());
+  return g;
+}
+
+Expected<std::vector<std::string>> OnnxInputNames(const std::string& path) {
+  CT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return Invalid(path + ": not an ONNX model");
+  std::set<std::string> weights;
+  for (const auto& t : model.graph().initializer()) weights.insert(t.name());
+  std::vector<std::string> out;
+  for (const auto& in : model.graph().input()) {
+    if (!weights.count(in.name())) out.push_back(in.name());
+  }
+  return out;
+}
+
+Expected<std::map<std::string, std::vector<int64_t>>> ParseShapeFlags(
+    const std::vector<std::string>& flags) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const std::string& f : flags) {
+    const size_t eq = f.find('=');
+    const std::string name = f.substr(0, eq);
+    if (eq == std::string::npos || name.empty()) {
+      return Invalid("--shape '" + f + "' is not NAME=D1,D2,...");
+    }
+    std::vector<int64_t> dims;
+    size_t pos = eq + 1;
+    while (true) {
+      const size_t comma = f.find(',', pos);
+      const std::string part =
+          f.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      char* end = nullptr;
+      const long long v = std::strtoll(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || v < 1 || v > (int64_t{1} << 31)) {
+        return Invalid("--shape '" + f + "': dimensions are positive integers");
+      }
+      dims.push_back(v);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    if (!out.emplace(name, dims).second) return Invalid("--shape gives '" + name + "' twice");
+  }
+  return out;
+}
+
+Expected<Value> ReadTensorFile(const std::string& path) {
+  CT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  onnx::TensorProto t;
+  if (!t.ParseFromString(bytes)) return Invalid(path + ": not a TensorProto");
+  auto v = FromTensorProto(t, fs::path(path).parent_path().string());
+  if (!v.ok()) return Status(v.status().code(), path + ": " + v.status().message());
+  return v;
+}
+
+}  // namespace crosstune::model

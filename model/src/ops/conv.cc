@@ -1,0 +1,113 @@
+// Conv (ONNX) and FusedConv (the passes' conv + bias + residual add + activation: one tuned task).
+//
+// FusedConv: inputs data [N,C,H,W], weight [K,C/group,R,S], bias [K] (optional), residual
+// [N,K,OH,OW] (optional); attributes as Conv's after import (explicit pads) plus activation
+// ("none" or "relu").
+#include <algorithm>
+
+#include "ops/op_defs.h"
+
+namespace crosstune::model {
+namespace {
+
+Status InferConvLike(OpContext& ctx) {
+  const Value& x = ctx.in(0);
+  const Value& w = ctx.in(1);
+  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32) {
+    return ctx.Error("only float32 is supported");
+  }
+  if (x.shape.size() != 4 || w.shape.size() != 4) {
+    return ctx.Error("only 2-D convolutions (4-D NCHW data and weight) are supported, data is " +
+                     ShapeText(x.shape));
+  }
+  const int64_t group = ctx.node().Int("group", 1);
+  const int64_t c = x.shape[1], k = w.shape[0];
+  if (group < 1 || c % group != 0 || k % group != 0 || w.shape[1] != c / group) {
+    return ctx.Error("weight " + ShapeText(w.shape) + " does not fit data " + ShapeText(x.shape) +
+                     " with group " + std::to_string(group));
+  }
+  ops::Window wd;
+  CT_RETURN_IF_ERROR(
+      ops::ResolveWindow(ctx, x.shape[2], x.shape[3], {w.shape[2], w.shape[3]}, &wd));
+  if (wd.kh != w.shape[2] || wd.kw != w.shape[3]) {
+    return ctx.Error("kernel_shape differs from the weight's " + ShapeText(w.shape));
+  }
+  if (ctx.has_input(2) && ctx.in(2).shape != std::vector<int64_t>{k}) {
+    return ctx.Error("bias must be [" + std::to_string(k) + "]");
+  }
+  std::vector<int64_t> out = {x.shape[0], k, wd.oh, wd.ow};
+  if (ctx.has_input(3) && ctx.in(3).shape != out) {
+    return ctx.Error("residual must be " + ShapeText(out));
+  }
+  const std::string act = ctx.node().String("activation", "none");
+  if (act != "none" && act != "relu") return ctx.Error("activation '" + act + "' is not supported");
+  ctx.SetOutput(0, DType::kFloat32, out);
+  return Status::Ok();
+}
+
+Status EvalConvLike(OpContext& ctx) {
+  const Value& xv = ctx.in(0);
+  const Value& wv = ctx.in(1);
+  const float* x = xv.floats();
+  const float* w = wv.floats();
+  const float* bias = ctx.has_input(2) ? ctx.in(2).floats() : nullptr;
+  const float* res = ctx.has_input(3) ? ctx.in(3).floats() : nullptr;
+  const bool relu = ctx.node().String("activation", "none") == "relu";
+  const ops::Window wd = ops::WindowOf(ctx.node(), ctx.out(0).shape);
+  const int64_t n = xv.shape[0], c = xv.shape[1], h = xv.shape[2], wi = xv.shape[3];
+  const int64_t k = wv.shape[0], group = ctx.node().Int("group", 1);
+  const int64_t cg = c / group, kg = k / group;
+  std::vector<float>& y = ctx.OutFloats(0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < k; ++oc) {
+      const int64_t g = oc / kg;
+      for (int64_t oy = 0; oy < wd.oh; ++oy)
+        for (int64_t ox = 0; ox < wd.ow; ++ox) {
+          double sum = bias ? bias[oc] : 0.0;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t r = 0; r < wd.kh; ++r) {
+              const int64_t iy = oy * wd.sh - wd.pt + r * wd.dh;
+              if (iy < 0 || iy >= h) continue;
+              for (int64_t s = 0; s < wd.kw; ++s) {
+                const int64_t ix = ox * wd.sw - wd.pl + s * wd.dw;
+                if (ix < 0 || ix >= wi) continue;
+                sum += static_cast<double>(x[((b * c + g * cg + ic) * h + iy) * wi + ix]) *
+                       w[((oc * cg + ic) * wd.kh + r) * wd.kw + s];
+              }
+            }
+          const int64_t o = ((b * k + oc) * wd.oh + oy) * wd.ow + ox;
+          if (res) sum += res[o];
+          if (relu && sum < 0) sum = 0;
+          y[o] = static_cast<float>(sum);
+        }
+    }
+  return Status::Ok();
+}
+
+double ConvFlops(const Graph& g, const Node& n) {
+  const auto& w = g.values[n.inputs[1]].shape;
+  const auto& y = g.values[n.outputs[0]].shape;
+  return 2.0 * NumElements(y) * w[1] * w[2] * w[3];
+}
+
+}  // namespace
+
+const OpDef kConv = {"Conv",
+                     {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
+                     2,
+                     3,
+                     1,
+                     InferConvLike,
+                     EvalConvLike,
+                     ConvFlops};
+
+const OpDef kFusedConv = {"FusedConv",
+                          {"dilations", "group", "kernel_shape", "pads", "strides", "activation"},
+                          2,
+                          4,
+                          1,
+                          InferConvLike,
+                          EvalConvLike,
+                          ConvFlops};
+
+}  // namespace crosstune::model

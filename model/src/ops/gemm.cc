@@ -1,0 +1,172 @@
+// Gemm (alpha * A' B' + beta * C, C broadcast to [M, N]) and MatMul (numpy's, batched with
+// broadcasting; 1-D operands promoted).
+#include "ops/op_defs.h"
+
+namespace crosstune::model {
+namespace {
+
+Status InferGemm(OpContext& ctx) {
+  const Value& a = ctx.in(0);
+  const Value& b = ctx.in(1);
+  if (a.dtype != DType::kFloat32 || b.dtype != DType::kFloat32) {
+    return ctx.Error("only float32 is supported");
+  }
+  if (a.shape.size() != 2 || b.shape.size() != 2) return ctx.Error("A and B must be 2-D");
+  const bool ta = ctx.node().Int("transA", 0) != 0, tb = ctx.node().Int("transB", 0) != 0;
+  const int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
+  const int64_t kb = tb ? b.shape[1] : b.shape[0], n = tb ? b.shape[0] : b.shape[1];
+  if (k != kb) {
+    return ctx.Error("A " + ShapeText(a.shape) + " and B " + ShapeText(b.shape) +
+                     " do not multiply");
+  }
+  if (ctx.has_input(2)) {
+    std::vector<int64_t> out;
+    if (!ops::BroadcastShapes(ctx.in(2).shape, {m, n}, &out) || out != std::vector<int64_t>{m, n}) {
+      return ctx.Error("C " + ShapeText(ctx.in(2).shape) + " does not broadcast to [M, N]");
+    }
+  }
+  ctx.SetOutput(0, DType::kFloat32, {m, n});
+  return Status::Ok();
+}
+
+Status EvalGemm(OpContext& ctx) {
+  const Value& av = ctx.in(0);
+  const Value& bv = ctx.in(1);
+  const Node& nd = ctx.node();
+  const bool ta = nd.Int("transA", 0) != 0, tb = nd.Int("transB", 0) != 0;
+  const double alpha = nd.Float("alpha", 1.0), beta = nd.Float("beta", 1.0);
+  const int64_t m = ctx.out(0).shape[0], n = ctx.out(0).shape[1];
+  const int64_t k = ta ? av.shape[0] : av.shape[1];
+  std::vector<int64_t> cidx;
+  if (ctx.has_input(2)) cidx = ops::BroadcastIndex(ctx.in(2).shape, {m, n});
+  std::vector<float>& y = ctx.OutFloats(0);
+  const float *a = av.floats(), *b = bv.floats();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += static_cast<double>(ta ? a[p * m + i] : a[i * k + p]) *
+               (tb ? b[j * k + p] : b[p * n + j]);
+      }
+      double v = alpha * sum;
+      if (!cidx.empty()) v += beta * ctx.in(2).floats()[cidx[i * n + j]];
+      y[i * n + j] = static_cast<float>(v);
+    }
+  return Status::Ok();
+}
+
+double GemmFlops(const Graph& g, const Node& n) {
+  const auto& a = g.values[n.inputs[0]].shape;
+  const int64_t k = n.Int("transA", 0) ? a[0] : a[1];
+  return 2.0 * g.values[n.outputs[0]].elements() * k;
+}
+
+// MatMul's operands as batched matrices: batch shape, rows, cols.
+struct Mat {
+  std::vector<int64_t> batch;
+  int64_t rows, cols;
+};
+
+Status InferMatMul(OpContext& ctx) {
+  const Value& a = ctx.in(0);
+  const Value& b = ctx.in(1);
+  if (a.dtype != DType::kFloat32 || b.dtype != DType::kFloat32) {
+    return ctx.Error("only float32 is supported");
+  }
+  if (a.shape.empty() || b.shape.empty()) return ctx.Error("scalars do not multiply");
+  const int64_t ka = a.shape.back();
+  const int64_t kb = b.shape.size() == 1 ? b.shape[0] : b.shape[b.shape.size() - 2];
+  if (ka != kb) {
+    return ctx.Error("A " + ShapeText(a.shape) + " and B " + ShapeText(b.shape) +
+                     " do not multiply");
+  }
+  std::vector<int64_t> ba(a.shape.begin(), a.shape.end() - std::min<size_t>(2, a.shape.size()));
+  std::vector<int64_t> bb(b.shape.begin(), b.shape.end() - std::min<size_t>(2, b.shape.size()));
+  std::vector<int64_t> out;
+  if (!ops::BroadcastShapes(ba, bb, &out)) return ctx.Error("batch dimensions do not broadcast");
+  if (a.shape.size() >= 2) out.push_back(a.shape[a.shape.size() - 2]);
+  if (b.shape.size() >= 2) out.push_back(b.shape.back());
+  ctx.SetOutput(0, DType::kFloat32, out);
+  return Status::Ok();
+}
+
+Status EvalMatMul(OpContext& ctx) {
+  const Value& av = ctx.in(0);
+  const Value& bv = ctx.in(1);
+  auto as_mat = [](const std::vector<int64_t>& s, bool left) {
+    Mat m;
+    if (s.size() == 1) {
+      m.rows = left ? 1 : s[0];
+      m.cols = left ? s[0] : 1;
+    } else {
+      m.batch.assign(s.begin(), s.end() - 2);
+      m.rows = s[s.size() - 2];
+      m.cols = s.back();
+    }
+    return m;
+  };
+  const Mat a = as_mat(av.shape, true), b = as_mat(bv.shape, false);
+  std::vector<int64_t> batch;
+  ops::BroadcastShapes(a.batch, b.batch, &batch);
+  const std::vector<int64_t> ia = ops::BroadcastIndex(a.batch, batch);
+  const std::vector<int64_t> ib = ops::BroadcastIndex(b.batch, batch);
+  const int64_t m = a.rows, k = a.cols, n = b.cols;
+  std::vector<float>& y = ctx.OutFloats(0);
+  for (size_t bi = 0; bi < ia.size(); ++bi) {
+    const float* pa = av.floats() + ia[bi] * m * k;
+    const float* pb = bv.floats() + ib[bi] * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(pa[i * k + p]) * pb[p * n + j];
+        y[(bi * m + i) * n + j] = static_cast<float>(sum);
+      }
+  }
+  return Status::Ok();
+}
+
+double MatMulFlops(const Graph& g, const Node& n) {
+  return 2.0 * g.values[n.outputs[0]].elements() * g.values[n.inputs[0]].shape.back();
+}
+
+// Dense (the passes' form of a Gemm with a constant weight): data [B, IN], weight [OUT, IN],
+// bias [OUT]; y = data weight^T + bias.
+Status InferDense(OpContext& ctx) {
+  const Value& x = ctx.in(0);
+  const Value& w = ctx.in(1);
+  if (x.shape.size() != 2 || w.shape.size() != 2 || x.shape[1] != w.shape[1] ||
+      ctx.in(2).shape != std::vector<int64_t>{w.shape[0]}) {
+    return ctx.Error("wants data [B, IN], weight [OUT, IN] and bias [OUT]");
+  }
+  ctx.SetOutput(0, DType::kFloat32, {x.shape[0], w.shape[0]});
+  return Status::Ok();
+}
+
+Status EvalDense(OpContext& ctx) {
+  const Value& xv = ctx.in(0);
+  const Value& wv = ctx.in(1);
+  const int64_t b = xv.shape[0], in = xv.shape[1], out = wv.shape[0];
+  std::vector<float>& y = ctx.OutFloats(0);
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = ctx.InFloats(2)[o];
+      for (int64_t p = 0; p < in; ++p) {
+        sum += static_cast<double>(xv.floats()[i * in + p]) * wv.floats()[o * in + p];
+      }
+      y[i * out + o] = static_cast<float>(sum);
+    }
+  return Status::Ok();
+}
+
+double DenseFlops(const Graph& g, const Node& n) {
+  return 2.0 * g.values[n.outputs[0]].elements() * g.values[n.inputs[1]].shape[1];
+}
+
+}  // namespace
+
+const OpDef kDense = {"Dense", {}, 3, 3, 1, InferDense, EvalDense, DenseFlops};
+const OpDef kGemm = {"Gemm",   {"alpha", "beta", "transA", "transB"}, 2, 3, 1, InferGemm, EvalGemm,
+                     GemmFlops};
+const OpDef kMatMul = {"MatMul", {}, 2, 2, 1, InferMatMul, EvalMatMul, MatMulFlops};
+
+}  // namespace crosstune::model

@@ -1,0 +1,50 @@
+// The OpDefs of model/src/ops/*.cc (one row each in registry.cc), and helpers they share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "crosstune/model/ops.h"
+
+namespace crosstune::model {
+
+extern const OpDef kConv, kFusedConv;                          // conv.cc
+extern const OpDef kBatchNormalization, kLrn;                  // norm.cc
+extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;         // activation.cc
+extern const OpDef kAdd, kSub, kMul, kDiv, kSum;               // binary.cc
+extern const OpDef kMaxPool, kAveragePool, kGlobalAvgPool;     // pool.cc
+extern const OpDef kConcat, kFlatten, kReshape, kTranspose;    // shape_ops.cc
+extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;  // shape_ops.cc
+extern const OpDef kConstant, kConstantOfShape, kShape;        // constant.cc
+extern const OpDef kGemm, kMatMul, kDense;                     // gemm.cc
+extern const OpDef kSoftmax;                                   // softmax.cc
+
+namespace ops {
+
+// Numpy's multidirectional broadcast of two shapes, or empty with ok=false.
+bool BroadcastShapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                     std::vector<int64_t>* out);
+// For each element of `out_shape`, the index of the element of `in_shape` (broadcast into it).
+std::vector<int64_t> BroadcastIndex(const std::vector<int64_t>& in_shape,
+                                    const std::vector<int64_t>& out_shape);
+// An axis in [-rank, rank) as [0, rank), or -1.
+int64_t NormAxis(int64_t axis, int64_t rank);
+
+// The spatial window of a 2-D conv or pool (NCHW): kernel, strides, dilations and pads
+// (top, left, bottom, right) resolved from the attributes, auto_pad included; and the output size.
+struct Window {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t oh = 0, ow = 0;
+};
+// Reads kernel_shape (or `kernel` when the node has none: a conv's weight), strides, dilations,
+// pads, auto_pad and ceil_mode, writes them back explicit (auto_pad removed; ceil_mode kept), and
+// computes the output size. Errors through ctx.
+Status ResolveWindow(OpContext& ctx, int64_t h, int64_t w, std::vector<int64_t> kernel,
+                     Window* out);
+// From the explicit attributes ResolveWindow wrote and the output's NCHW shape.
+Window WindowOf(const Node& n, const std::vector<int64_t>& out_shape);
+
+}  // namespace ops
+}  // namespace crosstune::model

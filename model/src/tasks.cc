@@ -1,0 +1,68 @@
+// Task extraction (tasks.h).
+#include "crosstune/model/tasks.h"
+
+#include <map>
+
+namespace crosstune::model {
+namespace {
+
+bool Uniform(const std::vector<int64_t>& v) {
+  for (int64_t x : v) {
+    if (x != v[0]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<NodeTask> TaskOf(const Graph& g, const Node& n) {
+  if (n.op == "Dense") {
+    const auto& x = g.values[n.inputs[0]].shape;
+    const auto& w = g.values[n.inputs[1]].shape;
+    return NodeTask{"dense", {x[0], x[1], w[0]}};
+  }
+  if (n.op != "FusedConv") return std::nullopt;
+  const auto& x = g.values[n.inputs[0]].shape;
+  const auto& w = g.values[n.inputs[1]].shape;
+  const auto strides = n.Ints("strides"), pads = n.Ints("pads");
+  if (n.Ints("dilations") != std::vector<int64_t>{1, 1} || !Uniform(strides) || !Uniform(pads)) {
+    return std::nullopt;
+  }
+  const bool residual = n.inputs.size() > 3 && n.inputs[3] >= 0;
+  const bool relu = n.String("activation", "none") == "relu";
+  const int64_t group = n.Int("group", 1);
+  if (group == 1) {
+    std::vector<int64_t> shape = {x[0], x[1], x[2], x[3], w[0], w[2], w[3], strides[0], pads[0]};
+    if (residual || !relu) shape.push_back(residual ? 1 : 0);
+    if (!relu) shape.push_back(0);
+    return NodeTask{"conv2d", shape};
+  }
+  if (group == x[1] && w[0] == x[1] && w[1] == 1 && relu && !residual) {
+    return NodeTask{"depthwise_conv2d", {x[0], x[1], x[2], x[3], w[2], w[3], strides[0], pads[0]}};
+  }
+  return std::nullopt;
+}
+
+std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g) {
+  std::vector<tuner::WorkloadLayer> layers;
+  std::map<std::pair<std::string, std::vector<int64_t>>, size_t> index;
+  for (const Node& n : g.nodes) {
+    auto t = TaskOf(g, n);
+    if (!t) continue;
+    auto key = std::make_pair(t->template_name, t->shape);
+    if (auto it = index.find(key); it != index.end()) {
+      ++layers[it->second].count;
+      continue;
+    }
+    index[key] = layers.size();
+    layers.push_back({n.name, t->template_name, t->shape, 1});
+  }
+  return layers;
+}
+
+Expected<std::vector<tuner::WorkloadLayer>> MakeWorkload(const std::string& name) {
+  CT_ASSIGN_OR_RETURN(Graph g, BuiltinGraph(name));
+  return ExtractTasks(g);
+}
+
+}  // namespace crosstune::model

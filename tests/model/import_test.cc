@@ -1,0 +1,80 @@
+// ONNX import and the host interpreter against Debian's libonnx-testdata: for every node test of a
+// supported operator, the imported graph's output shapes and the interpreter's outputs equal the
+// reference outputs; and the refusals name what they refuse.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "crosstune/model/onnx_import.h"
+#include "crosstune/model/ops.h"
+#include "testdata_cases.h"
+
+namespace crosstune::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+double MaxError(const Value& got, const Value& want) {
+  double worst = 0;
+  if (got.dtype == DType::kFloat32) {
+    for (int64_t i = 0; i < want.elements(); ++i) {
+      const double w = want.floats()[i], d = std::fabs(got.floats()[i] - w);
+      worst = std::max(worst, d / (1e-5 + 1e-4 * std::fabs(w)));
+    }
+    return worst;
+  }
+  return *got.data == *want.data ? 0 : INFINITY;
+}
+
+class NodeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NodeTest, ImportsAndComputesTheReferenceOutputs) {
+  const fs::path dir = testing::NodeTestDir(GetParam());
+  ASSERT_TRUE(fs::exists(dir / "model.onnx")) << dir << " (install libonnx-testdata)";
+  const fs::path data = dir / "test_data_set_0";
+  const std::vector<Value> inputs = testing::ReadSet(data, "input_");
+  const std::vector<Value> outputs = testing::ReadSet(data, "output_");
+  ASSERT_FALSE(outputs.empty());
+
+  std::vector<Value> feed;
+  auto g = testing::ImportNodeTest(dir, inputs, &feed);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->outputs.size(), outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EXPECT_EQ(g->values[g->outputs[i]].shape, outputs[i].shape) << "output " << i;
+  }
+  auto got = Interpret(*g, feed);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EXPECT_LE(MaxError((*got)[i], outputs[i]), 1.0) << "output " << i;
+  }
+}
+
+TEST(InferNodeTest, RefusesAnUnsupportedAttributeNamingIt) {
+  Graph g;
+  g.opset = 13;
+  Value x;
+  x.name = "x";
+  x.shape = {1, 3, 8, 8};
+  Value y;
+  y.name = "y";
+  Node n;
+  n.op = "Relu";
+  n.name = "act";
+  n.inputs = {g.AddValue(x)};
+  n.outputs = {g.AddValue(y)};
+  n.SetInt("inplace", 1);
+  Status s = InferNode(g, n);
+  EXPECT_EQ(s.message(), "Relu node 'act': attribute 'inplace' is not supported");
+  n.attrs.clear();
+  EXPECT_TRUE(InferNode(g, n).ok());
+  EXPECT_EQ(g.values[n.outputs[0]].shape, x.shape);
+}
+
+INSTANTIATE_TEST_SUITE_P(OnnxTestData, NodeTest, ::testing::ValuesIn(testing::kCases),
+                         [](const auto& info) { return std::string(info.param).substr(5); });
+
+}  // namespace
+}  // namespace crosstune::model

@@ -1,0 +1,74 @@
+#include "model_files.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "crosstune/client/npy.h"
+#include "crosstune/testing/support.h"
+
+namespace crosstune::model::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string& Dir() {
+  static const std::string dir = crosstune::testing::MakeTempDir("crosstune-models");
+  return dir;
+}
+
+std::string Python() { return CT_MODEL_PYTHON; }
+std::string Script(const std::string& name) { return std::string(CT_SCRIPTS_DIR) + "/" + name; }
+
+// Runs onnx-reference.py once per model and seed; returns its folder.
+std::string Reference(const std::string& model, int seed) {
+  static std::map<std::pair<std::string, int>, std::string> done;
+  auto key = std::make_pair(model, seed);
+  if (auto it = done.find(key); it != done.end()) return it->second;
+  const std::string dir = model + ".ref" + std::to_string(seed);
+  auto r = crosstune::testing::RunCommand(
+      Python() + " " + Script("onnx-reference.py") + " " + model + " --seed " +
+      std::to_string(seed) + " --write-inputs " + dir + "/in --out-dir " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  done[key] = dir;
+  return dir;
+}
+
+std::string First(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) return e.path().string();
+  return "";
+}
+
+}  // namespace
+
+std::string MakeModel(const std::string& file, const std::string& args) {
+  const std::string path = Dir() + "/" + file;
+  if (fs::exists(path)) return path;
+  auto r = crosstune::testing::RunCommand(Python() + " " + Script("make-model.py") + " " + args +
+                                          " -o " + path);
+  EXPECT_EQ(r.exit_code, 0) << "make-model.py " << args << " (is the model venv installed? "
+                            << "scripts/install-deps.sh)\n"
+                            << r.out << r.err;
+  return r.exit_code == 0 ? path : "";
+}
+
+std::vector<float> ReadNpyFloats(const std::string& path) {
+  auto a = client::ReadNpy(path);
+  EXPECT_TRUE(a.ok()) << path << ": " << a.status().message();
+  if (!a.ok()) return {};
+  std::vector<float> out(a->data.size() / 4);
+  std::memcpy(out.data(), a->data.data(), out.size() * 4);
+  return out;
+}
+
+std::vector<float> ReferenceOutput(const std::string& model, int seed) {
+  return ReadNpyFloats(First(Reference(model, seed) + "/out"));
+}
+
+std::vector<float> SeededInput(const std::string& model, int seed) {
+  return ReadNpyFloats(First(Reference(model, seed) + "/in"));
+}
+
+}  // namespace crosstune::model::testing

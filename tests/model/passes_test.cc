@@ -1,0 +1,235 @@
+// The graph passes and task extraction on models scripts/make-model.py writes, with onnxruntime's
+// outputs as the reference: import is right when the host interpreter agrees with onnxruntime,
+// and each pass is right when the graph computes the same outputs after it.
+#include "crosstune/model/passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "crosstune/model/onnx_import.h"
+#include "crosstune/model/ops.h"
+#include "crosstune/model/storage_plan.h"
+#include "crosstune/model/tasks.h"
+#include "model_files.h"
+
+namespace crosstune::model {
+namespace {
+
+using testing::MakeModel;
+using testing::ReferenceOutput;
+using testing::SeededInput;
+
+// max |a - b| / (1e-5 + |b|)-ish: the worst element's error in units of fp32 tolerance
+// (atol 1e-4 + rtol 1e-3), printed with the max abs and max rel errors.
+double Compare(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  double abs_err = 0, rel_err = 0, worst = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    abs_err = std::max(abs_err, d);
+    rel_err = std::max(rel_err, d / std::max(1e-6, std::fabs(static_cast<double>(want[i]))));
+    worst = std::max(worst, d / (1e-4 + 1e-3 * std::fabs(static_cast<double>(want[i]))));
+  }
+  std::printf("%s: max abs error %.3g, max rel error %.3g\n", what, abs_err, rel_err);
+  return worst;
+}
+
+std::map<std::string, int> Ops(const Graph& g) { return Stats(g).ops; }
+
+TEST(PassesTest, FoldingAndFusionKeepTheOutputsOfAnExplicitBatchNormModel) {
+  const std::string path = MakeModel("small_bn.onnx", "small --bn explicit");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = SeededInput(path);
+  auto before = Interpret(*g, {x});
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  EXPECT_LE(Compare((*before)[0], ReferenceOutput(path), "imported vs onnxruntime"), 1.0);
+
+  Graph fused = *g;
+  ASSERT_TRUE(RunPasses(fused, DefaultPasses()).ok());
+  auto ops = Ops(fused);
+  EXPECT_EQ(ops.count("BatchNormalization"), 0u);
+  EXPECT_EQ(ops.count("Relu"), 0u);
+  EXPECT_EQ(ops.count("Add"), 0u);
+  EXPECT_EQ(ops.count("Dropout"), 0u);
+  EXPECT_EQ(ops["FusedConv"], 4);
+  EXPECT_EQ(ops["Dense"], 1);
+  auto after = Interpret(fused, {x});
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  EXPECT_LE(Compare((*after)[0], (*before)[0], "fused vs unfused"), 1.0);
+  // The model's own names stay.
+  EXPECT_EQ(fused.values[fused.inputs[0]].name, "input");
+  EXPECT_EQ(fused.values[fused.outputs[0]].name, "probs");
+}
+
+TEST(PassesTest, EachPassAloneKeepsTheOutputs) {
+  const std::string path = MakeModel("small_bn.onnx", "small --bn explicit");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = SeededInput(path);
+  auto want = Interpret(*g, {x});
+  ASSERT_TRUE(want.ok());
+  for (const Pass& p : DefaultPasses()) {
+    Graph h = *g;
+    ASSERT_TRUE(p.run(h).ok()) << p.name;
+    auto got = Interpret(h, {x});
+    ASSERT_TRUE(got.ok()) << p.name << ": " << got.status().message();
+    EXPECT_LE(Compare((*got)[0], (*want)[0], p.name), 1.0);
+  }
+}
+
+TEST(PassesTest, ResNet50Width16MatchesOnnxRuntimeBeforeAndAfterThePasses) {
+  const std::string path = MakeModel("r50w16_bn.onnx", "resnet50 --width 16 --bn explicit");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = SeededInput(path);
+  const std::vector<float> ref = ReferenceOutput(path);
+  Graph fused = *g;
+  ASSERT_TRUE(RunPasses(fused, DefaultPasses()).ok());
+  EXPECT_EQ(Ops(fused)["FusedConv"], 53);
+  auto got = Interpret(fused, {x});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_LE(Compare((*got)[0], ref, "resnet50 w16, passes run, vs onnxruntime"), 1.0);
+}
+
+TEST(PassesTest, ConstantFoldingRemovesShapeArithmetic) {
+  const std::string path = MakeModel("shapes.onnx", "shapes");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
+  auto ops = Ops(*g);
+  for (const char* op : {"Constant", "ConstantOfShape", "Shape", "Concat", "Unsqueeze"}) {
+    EXPECT_EQ(ops.count(op), 0u) << op;
+  }
+  auto got = Interpret(*g, {SeededInput(path)});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_LE(Compare((*got)[0], ReferenceOutput(path), "shapes vs onnxruntime"), 1.0);
+}
+
+TEST(TasksTest, ImportedResNet50HasTheTasksOfTheBuiltInWorkload) {
+  const std::string path = MakeModel("r50.onnx", "resnet50");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
+  const auto imported = ExtractTasks(*g);
+  auto builtin = MakeWorkload("resnet50");
+  ASSERT_TRUE(builtin.ok());
+  ASSERT_EQ(imported.size(), builtin->size());
+  for (size_t i = 0; i < imported.size(); ++i) {
+    EXPECT_EQ(imported[i].name, (*builtin)[i].name);
+    EXPECT_EQ(imported[i].template_name, (*builtin)[i].template_name);
+    EXPECT_EQ(imported[i].shape, (*builtin)[i].shape) << imported[i].name;
+    EXPECT_EQ(imported[i].count, (*builtin)[i].count) << imported[i].name;
+  }
+  const GraphStats s = Stats(*g);
+  EXPECT_NEAR(s.params / 1e6, 25.53, 0.01);
+  EXPECT_NEAR(s.flops / 2e9, 4.09, 0.02);  // GMAC
+}
+
+// No two values whose lifetimes overlap share a buffer, and every buffer holds its values.
+void ExpectValidPlan(const Graph& g, const StoragePlan& plan) {
+  const int end = static_cast<int>(g.nodes.size());
+  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
+  for (int k = 0; k < end; ++k) {
+    for (int i : g.nodes[k].inputs) {
+      if (i >= 0) last[i] = std::max(last[i], k);
+    }
+    for (int o : g.nodes[k].outputs) first[o] = k;
+  }
+  for (int o : g.outputs) last[o] = end;
+  for (int i : g.inputs) last[i] = end;
+  for (size_t a = 0; a < g.values.size(); ++a) {
+    if (plan.storage_of[a] < 0) continue;
+    EXPECT_GE(plan.storage_bytes[plan.storage_of[a]], g.values[a].bytes()) << g.values[a].name;
+    for (size_t b = a + 1; b < g.values.size(); ++b) {
+      if (plan.storage_of[a] != plan.storage_of[b]) continue;
+      ASSERT_FALSE(g.values[a].is_const() || g.values[b].is_const())
+          << g.values[a].name << " and " << g.values[b].name << " share a param's storage";
+      const bool apart =
+          std::max(last[a], first[a]) < first[b] || std::max(last[b], first[b]) < first[a];
+      EXPECT_TRUE(apart) << g.values[a].name << " and " << g.values[b].name << " overlap";
+    }
+  }
+}
+
+TEST(StoragePlanTest, ResNet50NeedsAtMostTvmsActivationMemory) {
+  const std::string path = MakeModel("r50.onnx", "resnet50");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
+  const StoragePlan plan = PlanStorage(*g);
+  ExpectValidPlan(*g, plan);
+  std::printf("resnet50: activations %.2f MB in %zu buffers, params %.1f MB\n",
+              plan.activation_bytes / 1e6, plan.storage_bytes.size(), plan.param_bytes / 1e6);
+  EXPECT_LE(plan.activation_bytes, 9.8e6);
+}
+
+TEST(StoragePlanTest, SmallModelPlanIsValid) {
+  const std::string path = MakeModel("small_bn.onnx", "small --bn explicit");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ExpectValidPlan(*g, PlanStorage(*g));  // before the passes: BN, relu and adds of their own
+  ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
+  ExpectValidPlan(*g, PlanStorage(*g));
+}
+
+TEST(ImportTest, RefusesAnUnsupportedOperatorByNodeName) {
+  const std::string path = MakeModel("unsupported.onnx", "unsupported");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("Erf node 'gelu_erf': operator Erf is not supported"),
+            std::string::npos)
+      << g.status().message();
+}
+
+TEST(ImportTest, ADynamicDimensionNeedsAShape) {
+  const std::string path = MakeModel("dynamic.onnx", "dynamic");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("input 'input' has a dynamic dimension 'N'"),
+            std::string::npos)
+      << g.status().message();
+  auto shaped = ImportOnnx(path, {.shapes = {{"input", {2, 3, 8, 8}}}});
+  ASSERT_TRUE(shaped.ok()) << shaped.status().message();
+  EXPECT_EQ(shaped->values[shaped->outputs[0]].shape, (std::vector<int64_t>{2, 4, 8, 8}));
+  auto wrong = ImportOnnx(path, {.shapes = {{"image", {2, 3, 8, 8}}}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("'image', which is not an input of the model "
+                                          "(inputs: input)"),
+            std::string::npos)
+      << wrong.status().message();
+}
+
+TEST(ImportTest, ReadsOldIrWithInitializersAmongTheInputs) {
+  const std::string path = MakeModel("old_ir.onnx", "old-ir");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->inputs.size(), 1u);
+  auto got = Interpret(*g, {SeededInput(path)});
+  ASSERT_TRUE(got.ok());
+  EXPECT_LE(Compare((*got)[0], ReferenceOutput(path), "old IR vs onnxruntime"), 1.0);
+}
+
+TEST(ImportTest, ReadsExternalData) {
+  const std::string path = MakeModel("external.onnx", "external");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto got = Interpret(*g, {SeededInput(path)});
+  ASSERT_TRUE(got.ok());
+  EXPECT_LE(Compare((*got)[0], ReferenceOutput(path), "external data vs onnxruntime"), 1.0);
+}
+
+}  // namespace
+}  // namespace crosstune::model
