@@ -68,9 +68,8 @@ Status TranslateFlags(const std::vector<std::string>& flags, std::vector<std::st
     } else if (f == "-O0" || f == "-O1" || f == "-O2" || f == "-O3" || f == "-Os") {
       *has_opt = true;
       out->push_back(f);
-    } else if ((f.rfind("-D", 0) == 0 || f.rfind("-U", 0) == 0) && f.size() > 2) {
-      out->push_back(f);
-    } else if (f.rfind("-W", 0) == 0 || f == "-w" || f == "-funroll-loops" ||
+    } else if (((f.rfind("-D", 0) == 0 || f.rfind("-U", 0) == 0) && f.size() > 2) ||
+               f.rfind("-W", 0) == 0 || f == "-w" || f == "-funroll-loops" ||
                f == "-fno-unroll-loops" || f == "-fno-vectorize" || f == "-fno-slp-vectorize") {
       out->push_back(f);
     } else {

@@ -82,7 +82,7 @@ std::vector<int64_t> Value::AsInts() const {
         break;
       }
       case DType::kInt8:
-        out[i] = static_cast<int8_t>(p[i]);
+        out[i] = p[i] < 128 ? int64_t{p[i]} : int64_t{p[i]} - 256;
         break;
       case DType::kBool:
       case DType::kUint8:
