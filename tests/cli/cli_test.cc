@@ -255,7 +255,22 @@ TEST_F(CliTest, BuildCacheAnswersTheSameBuildAndNoCacheCompilesAgain) {
 
 TEST_F(CliTest, ShipsGraphAndParamsInThePackage) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
-  std::string graph = testing::WriteFile(work_ + "/graph.json", R"({"nodes": []})");
+  // One node: out = x + weight through the sample library's vadd (2x2 float32 each).
+  std::string graph = testing::WriteFile(work_ + "/graph.json", R"({
+    "nodes": [
+      {"op": "null", "name": "x", "inputs": []},
+      {"op": "null", "name": "weight", "inputs": []},
+      {"op": "tvm_op", "name": "add", "inputs": [[0, 0, 0], [1, 0, 0]],
+       "attrs": {"func_name": "vadd", "num_inputs": "2", "num_outputs": "1",
+                 "flatten_data": "0"}}],
+    "arg_nodes": [0, 1],
+    "node_row_ptr": [0, 1, 2, 3],
+    "heads": [[2, 0, 0]],
+    "attrs": {"dltype": ["list_str", ["float32", "float32", "float32"]],
+              "storage_id": ["list_int", [0, 1, 2]],
+              "shape": ["list_shape", [[2, 2], [2, 2], [2, 2]]]},
+    "crosstune": {"version": 1, "inputs": ["x"], "outputs": ["add"],
+                  "storage_bytes": [16, 16, 16]}})");
   pkg::ParamsWriter w;
   std::vector<float> weights = {1, 2, 3, 4};
   ASSERT_TRUE(w.Add("weight", DLDataType{kDLFloat, 32, 1}, {2, 2}, weights.data(), 16).ok());
