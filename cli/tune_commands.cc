@@ -262,15 +262,13 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
 void RegisterTune(CLI::App& app) {
   auto f = std::make_shared<TuneFlags>();
   auto* cmd = app.add_subcommand("tune", CompilerCommandHelp("tune"));
-  std::string templates;
-  for (const auto& name : tuner::TemplateNames()) {
-    templates += (templates.empty() ? "" : ", ") + name;
+  std::string templates, shapes;
+  for (const auto& t : tuner::Templates()) {
+    templates += (templates.empty() ? "" : ", ") + t.name;
+    shapes += (shapes.empty() ? "" : "; ") + t.name + ": " + t.shape;
   }
   cmd->add_option("template", f->template_name, "kernel template (" + templates + ")");
-  cmd->add_option("--shape", f->shape,
-                  "the task's sizes, e.g. 512,512,512 (matmul: M,N,K; conv2d: "
-                  "N,C,H,W,K,R,S,stride,pad[,residual]; depthwise_conv2d: N,C,H,W,R,S,stride,pad; "
-                  "dense: B,IN,OUT)");
+  cmd->add_option("--shape", f->shape, "the task's sizes, e.g. 512,512,512 (" + shapes + ")");
   cmd->add_option("--workload", f->workload,
                   "tune a network's distinct layers as tasks under one budget (resnet50); "
                   "--trials is then the network's, and --log is required");

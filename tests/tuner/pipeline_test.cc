@@ -26,18 +26,24 @@ enum Fault : int64_t { kNone, kSyntax, kCrash, kHang, kWrong, kReturn };
 
 class FaultyTask final : public Task {
  public:
-  FaultyTask(builder::Target target, std::vector<int64_t> faults) {
-    id_ = TaskId{"faulty_matmul", {8, 8, 8}, "float32"};
-    target_ = std::move(target);
-    EXPECT_TRUE(space_.AddCategorical("fault", faults).ok());
+  // With `no_wrong`, a constraint "no_wrong" refuses every fault but kNone.
+  FaultyTask(builder::Target target, const std::vector<int64_t>& faults, bool no_wrong = false)
+      : Task(TaskId{"faulty_matmul", {8, 8, 8}, "float32"}, std::move(target),
+             Space(faults, no_wrong)) {}
+  static ConfigSpace Space(const std::vector<int64_t>& faults, bool no_wrong) {
+    ConfigSpace space;
+    EXPECT_TRUE(space.AddCategorical("fault", faults).ok());
+    if (no_wrong) {
+      space.AddConstraint("no_wrong", [](const Config& c) { return c.Int("fault") == 0; });
+    }
+    return space;
   }
   std::string function() const override { return "matmul"; }
   std::vector<ArgSpec> args() const override {
     return {{"A", {8, 8}}, {"B", {8, 8}}, {"C", {8, 8}, {kDLFloat, 32, 1}, true}};
   }
   double flops() const override { return 2.0 * 8 * 8 * 8; }
-  Config DefaultConfig() const override { return space_.Get(0); }
-  ConfigSpace& mutable_space_for_test() { return space_; }
+  Config DefaultConfig() const override { return space().Get(0); }
   std::string Generate(const Config& c) const override {
     return "#define FAULT " + std::to_string(c.Int("fault")) + "\n" + R"(
 #include "crosstune/kernel_abi.h"
@@ -211,9 +217,7 @@ TEST_F(PipelineTest, EveryTrialErrorKindComesFromARealCause) {
   EXPECT_EQ(results[6].error, TrialError::kOk) << results[6].message;
 
   // Refused before the compiler: a config outside the space's constraints.
-  FaultyTask constrained(target_, {kNone, kWrong});
-  constrained.mutable_space_for_test().AddConstraint(
-      "no_wrong", [](const Config& c) { return c.Int("fault") == 0; });
+  FaultyTask constrained(target_, {kNone, kWrong}, /*no_wrong=*/true);
   auto refused = Run(constrained, {1});
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].error, TrialError::kInvalidConfig);

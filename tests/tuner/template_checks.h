@@ -77,15 +77,12 @@ inline void ExpectConfigsMatchReference(builder::Builder& builder, const Task& t
 // (CT_TASKS): every task's share of the items and its own scratch, without threads.
 class SplitIntoTasks final : public Task {
  public:
-  SplitIntoTasks(const Task& inner, int tasks) : inner_(inner), tasks_(tasks) {
-    id_ = inner.id();
-    target_ = inner.target();
-    space_ = inner.space();
-  }
+  SplitIntoTasks(const Task& inner, int tasks)
+      : Task(inner.id(), inner.target(), inner.space()), inner_(inner), tasks_(tasks) {}
   std::string function() const override { return inner_.function(); }
   std::vector<ArgSpec> args() const override { return inner_.args(); }
   double flops() const override { return inner_.flops(); }
-  Config DefaultConfig() const override { return space_.Get(inner_.DefaultConfig().index()); }
+  Config DefaultConfig() const override { return space().Get(inner_.DefaultConfig().index()); }
   Status CheckLimits(const Config& c, const msg::DeviceInfo& d) const override {
     return inner_.CheckLimits(c, d);
   }

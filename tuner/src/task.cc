@@ -6,19 +6,6 @@
 
 namespace crosstune::tuner {
 
-Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape,
-                                               const builder::Target& target,
-                                               const TaskOptions& options);
-Expected<std::unique_ptr<Task>> MakeConv2dTask(const std::vector<int64_t>& shape,
-                                               const builder::Target& target,
-                                               const TaskOptions& options);
-Expected<std::unique_ptr<Task>> MakeDepthwiseConv2dTask(const std::vector<int64_t>& shape,
-                                                        const builder::Target& target,
-                                                        const TaskOptions& options);
-Expected<std::unique_ptr<Task>> MakeDenseTask(const std::vector<int64_t>& shape,
-                                              const builder::Target& target,
-                                              const TaskOptions& options);
-
 Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) const {
   (void)config;
   (void)device;
@@ -43,28 +30,6 @@ Expected<std::vector<int64_t>> ParseShape(const std::string& text) {
     pos = comma + 1;
   }
   return out;
-}
-
-const std::vector<std::string>& TemplateNames() {
-  static const std::vector<std::string> names = {"matmul", "conv2d", "depthwise_conv2d", "dense"};
-  return names;
-}
-
-Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
-                                         const builder::Target& target,
-                                         const TaskOptions& options) {
-  if (options.threads < 1 || options.threads > 4096) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "threads must be 1..4096, not " + std::to_string(options.threads));
-  }
-  if (name == "matmul") return MakeMatmulTask(shape, target, options);
-  if (name == "conv2d") return MakeConv2dTask(shape, target, options);
-  if (name == "depthwise_conv2d") return MakeDepthwiseConv2dTask(shape, target, options);
-  if (name == "dense") return MakeDenseTask(shape, target, options);
-  std::string known;
-  for (const auto& n : TemplateNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status(ErrorCode::kInvalidArgument,
-                "unknown template '" + name + "' (templates: " + known + ")");
 }
 
 HostArgs MakeInputs(const Task& task, uint64_t seed) {

@@ -1,17 +1,22 @@
-// Helpers shared by the CPU kernel templates: what the target's vector unit offers, candidate
-// lists for split knobs, and pieces of generated C that every template's kernel needs (vector
-// types, tensor checks, a VW x VW in-register transpose, the parallel launch).
+// Helpers shared by the kernel templates: what the target's vector unit offers, candidate lists
+// for split knobs, the factories' common tail (NewTask), and the generated C that every CPU
+// template's kernel needs (vector types, tensor checks, a VW x VW in-register transpose, the
+// parallel launch) with its entry point and module table, generated from the task's args().
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crosstune/builder/target.h"
 #include "crosstune/messages.h"
 #include "crosstune/status.h"
+#include "crosstune/tuner/space.h"
+#include "crosstune/tuner/task.h"
 
 namespace crosstune::tuner::templates {
 
@@ -165,7 +170,7 @@ static inline void task_range(long items, int32_t task, int32_t num_tasks, long*
   *end = items * (task + 1) / num_tasks;
 }
 
-static int32_t run_tasks(task_body body, void* closure, long items) {
+static __attribute__((unused)) int32_t run_tasks(task_body body, void* closure, long items) {
   if (items <= 0) return 0;
 #if defined(CT_TASKS)
   long tasks = CT_TASKS; /* tests: this many tasks, one after another */
@@ -213,6 +218,77 @@ static int32_t run_tasks(task_body body, void* closure, long items) {
     o << "  v += __builtin_shufflevector(v, v" << idx << ");\n";
   }
   o << "  return v[0];\n}\n";
+  return o.str();
+}
+
+// The factories' common tail: `shape` (a template's sizes, with a `BuildSpace() const` that
+// returns its config space) becomes a task T(id, target, space, shape).
+template <typename T, typename Shape>
+Expected<std::unique_ptr<Task>> NewTask(TaskId id, const builder::Target& target,
+                                        const Shape& shape) {
+  CT_ASSIGN_OR_RETURN(ConfigSpace space, shape.BuildSpace());
+  return std::unique_ptr<Task>(new T(std::move(id), target, std::move(space), shape));
+}
+
+// Generated C after KernelPrelude(): `typedef struct {...} kernel_args;` with one pointer per
+// tensor of `args`, named as the argument (const for inputs), which the kernel's bodies read
+// through the closure they are given.
+inline std::string KernelArgsStruct(const std::vector<ArgSpec>& args) {
+  std::string o = "\ntypedef struct {\n";
+  for (const ArgSpec& a : args)
+    o += std::string(a.output ? "  float* " : "  const float* ") + a.name + ";\n";
+  return o + "} kernel_args;\n";
+}
+
+// One step of a kernel: run_tasks(body, &args, items) over the server's threads, `items` a C
+// expression.
+struct KernelPhase {
+  std::string body;
+  std::string items;
+};
+
+// Generated C after the kernel's bodies: the exported function `name`, which checks the argument
+// count and that every argument is a compact float32 tensor of its ArgSpec's shape (a named
+// error otherwise), binds them into a kernel_args, and runs `phases` in order, stopping at the
+// first that fails; with no phases it calls the kernel's own `static int32_t run(kernel_args*)`.
+// Then the module table with the function's signature.
+inline std::string KernelEntry(const std::string& name, const std::vector<ArgSpec>& args,
+                               const std::vector<KernelPhase>& phases) {
+  std::ostringstream o;
+  std::string names, signature;
+  for (const ArgSpec& a : args) {
+    names += (names.empty() ? "" : ", ") + a.name;
+    signature += "t";
+  }
+  o << "\nstatic int32_t " << name << "(const ct_arg* args, int32_t num_args) {\n"
+    << "  if (num_args != " << args.size() << ") {\n"
+    << "    g_error = \"" << name << " takes " << args.size() << " tensors: " << names << "\";\n"
+    << "    return 1;\n  }\n";
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string dims;
+    for (int64_t d : args[i].shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    o << "  static const long shape" << i << "[" << std::max<size_t>(1, args[i].shape.size())
+      << "] = {" << (dims.empty() ? "1" : dims) << "};\n"
+      << "  if (check_tensor(&args[" << i << "], " << args[i].shape.size() << ", shape" << i
+      << ", \"" << args[i].name << " must be a compact float32 tensor of shape [" << dims
+      << "]\")) return 1;\n";
+  }
+  o << "  kernel_args a;\n";
+  for (size_t i = 0; i < args.size(); ++i) {
+    o << "  a." << args[i].name << " = tensor_data(&args[" << i << "]);\n";
+  }
+  if (phases.empty()) {
+    o << "  return run(&a);\n";
+  } else {
+    o << "  int32_t rc = 0;\n";
+    for (const KernelPhase& p : phases) {
+      o << "  if (rc == 0) rc = run_tasks(" << p.body << ", &a, " << p.items << ");\n";
+    }
+    o << "  return rc;\n";
+  }
+  o << "}\n\nstatic const ct_function kFunctions[] = {{\"" << name << "\", " << name << ", \""
+    << signature << "\"}};\nCT_DEFINE_MODULE(\"crosstune " << name
+    << "\", kFunctions, last_error)\n";
   return o.str();
 }
 

@@ -42,6 +42,7 @@
 #include "templates/common.h"
 #include "templates/cuda.h"
 #include "templates/reference.h"
+#include "templates/registry.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -49,63 +50,70 @@ namespace {
 using templates::CeilDiv;
 using templates::RoundUp;
 
-constexpr const char* kUsage = "conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual]";
+// The task's sizes and the target's vector unit, and the config space they make.
+struct Conv2dShape {
+  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, k_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
+  int64_t oh_ = 0, ow_ = 0;
+  bool residual_ = false;
+  int vw_ = 4;
+  int regs_ = 16;
+  Expected<ConfigSpace> BuildSpace() const;
+  // 1x1, stride 1, no padding: the input planes are the matrix product's right-hand side.
+  bool PlainMatrix() const { return r_ == 1 && s_ == 1 && pad_ == 0 && stride_ == 1; }
+};
 
-class Conv2dTask final : public Task {
+class Conv2dTask final : public Task, private Conv2dShape {
  public:
+  Conv2dTask(TaskId id, builder::Target target, ConfigSpace space, const Conv2dShape& shape)
+      : Task(std::move(id), std::move(target), std::move(space)), Conv2dShape(shape) {}
+
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target,
                                               const TaskOptions& options) {
+    const std::string usage = templates::ShapeUsage("conv2d");
     if (shape.size() != 9 && shape.size() != 10) {
-      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + " (9 or 10 values, got " +
-                                                     std::to_string(shape.size()) + ")");
+      return Status(ErrorCode::kInvalidArgument,
+                    usage + " (9 or 10 values, got " + std::to_string(shape.size()) + ")");
     }
     const int64_t limit = int64_t{1} << 16;
     for (size_t i = 0; i < 8; ++i) {
       if (shape[i] < 1 || shape[i] > limit) {
-        return Status(ErrorCode::kInvalidArgument,
-                      std::string(kUsage) + ": sizes and stride from 1 to 65536");
+        return Status(ErrorCode::kInvalidArgument, usage + ": sizes and stride from 1 to 65536");
       }
     }
     const int64_t pad = shape[8];
     const int64_t residual = shape.size() == 10 ? shape[9] : 0;
     if (pad < 0 || pad > limit) {
-      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + ": pad from 0 to 65536");
+      return Status(ErrorCode::kInvalidArgument, usage + ": pad from 0 to 65536");
     }
     if (residual != 0 && residual != 1) {
-      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + ": residual is 0 or 1");
+      return Status(ErrorCode::kInvalidArgument, usage + ": residual is 0 or 1");
     }
     if (shape[5] > shape[2] + 2 * pad || shape[6] > shape[3] + 2 * pad) {
       return Status(ErrorCode::kInvalidArgument,
-                    std::string(kUsage) + ": the filter (R,S) is larger than the padded input");
+                    usage + ": the filter (R,S) is larger than the padded input");
     }
     if (target.is_cuda()) return MakeCudaConv2dTask(shape, target, options);
-    auto task = std::unique_ptr<Conv2dTask>(new Conv2dTask());
     // The key names the residual only when there is one: "1,64,56,56,64,3,3,1,1" either way.
     std::vector<int64_t> key(shape.begin(), shape.begin() + 9);
     if (residual) key.push_back(1);
-    task->id_ = TaskId{"conv2d", key, "float32", options.threads};
-    task->target_ = target;
-    task->n_ = shape[0];
-    task->c_ = shape[1];
-    task->h_ = shape[2];
-    task->w_ = shape[3];
-    task->k_ = shape[4];
-    task->r_ = shape[5];
-    task->s_ = shape[6];
-    task->stride_ = shape[7];
-    task->pad_ = pad;
-    task->residual_ = residual != 0;
-    task->oh_ = (task->h_ + 2 * pad - task->r_) / task->stride_ + 1;
-    task->ow_ = (task->w_ + 2 * pad - task->s_) / task->stride_ + 1;
-    task->vw_ = templates::VectorWidth(target);
-    task->regs_ = templates::VectorRegisters(target);
-    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
-      return Status(ErrorCode::kInvalidArgument,
-                    std::string(kUsage) + ": " + big + " would have over 2^32 elements");
-    }
-    CT_RETURN_IF_ERROR(task->BuildSpace());
-    return std::unique_ptr<Task>(std::move(task));
+    Conv2dShape s;
+    s.n_ = shape[0];
+    s.c_ = shape[1];
+    s.h_ = shape[2];
+    s.w_ = shape[3];
+    s.k_ = shape[4];
+    s.r_ = shape[5];
+    s.s_ = shape[6];
+    s.stride_ = shape[7];
+    s.pad_ = pad;
+    s.residual_ = residual != 0;
+    s.oh_ = (s.h_ + 2 * pad - s.r_) / s.stride_ + 1;
+    s.ow_ = (s.w_ + 2 * pad - s.s_) / s.stride_ + 1;
+    s.vw_ = templates::VectorWidth(target);
+    s.regs_ = templates::VectorRegisters(target);
+    return templates::NewTask<Conv2dTask>(TaskId{"conv2d", key, "float32", options.threads}, target,
+                                          s);
   }
 
   std::string function() const override { return "conv2d"; }
@@ -127,7 +135,7 @@ class Conv2dTask final : public Task {
     const int64_t tmax = std::max<int64_t>(1, std::min<int64_t>(ow_, (regs_ - 1 - kv) / kv));
     int64_t t = tmax;
     while (t > 1 && CeilDiv(ow_, t - 1) == CeilDiv(ow_, tmax)) --t;
-    const Knob* cb_knob = space_.FindKnob("ic_block");
+    const Knob* cb_knob = space().FindKnob("ic_block");
     nlohmann::json cb = cb_knob->values.front();
     for (const auto& v : cb_knob->values) {
       if (v.get<int64_t>() <= 16) cb = v;
@@ -137,8 +145,8 @@ class Conv2dTask final : public Task {
     want["algorithm"] = "direct";
     want["gemm_rows"] = 1;
     want["gemm_vectors"] = 1;
-    want["gemm_pack"] = space_.FindKnob("gemm_pack")->values.front();
-    want["gemm_chunk"] = space_.FindKnob("gemm_chunk")->values.front();
+    want["gemm_pack"] = space().FindKnob("gemm_pack")->values.front();
+    want["gemm_chunk"] = space().FindKnob("gemm_chunk")->values.front();
     // The matrix product for 1x1 filters over many pixels (32 vectors or more). Measured against
     // the direct algorithm on ResNet-50's layers: faster on the 1x1 layers of 56x56 and 28x28
     // pixels, slower on those of 14x14 and 7x7 (few pixels: lanes past the last one are wasted,
@@ -163,16 +171,16 @@ class Conv2dTask final : public Task {
               {"gemm_vectors", nv},
               {"gemm_pack", PlainMatrix() ? 0 : 1}};
       // Reduction chunks whose part of the panel fits in 32 KiB (L1), 64 elements at least.
-      const Knob* chunks = space_.FindKnob("gemm_chunk");
+      const Knob* chunks = space().FindKnob("gemm_chunk");
       want["gemm_chunk"] = chunks->values.front();
       for (const auto& v : chunks->values) {
         if (v[1].get<int64_t>() * nv * vw_ * 4 <= 32 * 1024) want["gemm_chunk"] = v;
       }
     }
-    auto c = space_.FromJson(want);
-    if (c.ok() && space_.IsValid(*c)) return *c;
-    UniqueSampler s(space_, 1);
-    return space_.Get(s.Next().value_or(0));
+    auto c = space().FromJson(want);
+    if (c.ok() && space().IsValid(*c)) return *c;
+    UniqueSampler s(space(), 1);
+    return space().Get(s.Next().value_or(0));
   }
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
@@ -189,7 +197,7 @@ class Conv2dTask final : public Task {
   std::string Generate(const Config& c) const override {
     const Blocks b = BlocksOf(c);
     std::ostringstream o;
-    o << "/* crosstune conv2d " << id_.Key() << ": " << c.ToString() << " */\n"
+    o << "/* crosstune conv2d " << id().Key() << ": " << c.ToString() << " */\n"
       << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
       << "#define N_ " << n_ << "L\n#define C_ " << c_ << "L\n#define H_ " << h_ << "L\n"
       << "#define W_ " << w_ << "L\n#define K_ " << k_ << "L\n#define R_ " << r_ << "\n"
@@ -214,7 +222,14 @@ class Conv2dTask final : public Task {
       o << TileFunction("tile_full", b.t);
       if (ow_ % b.t) o << TileFunction("tile_rem", ow_ % b.t);
     }
-    o << kKernelBody;
+    std::vector<templates::KernelPhase> phases;
+    if (b.gemm) {
+      phases = {{"conv_gemm", "N_ * PB"}};
+    } else {
+      phases = {{"pack_input", "N_ * CBN * H_"}, {"conv_rows", "KB * N_ * OHN"}};
+    }
+    o << templates::KernelArgsStruct(args()) << kKernelBody
+      << templates::KernelEntry(function(), args(), phases);
     return o.str();
   }
 
@@ -229,7 +244,7 @@ class Conv2dTask final : public Task {
   double rtol() const override { return 1e-4; }
 
   std::vector<float> Features(const Config& c) const override {
-    std::vector<float> f = space_.Features(c);
+    std::vector<float> f = space().Features(c);
     const Blocks b = BlocksOf(c);
     const double t = b.t, kv = b.kv, kvw = b.kv * vw_;
     const double tiles = static_cast<double>(CeilDiv(ow_, b.t));
@@ -274,8 +289,6 @@ class Conv2dTask final : public Task {
     bool gemm, in_place;
     int64_t mr, nv, kc;
   };
-  // 1x1, stride 1, no padding: the input planes are the matrix product's right-hand side.
-  bool PlainMatrix() const { return r_ == 1 && s_ == 1 && pad_ == 0 && stride_ == 1; }
   Blocks BlocksOf(const Config& c) const {
     Blocks b{};
     b.gemm = c.Int("algorithm") == 1;
@@ -289,63 +302,6 @@ class Conv2dTask final : public Task {
     b.cbn = CeilDiv(c_, b.cb);
     b.kb = CeilDiv(k_, b.kv * vw_);
     return b;
-  }
-
-  Status BuildSpace() {
-    std::vector<int64_t> tiles;
-    for (int64_t t = 1; t <= std::min<int64_t>(ow_, regs_ - 2); ++t) tiles.push_back(t);
-    CT_RETURN_IF_ERROR(space_.AddCategorical("ow_tile", tiles));
-    std::vector<int64_t> kvs;
-    for (int64_t v = 1; v <= 4 && (v - 1) * vw_ < k_; ++v) kvs.push_back(v);
-    CT_RETURN_IF_ERROR(space_.AddCategorical("oc_vectors", kvs));
-    CT_RETURN_IF_ERROR(space_.AddCategorical(
-        "ic_block",
-        templates::CandidatesUpTo({1, 2, 4, 8, 16, 32, 64}, std::min<int64_t>(c_, 64))));
-    CT_RETURN_IF_ERROR(space_.AddReorder("order", {"ow", "cb"}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical(
-        "oh_rows", templates::CandidatesUpTo({1, 2, 4}, std::min<int64_t>(oh_, 4))));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_c", {1, 2, 4, 8}));
-    const int regs = regs_;
-    {
-      CT_RETURN_IF_ERROR(space_.AddCategoricalJson("algorithm", {"direct", "gemm"}));
-      std::vector<int64_t> rows;
-      for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
-      CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_rows", rows));
-      CT_RETURN_IF_ERROR(space_.AddCategorical("gemm_vectors", {1, 2, 3, 4}));
-      // Copy every panel, or (1x1, stride 1, no padding) read full panels in place.
-      CT_RETURN_IF_ERROR(space_.AddCategorical(
-          "gemm_pack", PlainMatrix() ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{1}));
-      const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order",
-                                               "oh_rows"};
-      SplitOptions chunk{.policy = SplitPolicy::kCandidates};
-      chunk.candidates = templates::AsCandidates(
-          templates::CandidatesUpTo({64, 128, 256, 512, 1024}, c_ * r_ * s_));
-      CT_RETURN_IF_ERROR(space_.AddSplit("gemm_chunk", c_ * r_ * s_, 2, chunk));
-      const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors", "gemm_pack",
-                                             "gemm_chunk"};
-      space_.AddConstraint("one_algorithm", [direct, gemm](const Config& c) {
-        const auto& held = c.Int("algorithm") == 1 ? direct : gemm;
-        const ConfigSpace& sp = *c.space();
-        for (const auto& k : held) {
-          if (c.choices()[sp.KnobIndex(k)] != 0) return false;
-        }
-        return true;
-      });
-      space_.AddConstraint("gemm_registers", [regs](const Config& c) {
-        return c.Int("gemm_rows") * c.Int("gemm_vectors") + c.Int("gemm_vectors") + 1 <= regs;
-      });
-    }
-    // The accumulators plus the KV weight vectors and a broadcast must fit the register file, or
-    // they spill and the tile is slower than a smaller one.
-    space_.AddConstraint("registers", [regs](const Config& c) {
-      return c.Int("ow_tile") * c.Int("oc_vectors") + c.Int("oc_vectors") + 1 <= regs;
-    });
-    // Unrolling past the channel block only repeats configs.
-    const int64_t reduction = c_ * r_ * s_;
-    space_.AddConstraint("unroll_fits", [reduction](const Config& c) {
-      return c.Int("unroll_c") <= (c.Int("algorithm") == 1 ? reduction : c.Int("ic_block"));
-    });
-    return Status::Ok();
   }
 
   uint64_t ScratchFloats(const Config& c) const {
@@ -373,12 +329,63 @@ class Conv2dTask final : public Task {
 
   static const char* const kTileBody;
   static const char* const kKernelBody;
-  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, k_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
-  int64_t oh_ = 0, ow_ = 0;
-  bool residual_ = false;
-  int vw_ = 4;
-  int regs_ = 16;
 };
+
+Expected<ConfigSpace> Conv2dShape::BuildSpace() const {
+  ConfigSpace space;
+  std::vector<int64_t> tiles;
+  for (int64_t t = 1; t <= std::min<int64_t>(ow_, regs_ - 2); ++t) tiles.push_back(t);
+  CT_RETURN_IF_ERROR(space.AddCategorical("ow_tile", tiles));
+  std::vector<int64_t> kvs;
+  for (int64_t v = 1; v <= 4 && (v - 1) * vw_ < k_; ++v) kvs.push_back(v);
+  CT_RETURN_IF_ERROR(space.AddCategorical("oc_vectors", kvs));
+  CT_RETURN_IF_ERROR(space.AddCategorical(
+      "ic_block", templates::CandidatesUpTo({1, 2, 4, 8, 16, 32, 64}, std::min<int64_t>(c_, 64))));
+  CT_RETURN_IF_ERROR(space.AddReorder("order", {"ow", "cb"}));
+  CT_RETURN_IF_ERROR(space.AddCategorical(
+      "oh_rows", templates::CandidatesUpTo({1, 2, 4}, std::min<int64_t>(oh_, 4))));
+  CT_RETURN_IF_ERROR(space.AddCategorical("unroll_c", {1, 2, 4, 8}));
+  const int regs = regs_;
+  {
+    CT_RETURN_IF_ERROR(space.AddCategoricalJson("algorithm", {"direct", "gemm"}));
+    std::vector<int64_t> rows;
+    for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
+    CT_RETURN_IF_ERROR(space.AddCategorical("gemm_rows", rows));
+    CT_RETURN_IF_ERROR(space.AddCategorical("gemm_vectors", {1, 2, 3, 4}));
+    // Copy every panel, or (1x1, stride 1, no padding) read full panels in place.
+    CT_RETURN_IF_ERROR(space.AddCategorical(
+        "gemm_pack", PlainMatrix() ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{1}));
+    const std::vector<std::string> direct = {"ow_tile", "oc_vectors", "ic_block", "order",
+                                             "oh_rows"};
+    SplitOptions chunk{.policy = SplitPolicy::kCandidates};
+    chunk.candidates =
+        templates::AsCandidates(templates::CandidatesUpTo({64, 128, 256, 512, 1024}, c_ * r_ * s_));
+    CT_RETURN_IF_ERROR(space.AddSplit("gemm_chunk", c_ * r_ * s_, 2, chunk));
+    const std::vector<std::string> gemm = {"gemm_rows", "gemm_vectors", "gemm_pack", "gemm_chunk"};
+    space.AddConstraint("one_algorithm", [direct, gemm](const Config& c) {
+      const auto& held = c.Int("algorithm") == 1 ? direct : gemm;
+      const ConfigSpace& sp = *c.space();
+      for (const auto& k : held) {
+        if (c.choices()[sp.KnobIndex(k)] != 0) return false;
+      }
+      return true;
+    });
+    space.AddConstraint("gemm_registers", [regs](const Config& c) {
+      return c.Int("gemm_rows") * c.Int("gemm_vectors") + c.Int("gemm_vectors") + 1 <= regs;
+    });
+  }
+  // The accumulators plus the KV weight vectors and a broadcast must fit the register file, or
+  // they spill and the tile is slower than a smaller one.
+  space.AddConstraint("registers", [regs](const Config& c) {
+    return c.Int("ow_tile") * c.Int("oc_vectors") + c.Int("oc_vectors") + 1 <= regs;
+  });
+  // Unrolling past the channel block only repeats configs.
+  const int64_t reduction = c_ * r_ * s_;
+  space.AddConstraint("unroll_fits", [reduction](const Config& c) {
+    return c.Int("unroll_c") <= (c.Int("algorithm") == 1 ? reduction : c.Int("ic_block"));
+  });
+  return space;
+}
 
 // ip: packed input at (channel block 0, the item's first input row, the tile's first input
 // column); wp: the item's packed weights at channel block 0; rb: the row buffer at the tile's
@@ -411,13 +418,6 @@ const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
 )KERNEL";
 
 const char* const Conv2dTask::kKernelBody = R"KERNEL(
-typedef struct {
-  const float* data;
-  const float* weight;
-  const float* bias;
-  const float* residual;
-  float* out;
-} conv_args;
 
 #if GEMM
 /* Per-task im2col panels [C*R*S][NRP]: for each (c, r, s), the input under NRP output pixels
@@ -480,7 +480,7 @@ static inline __attribute__((always_inline)) void gemm_tile(const float* restric
 }
 
 /* Channels [k0, k0 + rows) of the panel's sums to NCHW with the epilogue. */
-static void gemm_store(const conv_args* a, const float* sums, long n, long k0, long rows,
+static void gemm_store(const kernel_args* a, const float* sums, long n, long k0, long rows,
                        long p0, long pn) {
   for (long i = 0; i < rows; ++i) {
     const long k = k0 + i;
@@ -512,7 +512,7 @@ static void gemm_store(const conv_args* a, const float* sums, long n, long k0, l
 
 /* Every output channel of one panel: reduction chunks of KC outside (the panel's chunk stays in
    cache while all channels go by), channel tiles inside. */
-static inline __attribute__((always_inline)) void gemm_panel(const conv_args* a,
+static inline __attribute__((always_inline)) void gemm_panel(const kernel_args* a,
                                                              const float* restrict x, long xs,
                                                              float* restrict sums, long n, long p0,
                                                              long pn) {
@@ -533,7 +533,7 @@ static inline __attribute__((always_inline)) void gemm_panel(const conv_args* a,
 
 /* Items: (image, pixel panel). */
 static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
-  const conv_args* a = (const conv_args*)closure;
+  const kernel_args* a = (const kernel_args*)closure;
   float* sums = g_sums[task];
   long begin, end;
   task_range(N_ * PB, task, num_tasks, &begin, &end);
@@ -564,7 +564,7 @@ static float g_rows[MAX_TASKS][OHB * OWP * KVW] __attribute__((aligned(64)));
 
 /* Items: (image, channel block, input row). */
 static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
-  const conv_args* a = (const conv_args*)closure;
+  const kernel_args* a = (const kernel_args*)closure;
   long begin, end;
   task_range(N_ * CBN * H_, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
@@ -594,7 +594,7 @@ static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
    an element, so the transposed vectors are written in sequence. Lanes of channels past K keep
    what was there (they only reach outputs that are not stored); rows of channels past C are
    never written, so they stay zero. */
-static void pack_weight_block(const conv_args* a, float* restrict dst, long kb) {
+static void pack_weight_block(const kernel_args* a, float* restrict dst, long kb) {
   const long crs = C_ * R_ * S_;
   for (long kk = 0; kk < KVW; kk += VW) {
     const long k0 = kb * KVW + kk;
@@ -616,7 +616,7 @@ static void pack_weight_block(const conv_args* a, float* restrict dst, long kb) 
 }
 
 /* The row buffer (pixel-major, KVW channels a pixel) back to NCHW with the epilogue. */
-static void store_row(const conv_args* a, const float* rb, long n, long kb, long oh) {
+static void store_row(const kernel_args* a, const float* rb, long n, long kb, long oh) {
   for (int v = 0; v < KV; ++v) {
     const long k0 = kb * KVW + v * VW;
     if (k0 >= K_) break;
@@ -651,7 +651,7 @@ static void store_row(const conv_args* a, const float* rb, long n, long kb, long
 
 /* Items: (output-channel block, image, block of OHB output rows). */
 static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
-  const conv_args* a = (const conv_args*)closure;
+  const kernel_args* a = (const kernel_args*)closure;
   float* rows = g_rows[task];
   long begin, end;
   float* wp = g_wt[task];
@@ -696,51 +696,13 @@ static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
 
 #endif /* GEMM */
 
-static int32_t conv2d(const ct_arg* args, int32_t num_args) {
-  const int nargs = RESIDUAL ? 5 : 4;
-  if (num_args != nargs) {
-    g_error = RESIDUAL ? "conv2d takes five tensors: data, weight, bias, residual, out"
-                       : "conv2d takes four tensors: data, weight, bias, out";
-    return 1;
-  }
-  const long data_shape[4] = {N_, C_, H_, W_}, weight_shape[4] = {K_, C_, R_, S_};
-  const long bias_shape[1] = {K_}, out_shape[4] = {N_, K_, OH, OW};
-  if (check_tensor(&args[0], 4, data_shape, "data must be a compact float32 tensor [N, C, H, W]") ||
-      check_tensor(&args[1], 4, weight_shape,
-                   "weight must be a compact float32 tensor [K, C, R, S]") ||
-      check_tensor(&args[2], 1, bias_shape, "bias must be a compact float32 tensor [K]") ||
-      check_tensor(&args[nargs - 1], 4, out_shape,
-                   "out must be a compact float32 tensor [N, K, OH, OW]"))
-    return 1;
-#if RESIDUAL
-  if (check_tensor(&args[3], 4, out_shape,
-                   "residual must be a compact float32 tensor [N, K, OH, OW]"))
-    return 1;
-#endif
-  conv_args a = {tensor_data(&args[0]), tensor_data(&args[1]), tensor_data(&args[2]),
-                 RESIDUAL ? tensor_data(&args[3]) : 0, tensor_data(&args[nargs - 1])};
-#if GEMM
-  int32_t rc = run_tasks(conv_gemm, &a, N_ * PB);
-#else
-  int32_t rc = run_tasks(pack_input, &a, N_ * CBN * H_);
-  if (rc == 0) rc = run_tasks(conv_rows, &a, KB * N_ * OHN);
-#endif
-  return rc;
-}
-
-#if RESIDUAL
-static const ct_function kFunctions[] = {{"conv2d", conv2d, "ttttt"}};
-#else
-static const ct_function kFunctions[] = {{"conv2d", conv2d, "tttt"}};
-#endif
-CT_DEFINE_MODULE("crosstune conv2d", kFunctions, last_error)
 )KERNEL";
 
 }  // namespace
 
-Expected<std::unique_ptr<Task>> MakeConv2dTask(const std::vector<int64_t>& shape,
-                                               const builder::Target& target,
-                                               const TaskOptions& options) {
+Expected<std::unique_ptr<Task>> templates::MakeConv2dTask(const std::vector<int64_t>& shape,
+                                                          const builder::Target& target,
+                                                          const TaskOptions& options) {
   return Conv2dTask::Make(shape, target, options);
 }
 

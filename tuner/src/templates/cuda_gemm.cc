@@ -273,14 +273,24 @@ std::vector<int64_t> Pow2Upto(int64_t lo, int64_t hi, int64_t extent) {
   return out;
 }
 
-// The matrix product shared by both operators; subclasses say how its operands are read.
-class CudaGemmTask : public Task {
+// The matrix product's sizes, whether its operands allow float4 loads, and the config space they
+// make for the target's architecture.
+struct GemmShape {
+  int64_t m_ = 0, n_ = 0, k_ = 0;  // the matrix product's M, N, K
+  bool vec_a_ = false;             // float4 loads of A along K
+  bool vec_b_ = false;             // float4 loads of B along N
+  std::string cuda_arch_;
+  Expected<ConfigSpace> BuildSpace() const;
+};
+
+// The matrix product shared by the operators; subclasses say how its operands are read.
+class CudaGemmTask : public Task, protected GemmShape {
  public:
   Config DefaultConfig() const override {
     // 64 x 64 blocks of 256 threads with 4 x 4 thread tiles, 8-deep slices, double-buffered and
     // padded, float4 loads where allowed; smaller blocks for small matrices.
-    const Knob* va = space_.FindKnob("vec_a");
-    const Knob* vb = space_.FindKnob("vec_b");
+    const Knob* va = space().FindKnob("vec_a");
+    const Knob* vb = space().FindKnob("vec_b");
     for (int64_t bm : {64, 32, 16}) {
       for (int64_t bn : {64, 32, 16}) {
         for (int64_t t : {4, 2, 1}) {
@@ -299,18 +309,18 @@ class CudaGemmTask : public Task {
           for (int64_t bk : {8, 4}) {
             want["block_k"] = bk;
             want["unroll_k"] = bk;
-            auto c = space_.FromJson(want);
-            if (c.ok() && space_.IsValid(*c)) return *c;
+            auto c = space().FromJson(want);
+            if (c.ok() && space().IsValid(*c)) return *c;
           }
         }
       }
     }
-    UniqueSampler s(space_, 1);
-    return space_.Get(s.Next().value_or(0));
+    UniqueSampler s(space(), 1);
+    return space().Get(s.Next().value_or(0));
   }
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
-    const templates::GpuLimits l = templates::DeviceGpuLimits(target_.cuda_arch, device);
+    const templates::GpuLimits l = templates::DeviceGpuLimits(target().cuda_arch, device);
     const Tile t = TileOf(c);
     auto over = [&](const std::string& what, uint64_t need, uint64_t limit) {
       return Status(ErrorCode::kInvalidArgument, "the block needs " + std::to_string(need) + " " +
@@ -335,8 +345,8 @@ class CudaGemmTask : public Task {
   std::string Generate(const Config& c) const override {
     const Tile t = TileOf(c);
     std::ostringstream o;
-    o << "// crosstune " << id_.template_name << " " << id_.Key() << " for " << target_.ToString()
-      << ": " << c.ToString() << "\n"
+    o << "// crosstune " << id().template_name << " " << id().Key() << " for "
+      << target().ToString() << ": " << c.ToString() << "\n"
       << "// crosstune: kernel " << function() << "(" << std::string(args().size(), 't')
       << ") grid=" << CeilDiv(n_, t.bn) << "," << CeilDiv(m_, t.bm) << ",1 block=" << t.threads()
       << "\n"
@@ -362,7 +372,7 @@ class CudaGemmTask : public Task {
   }
 
   std::vector<float> Features(const Config& c) const override {
-    std::vector<float> f = space_.Features(c);
+    std::vector<float> f = space().Features(c);
     const Tile t = TileOf(c);
     const double blocks = static_cast<double>(CeilDiv(m_, t.bm) * CeilDiv(n_, t.bn));
     const double useful = static_cast<double>(m_) * static_cast<double>(n_) /
@@ -382,66 +392,68 @@ class CudaGemmTask : public Task {
   }
 
  protected:
+  CudaGemmTask(TaskId id, builder::Target target, ConfigSpace space, const GemmShape& shape)
+      : Task(std::move(id), std::move(target), std::move(space)), GemmShape(shape) {}
+
   // The kernel's parameter list, its extra #defines and the operand lambdas it pastes in:
   // load_a(m, k), load_b(k, n), store_c(m, n, v), or their float4 forms load_a4, load_b4 and
   // store_c4 where the config uses them (va4, vb4, vc4).
   virtual std::string Params() const = 0;
   virtual std::string Defines() const = 0;
   virtual std::string Accessors(bool va4, bool vb4, bool vc4) const = 0;
-  virtual bool VectorAOk() const = 0;  // float4 loads of A along K
-  virtual bool VectorBOk() const = 0;  // float4 loads of B along N
   virtual bool VectorStoreOk() const = 0;
-
-  Status BuildSpace() {
-    CT_RETURN_IF_ERROR(space_.AddCategorical("block_m", Pow2Upto(16, 128, m_)));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("block_n", Pow2Upto(16, 128, n_)));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("block_k", Pow2Upto(4, 32, k_)));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("thread_m", {1, 2, 4, 8}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("thread_n", {1, 2, 4, 8}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical(
-        "vec_a", VectorAOk() ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical(
-        "vec_b", VectorBOk() ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_k", {1, 2, 4, 8, 16, 32}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("double_buffer", {0, 1}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("pad", {0, 4}));
-    const templates::GpuLimits l = templates::ArchGpuLimits(target_.cuda_arch);
-    space_.AddConstraint("threads", [l](const Config& c) {
-      const Tile t = TileOf(c);
-      return t.threads() % 32 == 0 && t.threads() <= static_cast<int64_t>(l.threads_per_block);
-    });
-    space_.AddConstraint(
-        "shared", [l](const Config& c) { return TileOf(c).shared_bytes() <= l.shared_per_block; });
-    space_.AddConstraint("registers", [l](const Config& c) {
-      const Tile t = TileOf(c);
-      return t.registers() <= static_cast<int64_t>(l.registers_per_thread) &&
-             t.registers() * t.threads() <= static_cast<int64_t>(l.registers_per_block);
-    });
-    // unroll_k >= block_k is a full unroll: only block_k itself stands for it.
-    space_.AddConstraint("unroll",
-                         [](const Config& c) { return c.Int("unroll_k") <= c.Int("block_k"); });
-    const int64_t rows = m_;
-    space_.AddConstraint("grid", [rows](const Config& c) {
-      return CeilDiv(rows, c.Int("block_m")) <= 65535;  // gridDim.y
-    });
-    return Status::Ok();
-  }
-
-  int64_t m_ = 0, n_ = 0, k_ = 0;  // the matrix product's M, N, K
 };
+
+Expected<ConfigSpace> GemmShape::BuildSpace() const {
+  ConfigSpace space;
+  CT_RETURN_IF_ERROR(space.AddCategorical("block_m", Pow2Upto(16, 128, m_)));
+  CT_RETURN_IF_ERROR(space.AddCategorical("block_n", Pow2Upto(16, 128, n_)));
+  CT_RETURN_IF_ERROR(space.AddCategorical("block_k", Pow2Upto(4, 32, k_)));
+  CT_RETURN_IF_ERROR(space.AddCategorical("thread_m", {1, 2, 4, 8}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("thread_n", {1, 2, 4, 8}));
+  CT_RETURN_IF_ERROR(
+      space.AddCategorical("vec_a", vec_a_ ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1}));
+  CT_RETURN_IF_ERROR(
+      space.AddCategorical("vec_b", vec_b_ ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("unroll_k", {1, 2, 4, 8, 16, 32}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("double_buffer", {0, 1}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("pad", {0, 4}));
+  const templates::GpuLimits l = templates::ArchGpuLimits(cuda_arch_);
+  space.AddConstraint("threads", [l](const Config& c) {
+    const Tile t = TileOf(c);
+    return t.threads() % 32 == 0 && t.threads() <= static_cast<int64_t>(l.threads_per_block);
+  });
+  space.AddConstraint(
+      "shared", [l](const Config& c) { return TileOf(c).shared_bytes() <= l.shared_per_block; });
+  space.AddConstraint("registers", [l](const Config& c) {
+    const Tile t = TileOf(c);
+    return t.registers() <= static_cast<int64_t>(l.registers_per_thread) &&
+           t.registers() * t.threads() <= static_cast<int64_t>(l.registers_per_block);
+  });
+  // unroll_k >= block_k is a full unroll: only block_k itself stands for it.
+  space.AddConstraint("unroll",
+                      [](const Config& c) { return c.Int("unroll_k") <= c.Int("block_k"); });
+  const int64_t rows = m_;
+  space.AddConstraint("grid", [rows](const Config& c) {
+    return CeilDiv(rows, c.Int("block_m")) <= 65535;  // gridDim.y
+  });
+  return space;
+}
 
 class CudaMatmulTask final : public CudaGemmTask {
  public:
+  CudaMatmulTask(TaskId id, builder::Target target, ConfigSpace space, const GemmShape& shape)
+      : CudaGemmTask(std::move(id), std::move(target), std::move(space), shape) {}
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target) {
-    auto task = std::unique_ptr<CudaMatmulTask>(new CudaMatmulTask());
-    task->id_ = TaskId{"matmul", shape, "float32", 1};
-    task->target_ = target;
-    task->m_ = shape[0];
-    task->n_ = shape[1];
-    task->k_ = shape[2];
-    CT_RETURN_IF_ERROR(task->BuildSpace());
-    return std::unique_ptr<Task>(std::move(task));
+    GemmShape g;
+    g.m_ = shape[0];
+    g.n_ = shape[1];
+    g.k_ = shape[2];
+    g.vec_a_ = g.k_ % 4 == 0;
+    g.vec_b_ = g.n_ % 4 == 0;
+    g.cuda_arch_ = target.cuda_arch;
+    return templates::NewTask<CudaMatmulTask>(TaskId{"matmul", shape, "float32", 1}, target, g);
   }
   std::string function() const override { return "matmul"; }
   std::vector<ArgSpec> args() const override {
@@ -470,46 +482,44 @@ class CudaMatmulTask final : public CudaGemmTask {
              : "  auto store_c = [&](int m, int n, float v) { C[(long long)m * N_ + n] = v; };\n";
     return s;
   }
-  bool VectorAOk() const override { return k_ % 4 == 0; }
-  bool VectorBOk() const override { return n_ % 4 == 0; }
   bool VectorStoreOk() const override { return n_ % 4 == 0; }
+};
+
+struct CudaConv2dShape : GemmShape {
+  templates::ConvShape g_{};
 };
 
 class CudaConv2dTask final : public CudaGemmTask {
  public:
+  CudaConv2dTask(TaskId id, builder::Target target, ConfigSpace space, const CudaConv2dShape& shape)
+      : CudaGemmTask(std::move(id), std::move(target), std::move(space), shape), g_(shape.g_) {}
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target) {
-    auto task = std::unique_ptr<CudaConv2dTask>(new CudaConv2dTask());
     const bool residual = shape.size() == 10 && shape[9] != 0;
     std::vector<int64_t> key(shape.begin(), shape.begin() + 9);
     if (residual) key.push_back(1);
-    task->id_ = TaskId{"conv2d", key, "float32", 1};
-    task->target_ = target;
-    templates::ConvShape& g = task->g_;
+    CudaConv2dShape s;
+    templates::ConvShape& g = s.g_;
     g = {shape[0], shape[1], shape[2], shape[3], shape[4], shape[5],
          shape[6], shape[7], shape[8], residual, 0,        0};
     g.oh = (g.h + 2 * g.pad - g.r) / g.stride + 1;
     g.ow = (g.w + 2 * g.pad - g.s) / g.stride + 1;
-    task->m_ = g.k;
-    task->n_ = g.n * g.oh * g.ow;
-    task->k_ = g.c * g.r * g.s;
+    s.m_ = g.k;
+    s.n_ = g.n * g.oh * g.ow;
+    s.k_ = g.c * g.r * g.s;
+    s.vec_a_ = s.k_ % 4 == 0;
+    s.vec_b_ = Plain(g) && s.n_ % 4 == 0;
+    s.cuda_arch_ = target.cuda_arch;
     // The kernel indexes rows, columns and the reduction with int.
-    if (std::string big = templates::OversizedArgument(task->args(), INT32_MAX); !big.empty()) {
+    if (std::string big = templates::OversizedArgument(Args(g), INT32_MAX); !big.empty()) {
       return Status(
           ErrorCode::kInvalidArgument,
           "the CUDA conv2d template takes tensors of under 2^31 elements; " + big + " has more");
     }
-    CT_RETURN_IF_ERROR(task->BuildSpace());
-    return std::unique_ptr<Task>(std::move(task));
+    return templates::NewTask<CudaConv2dTask>(TaskId{"conv2d", key, "float32", 1}, target, s);
   }
   std::string function() const override { return "conv2d"; }
-  std::vector<ArgSpec> args() const override {
-    std::vector<ArgSpec> a = {
-        {"data", {g_.n, g_.c, g_.h, g_.w}}, {"weight", {g_.k, g_.c, g_.r, g_.s}}, {"bias", {g_.k}}};
-    if (g_.residual) a.push_back({"residual", {g_.n, g_.k, g_.oh, g_.ow}});
-    a.push_back({"out", {g_.n, g_.k, g_.oh, g_.ow}, {kDLFloat, 32, 1}, true});
-    return a;
-  }
+  std::vector<ArgSpec> args() const override { return Args(g_); }
   double flops() const override { return 2.0 * static_cast<double>(m_) * n_ * k_; }
   void Reference(HostArgs& args) const override {
     templates::Conv2dReference(g_, args[0], args[1], args[2], g_.residual ? &args[3] : nullptr,
@@ -518,10 +528,18 @@ class CudaConv2dTask final : public CudaGemmTask {
   double atol() const override { return 2e-6 * static_cast<double>(k_) + 1e-5; }
 
  protected:
-  // One image, 1x1, stride 1, no padding: B is the input planes as they lie (C x H*W).
-  bool Plain() const {
-    return g_.n == 1 && g_.r == 1 && g_.s == 1 && g_.stride == 1 && g_.pad == 0;
+  static std::vector<ArgSpec> Args(const templates::ConvShape& g) {
+    std::vector<ArgSpec> a = {
+        {"data", {g.n, g.c, g.h, g.w}}, {"weight", {g.k, g.c, g.r, g.s}}, {"bias", {g.k}}};
+    if (g.residual) a.push_back({"residual", {g.n, g.k, g.oh, g.ow}});
+    a.push_back({"out", {g.n, g.k, g.oh, g.ow}, {kDLFloat, 32, 1}, true});
+    return a;
   }
+  // One image, 1x1, stride 1, no padding: B is the input planes as they lie (C x H*W).
+  static bool Plain(const templates::ConvShape& g) {
+    return g.n == 1 && g.r == 1 && g.s == 1 && g.stride == 1 && g.pad == 0;
+  }
+  bool Plain() const { return Plain(g_); }
   std::string Params() const override {
     return std::string("const float* __restrict__ data, const float* __restrict__ weight, ") +
            "const float* __restrict__ bias, " +
@@ -583,8 +601,6 @@ class CudaConv2dTask final : public CudaGemmTask {
   };
 )CUDA";
   }
-  bool VectorAOk() const override { return k_ % 4 == 0; }
-  bool VectorBOk() const override { return Plain() && n_ % 4 == 0; }
   bool VectorStoreOk() const override { return (g_.oh * g_.ow) % 4 == 0; }
 
  private:
@@ -595,17 +611,18 @@ class CudaConv2dTask final : public CudaGemmTask {
 // is A and streams along IN with float4 loads; the batch, often 1, is the narrow N side.
 class CudaDenseTask final : public CudaGemmTask {
  public:
+  CudaDenseTask(TaskId id, builder::Target target, ConfigSpace space, const GemmShape& shape)
+      : CudaGemmTask(std::move(id), std::move(target), std::move(space), shape), batch_(n_) {}
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target) {
-    auto task = std::unique_ptr<CudaDenseTask>(new CudaDenseTask());
-    task->id_ = TaskId{"dense", shape, "float32", 1};
-    task->target_ = target;
-    task->batch_ = shape[0];
-    task->k_ = shape[1];
-    task->m_ = shape[2];
-    task->n_ = shape[0];
-    CT_RETURN_IF_ERROR(task->BuildSpace());
-    return std::unique_ptr<Task>(std::move(task));
+    GemmShape g;
+    g.k_ = shape[1];
+    g.m_ = shape[2];
+    g.n_ = shape[0];  // the batch
+    g.vec_a_ = g.k_ % 4 == 0;
+    g.vec_b_ = false;  // x is read across its rows
+    g.cuda_arch_ = target.cuda_arch;
+    return templates::NewTask<CudaDenseTask>(TaskId{"dense", shape, "float32", 1}, target, g);
   }
   std::string function() const override { return "dense"; }
   std::vector<ArgSpec> args() const override {
@@ -636,8 +653,6 @@ class CudaDenseTask final : public CudaGemmTask {
            "  auto store_c = [&](int m, int n, float v) { out[(long long)n * M_ + m] = v + "
            "bias[m]; };\n";
   }
-  bool VectorAOk() const override { return k_ % 4 == 0; }
-  bool VectorBOk() const override { return false; }      // x is read across its rows
   bool VectorStoreOk() const override { return false; }  // out is written down its columns
 
  private:

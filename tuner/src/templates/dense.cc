@@ -20,44 +20,44 @@
 #include "templates/common.h"
 #include "templates/cuda.h"
 #include "templates/reference.h"
+#include "templates/registry.h"
 
 namespace crosstune::tuner {
 namespace {
 
 using templates::CeilDiv;
 
-constexpr const char* kUsage = "dense takes --shape B,IN,OUT";
+// The task's sizes and the target's vector unit, and the config space they make.
+struct DenseShape {
+  int64_t b_ = 0, in_ = 0, out_ = 0;
+  int vw_ = 4;
+  int regs_ = 16;
+  Expected<ConfigSpace> BuildSpace() const;
+};
 
-class DenseTask final : public Task {
+class DenseTask final : public Task, private DenseShape {
  public:
+  DenseTask(TaskId id, builder::Target target, ConfigSpace space, const DenseShape& shape)
+      : Task(std::move(id), std::move(target), std::move(space)), DenseShape(shape) {}
+
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target,
                                               const TaskOptions& options) {
+    const std::string usage = templates::ShapeUsage("dense");
     if (shape.size() != 3) {
       return Status(ErrorCode::kInvalidArgument,
-                    std::string(kUsage) + " (3 values, got " + std::to_string(shape.size()) + ")");
+                    usage + " (3 values, got " + std::to_string(shape.size()) + ")");
     }
     for (int64_t d : shape) {
       if (d < 1 || d > (int64_t{1} << 20)) {
-        return Status(ErrorCode::kInvalidArgument,
-                      std::string(kUsage) + ": sizes from 1 to 1048576");
+        return Status(ErrorCode::kInvalidArgument, usage + ": sizes from 1 to 1048576");
       }
     }
     if (target.is_cuda()) return MakeCudaDenseTask(shape, target, options);
-    auto task = std::unique_ptr<DenseTask>(new DenseTask());
-    task->id_ = TaskId{"dense", shape, "float32", options.threads};
-    task->target_ = target;
-    task->b_ = shape[0];
-    task->in_ = shape[1];
-    task->out_ = shape[2];
-    task->vw_ = templates::VectorWidth(target);
-    task->regs_ = templates::VectorRegisters(target);
-    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
-      return Status(ErrorCode::kInvalidArgument,
-                    std::string(kUsage) + ": " + big + " would have over 2^32 elements");
-    }
-    CT_RETURN_IF_ERROR(task->BuildSpace());
-    return std::unique_ptr<Task>(std::move(task));
+    const DenseShape s{shape[0], shape[1], shape[2], templates::VectorWidth(target),
+                       templates::VectorRegisters(target)};
+    return templates::NewTask<DenseTask>(TaskId{"dense", shape, "float32", options.threads}, target,
+                                         s);
   }
 
   std::string function() const override { return "dense"; }
@@ -78,7 +78,7 @@ class DenseTask final : public Task {
     const int64_t bb = std::min<int64_t>(b_, 8);
     int64_t ro = 4;
     while (ro > 1 && ro * bb + ro + 1 > regs_) --ro;
-    const Knob* tile_in = space_.FindKnob("tile_in");
+    const Knob* tile_in = space().FindKnob("tile_in");
     nlohmann::json chunk = tile_in->values.front();
     for (const auto& v : tile_in->values) {
       if (v[1].get<int64_t>() * b_ * 4 <= 64 * 1024 || v == tile_in->values.front()) chunk = v;
@@ -87,10 +87,10 @@ class DenseTask final : public Task {
                            {"batch_tile", bb},
                            {"tile_in", chunk},
                            {"unroll_in", 2}};
-    auto c = space_.FromJson(want);
-    if (c.ok() && space_.IsValid(*c)) return *c;
-    UniqueSampler s(space_, 1);
-    return space_.Get(s.Next().value_or(0));
+    auto c = space().FromJson(want);
+    if (c.ok() && space().IsValid(*c)) return *c;
+    UniqueSampler s(space(), 1);
+    return space().Get(s.Next().value_or(0));
   }
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
@@ -102,7 +102,7 @@ class DenseTask final : public Task {
     const int64_t ro = c.Int("rows"), bb = c.Int("batch_tile");
     const int64_t kc = c.Ints("tile_in")[1];
     std::ostringstream o;
-    o << "/* crosstune dense " << id_.Key() << ": " << c.ToString() << " */\n"
+    o << "/* crosstune dense " << id().Key() << ": " << c.ToString() << " */\n"
       << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
       << "#define B_ " << b_ << "L\n#define IN_ " << in_ << "L\n#define OUT_ " << out_ << "L\n"
       << "#define VW " << vw_ << "\n#define RO " << ro << "\n#define BB " << bb << "\n"
@@ -115,7 +115,8 @@ class DenseTask final : public Task {
     o << TileFunction("tile_orem", ro_rem ? ro_rem : ro, bb);
     o << TileFunction("tile_brem", ro, bb_rem ? bb_rem : bb);
     o << TileFunction("tile_bothrem", ro_rem ? ro_rem : ro, bb_rem ? bb_rem : bb);
-    o << kKernelBody;
+    o << templates::KernelArgsStruct(args()) << kKernelBody
+      << templates::KernelEntry(function(), args(), {{"dense_items", "NOB * NBB"}});
     return o.str();
   }
 
@@ -127,7 +128,7 @@ class DenseTask final : public Task {
   double rtol() const override { return 1e-4; }
 
   std::vector<float> Features(const Config& c) const override {
-    std::vector<float> f = space_.Features(c);
+    std::vector<float> f = space().Features(c);
     const double ro = c.Int("rows"), bb = c.Int("batch_tile");
     const double kc = c.Ints("tile_in")[1];
     f.insert(f.end(), {
@@ -145,30 +146,6 @@ class DenseTask final : public Task {
   }
 
  private:
-  Status BuildSpace() {
-    std::vector<int64_t> rows;
-    for (int64_t r : {1, 2, 3, 4, 5, 6, 8, 10, 12}) {
-      if (r <= out_) rows.push_back(r);
-    }
-    CT_RETURN_IF_ERROR(space_.AddCategorical("rows", rows));
-    std::vector<int64_t> batch;
-    for (int64_t b : {1, 2, 3, 4, 6, 8, 16}) {
-      if (b <= b_) batch.push_back(b);
-    }
-    CT_RETURN_IF_ERROR(space_.AddCategorical("batch_tile", batch));
-    SplitOptions k{.policy = SplitPolicy::kCandidates};
-    k.candidates =
-        templates::AsCandidates(templates::CandidatesUpTo({256, 512, 1024, 2048, 4096}, in_));
-    CT_RETURN_IF_ERROR(space_.AddSplit("tile_in", in_, 2, k));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_in", {1, 2, 4}));
-    const int regs = regs_;
-    // RO x BB sums, RO weight vectors and one data vector.
-    space_.AddConstraint("registers", [regs](const Config& c) {
-      return c.Int("rows") * c.Int("batch_tile") + c.Int("rows") + 1 <= regs;
-    });
-    return Status::Ok();
-  }
-
   // Tile of `ro` weight rows x `bb` batch rows over one IN chunk: sums into out (first chunk:
   // bias + sum).
   static std::string TileFunction(const char* name, int64_t ro, int64_t bb) {
@@ -183,10 +160,32 @@ class DenseTask final : public Task {
 
   static const char* const kTileBody;
   static const char* const kKernelBody;
-  int64_t b_ = 0, in_ = 0, out_ = 0;
-  int vw_ = 4;
-  int regs_ = 16;
 };
+
+Expected<ConfigSpace> DenseShape::BuildSpace() const {
+  ConfigSpace space;
+  std::vector<int64_t> rows;
+  for (int64_t r : {1, 2, 3, 4, 5, 6, 8, 10, 12}) {
+    if (r <= out_) rows.push_back(r);
+  }
+  CT_RETURN_IF_ERROR(space.AddCategorical("rows", rows));
+  std::vector<int64_t> batch;
+  for (int64_t b : {1, 2, 3, 4, 6, 8, 16}) {
+    if (b <= b_) batch.push_back(b);
+  }
+  CT_RETURN_IF_ERROR(space.AddCategorical("batch_tile", batch));
+  SplitOptions k{.policy = SplitPolicy::kCandidates};
+  k.candidates =
+      templates::AsCandidates(templates::CandidatesUpTo({256, 512, 1024, 2048, 4096}, in_));
+  CT_RETURN_IF_ERROR(space.AddSplit("tile_in", in_, 2, k));
+  CT_RETURN_IF_ERROR(space.AddCategorical("unroll_in", {1, 2, 4}));
+  const int regs = regs_;
+  // RO x BB sums, RO weight vectors and one data vector.
+  space.AddConstraint("registers", [regs](const Config& c) {
+    return c.Int("rows") * c.Int("batch_tile") + c.Int("rows") + 1 <= regs;
+  });
+  return space;
+}
 
 // x: the tile's first batch row; w: its first weight row; y: out at (first batch row, first
 // weight row); [i0, i0 + kc): the IN chunk.
@@ -214,16 +213,9 @@ const char* const DenseTask::kTileBody = R"KERNEL(  vf acc[TB][TO];
 )KERNEL";
 
 const char* const DenseTask::kKernelBody = R"KERNEL(
-typedef struct {
-  const float* data;
-  const float* weight;
-  const float* bias;
-  float* out;
-} dense_args;
-
 /* Items: (block of RO weight rows, block of BB batch rows); every IN chunk in order. */
 static int32_t dense_items(int32_t task, int32_t num_tasks, void* closure) {
-  const dense_args* a = (const dense_args*)closure;
+  const kernel_args* a = (const kernel_args*)closure;
   long begin, end;
   task_range(NOB * NBB, task, num_tasks, &begin, &end);
   for (long i0 = 0; i0 < IN_; i0 += KC) {
@@ -244,32 +236,13 @@ static int32_t dense_items(int32_t task, int32_t num_tasks, void* closure) {
   return 0;
 }
 
-static int32_t dense(const ct_arg* args, int32_t num_args) {
-  if (num_args != 4) {
-    g_error = "dense takes four tensors: data, weight, bias, out";
-    return 1;
-  }
-  const long data_shape[2] = {B_, IN_}, weight_shape[2] = {OUT_, IN_};
-  const long bias_shape[1] = {OUT_}, out_shape[2] = {B_, OUT_};
-  if (check_tensor(&args[0], 2, data_shape, "data must be a compact float32 tensor [B, IN]") ||
-      check_tensor(&args[1], 2, weight_shape, "weight must be a compact float32 tensor [OUT, IN]") ||
-      check_tensor(&args[2], 1, bias_shape, "bias must be a compact float32 tensor [OUT]") ||
-      check_tensor(&args[3], 2, out_shape, "out must be a compact float32 tensor [B, OUT]"))
-    return 1;
-  dense_args a = {tensor_data(&args[0]), tensor_data(&args[1]), tensor_data(&args[2]),
-                  tensor_data(&args[3])};
-  return run_tasks(dense_items, &a, NOB * NBB);
-}
-
-static const ct_function kFunctions[] = {{"dense", dense, "tttt"}};
-CT_DEFINE_MODULE("crosstune dense", kFunctions, last_error)
 )KERNEL";
 
 }  // namespace
 
-Expected<std::unique_ptr<Task>> MakeDenseTask(const std::vector<int64_t>& shape,
-                                              const builder::Target& target,
-                                              const TaskOptions& options) {
+Expected<std::unique_ptr<Task>> templates::MakeDenseTask(const std::vector<int64_t>& shape,
+                                                         const builder::Target& target,
+                                                         const TaskOptions& options) {
   return DenseTask::Make(shape, target, options);
 }
 

@@ -19,63 +19,69 @@
 
 #include "crosstune/tuner/task.h"
 #include "templates/common.h"
+#include "templates/registry.h"
 
 namespace crosstune::tuner {
 namespace {
 
 using templates::CeilDiv;
 
-constexpr const char* kUsage = "depthwise_conv2d takes --shape N,C,H,W,R,S,stride,pad";
+// The task's sizes and the target's vector unit, and the config space they make.
+struct DepthwiseShape {
+  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
+  int64_t oh_ = 0, ow_ = 0;
+  int vw_ = 4;
+  int regs_ = 16;
+  Expected<ConfigSpace> BuildSpace() const;
+};
 
-class DepthwiseConv2dTask final : public Task {
+class DepthwiseConv2dTask final : public Task, private DepthwiseShape {
  public:
+  DepthwiseConv2dTask(TaskId id, builder::Target target, ConfigSpace space,
+                      const DepthwiseShape& shape)
+      : Task(std::move(id), std::move(target), std::move(space)), DepthwiseShape(shape) {}
+
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target,
                                               const TaskOptions& options) {
+    const std::string usage = templates::ShapeUsage("depthwise_conv2d");
     if (shape.size() != 8) {
       return Status(ErrorCode::kInvalidArgument,
-                    std::string(kUsage) + " (8 values, got " + std::to_string(shape.size()) + ")");
+                    usage + " (8 values, got " + std::to_string(shape.size()) + ")");
     }
     const int64_t limit = int64_t{1} << 16;
     for (size_t i = 0; i < 7; ++i) {
       if (shape[i] < 1 || shape[i] > limit) {
-        return Status(ErrorCode::kInvalidArgument,
-                      std::string(kUsage) + ": sizes and stride from 1 to 65536");
+        return Status(ErrorCode::kInvalidArgument, usage + ": sizes and stride from 1 to 65536");
       }
     }
     const int64_t pad = shape[7];
     if (pad < 0 || pad > limit) {
-      return Status(ErrorCode::kInvalidArgument, std::string(kUsage) + ": pad from 0 to 65536");
+      return Status(ErrorCode::kInvalidArgument, usage + ": pad from 0 to 65536");
     }
     if (shape[4] > shape[2] + 2 * pad || shape[5] > shape[3] + 2 * pad) {
       return Status(ErrorCode::kInvalidArgument,
-                    std::string(kUsage) + ": the filter (R,S) is larger than the padded input");
+                    usage + ": the filter (R,S) is larger than the padded input");
     }
     if (target.is_cuda()) {
       return Status(ErrorCode::kInvalidArgument,
                     "the depthwise_conv2d template is for CPU targets");
     }
-    auto task = std::unique_ptr<DepthwiseConv2dTask>(new DepthwiseConv2dTask());
-    task->id_ = TaskId{"depthwise_conv2d", shape, "float32", options.threads};
-    task->target_ = target;
-    task->n_ = shape[0];
-    task->c_ = shape[1];
-    task->h_ = shape[2];
-    task->w_ = shape[3];
-    task->r_ = shape[4];
-    task->s_ = shape[5];
-    task->stride_ = shape[6];
-    task->pad_ = pad;
-    task->oh_ = (task->h_ + 2 * pad - task->r_) / task->stride_ + 1;
-    task->ow_ = (task->w_ + 2 * pad - task->s_) / task->stride_ + 1;
-    task->vw_ = templates::VectorWidth(target);
-    task->regs_ = templates::VectorRegisters(target);
-    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
-      return Status(ErrorCode::kInvalidArgument,
-                    std::string(kUsage) + ": " + big + " would have over 2^32 elements");
-    }
-    CT_RETURN_IF_ERROR(task->BuildSpace());
-    return std::unique_ptr<Task>(std::move(task));
+    DepthwiseShape s;
+    s.n_ = shape[0];
+    s.c_ = shape[1];
+    s.h_ = shape[2];
+    s.w_ = shape[3];
+    s.r_ = shape[4];
+    s.s_ = shape[5];
+    s.stride_ = shape[6];
+    s.pad_ = pad;
+    s.oh_ = (s.h_ + 2 * pad - s.r_) / s.stride_ + 1;
+    s.ow_ = (s.w_ + 2 * pad - s.s_) / s.stride_ + 1;
+    s.vw_ = templates::VectorWidth(target);
+    s.regs_ = templates::VectorRegisters(target);
+    return templates::NewTask<DepthwiseConv2dTask>(
+        TaskId{"depthwise_conv2d", shape, "float32", options.threads}, target, s);
   }
 
   std::string function() const override { return "depthwise_conv2d"; }
@@ -94,10 +100,10 @@ class DepthwiseConv2dTask final : public Task {
     const int64_t vectors = CeilDiv(ow_, vw_);
     nlohmann::json want = {{"tile_vectors", std::min<int64_t>(vectors, regs_ >= 32 ? 4 : 2)},
                            {"tile_rows", std::min<int64_t>(oh_, 2)}};
-    auto c = space_.FromJson(want);
-    if (c.ok() && space_.IsValid(*c)) return *c;
-    UniqueSampler s(space_, 1);
-    return space_.Get(s.Next().value_or(0));
+    auto c = space().FromJson(want);
+    if (c.ok() && space().IsValid(*c)) return *c;
+    UniqueSampler s(space(), 1);
+    return space().Get(s.Next().value_or(0));
   }
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
@@ -116,7 +122,7 @@ class DepthwiseConv2dTask final : public Task {
     const int64_t tv = c.Int("tile_vectors"), rt = c.Int("tile_rows");
     const int64_t vectors = CeilDiv(ow_, vw_);
     std::ostringstream o;
-    o << "/* crosstune depthwise_conv2d " << id_.Key() << ": " << c.ToString() << " */\n"
+    o << "/* crosstune depthwise_conv2d " << id().Key() << ": " << c.ToString() << " */\n"
       << templates::KernelHeader() << "#define THREADS " << threads() << "\n"
       << "#define N_ " << n_ << "L\n#define C_ " << c_ << "L\n#define H_ " << h_ << "L\n"
       << "#define W_ " << w_ << "L\n#define R_ " << r_ << "\n#define S_ " << s_ << "\n"
@@ -138,7 +144,8 @@ class DepthwiseConv2dTask final : public Task {
       o << TileFunction("tile_row", 1, tv);
       if (vectors % tv) o << TileFunction("tile_row_rem", 1, vectors % tv);
     }
-    o << kKernelBody;
+    o << templates::KernelArgsStruct(args()) << kKernelBody
+      << templates::KernelEntry(function(), args(), {{"dw_planes", "N_ * C_"}});
     return o.str();
   }
 
@@ -173,7 +180,7 @@ class DepthwiseConv2dTask final : public Task {
   double rtol() const override { return 1e-4; }
 
   std::vector<float> Features(const Config& c) const override {
-    std::vector<float> f = space_.Features(c);
+    std::vector<float> f = space().Features(c);
     const double tv = c.Int("tile_vectors"), rt = c.Int("tile_rows");
     const double vectors = static_cast<double>(CeilDiv(ow_, vw_));
     f.insert(f.end(), {
@@ -200,21 +207,6 @@ class DepthwiseConv2dTask final : public Task {
     return static_cast<uint64_t>(threads()) * stride_ * (h_ + 2 * pad_) * PhaseWidth();
   }
 
-  Status BuildSpace() {
-    std::vector<int64_t> tvs;
-    for (int64_t v = 1; v <= std::min<int64_t>(CeilDiv(ow_, vw_), 8); ++v) tvs.push_back(v);
-    CT_RETURN_IF_ERROR(space_.AddCategorical("tile_vectors", tvs));
-    std::vector<int64_t> rts;
-    for (int64_t r = 1; r <= std::min<int64_t>(oh_, 4); ++r) rts.push_back(r);
-    CT_RETURN_IF_ERROR(space_.AddCategorical("tile_rows", rts));
-    const int regs = regs_;
-    // Accumulators, one input vector and a weight broadcast in registers.
-    space_.AddConstraint("registers", [regs](const Config& c) {
-      return c.Int("tile_vectors") * c.Int("tile_rows") + 2 <= regs;
-    });
-    return Status::Ok();
-  }
-
   // The register tile for `rows` output rows x `vectors` vectors, with the epilogue.
   static std::string TileFunction(const char* name, int64_t rows, int64_t vectors) {
     std::ostringstream o;
@@ -228,11 +220,23 @@ class DepthwiseConv2dTask final : public Task {
 
   static const char* const kTileBody;
   static const char* const kKernelBody;
-  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
-  int64_t oh_ = 0, ow_ = 0;
-  int vw_ = 4;
-  int regs_ = 16;
 };
+
+Expected<ConfigSpace> DepthwiseShape::BuildSpace() const {
+  ConfigSpace space;
+  std::vector<int64_t> tvs;
+  for (int64_t v = 1; v <= std::min<int64_t>(CeilDiv(ow_, vw_), 8); ++v) tvs.push_back(v);
+  CT_RETURN_IF_ERROR(space.AddCategorical("tile_vectors", tvs));
+  std::vector<int64_t> rts;
+  for (int64_t r = 1; r <= std::min<int64_t>(oh_, 4); ++r) rts.push_back(r);
+  CT_RETURN_IF_ERROR(space.AddCategorical("tile_rows", rts));
+  const int regs = regs_;
+  // Accumulators, one input vector and a weight broadcast in registers.
+  space.AddConstraint("registers", [regs](const Config& c) {
+    return c.Int("tile_vectors") * c.Int("tile_rows") + 2 <= regs;
+  });
+  return space;
+}
 
 // plane: the channel's phase buffer; out: the channel's output plane; (oh, ow): the tile's first
 // output pixel.
@@ -267,13 +271,6 @@ const char* const DepthwiseConv2dTask::kTileBody = R"KERNEL(  vf acc[TR][TN];
 const char* const DepthwiseConv2dTask::kKernelBody = R"KERNEL(
 /* Per-task plane buffers [phase][HP][WPH]; padding and overrun columns are never written. */
 static float g_plane[MAX_TASKS][ST * HP * WPH] __attribute__((aligned(64)));
-
-typedef struct {
-  const float* data;
-  const float* weight;
-  const float* bias;
-  float* out;
-} dw_args;
 
 /* Padded column x = j * ST + p of phase p is input column j * ST + p - PAD: a strided copy per
    phase (clang vectorizes it for some strides; stride 2 splits vector pairs itself). */
@@ -314,7 +311,7 @@ static void pack_plane(float* restrict plane, const float* restrict src) {
 
 /* Items: (image, channel) planes. */
 static int32_t dw_planes(int32_t task, int32_t num_tasks, void* closure) {
-  const dw_args* a = (const dw_args*)closure;
+  const kernel_args* a = (const kernel_args*)closure;
   float* plane = g_plane[task];
   long begin, end;
   task_range(N_ * C_, task, num_tasks, &begin, &end);
@@ -342,33 +339,12 @@ static int32_t dw_planes(int32_t task, int32_t num_tasks, void* closure) {
   return 0;
 }
 
-static int32_t depthwise_conv2d(const ct_arg* args, int32_t num_args) {
-  if (num_args != 4) {
-    g_error = "depthwise_conv2d takes four tensors: data, weight, bias, out";
-    return 1;
-  }
-  const long data_shape[4] = {N_, C_, H_, W_}, weight_shape[4] = {C_, 1, R_, S_};
-  const long bias_shape[1] = {C_}, out_shape[4] = {N_, C_, OH, OW};
-  if (check_tensor(&args[0], 4, data_shape, "data must be a compact float32 tensor [N, C, H, W]") ||
-      check_tensor(&args[1], 4, weight_shape,
-                   "weight must be a compact float32 tensor [C, 1, R, S]") ||
-      check_tensor(&args[2], 1, bias_shape, "bias must be a compact float32 tensor [C]") ||
-      check_tensor(&args[3], 4, out_shape, "out must be a compact float32 tensor [N, C, OH, OW]"))
-    return 1;
-  dw_args a = {tensor_data(&args[0]), tensor_data(&args[1]), tensor_data(&args[2]),
-               tensor_data(&args[3])};
-  return run_tasks(dw_planes, &a, N_ * C_);
-}
-
-static const ct_function kFunctions[] = {{"depthwise_conv2d", depthwise_conv2d, "tttt"}};
-CT_DEFINE_MODULE("crosstune depthwise_conv2d", kFunctions, last_error)
 )KERNEL";
 
 }  // namespace
 
-Expected<std::unique_ptr<Task>> MakeDepthwiseConv2dTask(const std::vector<int64_t>& shape,
-                                                        const builder::Target& target,
-                                                        const TaskOptions& options) {
+Expected<std::unique_ptr<Task>> templates::MakeDepthwiseConv2dTask(
+    const std::vector<int64_t>& shape, const builder::Target& target, const TaskOptions& options) {
   return DepthwiseConv2dTask::Make(shape, target, options);
 }
 

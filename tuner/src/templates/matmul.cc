@@ -22,6 +22,7 @@
 #include "templates/common.h"
 #include "templates/cuda.h"
 #include "templates/reference.h"
+#include "templates/registry.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -32,8 +33,19 @@ using templates::RoundUp;
 using templates::VectorRegisters;
 using templates::VectorWidth;
 
-class MatmulTask final : public Task {
+// The task's sizes and the target's vector unit, and the config space they make.
+struct MatmulShape {
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  int vw_ = 4;
+  int regs_ = 16;
+  Expected<ConfigSpace> BuildSpace() const;
+};
+
+class MatmulTask final : public Task, private MatmulShape {
  public:
+  MatmulTask(TaskId id, builder::Target target, ConfigSpace space, const MatmulShape& shape)
+      : Task(std::move(id), std::move(target), std::move(space)), MatmulShape(shape) {}
+
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target,
                                               const TaskOptions& options) {
@@ -41,19 +53,12 @@ class MatmulTask final : public Task {
           return d < 1 || d > (int64_t{1} << 20);
         })) {
       return Status(ErrorCode::kInvalidArgument,
-                    "matmul takes --shape M,N,K (three sizes from 1 to 1048576)");
+                    templates::ShapeUsage("matmul") + " (three sizes from 1 to 1048576)");
     }
     if (target.is_cuda()) return MakeCudaMatmulTask(shape, target, options);
-    auto task = std::unique_ptr<MatmulTask>(new MatmulTask());
-    task->id_ = TaskId{"matmul", shape, "float32", options.threads};
-    task->target_ = target;
-    task->m_ = shape[0];
-    task->n_ = shape[1];
-    task->k_ = shape[2];
-    task->vw_ = VectorWidth(target);
-    task->regs_ = VectorRegisters(target);
-    CT_RETURN_IF_ERROR(task->BuildSpace());
-    return std::unique_ptr<Task>(std::move(task));
+    const MatmulShape s{shape[0], shape[1], shape[2], VectorWidth(target), VectorRegisters(target)};
+    return templates::NewTask<MatmulTask>(TaskId{"matmul", shape, "float32", options.threads},
+                                          target, s);
   }
 
   std::string function() const override { return "matmul"; }
@@ -73,7 +78,7 @@ class MatmulTask final : public Task {
     // an MR x KC panel of A stays in L1 while the KC x NC block of B streams from L2.
 
     auto pick = [&](const char* knob, int64_t cap) {
-      const Knob* kn = space_.FindKnob(knob);
+      const Knob* kn = space().FindKnob(knob);
       nlohmann::json best = kn->values.front();
       for (const auto& v : kn->values) {
         if (v[1].get<int64_t>() <= cap) best = v;
@@ -83,28 +88,24 @@ class MatmulTask final : public Task {
     pick("tile_k", 512);
     pick("tile_m", 96);
     pick("tile_n", 256);
-    auto c = space_.FromJson(want);
-    if (c.ok() && space_.IsValid(*c)) return *c;
+    auto c = space().FromJson(want);
+    if (c.ok() && space().IsValid(*c)) return *c;
     // Smaller targets: walk down the register tile until the constraints hold.
     for (int64_t mr : {4, 2, 1}) {
       for (int64_t nv : {2, 1}) {
         want["mr"] = mr;
         want["nv"] = nv;
-        c = space_.FromJson(want);
-        if (c.ok() && space_.IsValid(*c)) return *c;
+        c = space().FromJson(want);
+        if (c.ok() && space().IsValid(*c)) return *c;
       }
     }
-    UniqueSampler s(space_, 1);
-    return space_.Get(s.Next().value_or(0));
+    UniqueSampler s(space(), 1);
+    return space().Get(s.Next().value_or(0));
   }
 
   Status CheckLimits(const Config& c, const msg::DeviceInfo& device) const override {
-    uint64_t bytes = BufferFloats(c) * 4;
-    if (device.cores > 0 && static_cast<uint32_t>(threads()) > device.cores) {
-      return Status(ErrorCode::kInvalidArgument, "the task runs with " + std::to_string(threads()) +
-                                                     " threads; the device has " +
-                                                     std::to_string(device.cores) + " cores");
-    }
+    CT_RETURN_IF_ERROR(templates::CheckThreads(threads(), device));
+    const uint64_t bytes = BufferFloats(c) * 4;
     if (device.memory_bytes > 0 && bytes > device.memory_bytes / 4) {
       return Status(ErrorCode::kInvalidArgument, "packing buffers need " +
                                                      std::to_string(bytes >> 20) +
@@ -121,7 +122,8 @@ class MatmulTask final : public Task {
     const bool ir_outer = c.Ints("order")[0] == 1;
     std::ostringstream o;
     o << "/* crosstune matmul: " << c.ToString() << " */\n"
-      << "#define M_ " << m_ << "L\n#define N_ " << n_ << "L\n#define K_ " << k_ << "L\n"
+      << templates::KernelHeader() << "#define M_ " << m_ << "L\n#define N_ " << n_
+      << "L\n#define K_ " << k_ << "L\n"
       << "#define MR " << mr << "\n#define NV " << nv << "\n#define VW " << vw_ << "\n"
       << "#define NR " << nr << "\n#define KC " << kc << "L\n#define MC " << mc << "L\n"
       << "#define NC " << nc << "L\n#define UNROLL " << c.Int("unroll_k") << "\n"
@@ -129,7 +131,8 @@ class MatmulTask final : public Task {
       << "\n#define PREFETCH " << c.Int("prefetch") << "\n#define THREADS " << threads()
       << "\n#define NCB " << RoundUp(std::min(nc, n_), nr) << "L\n#define MCB "
       << RoundUp(std::min(mc, m_), mr) << "L\n"
-      << kKernelBody;
+      << templates::KernelPrelude(vw_) << templates::KernelArgsStruct(args()) << kKernelBody
+      << templates::KernelEntry(function(), args(), {});
     return o.str();
   }
 
@@ -142,7 +145,7 @@ class MatmulTask final : public Task {
   double rtol() const override { return 1e-4; }
 
   std::vector<float> Features(const Config& c) const override {
-    std::vector<float> f = space_.Features(c);
+    std::vector<float> f = space().Features(c);
     const double mr = c.Int("mr"), nr = c.Int("nv") * vw_;
     const double kc = c.Ints("tile_k")[1];
     const double mc = std::max(mr, std::floor(c.Ints("tile_m")[1] / mr) * mr);
@@ -167,37 +170,6 @@ class MatmulTask final : public Task {
   }
 
  private:
-  Status BuildSpace() {
-    CT_RETURN_IF_ERROR(space_.AddCategorical("mr", {1, 2, 3, 4, 5, 6, 8, 10, 12, 14}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("nv", {1, 2, 3, 4}));
-    SplitOptions k{.policy = SplitPolicy::kCandidates};
-    k.candidates = AsCandidates(CandidatesUpTo({16, 32, 64, 128, 256, 384, 512, 768, 1024}, k_));
-    CT_RETURN_IF_ERROR(space_.AddSplit("tile_k", k_, 2, k));
-    SplitOptions m{.policy = SplitPolicy::kCandidates};
-    m.candidates = AsCandidates(CandidatesUpTo({24, 48, 72, 96, 144, 192, 288, 384}, m_));
-    CT_RETURN_IF_ERROR(space_.AddSplit("tile_m", m_, 2, m));
-    SplitOptions n{.policy = SplitPolicy::kCandidates};
-    n.candidates = AsCandidates(CandidatesUpTo({64, 128, 256, 512, 1024, 2048}, n_));
-    CT_RETURN_IF_ERROR(space_.AddSplit("tile_n", n_, 2, n));
-    CT_RETURN_IF_ERROR(space_.AddReorder("order", {"jr", "ir"}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("unroll_k", {1, 2, 4, 8}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("pack_a", {0, 1}));
-    CT_RETURN_IF_ERROR(space_.AddCategorical("prefetch", {0, 4, 8, 16}));
-    const int regs = regs_, vw = vw_;
-    const int64_t m_dim = m_, n_dim = n_;
-    // The register tile plus one B vector per column and an A broadcast must fit the register
-    // file, or the accumulators spill and the tile is slower than a smaller one.
-    space_.AddConstraint("registers", [regs](const Config& c) {
-      return c.Int("mr") * c.Int("nv") + c.Int("nv") + 1 <= regs;
-    });
-    // No tile larger than the matrix it covers.
-    space_.AddConstraint("tile_fits", [vw, m_dim, n_dim](const Config& c) {
-      return c.Int("mr") <= m_dim && (c.Int("nv") - 1) * vw < n_dim &&
-             c.Ints("tile_m")[1] >= c.Int("mr");
-    });
-    return Status::Ok();
-  }
-
   uint64_t BufferFloats(const Config& c) const {
     const int64_t mr = c.Int("mr"), nr = c.Int("nv") * vw_;
     const int64_t kc = c.Ints("tile_k")[1];
@@ -209,27 +181,52 @@ class MatmulTask final : public Task {
   }
 
   static const char* const kKernelBody;
-  int64_t m_ = 0, n_ = 0, k_ = 0;
-  int vw_ = 4;
-  int regs_ = 16;
 };
 
-// The kernel text after the #defines. Loops with constant bounds over MR and NV are unrolled by
-// clang, so the accumulators stay in registers (nothing indexes them with a run-time value).
+Expected<ConfigSpace> MatmulShape::BuildSpace() const {
+  ConfigSpace space;
+  CT_RETURN_IF_ERROR(space.AddCategorical("mr", {1, 2, 3, 4, 5, 6, 8, 10, 12, 14}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("nv", {1, 2, 3, 4}));
+  SplitOptions k{.policy = SplitPolicy::kCandidates};
+  k.candidates = AsCandidates(CandidatesUpTo({16, 32, 64, 128, 256, 384, 512, 768, 1024}, k_));
+  CT_RETURN_IF_ERROR(space.AddSplit("tile_k", k_, 2, k));
+  SplitOptions m{.policy = SplitPolicy::kCandidates};
+  m.candidates = AsCandidates(CandidatesUpTo({24, 48, 72, 96, 144, 192, 288, 384}, m_));
+  CT_RETURN_IF_ERROR(space.AddSplit("tile_m", m_, 2, m));
+  SplitOptions n{.policy = SplitPolicy::kCandidates};
+  n.candidates = AsCandidates(CandidatesUpTo({64, 128, 256, 512, 1024, 2048}, n_));
+  CT_RETURN_IF_ERROR(space.AddSplit("tile_n", n_, 2, n));
+  CT_RETURN_IF_ERROR(space.AddReorder("order", {"jr", "ir"}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("unroll_k", {1, 2, 4, 8}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("pack_a", {0, 1}));
+  CT_RETURN_IF_ERROR(space.AddCategorical("prefetch", {0, 4, 8, 16}));
+  const int regs = regs_, vw = vw_;
+  const int64_t m_dim = m_, n_dim = n_;
+  // The register tile plus one B vector per column and an A broadcast must fit the register
+  // file, or the accumulators spill and the tile is slower than a smaller one.
+  space.AddConstraint("registers", [regs](const Config& c) {
+    return c.Int("mr") * c.Int("nv") + c.Int("nv") + 1 <= regs;
+  });
+  // No tile larger than the matrix it covers.
+  space.AddConstraint("tile_fits", [vw, m_dim, n_dim](const Config& c) {
+    return c.Int("mr") <= m_dim && (c.Int("nv") - 1) * vw < n_dim &&
+           c.Ints("tile_m")[1] >= c.Int("mr");
+  });
+  return space;
+}
+
+// The kernel text after the #defines, the shared prelude and kernel_args; run() is called by the
+// generated entry. Loops with constant bounds over MR and NV are unrolled by clang, so the
+// accumulators stay in registers (nothing indexes them with a run-time value). Its two parallel
+// steps per block launch THREADS tasks (the packing no more than there are panels) with
+// ct_parallel_for, as each task owns its packing buffers.
 const char* const MatmulTask::kKernelBody = R"KERNEL(
-#define CT_USE_RUNTIME 1
-#include "crosstune/kernel_abi.h"
-typedef float vf __attribute__((vector_size(VW * 4)));
-typedef float vfu __attribute__((vector_size(VW * 4), aligned(4)));
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 static float Bp[KC * NCB] __attribute__((aligned(64)));
 #if PACK_A
 static float Ap[THREADS][MCB * KC] __attribute__((aligned(64)));
 #endif
 static float Aedge[THREADS][MR * KC] __attribute__((aligned(64)));
-static const char* g_error = "";
-static const char* last_error(void) { return g_error; }
 
 /* C[rows x cols] = (first ? 0 : C) + A(MR x kc) * Bpanel(kc x NR); A(i, k) = a[i*si + k*sk]. */
 static inline __attribute__((always_inline)) void tile(long kc, const float* restrict a, long si,
@@ -354,28 +351,11 @@ static int32_t row_task(int32_t t, int32_t nt, void* closure) {
   return 0;
 }
 
-static int check_tensor(const ct_arg* arg, long rows, long cols, const char* what) {
-  if (arg->kind != CT_ARG_TENSOR) { g_error = what; return 1; }
-  const DLTensor* t = arg->value.v_tensor;
-  if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols || t->dtype.code != kDLFloat ||
-      t->dtype.bits != 32 || t->dtype.lanes != 1) { g_error = what; return 1; }
-  if (t->strides && (t->strides[1] != 1 || t->strides[0] != cols)) { g_error = what; return 1; }
-  return 0;
-}
-
-static int32_t matmul(const ct_arg* args, int32_t num_args) {
-  if (num_args != 3) { g_error = "matmul takes three tensors: A, B, C"; return 1; }
-  if (check_tensor(&args[0], M_, K_, "A must be a compact float32 tensor of shape [M, K]") ||
-      check_tensor(&args[1], K_, N_, "B must be a compact float32 tensor of shape [K, N]") ||
-      check_tensor(&args[2], M_, N_, "C must be a compact float32 tensor of shape [M, N]"))
-    return 1;
-  const DLTensor* ta = args[0].value.v_tensor;
-  const DLTensor* tb = args[1].value.v_tensor;
-  const DLTensor* tc = args[2].value.v_tensor;
+static int32_t run(kernel_args* a) {
   struct step s;
-  s.A = (const float*)((const char*)ta->data + ta->byte_offset);
-  s.B = (const float*)((const char*)tb->data + tb->byte_offset);
-  s.C = (float*)((char*)tc->data + tc->byte_offset);
+  s.A = a->A;
+  s.B = a->B;
+  s.C = a->C;
   for (long jc = 0; jc < N_; jc += NC) {
     s.jc = jc;
     s.nc = MIN(NC, N_ - jc);
@@ -391,16 +371,13 @@ static int32_t matmul(const ct_arg* args, int32_t num_args) {
   }
   return 0;
 }
-
-static const ct_function kFunctions[] = {{"matmul", matmul, "ttt"}};
-CT_DEFINE_MODULE("crosstune matmul", kFunctions, last_error)
 )KERNEL";
 
 }  // namespace
 
-Expected<std::unique_ptr<Task>> MakeMatmulTask(const std::vector<int64_t>& shape,
-                                               const builder::Target& target,
-                                               const TaskOptions& options) {
+Expected<std::unique_ptr<Task>> templates::MakeMatmulTask(const std::vector<int64_t>& shape,
+                                                          const builder::Target& target,
+                                                          const TaskOptions& options) {
   return MatmulTask::Make(shape, target, options);
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crosstune/builder/target.h"
@@ -46,6 +47,8 @@ using HostArgs = std::vector<std::vector<float>>;
 class Task {
  public:
   virtual ~Task() = default;
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
 
   const TaskId& id() const { return id_; }
   const builder::Target& target() const { return target_; }
@@ -73,6 +76,12 @@ class Task {
   }
 
  protected:
+  // A template's task is its identity (template, shape, dtype, threads), its target and its
+  // finished config space; configs point into the space, so a task is never copied or moved.
+  Task(TaskId id, builder::Target target, ConfigSpace space)
+      : id_(std::move(id)), target_(std::move(target)), space_(std::move(space)) {}
+
+ private:
   TaskId id_;
   builder::Target target_;
   ConfigSpace space_;
@@ -87,13 +96,22 @@ struct TaskOptions {
 // comma-separated list of integers.
 Expected<std::vector<int64_t>> ParseShape(const std::string& text);
 
-// Template names MakeTask knows ("matmul", "conv2d", "depthwise_conv2d", "dense").
+// A kernel template as MakeTask knows it: one row of the table in templates/registry.cc (a new
+// template is its own file plus one row there).
+struct TemplateInfo {
+  std::string name;   // "matmul"
+  std::string shape;  // what --shape takes, "M,N,K"
+  std::string help;   // what it computes, one line
+};
+// Every template, in the table's order.
+const std::vector<TemplateInfo>& Templates();
+// Their names ("matmul", "conv2d", "depthwise_conv2d", "dense").
 const std::vector<std::string>& TemplateNames();
 
-// A task of template `name` for `shape` on `target` (matmul: M,N,K; conv2d:
-// N,C,H,W,K,R,S,stride,pad[,residual]; depthwise_conv2d: N,C,H,W,R,S,stride,pad; dense:
-// B,IN,OUT). kInvalidArgument for an unknown template (listing the
-// known ones), a wrong shape (with the template's usage) or a target the template cannot use.
+// A task of template `name` for `shape` (as TemplateInfo::shape says) on `target`.
+// kInvalidArgument for an unknown template (listing the known ones), a wrong shape (with the
+// template's usage), a tensor of over 2^32 elements (naming it) or a target the template cannot
+// use.
 Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
                                          const builder::Target& target,
                                          const TaskOptions& options = {});

@@ -1,0 +1,219 @@
+// The template table (templates/registry.cc) and what every template gets from it: MakeTask's
+// checks, the generated kernel entry and module table, and the size limit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/target.h"
+#include "crosstune/tuner/task.h"
+
+namespace crosstune::tuner {
+namespace {
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+builder::Target Host() {
+  auto t = builder::ParseTarget("x86-avx2");
+  EXPECT_TRUE(t.ok());
+  return t.ok() ? *t : builder::Target{};
+}
+
+TEST(TemplateRegistryTest, EveryTemplateHasARowWithItsShapeSyntax) {
+  const auto& all = Templates();
+  ASSERT_EQ(all.size(), TemplateNames().size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].name, TemplateNames()[i]);
+    EXPECT_FALSE(all[i].shape.empty()) << all[i].name;
+    EXPECT_FALSE(all[i].help.empty()) << all[i].name;
+    // A shape it cannot take is refused with the row's syntax.
+    auto task = MakeTask(all[i].name, {}, Host());
+    ASSERT_FALSE(task.ok()) << all[i].name;
+    EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(task.status().message().rfind(all[i].name + " takes --shape " + all[i].shape, 0), 0u)
+        << task.status().message();
+  }
+  auto unknown = MakeTask("winograd", {1}, Host());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("matmul, conv2d, depthwise_conv2d, dense"),
+            std::string::npos)
+      << unknown.status().message();
+  EXPECT_FALSE(MakeTask("matmul", {8, 8, 8}, Host(), {.threads = 0}).ok());
+}
+
+// Before, matmul took 2^20 in every dimension, and the tuner then filled a double-precision host
+// reference of any size before measuring anything.
+TEST(TemplateRegistryTest, MatmulRefusesTensorsOverTheSizeLimit) {
+  auto task = MakeTask("matmul", {1 << 20, 1 << 20, 16}, Host());
+  ASSERT_FALSE(task.ok());
+  EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(task.status().message(), "matmul takes --shape M,N,K: C would have over 2^32 elements");
+  EXPECT_TRUE(MakeTask("matmul", {1 << 16, 1 << 16, 16}, Host()).ok());
+}
+
+TEST(TemplateRegistryTest, MatmulRefusesMoreThreadsThanTheDeviceHas) {
+  auto task = MakeTask("matmul", {64, 64, 64}, Host(), {.threads = 4});
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  msg::DeviceInfo device;
+  device.cores = 2;
+  Status s = (*task)->CheckLimits((*task)->DefaultConfig(), device);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("4 threads; the device has 2 cores"), std::string::npos)
+      << s.ToString();
+  device.cores = 4;
+  EXPECT_TRUE((*task)->CheckLimits((*task)->DefaultConfig(), device).ok());
+}
+
+// Every CPU template's kernel has one entry, generated from its args(): the count, a check of
+// every tensor against its shape, the module table with one 't' per tensor; and one prelude.
+TEST(TemplateRegistryTest, EveryCpuKernelHasTheEntryItsArgsSay) {
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> tasks = {
+      {"matmul", {33, 17, 9}},
+      {"conv2d", {1, 8, 9, 9, 16, 3, 3, 1, 1, 1}},
+      {"conv2d", {1, 8, 9, 9, 16, 1, 1, 1, 0}},
+      {"depthwise_conv2d", {1, 8, 9, 9, 3, 3, 2, 1}},
+      {"dense", {2, 37, 13}}};
+  for (const auto& [name, shape] : tasks) {
+    auto task = MakeTask(name, shape, Host());
+    ASSERT_TRUE(task.ok()) << name << ": " << task.status().ToString();
+    const auto args = (*task)->args();
+    const std::string fn = (*task)->function();
+    const std::string source = (*task)->Generate((*task)->DefaultConfig());
+    SCOPED_TRACE(name);
+    EXPECT_EQ(Count(source, "static int32_t " + fn + "(const ct_arg* args, int32_t num_args)"), 1u);
+    EXPECT_EQ(Count(source, "if (num_args != " + std::to_string(args.size()) + ")"), 1u);
+    EXPECT_EQ(Count(source, "check_tensor(&args["), args.size());
+    for (const auto& a : args) {
+      std::string dims;
+      for (int64_t d : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      EXPECT_EQ(Count(source, a.name + " must be a compact float32 tensor of shape [" + dims + "]"),
+                1u)
+          << a.name;
+    }
+    EXPECT_EQ(
+        Count(source, "{\"" + fn + "\", " + fn + ", \"" + std::string(args.size(), 't') + "\"}"),
+        1u);
+    EXPECT_EQ(Count(source, "CT_DEFINE_MODULE("), 1u);
+    EXPECT_EQ(Count(source, "typedef float vf "), 1u) << "one prelude";
+    EXPECT_EQ(Count(source, "} kernel_args;"), 1u);
+  }
+}
+
+// A record names its task by key and its config by index and knob values; resume, export and
+// `log best` remake the task from the key's sizes. These are the tasks and spaces the templates
+// made before they were rows of the table (taken from the code before the change, run with this
+// test): the same key, the same numbering and validity, the same default, so earlier logs still
+// resume and export.
+TEST(TemplateRegistryTest, EarlierRecordsStillNameTheirTaskAndConfig) {
+  struct Case {
+    std::string target, name;
+    std::vector<int64_t> shape;
+    std::string key;
+    uint64_t size, default_index, valid_in_first;
+    std::string middle;  // the config at size / 2, as a record's values
+  };
+  const std::vector<Case> cases = {
+      {"x86-avx2",
+       "matmul",
+       {512, 512, 512},
+       "matmul 512,512,512 float32 threads=2",
+       645120,
+       137175,
+       11000,
+       R"({"mr":1,"nv":1,"order":["jr","ir"],"pack_a":0,"prefetch":8,"tile_k":[32,16],)"
+       R"("tile_m":[22,24],"tile_n":[8,64],"unroll_k":1})"},
+      {"x86-avx512",
+       "conv2d",
+       {1, 64, 56, 56, 64, 3, 3, 1, 1},
+       "conv2d 1,64,56,56,64,3,3,1,1 float32",
+       11289600,
+       523,
+       7723,
+       R"({"algorithm":"direct","gemm_chunk":[3,256],"gemm_pack":1,"gemm_rows":1,)"
+       R"("gemm_vectors":3,"ic_block":1,"oc_vectors":1,"oh_rows":1,"order":["ow","cb"],)"
+       R"("ow_tile":1,"unroll_c":1})"},
+      {"x86-avx512",
+       "conv2d",
+       {1, 256, 56, 56, 64, 1, 1, 1, 0, 1},
+       "conv2d 1,256,56,56,64,1,1,1,0,1 float32",
+       13547520,
+       6431040,
+       7723,
+       R"({"algorithm":"direct","gemm_chunk":[2,128],"gemm_pack":1,"gemm_rows":1,)"
+       R"("gemm_vectors":1,"ic_block":1,"oc_vectors":1,"oh_rows":1,"order":["ow","cb"],)"
+       R"("ow_tile":1,"unroll_c":1})"},
+      {"aarch64",
+       "depthwise_conv2d",
+       {1, 32, 112, 112, 3, 3, 2, 1},
+       "depthwise_conv2d 1,32,112,112,3,3,2,1 float32",
+       32,
+       11,
+       31,
+       R"({"tile_rows":3,"tile_vectors":1})"},
+      {"x86-avx2",
+       "dense",
+       {1, 2048, 1000},
+       "dense 1,2048,1000 float32 threads=2",
+       108,
+       66,
+       72,
+       R"({"batch_tile":1,"rows":1,"tile_in":[2,1024],"unroll_in":2})"},
+      {"cuda -arch=sm_90",
+       "matmul",
+       {512, 256, 128},
+       "matmul 512,256,128 float32",
+       98304,
+       89754,
+       12733,
+       R"({"block_k":4,"block_m":16,"block_n":16,"double_buffer":0,"pad":4,"thread_m":1,)"
+       R"("thread_n":1,"unroll_k":1,"vec_a":1,"vec_b":1})"},
+      {"cuda -arch=sm_80",
+       "conv2d",
+       {1, 64, 56, 56, 64, 3, 3, 1, 1, 1},
+       "conv2d 1,64,56,56,64,3,3,1,1,1 float32",
+       36864,
+       33524,
+       11949,
+       R"({"block_k":4,"block_m":16,"block_n":16,"double_buffer":0,"pad":4,"thread_m":1,)"
+       R"("thread_n":1,"unroll_k":1,"vec_a":1,"vec_b":1})"},
+      {"cuda -arch=sm_90",
+       "dense",
+       {1, 2048, 1000},
+       "dense 1,2048,1000 float32",
+       12288,
+       11174,
+       7160,
+       R"({"block_k":4,"block_m":16,"block_n":16,"double_buffer":0,"pad":4,"thread_m":1,)"
+       R"("thread_n":1,"unroll_k":1,"vec_a":1,"vec_b":1})"},
+  };
+  for (const Case& c : cases) {
+    auto target = builder::ParseTarget(c.target);
+    ASSERT_TRUE(target.ok()) << c.target;
+    auto task = MakeTask(c.name, c.shape, *target, {.threads = c.target == "x86-avx2" ? 2 : 1});
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    const ConfigSpace& space = (*task)->space();
+    uint64_t valid = 0;
+    for (uint64_t i = 0; i < std::min<uint64_t>(space.size(), 20000); ++i) {
+      valid += space.IsValid(space.Get(i)) ? 1 : 0;
+    }
+    SCOPED_TRACE((*task)->id().Key());
+    EXPECT_EQ((*task)->id().Key(), c.key);
+    EXPECT_EQ(space.size(), c.size);
+    EXPECT_EQ((*task)->DefaultConfig().index(), c.default_index);
+    EXPECT_EQ(valid, c.valid_in_first);
+    EXPECT_EQ(space.Get(space.size() / 2).ToJson().dump(), c.middle);
+    // A record's values find the config it was.
+    auto back = space.FromJson(nlohmann::json::parse(c.middle));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->index(), space.size() / 2);
+  }
+}
+
+}  // namespace
+}  // namespace crosstune::tuner

@@ -1,0 +1,80 @@
+// MakeTask: a kernel template by name. A template is one file (its task class and factory,
+// declared in registry.h) plus one row of kTemplates.
+#include "templates/registry.h"
+
+#include "templates/common.h"
+
+namespace crosstune::tuner {
+namespace {
+
+struct Entry {
+  const char* name;
+  const char* shape;
+  const char* help;
+  templates::TemplateFactory make;
+};
+constexpr Entry kTemplates[] = {
+    {"matmul", "M,N,K", "C = A·B, fp32, row-major A [M, K] and B [K, N] (CPU; CUDA)",
+     templates::MakeMatmulTask},
+    {"conv2d", "N,C,H,W,K,R,S,stride,pad[,residual]",
+     "out = relu(conv(data, weight) + bias (+ residual)), fp32 NCHW, weight [K, C, R, S] (CPU; "
+     "CUDA)",
+     templates::MakeConv2dTask},
+    {"depthwise_conv2d", "N,C,H,W,R,S,stride,pad",
+     "out = relu(depthwise conv(data, weight) + bias), fp32 NCHW, weight [C, 1, R, S] (CPU)",
+     templates::MakeDepthwiseConv2dTask},
+    {"dense", "B,IN,OUT", "out = data·weightᵀ + bias, fp32, weight [OUT, IN] (CPU; CUDA)",
+     templates::MakeDenseTask},
+};
+
+}  // namespace
+
+const std::vector<TemplateInfo>& Templates() {
+  static const std::vector<TemplateInfo> all = [] {
+    std::vector<TemplateInfo> out;
+    for (const Entry& e : kTemplates) out.push_back({e.name, e.shape, e.help});
+    return out;
+  }();
+  return all;
+}
+
+const std::vector<std::string>& TemplateNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Entry& e : kTemplates) out.push_back(e.name);
+    return out;
+  }();
+  return names;
+}
+
+std::string templates::ShapeUsage(const std::string& name) {
+  for (const Entry& e : kTemplates) {
+    if (name == e.name) return name + " takes --shape " + e.shape;
+  }
+  return name + " takes --shape";
+}
+
+Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vector<int64_t>& shape,
+                                         const builder::Target& target,
+                                         const TaskOptions& options) {
+  if (options.threads < 1 || options.threads > 4096) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "threads must be 1..4096, not " + std::to_string(options.threads));
+  }
+  for (const Entry& e : kTemplates) {
+    if (name != e.name) continue;
+    CT_ASSIGN_OR_RETURN(std::unique_ptr<Task> task, e.make(shape, target, options));
+    // Before any host buffer is sized for them (the inputs, the reference's outputs).
+    if (std::string big = templates::OversizedArgument(task->args()); !big.empty()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    templates::ShapeUsage(name) + ": " + big + " would have over 2^32 elements");
+    }
+    return task;
+  }
+  std::string known;
+  for (const auto& n : TemplateNames()) known += (known.empty() ? "" : ", ") + n;
+  return Status(ErrorCode::kInvalidArgument,
+                "unknown template '" + name + "' (templates: " + known + ")");
+}
+
+}  // namespace crosstune::tuner
