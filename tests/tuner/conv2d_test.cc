@@ -22,7 +22,8 @@ builder::Target Avx512() {
 
 TEST(Conv2dTaskTest, RefusesWrongShapesWithTheUsage) {
   for (std::vector<int64_t> bad : {std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1},
-                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 0},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 1, 0},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 2},
                                    {0, 64, 56, 56, 64, 3, 3, 1, 1},
                                    {1, 64, 56, 56, 64, 3, 3, 0, 1},
                                    {1, 64, 56, 56, 64, 3, 3, 1, -1},
@@ -32,9 +33,9 @@ TEST(Conv2dTaskTest, RefusesWrongShapesWithTheUsage) {
     auto task = MakeTask("conv2d", bad, Avx512());
     ASSERT_FALSE(task.ok());
     EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(
-        task.status().message().find("conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual]"),
-        std::string::npos)
+    EXPECT_NE(task.status().message().find(
+                  "conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual[,activation]]"),
+              std::string::npos)
         << task.status().message();
   }
   auto unknown = MakeTask("conv3d", {1, 2, 3}, Avx512());
@@ -61,6 +62,45 @@ TEST(Conv2dTaskTest, ArgumentsFlopsAndKeyFollowTheShape) {
   EXPECT_EQ(args[3].name, "residual");
   EXPECT_FALSE(args[3].output);
   EXPECT_EQ(args[4].shape, (std::vector<int64_t>{2, 64, 112, 112}));
+}
+
+// A trailing activation (0 none, 1 relu) is a shape field, not a knob: the model compiler gives a
+// conv without activation (a ResNet downsample) as "...,0,0". Left out, or 1, it is relu, and the
+// key stays the one earlier logs have, so their records still name the task.
+TEST(Conv2dTaskTest, ATrailingActivationIsPartOfTheShapeAndTheKey) {
+  auto key = [](const std::vector<int64_t>& shape) {
+    auto task = MakeTask("conv2d", shape, Avx512());
+    EXPECT_TRUE(task.ok()) << task.status().ToString();
+    return task.ok() ? (*task)->id().Key() : "";
+  };
+  EXPECT_EQ(key({1, 64, 56, 56, 256, 1, 1, 1, 0}), "conv2d 1,64,56,56,256,1,1,1,0 float32");
+  EXPECT_EQ(key({1, 64, 56, 56, 256, 1, 1, 1, 0, 0}), "conv2d 1,64,56,56,256,1,1,1,0 float32");
+  EXPECT_EQ(key({1, 64, 56, 56, 256, 1, 1, 1, 0, 0, 1}), "conv2d 1,64,56,56,256,1,1,1,0 float32");
+  EXPECT_EQ(key({1, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1}), "conv2d 1,64,56,56,256,1,1,1,0,1 float32");
+  EXPECT_EQ(key({1, 64, 56, 56, 256, 1, 1, 1, 0, 0, 0}),
+            "conv2d 1,64,56,56,256,1,1,1,0,0,0 float32");
+  EXPECT_EQ(key({1, 64, 56, 56, 256, 1, 1, 1, 0, 1, 0}),
+            "conv2d 1,64,56,56,256,1,1,1,0,1,0 float32");
+  // The key's sizes make the same task again (resume and export remake tasks from records).
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 8, 9, 9, 16, 3, 3, 1, 1, 0, 0},
+                                     {1, 8, 9, 9, 16, 3, 3, 1, 1, 1, 0},
+                                     {1, 8, 9, 9, 16, 3, 3, 1, 1, 0, 1}}) {
+    auto task = MakeTask("conv2d", shape, Avx512());
+    ASSERT_TRUE(task.ok());
+    auto again = MakeTask("conv2d", (*task)->id().shape, Avx512());
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ((*again)->id(), (*task)->id());
+    EXPECT_EQ((*again)->space().size(), (*task)->space().size());
+  }
+  // No knob: the space is the relu one's, and the residual argument comes with its own flag.
+  auto relu = MakeTask("conv2d", {1, 8, 9, 9, 16, 3, 3, 1, 1}, Avx512());
+  auto none = MakeTask("conv2d", {1, 8, 9, 9, 16, 3, 3, 1, 1, 0, 0}, Avx512());
+  ASSERT_TRUE(relu.ok() && none.ok());
+  EXPECT_EQ((*none)->space().size(), (*relu)->space().size());
+  EXPECT_EQ((*none)->args().size(), 4u);
+  auto both = MakeTask("conv2d", {1, 8, 9, 9, 16, 3, 3, 1, 1, 1, 0}, Avx512());
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ((*both)->args()[3].name, "residual");
 }
 
 TEST(Conv2dTaskTest, DefaultConfigIsValidAndFeaturesHaveOneLength) {
@@ -121,6 +161,14 @@ TEST_F(Conv2dOnServerTest, OddShapesMatchTheReference) {
 TEST_F(Conv2dOnServerTest, ResidualIsAddedBeforeTheRelu) {
   Check({1, 8, 11, 9, 24, 3, 3, 1, 1, 1}, 4);
   Check({2, 16, 8, 8, 16, 1, 1, 2, 0, 1}, 2);
+}
+
+// Activation 0: negative sums are stored as they are (half the outputs here), by the direct and
+// the gemm algorithm, the latter reading 1x1 panels in place.
+TEST_F(Conv2dOnServerTest, WithoutActivationNegativeOutputsAreKept) {
+  Check({1, 8, 11, 9, 24, 3, 3, 1, 1, 0, 0}, 4);
+  Check({1, 8, 11, 9, 24, 3, 3, 1, 1, 1, 0}, 4);
+  Check({1, 16, 9, 7, 20, 1, 1, 1, 0, 0, 0}, 4);
 }
 
 // The kinds of layer ResNet-50 has, at smaller sizes: 7x7 s2 p3, 3x3 s2 p1, 1x1 s2 p0, 1x1 s1 p0

@@ -42,7 +42,8 @@ std::unique_ptr<Task> Make(const std::string& name, const std::vector<int64_t>& 
 }
 
 // The tasks the tests check: tiles that divide, odd sizes that divide nothing, a ResNet-50
-// layer, a 1x1 layer read in place, a strided, padded, batched one with a residual.
+// layer, a 1x1 layer read in place, a strided, padded, batched one with a residual; two without
+// activation (negative outputs kept).
 std::vector<std::unique_ptr<Task>> TasksToCheck() {
   std::vector<std::unique_ptr<Task>> t;
   t.push_back(Make("matmul", {128, 128, 64}));
@@ -50,6 +51,8 @@ std::vector<std::unique_ptr<Task>> TasksToCheck() {
   t.push_back(Make("conv2d", {1, 16, 14, 14, 32, 3, 3, 1, 1}));
   t.push_back(Make("conv2d", {1, 32, 7, 7, 24, 1, 1, 1, 0, 1}));
   t.push_back(Make("conv2d", {2, 3, 9, 7, 5, 3, 3, 2, 1, 1}));
+  t.push_back(Make("conv2d", {2, 3, 9, 7, 5, 3, 3, 2, 1, 1, 0}));  // no activation
+  t.push_back(Make("conv2d", {1, 8, 6, 6, 12, 1, 1, 1, 0, 0, 0}));
   t.push_back(Make("dense", {3, 92, 37}));
   return t;
 }

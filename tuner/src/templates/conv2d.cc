@@ -1,5 +1,6 @@
-// CPU fp32 2-D convolution with a fused epilogue: out = relu(conv(data, weight) + bias
-// (+ residual)), NCHW tensors, weight [K, C, R, S], any stride and zero padding.
+// CPU fp32 2-D convolution with a fused epilogue: out = act(conv(data, weight) + bias
+// (+ residual)), act relu or none (a shape field, no knob), NCHW tensors, weight [K, C, R, S],
+// any stride and zero padding.
 //
 // A direct convolution over blocked layouts. Each call repacks
 //   data   [N, C, H, W]    -> [N][C/CB][H + 2 pad][W + 2 pad][CB]  (the padding stays zero)
@@ -11,8 +12,8 @@
 // and the filter window. A row's tiles are T wide plus one remainder tile of exactly the width
 // left, so widths that do not divide the tile cost no padded work. The tiles write a per-task row
 // buffer in pixel-major order; the epilogue transposes it back to NCHW a VW x VW block at a time,
-// adding bias and residual and clamping. Channel counts that do not fill a block are zero-padded in
-// the packed copies (zeros add nothing) and never written out.
+// adding bias and residual and clamping (relu). Channel counts that do not fill a block are
+// zero-padded in the packed copies (zeros add nothing) and never written out.
 //
 // The second algorithm ("gemm") is an implicit matrix product, out[n] (K x P) = weight (K x CRS)
 // · x (CRS x P) over the P = OH*OW output pixels and CRS = C*R*S: for each panel of NV vectors of
@@ -55,6 +56,7 @@ struct Conv2dShape {
   int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, k_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
   int64_t oh_ = 0, ow_ = 0;
   bool residual_ = false;
+  bool relu_ = true;  // the epilogue's activation: relu, or none
   int vw_ = 4;
   int regs_ = 16;
   Expected<ConfigSpace> BuildSpace() const;
@@ -71,9 +73,9 @@ class Conv2dTask final : public Task, private Conv2dShape {
                                               const builder::Target& target,
                                               const TaskOptions& options) {
     const std::string usage = templates::ShapeUsage("conv2d");
-    if (shape.size() != 9 && shape.size() != 10) {
+    if (shape.size() < 9 || shape.size() > 11) {
       return Status(ErrorCode::kInvalidArgument,
-                    usage + " (9 or 10 values, got " + std::to_string(shape.size()) + ")");
+                    usage + " (9 to 11 values, got " + std::to_string(shape.size()) + ")");
     }
     const int64_t limit = int64_t{1} << 16;
     for (size_t i = 0; i < 8; ++i) {
@@ -82,38 +84,40 @@ class Conv2dTask final : public Task, private Conv2dShape {
       }
     }
     const int64_t pad = shape[8];
-    const int64_t residual = shape.size() == 10 ? shape[9] : 0;
     if (pad < 0 || pad > limit) {
       return Status(ErrorCode::kInvalidArgument, usage + ": pad from 0 to 65536");
     }
-    if (residual != 0 && residual != 1) {
+    if (shape.size() > 9 && shape[9] != 0 && shape[9] != 1) {
       return Status(ErrorCode::kInvalidArgument, usage + ": residual is 0 or 1");
+    }
+    if (shape.size() > 10 && shape[10] != 0 && shape[10] != 1) {
+      return Status(ErrorCode::kInvalidArgument,
+                    usage + ": activation is 0 (none) or 1 (relu, the default)");
     }
     if (shape[5] > shape[2] + 2 * pad || shape[6] > shape[3] + 2 * pad) {
       return Status(ErrorCode::kInvalidArgument,
                     usage + ": the filter (R,S) is larger than the padded input");
     }
     if (target.is_cuda()) return MakeCudaConv2dTask(shape, target, options);
-    // The key names the residual only when there is one: "1,64,56,56,64,3,3,1,1" either way.
-    std::vector<int64_t> key(shape.begin(), shape.begin() + 9);
-    if (residual) key.push_back(1);
+    const templates::ConvShape g = templates::ConvShapeOf(shape);
     Conv2dShape s;
-    s.n_ = shape[0];
-    s.c_ = shape[1];
-    s.h_ = shape[2];
-    s.w_ = shape[3];
-    s.k_ = shape[4];
-    s.r_ = shape[5];
-    s.s_ = shape[6];
-    s.stride_ = shape[7];
-    s.pad_ = pad;
-    s.residual_ = residual != 0;
-    s.oh_ = (s.h_ + 2 * pad - s.r_) / s.stride_ + 1;
-    s.ow_ = (s.w_ + 2 * pad - s.s_) / s.stride_ + 1;
+    s.n_ = g.n;
+    s.c_ = g.c;
+    s.h_ = g.h;
+    s.w_ = g.w;
+    s.k_ = g.k;
+    s.r_ = g.r;
+    s.s_ = g.s;
+    s.stride_ = g.stride;
+    s.pad_ = g.pad;
+    s.residual_ = g.residual;
+    s.relu_ = g.relu;
+    s.oh_ = g.oh;
+    s.ow_ = g.ow;
     s.vw_ = templates::VectorWidth(target);
     s.regs_ = templates::VectorRegisters(target);
-    return templates::NewTask<Conv2dTask>(TaskId{"conv2d", key, "float32", options.threads}, target,
-                                          s);
+    return templates::NewTask<Conv2dTask>(
+        TaskId{"conv2d", templates::ConvKey(g), "float32", options.threads}, target, s);
   }
 
   std::string function() const override { return "conv2d"; }
@@ -210,7 +214,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
       << "#define OHB " << c.Int("oh_rows") << "L\n#define OHN " << CeilDiv(oh_, c.Int("oh_rows"))
       << "L\n#define OWP " << RoundUp(ow_, vw_) << "L\n#define UNROLL " << c.Int("unroll_c") << "\n"
       << "#define CB_OUTER " << (c.Ints("order")[0] == 1 ? 1 : 0) << "\n"
-      << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n"
+      << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n#define RELU " << (relu_ ? 1 : 0) << "\n"
       << "#define GEMM " << (b.gemm ? 1 : 0) << "\n#define MR " << b.mr << "\n#define NV " << b.nv
       << "\n#define NRP " << b.nv * vw_ << "\n#define P_ " << oh_ * ow_ << "L\n"
       << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n#define IN_PLACE "
@@ -234,7 +238,8 @@ class Conv2dTask final : public Task, private Conv2dShape {
   }
 
   void Reference(HostArgs& args) const override {
-    const templates::ConvShape g{n_, c_, h_, w_, k_, r_, s_, stride_, pad_, residual_, oh_, ow_};
+    templates::ConvShape g{n_, c_, h_, w_, k_, r_, s_, stride_, pad_, residual_, oh_, ow_};
+    g.relu = relu_;
     templates::Conv2dReference(g, args[0], args[1], args[2], residual_ ? &args[3] : nullptr,
                                args.back());
   }
@@ -418,6 +423,14 @@ const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
 )KERNEL";
 
 const char* const Conv2dTask::kKernelBody = R"KERNEL(
+/* The epilogue's activation on a vector and on one element: relu (NaN becomes 0), or none. */
+#if RELU
+#define ACT(v) relu(v)
+#define ACT1(x) ((x) > 0 ? (x) : 0)
+#else
+#define ACT(v) (v)
+#define ACT1(x) (x)
+#endif
 
 #if GEMM
 /* Per-task im2col panels [C*R*S][NRP]: for each (c, r, s), the input under NRP output pixels
@@ -494,7 +507,7 @@ static void gemm_store(const kernel_args* a, const float* sums, long n, long k0,
 #if RESIDUAL
         y += *(const vfu*)(res + v * VW);
 #endif
-        *(vfu*)(o + v * VW) = relu(y);
+        *(vfu*)(o + v * VW) = ACT(y);
       } else {
         float part[VW];
         *(vfu*)part = y;
@@ -503,7 +516,7 @@ static void gemm_store(const kernel_args* a, const float* sums, long n, long k0,
 #if RESIDUAL
           z += res[v * VW + j];
 #endif
-          o[v * VW + j] = z > 0 ? z : 0;
+          o[v * VW + j] = ACT1(z);
         }
       }
     }
@@ -632,7 +645,7 @@ static void store_row(const kernel_args* a, const float* rb, long n, long kb, lo
 #if RESIDUAL
           y += *(const vfu*)(a->residual + o);
 #endif
-          *(vfu*)(a->out + o) = relu(y);
+          *(vfu*)(a->out + o) = ACT(y);
         } else {
           float part[VW];
           *(vfu*)part = y;
@@ -641,7 +654,7 @@ static void store_row(const kernel_args* a, const float* rb, long n, long kb, lo
 #if RESIDUAL
             x += a->residual[o + j];
 #endif
-            a->out[o + j] = x > 0 ? x : 0;
+            a->out[o + j] = ACT1(x);
           }
         }
       }

@@ -13,8 +13,9 @@
 //   matmul  A, B, C as given (row-major).
 //   conv2d  an implicit matrix product: A = weight (K x C*R*S, as stored), B = the input windows
 //           (C*R*S x N*OH*OW, gathered while loading the slice, zero over the padding), C = out in
-//           NCHW order, with the epilogue out = relu(C + bias (+ residual)). A 1x1 stride-1
-//           unpadded layer of one image reads its input planes as B directly (float4 loads).
+//           NCHW order, with the epilogue out = act(C + bias (+ residual)), act relu or none. A
+//           1x1 stride-1 unpadded layer of one image reads its input planes as B directly
+//           (float4 loads).
 //   dense   C (OUT x B) = weight (OUT x IN, as stored) · dataᵀ, then + bias, written as
 //   out[B][OUT].
 //
@@ -495,15 +496,9 @@ class CudaConv2dTask final : public CudaGemmTask {
       : CudaGemmTask(std::move(id), std::move(target), std::move(space), shape), g_(shape.g_) {}
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target) {
-    const bool residual = shape.size() == 10 && shape[9] != 0;
-    std::vector<int64_t> key(shape.begin(), shape.begin() + 9);
-    if (residual) key.push_back(1);
     CudaConv2dShape s;
-    templates::ConvShape& g = s.g_;
-    g = {shape[0], shape[1], shape[2], shape[3], shape[4], shape[5],
-         shape[6], shape[7], shape[8], residual, 0,        0};
-    g.oh = (g.h + 2 * g.pad - g.r) / g.stride + 1;
-    g.ow = (g.w + 2 * g.pad - g.s) / g.stride + 1;
+    s.g_ = templates::ConvShapeOf(shape);
+    const templates::ConvShape& g = s.g_;
     s.m_ = g.k;
     s.n_ = g.n * g.oh * g.ow;
     s.k_ = g.c * g.r * g.s;
@@ -516,7 +511,8 @@ class CudaConv2dTask final : public CudaGemmTask {
           ErrorCode::kInvalidArgument,
           "the CUDA conv2d template takes tensors of under 2^31 elements; " + big + " has more");
     }
-    return templates::NewTask<CudaConv2dTask>(TaskId{"conv2d", key, "float32", 1}, target, s);
+    return templates::NewTask<CudaConv2dTask>(TaskId{"conv2d", templates::ConvKey(g), "float32", 1},
+                                              target, s);
   }
   std::string function() const override { return "conv2d"; }
   std::vector<ArgSpec> args() const override { return Args(g_); }
@@ -550,7 +546,8 @@ class CudaConv2dTask final : public CudaGemmTask {
     o << "#define C_ " << g_.c << "\n#define H_ " << g_.h << "\n#define W_ " << g_.w
       << "\n#define R_ " << g_.r << "\n#define S_ " << g_.s << "\n#define ST_ " << g_.stride
       << "\n#define CPAD_ " << g_.pad << "\n#define OW_ " << g_.ow << "\n#define P_ "
-      << g_.oh * g_.ow << "\n#define RESIDUAL " << (g_.residual ? 1 : 0) << "\n";
+      << g_.oh * g_.ow << "\n#define RESIDUAL " << (g_.residual ? 1 : 0) << "\n"
+      << (g_.relu ? "#define ACT(x) fmaxf(x, 0.f)\n" : "#define ACT(x) (x)\n");
     return o.str();
   }
   std::string Accessors(bool va4, bool vb4, bool vc4) const override {
@@ -580,7 +577,7 @@ class CudaConv2dTask final : public CudaGemmTask {
 #if RESIDUAL
     r += residual[o];
 #endif
-    out[o] = fmaxf(r, 0.f);
+    out[o] = ACT(r);
   };
 )CUDA";
     }
@@ -596,8 +593,7 @@ class CudaConv2dTask final : public CudaGemmTask {
     v.z += q.z;
     v.w += q.w;
 #endif
-    STORE4(&out[o], make_float4(fmaxf(v.x + b, 0.f), fmaxf(v.y + b, 0.f), fmaxf(v.z + b, 0.f),
-                                fmaxf(v.w + b, 0.f)));
+    STORE4(&out[o], make_float4(ACT(v.x + b), ACT(v.y + b), ACT(v.z + b), ACT(v.w + b)));
   };
 )CUDA";
   }

@@ -1,5 +1,6 @@
 // Reference implementations shared by the CPU and CUDA templates of one operator: plain loops
-// that sum in double, against which every generated kernel's output is checked.
+// that sum in double, against which every generated kernel's output is checked. Also the conv2d
+// shape both conv2d templates read from --shape, and the task key it gives.
 #pragma once
 
 #include <algorithm>
@@ -36,14 +37,38 @@ inline void DenseReference(const std::vector<float>& x, const std::vector<float>
   }
 }
 
-// The shape of a 2-D convolution with a fused epilogue, as the conv2d templates take it.
+// The shape of a 2-D convolution with a fused epilogue, as the conv2d templates take it:
+// out = act(conv(data, weight) + bias (+ residual)), act relu or none.
 struct ConvShape {
   int64_t n, c, h, w, k, r, s, stride, pad;
   bool residual;
   int64_t oh, ow;
+  bool relu = true;
 };
 
-// out = relu(conv(data, weight) + bias (+ residual)); data NCHW, weight KCRS, out NKHW.
+// --shape N,C,H,W,K,R,S,stride,pad[,residual[,activation]] (9 to 11 values, already checked) as
+// a ConvShape; a shape that leaves them out has no residual and a relu.
+inline ConvShape ConvShapeOf(const std::vector<int64_t>& v) {
+  ConvShape g{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], false, 0, 0};
+  g.residual = v.size() > 9 && v[9] != 0;
+  g.relu = v.size() < 11 || v[10] != 0;
+  g.oh = (g.h + 2 * g.pad - g.r) / g.stride + 1;
+  g.ow = (g.w + 2 * g.pad - g.s) / g.stride + 1;
+  return g;
+}
+
+// The sizes in the task's key: the nine sizes, the residual when there is one or an activation
+// follows it, the activation when it is not relu. So "1,64,56,56,64,3,3,1,1" names the task it
+// always named (relu, no residual) whether the shape said ",0" or ",0,1", and a conv without
+// activation is "...,0,0" (or "...,1,0" with a residual), as the model compiler writes it.
+inline std::vector<int64_t> ConvKey(const ConvShape& g) {
+  std::vector<int64_t> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad};
+  if (g.residual || !g.relu) key.push_back(g.residual ? 1 : 0);
+  if (!g.relu) key.push_back(0);
+  return key;
+}
+
+// out = act(conv(data, weight) + bias (+ residual)); data NCHW, weight KCRS, out NKHW.
 inline void Conv2dReference(const ConvShape& g, const std::vector<float>& data,
                             const std::vector<float>& weight, const std::vector<float>& bias,
                             const std::vector<float>* residual, std::vector<float>& out) {
@@ -66,7 +91,7 @@ inline void Conv2dReference(const ConvShape& g, const std::vector<float>& data,
           }
           const int64_t o = ((n * g.k + k) * g.oh + y) * g.ow + x;
           if (residual) sum += (*residual)[o];
-          out[o] = static_cast<float>(std::max(sum, 0.0));
+          out[o] = static_cast<float>(g.relu ? std::max(sum, 0.0) : sum);
         }
       }
     }
