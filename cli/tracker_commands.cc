@@ -67,7 +67,7 @@ void RegisterQuery(CLI::App& app) {
       Fail("tracker sent a summary that is not valid: " + parsed.status().message());
     nlohmann::json j = std::move(parsed).value();
     if (o->json) {
-      std::printf("%s\n", j.dump(2).c_str());
+      PrintJson(j, 2);
       return;
     }
     std::printf("%-24s %-10s %-12s %-22s %-8s %s\n", "DEVICE", "KEY", "STATE", "HOLDER", "ARCH",
@@ -137,17 +137,29 @@ int RunLeased(client::TrackerClient& tracker, const msg::Grant& grant,
   }
   g_child.store(0);
   tracker.StopAutoRenew();
+  // The lease may have ended while the command ran (an admin's kick, a failed renewal, expiry):
+  // the command then ran, at least in part, on a device it did not hold. A renewal that failed
+  // says so; otherwise the release does, since the tracker no longer knows the lease.
+  bool lost = false;
   if (Status r = tracker.renew_status(); !r.ok()) {
     std::fprintf(stderr, "crosstune: warning: the lease was lost while the command ran: %s\n",
                  r.message().c_str());
+    lost = true;
   }
   Status rel = tracker.Release(grant.lease_token);
-  if (!rel.ok() && rel.code() != ErrorCode::kNotFound) {
-    std::fprintf(stderr, "crosstune: warning: release: %s\n", rel.message().c_str());
+  if (!rel.ok() && !lost) {
+    const std::string why =
+        rel.code() == ErrorCode::kNotFound
+            ? "the lease was lost while the command ran (" + rel.message() + " at release)"
+            : "release: " + rel.message() + " (the lease may have been lost while the command ran)";
+    std::fprintf(stderr, "crosstune: warning: %s\n", why.c_str());
+    lost = true;
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  int rc = 1;
+  if (WIFEXITED(status)) rc = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) rc = 128 + WTERMSIG(status);
+  // The command's own failure says more; a command that succeeded without its lease did not.
+  return rc == 0 && lost ? 1 : rc;
 }
 
 void RegisterLease(CLI::App& app) {

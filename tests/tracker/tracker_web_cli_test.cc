@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -147,7 +148,11 @@ TEST_F(TrackerWebTest, ServesSummaryJsonAndPrometheusMetrics) {
 }
 
 #ifdef CROSSTUNE_CLI_BIN
-const std::string kCli = CROSSTUNE_CLI_BIN;
+// This build's `crosstune`, or $CROSSTUNE_TEST_CLI (as farm.h takes the servers').
+const std::string kCli = [] {
+  const char* e = std::getenv("CROSSTUNE_TEST_CLI");
+  return std::string(e && *e ? e : CROSSTUNE_CLI_BIN);
+}();
 
 TEST_F(TrackerWebTest, LeaseCommandRunsItsChildWithTheLeaseAndExitsWithItsStatus) {
   // The child reaches the leased server through CROSSTUNE_SERVER + CROSSTUNE_LEASE.
@@ -293,6 +298,34 @@ TEST(TrackerAdminCliTest, DrainUndrainAndKickNeedTheAdminToken) {
     kicked |= h["holder"] == "holder" && h["outcome"] == "kicked by an admin";
   }
   EXPECT_TRUE(kicked) << farm.Summary()["history"].dump();
+}
+
+// A lease that ends while its command runs (here an admin kicks it from inside the command, so
+// no renewal came due) is found lost at release: a warning, and no exit 0 for a command that ran
+// on a device it no longer held. It used to exit 0 silently.
+TEST(TrackerAdminCliTest, LeaseWarnsAndExitsNonZeroWhenTheLeaseWasLostWhileTheCommandRan) {
+  Farm farm;
+  std::string admin = farm.WriteFile("admin", "admin-secret\n");
+  ASSERT_TRUE(farm.StartTracker({"--admin-token-file", admin}));
+  ASSERT_GE(farm.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm.WaitRegistered(1));
+  const std::string lease = kCli + " lease --tracker " + farm.tracker() + " --key cpu -- sh -c ";
+  auto r = RunCommand(lease + "'" + kCli + " kick --tracker " + farm.tracker() +
+                      " \"$CROSSTUNE_DEVICE\" --admin-token-file " + admin + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find(": kicked"), std::string::npos) << r.out;
+  // Found at release (or by a renewal, should one come due first).
+  EXPECT_NE(r.err.find("crosstune: warning: the lease was lost while the command ran"),
+            std::string::npos)
+      << r.err;
+  // A command that failed keeps its own status.
+  r = RunCommand(lease + "'" + kCli + " kick --tracker " + farm.tracker() +
+                 " \"$CROSSTUNE_DEVICE\" --admin-token-file " + admin + " && exit 3'");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  // A lease held to the end: exit 0, no warning.
+  r = RunCommand(lease + "true");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
 }
 #endif
 
