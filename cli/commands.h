@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
@@ -37,6 +38,12 @@ int PrintError(const std::string& what);
 // For subcommand callbacks: prints the error as PrintError does and ends the command with exit
 // code 1 (throws CLI::RuntimeError, which main() turns into the exit code without printing more).
 [[noreturn]] void Fail(const std::string& what);
+
+// Prints `j` as JSON and a newline on stdout (compact, or indented by `indent`). Bytes that are
+// not UTF-8 in its strings (file and member names from a device or a package, error texts that
+// quote them) are replaced by U+FFFD, so the output is always valid JSON, where nlohmann's own
+// dump() would throw and print nothing.
+void PrintJson(const nlohmann::json& j, int indent = -1);
 
 // Ends the command with the error of a failed step (Fail), or returns the value.
 inline void Check(const Status& status) {

@@ -29,7 +29,7 @@ void RunInspect(const std::string& path, bool as_json) {
   auto p = pkg::OpenPackage(path);
   if (!p.ok()) {
     if (as_json)
-      std::printf("%s\n", json{{"valid", false}, {"error", p.status().message()}}.dump(2).c_str());
+      PrintJson(json{{"valid", false}, {"error", p.status().message()}}, 2);
     Fail(path + ": " + p.status().message());
   }
   const pkg::Manifest& m = p->manifest;
@@ -42,7 +42,7 @@ void RunInspect(const std::string& path, bool as_json) {
   if (as_json) {
     json j = InspectJson(m, model_ok, model_ok ? "" : model.value("error", ""));
     if (is_model) j["model"] = model;
-    std::printf("%s\n", j.dump(2).c_str());
+    PrintJson(j, 2);
     if (!model_ok) Fail(path + ": " + model.value("error", std::string("invalid model")));
     return;
   }

@@ -232,7 +232,7 @@ void RegisterRunModel(CLI::App& app) {
                 {"arch", m.device.arch}, {"seconds", r.seconds},
                 {"threads", r.threads},  {"model", ModelJson(info)},
                 {"outputs", saved}};
-      std::printf("%s\n", j.dump().c_str());
+      PrintJson(j);
     }
   });
 }
@@ -309,7 +309,7 @@ void RegisterBenchModel(CLI::App& app) {
         // What a run costs beyond its kernels: the executor's loop, the watchdog, the clock.
         j["overhead_s"] = e2e.median - node_sum;
       }
-      std::printf("%s\n", j.dump().c_str());
+      PrintJson(j);
       return;
     }
     std::printf("model     %s on %s (%s), %u nodes, %u threads\n", mf.package.c_str(),

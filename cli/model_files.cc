@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 
+#include "commands.h"
 #include "crosstune/graph.h"
 #include "crosstune/tensor.h"
 
@@ -113,13 +114,11 @@ void PrintParamsSummary(const std::string& from, const std::string& to,
   if (as_json) {
     json names = json::array();
     for (const auto& t : params.tensors()) names.push_back(t.name);
-    std::printf("%s\n", json{{"from", from},
-                             {"to", to},
-                             {"params", params.tensors().size()},
-                             {"bytes", bytes},
-                             {"names", names}}
-                            .dump()
-                            .c_str());
+    PrintJson(json{{"from", from},
+                   {"to", to},
+                   {"params", params.tensors().size()},
+                   {"bytes", bytes},
+                   {"names", names}});
     return;
   }
   std::printf("converted %zu params (%.1f MiB): %s -> %s\n", params.tensors().size(), MiB(bytes),

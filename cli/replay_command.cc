@@ -111,7 +111,7 @@ void RegisterReplayCommand(CLI::App& app) {
       summaries.push_back(std::move(s).value());
     }
     if (o->json) {
-      std::printf("%s\n", out.dump(2).c_str());
+      PrintJson(out, 2);
       return;
     }
     std::printf(

@@ -88,7 +88,7 @@ void RegisterInfo(CLI::App& app) {
     if (o->json) {
       json j = DeviceJson(d);
       j["server"] = session->server();
-      std::printf("%s\n", j.dump(2).c_str());
+      PrintJson(j, 2);
       return;
     }
     std::string features;
@@ -136,7 +136,7 @@ void RegisterFileCommands(CLI::App& app) {
         up->as.empty() ? std::filesystem::path(up->file).filename().string() : up->as;
     msg::FileEntry f = Check(session->Upload(up->file, remote));
     if (up->json) {
-      std::printf("%s\n", FileJson(f).dump().c_str());
+      PrintJson(FileJson(f));
     } else {
       std::printf("uploaded %s -> %s (%s, sha256 %s)\n", up->file.c_str(), f.path.c_str(),
                   Bytes(f.size).c_str(), f.sha256_hex.c_str());
@@ -176,7 +176,7 @@ void RegisterFileCommands(CLI::App& app) {
     if (ls_o->json) {
       json j = json::array();
       for (const auto& f : files) j.push_back(FileJson(f));
-      std::printf("%s\n", j.dump().c_str());
+      PrintJson(j);
       return;
     }
     for (const auto& f : files)
@@ -336,7 +336,7 @@ void RegisterRun(CLI::App& app) {
       json j = {{"function", f->function}, {"server", c.session->server()}, {"arch", c.device.arch},
                 {"seconds", r.seconds},    {"threads", r.threads},          {"ret", r.ret},
                 {"outputs", saved}};
-      std::printf("%s\n", j.dump().c_str());
+      PrintJson(j);
     }
   });
 }
@@ -378,7 +378,7 @@ void RegisterBench(CLI::App& app) {
                 {"std_s", stddev},        {"threads", r.threads},
                 {"outputs", saved}};
       if (gflops > 0) j["gflops"] = gflops;
-      std::printf("%s\n", j.dump().c_str());
+      PrintJson(j);
       return;
     }
     std::printf("function  %s on %s (%s)\n", f.function.c_str(), c.session->server().c_str(),

@@ -181,7 +181,7 @@ void RunTune(const TuneFlags& f) {
   if (!result.ok()) Fail(label + ": " + result.status().message());
   const tuner::TuneSummary& s = *result;
   if (f.json_out) {
-    std::printf("%s\n", tuner::TuneReport(*task, options, s).dump().c_str());
+    PrintJson(tuner::TuneReport(*task, options, s));
     return;
   }
   std::printf("%s on %s: %d trials in the log (%d measured now, %d resumed), errors: %s\n",
@@ -233,7 +233,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
   if (!result.ok()) Fail(f.workload + ": " + result.status().message());
   const tuner::WorkloadSummary& s = *result;
   if (f.json_out) {
-    std::printf("%s\n", tuner::WorkloadReport(wo, target, s).dump().c_str());
+    PrintJson(tuner::WorkloadReport(wo, target, s));
     return;
   }
   std::printf("%-22s %-8s %-34s %5s %6s %10s %7s %8s\n", "layer", "template", "shape", "count",
@@ -349,16 +349,21 @@ void RegisterTune(CLI::App& app) {
 
 // --- log summary / best / plot -----------------------------------------------------------------
 
+// A log with no record is an error: a wrong path or an empty file is not a summary of nothing.
 tuner::LogContents ReadLogOrFail(const std::string& path) {
   auto log = Check(tuner::ReadLog(path));
   for (const auto& w : log.warnings) std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());
+  if (log.records.empty()) {
+    Fail(path + (log.warnings.empty() ? ": the log is empty (no records)"
+                                      : ": no records (every line was skipped)"));
+  }
   return log;
 }
 
 void RunLogSummary(const std::string& path, bool as_json) {
   const tuner::LogSummary summary = tuner::SummarizeLog(ReadLogOrFail(path).records);
   if (as_json) {
-    std::printf("%s\n", summary.ToJson().dump(2).c_str());
+    PrintJson(summary.ToJson(), 2);
     return;
   }
   for (const auto& t : summary.tasks) {
@@ -400,7 +405,7 @@ void RunLogBest(const std::string& path, bool as_json) {
   if (as_json) {
     json out = json::array();
     for (const auto& b : best) out.push_back(b.ToJson());
-    std::printf("%s\n", out.dump().c_str());
+    PrintJson(out);
     return;
   }
   for (const auto& b : best) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "crosstune/json_error.h"
 #include "crosstune/json_fields.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/tensor.h"
@@ -417,7 +418,7 @@ Expected<Graph> ParseGraph(std::string_view json_text) {
   } catch (const std::domain_error& e) {
     return Status(ErrorCode::kVersionMismatch, e.what());
   } catch (const json::exception& e) {
-    return Status(ErrorCode::kInvalidArgument, std::string("graph.json is not JSON: ") + e.what());
+    return Status(ErrorCode::kInvalidArgument, "graph.json: " + JsonErrorReason(e));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <ostream>
 #include <streambuf>
 
+#include "crosstune/json_error.h"
 #include "crosstune/text.h"
 
 namespace crosstune {
@@ -43,21 +44,6 @@ class CountingIterator {
 // Thrown by the parser callback to stop the parse: nothing deeper is built.
 struct TooDeep {};
 
-// nlohmann's message without its "[json.exception.parse_error.101] parse error at line 1,
-// column 7: " prefix (the byte offset says where), with what it quotes from the text escaped.
-std::string Reason(const json::exception& e) {
-  std::string_view what = e.what();
-  if (size_t at = what.find("] "); what.rfind("[json.exception.", 0) == 0 && at != what.npos) {
-    what.remove_prefix(at + 2);
-  }
-  if (size_t at = what.find("parse error"); at != std::string_view::npos) {
-    if (size_t colon = what.find(": ", at); colon != std::string_view::npos) {
-      what.remove_prefix(colon + 2);
-    }
-  }
-  return EscapeForLog(what, 160);
-}
-
 // Keeps the first `limit` bytes written to it; the write that overflows throws Full, which the
 // stream passes on (its exception mask has badbit), so the serializer stops there.
 class PrefixBuf : public std::streambuf {
@@ -90,6 +76,19 @@ class PrefixBuf : public std::streambuf {
 
 }  // namespace
 
+std::string JsonErrorReason(const json::exception& e) {
+  std::string_view what = e.what();
+  if (size_t at = what.find("] "); what.rfind("[json.exception.", 0) == 0 && at != what.npos) {
+    what.remove_prefix(at + 2);
+  }
+  if (size_t at = what.find("parse error"); at != std::string_view::npos) {
+    if (size_t colon = what.find(": ", at); colon != std::string_view::npos) {
+      what.remove_prefix(colon + 2);
+    }
+  }
+  return EscapeForLog(what, 160);
+}
+
 Expected<json> ParseJson(std::string_view text, const JsonLimits& limits) {
   if (text.size() > limits.max_bytes) {
     return Status(ErrorCode::kInvalidArgument, "JSON text of " + std::to_string(text.size()) +
@@ -116,12 +115,13 @@ Expected<json> ParseJson(std::string_view text, const JsonLimits& limits) {
                                                    std::to_string(max_depth) + " levels at byte " +
                                                    std::to_string(read_up_to - text.data()));
   } catch (const json::parse_error& e) {
-    return Status(ErrorCode::kInvalidArgument,
-                  "not JSON: syntax error at byte " + std::to_string(e.byte) + ": " + Reason(e));
+    return Status(
+        ErrorCode::kInvalidArgument,
+        "not JSON: syntax error at byte " + std::to_string(e.byte) + ": " + JsonErrorReason(e));
   } catch (const json::exception& e) {
     // out_of_range.406: a number past a double's range ("1e309"), which the parser reports by
     // exception even to a callback parser.
-    return Status(ErrorCode::kInvalidArgument, "not JSON: " + Reason(e) + " near byte " +
+    return Status(ErrorCode::kInvalidArgument, "not JSON: " + JsonErrorReason(e) + " near byte " +
                                                    std::to_string(read_up_to - text.data()));
   }
 }

@@ -17,6 +17,7 @@
 
 #include "crosstune/crypto.h"
 #include "crosstune/graph.h"
+#include "crosstune/json_error.h"
 #include "crosstune/json_fields.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/kernel_abi.h"
@@ -284,7 +285,9 @@ Expected<Manifest> ManifestFromJson(std::string_view text) {
                          JsonInteger<uint64_t>(f.at("size"), "size"),
                          f.at("sha256").get<std::string>()});
     }
-  } catch (const std::exception& e) {
+  } catch (const json::exception& e) {
+    return Status(ErrorCode::kInvalidArgument, "manifest.json: " + JsonErrorReason(e));
+  } catch (const std::exception& e) {  // JsonInteger's range errors
     return Status(ErrorCode::kInvalidArgument, std::string("manifest.json: ") + e.what());
   }
   if (m.kind != "cpu" && m.kind != "cuda") {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "crosstune/json_error.h"
 #include "crosstune/json_fields.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/tensor.h"
@@ -234,7 +235,9 @@ Status ParamsFile::Parse() {
       ranges.emplace_back(t.offset, t.offset + t.nbytes);
       tensors_.push_back(std::move(t));
     }
-  } catch (const std::exception& e) {  // nlohmann's, or JsonInteger's range errors
+  } catch (const nlohmann::json::exception& e) {
+    return Bad("malformed index: " + JsonErrorReason(e));
+  } catch (const std::exception& e) {  // JsonInteger's range errors
     return Bad(std::string("malformed index: ") + e.what());
   }
   std::sort(ranges.begin(), ranges.end());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,6 +15,7 @@
 
 #include "crosstune/client/npy.h"
 #include "crosstune/crypto.h"
+#include "crosstune/package.h"
 #include "crosstune/params.h"
 #include "crosstune/testing/server_process.h"
 #include "crosstune/testing/support.h"
@@ -23,9 +25,16 @@ namespace {
 
 using testing::CommandResult;
 
+// This build's `crosstune`, or $CROSSTUNE_TEST_CLI (another build's, e.g. to watch a new test fail
+// against the code before a change).
+std::string CliBinary() {
+  const char* e = std::getenv("CROSSTUNE_TEST_CLI");
+  return e && *e ? e : CT_CLI;
+}
+
 // Runs `crosstune <args>` through the shell (arguments here are test-controlled, no user input).
 CommandResult Crosstune(const std::string& args) {
-  return testing::RunCommand(std::string(CT_CLI) + " " + args);
+  return testing::RunCommand(CliBinary() + " " + args);
 }
 
 class CliTest : public ::testing::Test {
@@ -134,6 +143,28 @@ TEST_F(CliTest, BadArgumentsAreOneErrorLine) {
 
 nlohmann::json Json(const CommandResult& r) { return nlohmann::json::parse(r.out, nullptr, false); }
 
+// A log that is empty, a directory or a device is an error, fast: `log summary /dev/zero` used to
+// read gigabytes and exit 0 with no output, and an empty log printed nothing. (`timeout` only
+// keeps a broken build from hanging here.)
+TEST_F(CliTest, LogCommandsRefuseAnEmptyOrUnreadableLog) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
+  const std::string empty = testing::WriteFile(work_ + "/empty.jsonl", "");
+  const std::string dir = work_ + "/a-directory.jsonl";
+  std::filesystem::create_directories(dir);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"log summary " + empty, empty + ": the log is empty (no records)"},
+      {"log best " + empty, empty + ": the log is empty (no records)"},
+      {"log summary " + dir, dir + ": is a directory"},
+      {"log summary /dev/zero", "/dev/zero: not a regular file or a pipe"},
+      {"export /dev/zero -o " + work_ + "/x.ctpkg", "/dev/zero: not a regular file or a pipe"},
+  };
+  for (const auto& [args, message] : cases) {
+    CommandResult r = testing::RunCommand("timeout 120 " + CliBinary() + " " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_EQ(r.err, "crosstune: error: " + message + "\n") << args;
+  }
+}
+
 TEST_F(CliTest, BuildsForATargetStringAPresetAndAutoAndInspectsEach) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
   const std::string cache = " --cache-dir " + work_ + "/cache-targets";
@@ -214,6 +245,31 @@ TEST_F(CliTest, InspectOfACorruptedPackageSaysWhatIsWrongAndExitsOne) {
     EXPECT_EQ(t.err.find('\n'), t.err.size() - 1) << t.err;
   }
   EXPECT_EQ(Crosstune("inspect " + good).exit_code, 0);
+}
+
+// inspect --json prints JSON whatever bytes the error quotes: a member whose name is not UTF-8
+// used to make nlohmann's dump() throw, so nothing but an error line came out.
+TEST_F(CliTest, InspectJsonIsValidJsonWhenTheErrorQuotesBytesThatAreNotUtf8) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
+  const std::string good = work_ + "/utf8-src.ctpkg";
+  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 -o " + good +
+                              " --cache-dir " + work_ + "/cache-utf8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto members = pkg::ListTar(good);
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  const std::string bytes = testing::ReadFile(good);
+  std::vector<pkg::PackageInput> files;
+  for (const auto& m : *members) files.push_back({m.path, bytes.substr(m.offset, m.size), ""});
+  files.push_back({"extra-\xff\xfe.bin", "x", ""});
+  const std::string bad = work_ + "/not-utf8.ctpkg";
+  ASSERT_TRUE(pkg::WriteTar(bad, files).ok());
+  r = Crosstune("inspect " + bad + " --json");
+  EXPECT_EQ(r.exit_code, 1);
+  auto doc = Json(r);
+  ASSERT_TRUE(doc.is_object()) << r.out << r.err;
+  EXPECT_EQ(doc["valid"], false);
+  EXPECT_EQ(doc["error"], "extra-\xef\xbf\xbd\xef\xbf\xbd.bin: not listed in the manifest")
+      << r.out;
 }
 
 TEST_F(CliTest, RunAndBenchUploadUnderTheNameGivenWithAs) {

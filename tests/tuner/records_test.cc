@@ -183,6 +183,61 @@ TEST(Records, SkipsDeeplyNestedLinesWithAWarning) {
   std::filesystem::remove(path);
 }
 
+// A log that is not a file is an error at once: /dev/zero used to be read (4 GB and more) into one
+// line, and a directory read as an empty log.
+TEST(Records, ALogThatIsNotAFileIsAnErrorBeforeAnythingIsRead) {
+  const std::string dir = TempPath("dir.jsonl");
+  std::filesystem::create_directories(dir);
+  auto d = ReadLog(dir);
+  std::filesystem::remove(dir);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), dir + ": is a directory");
+  auto zero = ReadLog("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(zero.status().message(), "/dev/zero: not a regular file or a pipe");
+}
+
+// A line over the limit is passed over in bounded memory, named in a warning, and the records
+// around it are read.
+TEST(Records, SkipsALineLongerThanTheLimitAndReadsTheRest) {
+  const std::string path = TempPath("long-line.jsonl");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << Sample(1, 1e-3).ToJson().dump() << "\n"
+        << std::string(kMaxRecordBytes + 70'000, 'x') << "\n"
+        << Sample(2, 2e-3).ToJson().dump() << "\n"
+        << std::string(3 * kMaxRecordBytes, 'y');  // and a last line without its newline
+  }
+  auto log = ReadLog(path);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_EQ(log->records.size(), 2u);
+  EXPECT_EQ(log->records[1].config_index, 2u);
+  ASSERT_EQ(log->warnings.size(), 2u);
+  EXPECT_EQ(log->warnings[0], path +
+                                  ":2: skipped a line longer than 1048576 bytes (the limit for "
+                                  "one record)");
+  EXPECT_NE(log->warnings[1].find(":4: skipped a line longer than"), std::string::npos)
+      << log->warnings[1];
+  std::filesystem::remove(path);
+}
+
+// A warning says what is wrong in words, without nlohmann's "[json.exception.type_error.302]".
+TEST(Records, WarningsDoNotQuoteTheJsonLibrarysExceptionText) {
+  const std::string path = TempPath("wrong-type.jsonl");
+  nlohmann::json bad = Sample(1, 1e-3).ToJson();
+  bad["error"] = 5;
+  nlohmann::json no_config = Sample(2, 1e-3).ToJson();
+  no_config.erase("config");
+  std::ofstream(path) << bad.dump() << "\n" << no_config.dump() << "\n";
+  auto log = ReadLog(path);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_EQ(log->warnings.size(), 2u);
+  EXPECT_EQ(log->warnings[0], path + ":1: not a record (type must be string, but is number)");
+  EXPECT_EQ(log->warnings[1], path + ":2: not a record (key 'config' not found)");
+  std::filesystem::remove(path);
+}
+
 TEST(Records, AMissingLogIsNotFound) {
   auto log = ReadLog(TempPath("absent.jsonl"));
   ASSERT_FALSE(log.ok());

@@ -111,6 +111,30 @@ TEST_F(KernelTunerCacheTest, ReadsGzipCompressedFilesAlike) {
   ExpectMixedTable(**t);
 }
 
+// A small .json.gz may expand to gigabytes: reading stops at the cache limit with a named error
+// (it used to inflate the whole file into memory first).
+TEST_F(KernelTunerCacheTest, RefusesAGzipFileThatExpandsPastTheLimit) {
+  const std::string path = (dir_ / "bomb.json.gz").string();
+  gzFile f = gzopen(path.c_str(), "wb1");
+  ASSERT_NE(f, nullptr);
+  const std::string spaces(1 << 20, ' ');
+  for (size_t written = 0; written <= kMaxCacheBytes; written += spaces.size()) {
+    ASSERT_EQ(gzwrite(f, spaces.data(), static_cast<unsigned>(spaces.size())),
+              static_cast<int>(spaces.size()));
+  }
+  gzclose(f);
+  ASSERT_LT(fs::file_size(path), 2u << 20);
+  auto t = ReplayTable::Load(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kLimitExceeded);
+  EXPECT_EQ(t.status().message(), path +
+                                      ": expands to more than 268435456 bytes, the limit for a "
+                                      "Kernel Tuner cache");
+  auto zero = ReplayTable::Load("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(), "/dev/zero: not a regular file or a pipe");
+}
+
 TEST_F(KernelTunerCacheTest, UsesTheNamedObjectiveAndABareProblemSize) {
   auto t = ReplayTable::LoadKernelTunerCache(Write("obj.json", R"({
     "problem_size": 4096, "objective": "energy", "tune_params_keys": ["x"],

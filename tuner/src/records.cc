@@ -8,12 +8,15 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <utility>
 
+#include "crosstune/json_error.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/protocol.h"
+#include "crosstune/tuner/input_file.h"
 
 namespace crosstune::tuner {
 
@@ -147,7 +150,7 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
     if (auto w = j.find("workload"); w != j.end() && w->is_object()) r.workload = *w;
     return r;
   } catch (const nlohmann::json::exception& e) {
-    return Status(ErrorCode::kInvalidArgument, std::string("not a record (") + e.what() + ")");
+    return Status(ErrorCode::kInvalidArgument, "not a record (" + JsonErrorReason(e) + ")");
   }
 }
 
@@ -209,13 +212,33 @@ Status RecordWriter::Append(const Record& record) {
   return Status::Ok();
 }
 
+Status CheckInputFile(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found) {
+    return Status(ErrorCode::kNotFound, path + ": no such file");
+  }
+  if (ec) return Status(ErrorCode::kIoError, path + ": " + ec.message());
+  if (st.type() == std::filesystem::file_type::directory) {
+    return Status(ErrorCode::kInvalidArgument, path + ": is a directory");
+  }
+  if (st.type() != std::filesystem::file_type::regular &&
+      st.type() != std::filesystem::file_type::fifo) {
+    return Status(ErrorCode::kInvalidArgument, path + ": not a regular file or a pipe");
+  }
+  return Status::Ok();
+}
+
 Expected<LogContents> ReadLog(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status(ErrorCode::kNotFound, path + ": no such log");
+  if (Status s = CheckInputFile(path); !s.ok()) {
+    if (s.code() == ErrorCode::kNotFound)
+      return Status(ErrorCode::kNotFound, path + ": no such log");
+    return s;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(ErrorCode::kIoError, path + ": cannot open: " + std::strerror(errno));
   LogContents out;
-  std::string line;
-  for (int line_no = 1; std::getline(in, line); ++line_no) {
-    if (line.empty()) continue;
+  auto take = [&](const std::string& line, int line_no) {
     // Bounded (ParseJson): a record's workload, config values and shape are copied around.
     auto j = ParseJson(line, {.max_bytes = kMaxRecordBytes});
     if (!j.ok()) {
@@ -224,15 +247,57 @@ Expected<LogContents> ReadLog(const std::string& path) {
                              (why.rfind("not JSON", 0) == 0
                                   ? ": skipped a line that is not JSON (torn by a kill?)"
                                   : ": skipped a line: " + why));
-      continue;
+      return;
     }
     auto r = Record::FromJson(*j);
     if (!r.ok()) {
       out.warnings.push_back(path + ":" + std::to_string(line_no) + ": " + r.status().message());
-      continue;
+      return;
     }
     out.records.push_back(std::move(r).value());
+  };
+  // Lines are read whole only up to the limit; the rest of a longer one is passed over, so
+  // memory stays bounded whatever the file holds.
+  std::string line;
+  bool overlong = false;
+  int line_no = 1;
+  auto end_line = [&] {
+    if (overlong) {
+      out.warnings.push_back(path + ":" + std::to_string(line_no) +
+                             ": skipped a line longer than " + std::to_string(kMaxRecordBytes) +
+                             " bytes (the limit for one record)");
+    } else if (!line.empty()) {
+      take(line, line_no);
+    }
+    line.clear();
+    overlong = false;
+    ++line_no;
+  };
+  std::vector<char> buf(1 << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const size_t n = static_cast<size_t>(in.gcount());
+    size_t pos = 0;
+    while (pos < n) {
+      const char* nl = static_cast<const char*>(std::memchr(buf.data() + pos, '\n', n - pos));
+      const size_t stop = nl ? static_cast<size_t>(nl - buf.data()) : n;
+      if (!overlong) {
+        if (line.size() + (stop - pos) > kMaxRecordBytes) {
+          overlong = true;
+          line.clear();
+        } else {
+          line.append(buf.data() + pos, stop - pos);
+        }
+      }
+      pos = stop;
+      if (nl) {
+        end_line();
+        ++pos;
+      }
+    }
   }
+  if (in.bad()) return Status(ErrorCode::kIoError, path + ": cannot read");
+  if (overlong || !line.empty()) end_line();
   return out;
 }
 

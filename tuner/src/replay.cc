@@ -11,20 +11,34 @@
 #include <unordered_set>
 
 #include "crosstune/json_reader.h"
+#include "crosstune/tuner/input_file.h"
 #include "crosstune/tuner/records.h"
 
 namespace crosstune::tuner {
 
 namespace {
 
-// The whole file, gunzipped when it is gzip (zlib reads plain files through unchanged).
-Expected<std::string> ReadMaybeGz(const std::string& path) {
+// The file, gunzipped when it is gzip (zlib reads plain files through unchanged): all of it up to
+// `limit` bytes, past which it is an error (a small .json.gz can expand to gigabytes), or with
+// `head_only` its first `limit` bytes.
+Expected<std::string> ReadMaybeGz(const std::string& path, size_t limit, bool head_only = false) {
+  CT_RETURN_IF_ERROR(CheckInputFile(path));
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return Status(ErrorCode::kNotFound, path + ": cannot open");
   std::string out;
-  char buf[1 << 16];
+  std::vector<char> buf(1 << 16);
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, n);
+  while ((n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0) {
+    const size_t room = limit - out.size();
+    if (static_cast<size_t>(n) > room) {
+      gzclose(f);
+      if (head_only) return out.append(buf.data(), room);
+      return Status(ErrorCode::kLimitExceeded, path + ": expands to more than " +
+                                                   std::to_string(limit) +
+                                                   " bytes, the limit for a Kernel Tuner cache");
+    }
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
   int err = 0;
   std::string why = n < 0 ? gzerror(f, &err) : "";
   gzclose(f);
@@ -85,7 +99,7 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::FromPoints(std::string sourc
 }
 
 Expected<std::unique_ptr<ReplayTable>> ReplayTable::LoadKernelTunerCache(const std::string& path) {
-  CT_ASSIGN_OR_RETURN(std::string text, ReadMaybeGz(path));
+  CT_ASSIGN_OR_RETURN(std::string text, ReadMaybeGz(path, kMaxCacheBytes));
   std::string name = path.substr(path.find_last_of('/') + 1);
   CT_ASSIGN_OR_RETURN(KernelTunerCache cache, ParseKernelTunerCache(std::move(text), path));
   return FromPoints(name, std::move(cache.points), cache.params);
@@ -186,9 +200,10 @@ void ReplayTable::AttachTaskFeatures(const std::string& path, const std::vector<
 
 Expected<std::unique_ptr<ReplayTable>> ReplayTable::Load(const std::string& path,
                                                          const std::string& task) {
-  CT_ASSIGN_OR_RETURN(std::string text, ReadMaybeGz(path));
-  // A record log is JSON lines; its first line is a record on its own.
-  std::string first = text.substr(0, text.find('\n'));
+  // A record log is JSON lines; its first line is a record on its own (and a log may be larger
+  // than a cache may be: only its first line is read here).
+  CT_ASSIGN_OR_RETURN(std::string head, ReadMaybeGz(path, kMaxRecordBytes + 1, true));
+  std::string first = head.substr(0, head.find('\n'));
   auto j = ParseJson(first, {.max_bytes = kMaxRecordBytes});
   if (j.ok() && j->is_object() && j->contains("task") && j->contains("config")) {
     return LoadRecordLog(path, task);

@@ -117,8 +117,8 @@ struct LogContents {
   std::vector<std::string> warnings;
 };
 
-// Reads every record of a log. NotFound when the file does not exist; bad lines are skipped with
-// a warning, never an error.
+// Reads every record of a log: NotFound, or CheckInputFile's error (input_file.h). Bad lines, and
+// lines over kMaxRecordBytes (read in bounded memory), are skipped with a warning, never an error.
 Expected<LogContents> ReadLog(const std::string& path);
 
 // The best (lowest mean) successful record per task and target, in first-seen order.
