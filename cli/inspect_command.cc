@@ -3,13 +3,16 @@
 // no compiler, so it lives in the `crosstune` binary, not in the compiler module.
 //
 //   crosstune inspect k.ctpkg [--json]
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "crosstune/module_table.h"
 #include "crosstune/package.h"
 #include "model_files.h"
 
@@ -25,26 +28,57 @@ json InspectJson(const pkg::Manifest& m, bool valid, const std::string& error) {
   return j;
 }
 
+// A CPU package's library against its manifest, as the server checks it once it has loaded the
+// library, here on the table read from the library's image (nothing of it runs). Ok with a
+// `note` when the table cannot be read (a stripped library): the server's check then decides.
+Status CheckFunctions(const pkg::Package& p, std::string* note) {
+  if (p.manifest.kind != "cpu") return Status::Ok();  // a CUDA module's table is its manifest
+  auto member = std::find_if(p.members.begin(), p.members.end(),
+                             [&](const pkg::TarMember& t) { return t.path == p.manifest.library; });
+  if (member == p.members.end()) return Status::Ok();  // OpenPackage refused such a package
+  std::string image(member->size, '\0');
+  std::ifstream in(p.path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(member->offset));
+  in.read(image.data(), static_cast<std::streamsize>(image.size()));
+  if (!in) return Status(ErrorCode::kIoError, p.manifest.library + ": cannot read");
+  auto table = ReadModuleTable(image);
+  if (!table.ok()) {
+    *note = p.manifest.library + ": " + table.status().message() + "; not checked";
+    return Status::Ok();
+  }
+  Status s = pkg::CheckLibraryFunctions(p.manifest, *table);
+  return s.ok() ? s : Status(s.code(), p.manifest.library + ": " + s.message());
+}
+
 void RunInspect(const std::string& path, bool as_json) {
   auto p = pkg::OpenPackage(path);
   if (!p.ok()) {
-    if (as_json)
-      PrintJson(json{{"valid", false}, {"error", p.status().message()}}, 2);
+    if (as_json) PrintJson(json{{"valid", false}, {"error", p.status().message()}}, 2);
     Fail(path + ": " + p.status().message());
   }
   const pkg::Manifest& m = p->manifest;
+  std::string functions_note;
+  const Status functions = CheckFunctions(*p, &functions_note);
   // A model package (graph.json): its graph, storage plan, params and functions are checked as
   // the server checks them.
   bool is_model = false;
   for (const auto& member : p->members) is_model |= member.path == pkg::kGraphPath;
   const json model = is_model ? InspectModel(*p) : json();
   const bool model_ok = !is_model || model.value("valid", false);
+  const std::string error = !functions.ok() ? functions.message()
+                            : model_ok      ? ""
+                                            : model.value("error", std::string("invalid model"));
   if (as_json) {
-    json j = InspectJson(m, model_ok, model_ok ? "" : model.value("error", ""));
+    json j = InspectJson(m, error.empty(), error);
+    if (!functions_note.empty()) j["note"] = functions_note;
     if (is_model) j["model"] = model;
     PrintJson(j, 2);
-    if (!model_ok) Fail(path + ": " + model.value("error", std::string("invalid model")));
+    if (!error.empty()) Fail(path + ": " + error);
     return;
+  }
+  if (!functions.ok()) Fail(path + ": " + error);
+  if (!functions_note.empty()) {
+    std::fprintf(stderr, "crosstune: warning: %s: %s\n", path.c_str(), functions_note.c_str());
   }
   std::string features;
   for (const auto& f : m.required_features) features += (features.empty() ? "" : " ") + f;

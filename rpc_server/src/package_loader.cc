@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "crosstune/graph.h"
+#include "crosstune/module_table.h"
 #include "crosstune/package.h"
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/workspace.h"
@@ -134,16 +135,10 @@ Expected<std::unique_ptr<Module>> LoadPackage(const LoadRequest& r, ModelFiles* 
   lib.head.assign(head, n > 0 ? static_cast<size_t>(n) : 0);
   auto module = MakeCpuLoader()->Load(lib);
   if (!module.ok()) return module.status();
-  // The table the library exports must be the one the manifest promised.
-  const auto& fns = (*module)->functions();
-  bool same = fns.size() == manifest->functions.size();
-  for (size_t i = 0; same && i < fns.size(); ++i) {
-    same = fns[i].name == manifest->functions[i].name &&
-           fns[i].signature == manifest->functions[i].signature;
-  }
-  if (!same) {
-    return Status(ErrorCode::kBadHash,
-                  r.display_name + ": the library's functions differ from the manifest's");
+  // The table the library exports must be the one the manifest promised (inspect checks the
+  // same, on the table it reads from the library's image).
+  if (Status s = pkg::CheckLibraryFunctions(*manifest, (*module)->functions()); !s.ok()) {
+    return Status(s.code(), r.display_name + ": " + s.message());
   }
   return module;
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "crosstune/crypto.h"
+#include "crosstune/module_table.h"
 #include "crosstune/params.h"
 #include "package_helpers.h"
 
@@ -95,6 +96,51 @@ TEST_F(PackageTest, RefusesGarbage) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("corrupt archive"), std::string::npos)
       << m.status().message();
+}
+
+// The function table read from a library's image, without loading it, is the one the builder
+// recorded in the manifest, for every architecture the builder targets (ELF64 and ELF32, RELA and
+// REL relocations).
+TEST_F(PackageTest, ReadsTheLibrarysFunctionTableFromItsImageForEveryArchitecture) {
+  for (const std::string target : {"x86-64", "aarch64", "armv7-neon", "riscv64"}) {
+    const std::string path = Path("table-" + target + ".ctpkg");
+    const Manifest built = testing::BuildPackage(target, path);
+    auto members = ListTar(path);
+    ASSERT_TRUE(members.ok()) << members.status().ToString();
+    const std::string bytes = testing::ReadFile(path);
+    std::string image;
+    for (const auto& m : *members) {
+      if (m.path == built.library) image = bytes.substr(m.offset, m.size);
+    }
+    ASSERT_FALSE(image.empty()) << target;
+    auto table = ReadModuleTable(image);
+    ASSERT_TRUE(table.ok()) << target << ": " << table.status().ToString();
+    ASSERT_EQ(table->size(), built.functions.size()) << target;
+    for (size_t i = 0; i < table->size(); ++i) {
+      EXPECT_EQ((*table)[i].name, built.functions[i].name) << target;
+      EXPECT_EQ((*table)[i].signature, built.functions[i].signature) << target;
+    }
+    EXPECT_TRUE(CheckLibraryFunctions(built, *table).ok()) << target;
+    // A manifest that names other functions than the library holds: the server's check.
+    Manifest other = built;
+    other.functions[0].signature += "t";
+    Status s = CheckLibraryFunctions(other, *table);
+    EXPECT_EQ(s.code(), ErrorCode::kBadHash);
+    EXPECT_EQ(s.message(),
+              "the library's functions differ from the manifest's: function 0 is 'vadd' (ttti) in "
+              "the library, 'vadd' (tttit) in the manifest");
+    other.functions.pop_back();
+    EXPECT_EQ(CheckLibraryFunctions(other, *table).message(),
+              "the library's functions differ from the manifest's: the library has 2 functions, "
+              "the manifest lists 1");
+  }
+  // What it cannot follow is NotFound, saying why; nothing is run.
+  EXPECT_EQ(ReadModuleTable("not an elf").status().code(), ErrorCode::kNotFound);
+  std::string truncated =
+      "\x7f"
+      "ELF\x02\x01\x01";
+  truncated.resize(64, '\0');
+  EXPECT_EQ(ReadModuleTable(truncated).status().code(), ErrorCode::kNotFound);
 }
 
 TEST_F(PackageTest, RefusesWrongArchitecture) {

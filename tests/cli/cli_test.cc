@@ -272,6 +272,54 @@ TEST_F(CliTest, InspectJsonIsValidJsonWhenTheErrorQuotesBytesThatAreNotUtf8) {
       << r.out;
 }
 
+// A manifest whose functions are not the library's (hashes all right) is invalid to inspect as
+// to the server: both apply pkg::CheckLibraryFunctions, inspect to the table it reads from the
+// library's image. inspect used to call it valid.
+TEST_F(CliTest, InspectRefusesAManifestWhoseFunctionsDifferFromTheLibrarysAsTheServerDoes) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
+  const std::string good = work_ + "/fns-src.ctpkg";
+  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 -o " + good +
+                              " --cache-dir " + work_ + "/cache-fns");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto members = pkg::ListTar(good);
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  const std::string bytes = testing::ReadFile(good);
+  std::vector<pkg::PackageInput> files;
+  for (const auto& m : *members) {
+    std::string data = bytes.substr(m.offset, m.size);
+    if (m.path == pkg::kManifestPath) {
+      auto manifest = pkg::ManifestFromJson(data);
+      ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+      ASSERT_EQ(manifest->functions.at(1).name, "matmul");
+      manifest->functions[1].name = "gemm";
+      data = pkg::ManifestToJson(*manifest);
+    }
+    files.push_back({m.path, data, ""});
+  }
+  const std::string bad = work_ + "/other-functions.ctpkg";
+  ASSERT_TRUE(pkg::WriteTar(bad, files).ok());
+  const std::string why =
+      "lib/sample.so: the library's functions differ from the manifest's: function 1 is "
+      "'matmul' (ttt) in the library, 'gemm' (ttt) in the manifest";
+  r = Crosstune("inspect " + bad + " --json");
+  EXPECT_EQ(r.exit_code, 1);
+  auto doc = Json(r);
+  ASSERT_TRUE(doc.is_object()) << r.out << r.err;
+  EXPECT_EQ(doc["valid"], false) << r.out;
+  EXPECT_EQ(doc["error"], why) << r.out;
+  r = Crosstune("inspect " + bad);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "crosstune: error: " + bad + ": " + why + "\n");
+  r = Crosstune("run " + server() + " " + bad +
+                " --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("the library's functions differ from the manifest's: function 1 is "
+                       "'matmul' (ttt) in the library, 'gemm' (ttt) in the manifest"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(Crosstune("inspect " + good).exit_code, 0);
+}
+
 TEST_F(CliTest, RunAndBenchUploadUnderTheNameGivenWithAs) {
   const std::string call = " " CT_HOST_KERNEL
                            " --func vadd --arg 8xf32:ones --arg 8xf32:ones"
