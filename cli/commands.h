@@ -31,6 +31,9 @@ void RegisterLogCommand(CLI::App& app);
 void RegisterExportCommand(CLI::App& app);
 // replay (tuner: compare tuners on a recorded space).
 void RegisterReplayCommand(CLI::App& app);
+// import, compile (model: ONNX import and the model compiler).
+void RegisterImportCommand(CLI::App& app);
+void RegisterCompileCommand(CLI::App& app);
 
 // Prints "crosstune: error: <what>" to stderr and returns the exit code 1.
 int PrintError(const std::string& what);

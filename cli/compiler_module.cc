@@ -24,6 +24,10 @@ bool RegisterCommand(CLI::App* app, const char* name) {
     RegisterExportCommand(*app);
   } else if (n == "replay") {
     RegisterReplayCommand(*app);
+  } else if (n == "import") {
+    RegisterImportCommand(*app);
+  } else if (n == "compile") {
+    RegisterCompileCommand(*app);
   } else {
     return false;
   }

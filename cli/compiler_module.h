@@ -27,6 +27,9 @@ inline constexpr CompilerCommand kCompilerCommands[] = {
     {"log", "read tuning record logs"},
     {"export", "build a log's best config into a .ctpkg"},
     {"replay", "compare tuners on a recorded space (our full-space log or a Kernel Tuner cache)"},
+    {"import", "read an ONNX model: its inputs, ops, tasks, params, FLOPs and activation memory"},
+    {"compile",
+     "compile an ONNX model with tuned configs into one .ctpkg (library, graph, params)"},
 };
 
 // The help line of compiler command `name`, or nullptr when `name` is not one.

@@ -29,6 +29,7 @@
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
+#include "model_load.h"
 
 namespace crosstune::cli {
 namespace {
@@ -64,9 +65,11 @@ std::string ErrorsText(const std::map<tuner::TrialError, int>& errors) {
 struct TuneFlags {
   int threads = 1;
   std::string workload;
+  std::string model;  // an ONNX file: its tasks are the workload
   int round = 16;
   std::string template_name;
-  std::string shape;
+  // A template's sizes (one value), or with --model NAME=DIMS for a model's inputs.
+  std::vector<std::string> shapes;
   std::string target = "auto";
   std::vector<std::string> servers;
   std::string tracker, key, auth_token_file;
@@ -87,15 +90,18 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
                  tuner::DevicePool& pool, builder::Builder& builder);
 
 void RunTune(const TuneFlags& f) {
-  if (f.workload.empty() == f.template_name.empty()) {
-    Fail("give a template (crosstune tune matmul --shape ...) or --workload, not both");
+  const int sources = !f.template_name.empty() + !f.workload.empty() + !f.model.empty();
+  if (sources != 1) {
+    Fail("give one of a template (crosstune tune matmul --shape ...), --workload or --model");
   }
-  if (f.workload.empty() && f.shape.empty()) Fail("--shape is required with a template");
-  if (!f.workload.empty() && !f.pins.empty()) {
-    Fail("--pin holds a knob of one template; it does not apply to --workload");
+  const bool network = f.template_name.empty();
+  if (!network && f.shapes.size() != 1) Fail("--shape (once) is required with a template");
+  if (!f.workload.empty() && !f.shapes.empty()) Fail("--shape does not apply to --workload");
+  if (network && !f.pins.empty()) {
+    Fail("--pin holds a knob of one template; it does not apply to --workload or --model");
   }
   std::vector<int64_t> shape;
-  if (f.workload.empty()) shape = Check(tuner::ParseShape(f.shape));
+  if (!network) shape = Check(tuner::ParseShape(f.shapes.front()));
   const nlohmann::json pins = Check(tuner::ParsePins(f.pins));
   // Workers are forked: the builder comes before any thread (server output, lease renewal).
   auto builder = Check(builder::Builder::Create({.workers = f.workers}));
@@ -120,8 +126,7 @@ void RunTune(const TuneFlags& f) {
   }
   const builder::Target target = Check(tuner::ResolveTarget(f.target, pool->devices().front()));
   std::unique_ptr<tuner::Task> task;
-  if (f.workload.empty())
-    task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
+  if (!network) task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
 
   tuner::TuneOptions options = f.tune;
   options.measure.check = !f.no_check;
@@ -135,7 +140,7 @@ void RunTune(const TuneFlags& f) {
   if (!options.log_path.empty()) options.transfer_logs.push_back(options.log_path);
   options.stop = &g_stop;
   ::signal(SIGINT, OnInterrupt);
-  if (!f.workload.empty()) {
+  if (network) {
     RunWorkload(f, target, options, *pool, *builder);
     ::signal(SIGINT, SIG_DFL);
     return;
@@ -206,10 +211,36 @@ void RunTune(const TuneFlags& f) {
 
 void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
                  tuner::DevicePool& pool, builder::Builder& builder) {
-  auto layers = Check(tuner::MakeWorkload(f.workload));
-  if (options.log_path.empty()) Fail("--workload needs --log (its tasks resume from it)");
+  const std::string name = f.workload.empty() ? ModelName(f.model) : f.workload;
+  const char* flag = f.workload.empty() ? "--model" : "--workload";
+  if (options.log_path.empty())
+    Fail(fmt::format("{} needs --log (its tasks resume from it)", flag));
+  std::vector<tuner::WorkloadLayer> layers;
+  if (f.workload.empty()) {
+    // The model's tasks (the same compile takes), less those no template takes yet.
+    std::string refused;
+    int left_out = 0;
+    for (auto& layer : ModelTasks(LoadModel(f.model, f.shapes))) {
+      auto task = tuner::MakeTask(layer.template_name, layer.shape, target, {f.threads});
+      if (task.ok()) {
+        layers.push_back(std::move(layer));
+      } else {
+        refused +=
+            fmt::format("{}{} ({})", left_out++ ? "; " : "", layer.name, task.status().message());
+      }
+    }
+    if (left_out > 0 && !f.quiet) {
+      std::fprintf(stderr,
+                   "tune %s: %d of the model's tasks are left out (no template takes them yet; "
+                   "compile gives them generated kernels): %s\n",
+                   name.c_str(), left_out, refused.c_str());
+    }
+    if (layers.empty()) Fail(f.model + ": the model has no task a template takes");
+  } else {
+    layers = Check(tuner::MakeWorkload(f.workload));
+  }
   tuner::WorkloadTuneOptions wo;
-  wo.name = f.workload;
+  wo.name = name;
   wo.trials = options.trials;
   wo.round = f.round;
   wo.threads = f.threads;
@@ -221,7 +252,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
     for (size_t k = 0; k < s.size(); ++k) spent += s.trials(k);
     double net = s.NetworkSeconds();
     std::fprintf(stderr, "tune %s: %d/%d trials; %s now %d trials, best %s; network %s\n",
-                 f.workload.c_str(), spent, wo.trials, layers[i].name.c_str(), s.trials(i),
+                 name.c_str(), spent, wo.trials, layers[i].name.c_str(), s.trials(i),
                  s.best(i) == tuner::TaskScheduler::kNoTime
                      ? "none"
                      : fmt::format("{:.3f} ms", s.best(i) * 1e3).c_str(),
@@ -230,7 +261,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
                      : fmt::format("{:.2f} ms", net * 1e3).c_str());
   };
   auto result = tuner::TuneWorkload(layers, target, pool.devices(), builder, wo);
-  if (!result.ok()) Fail(f.workload + ": " + result.status().message());
+  if (!result.ok()) Fail(name + ": " + result.status().message());
   const tuner::WorkloadSummary& s = *result;
   if (f.json_out) {
     PrintJson(tuner::WorkloadReport(wo, target, s));
@@ -268,11 +299,20 @@ void RegisterTune(CLI::App& app) {
     shapes += (shapes.empty() ? "" : "; ") + t.name + ": " + t.shape;
   }
   cmd->add_option("template", f->template_name, "kernel template (" + templates + ")");
-  cmd->add_option("--shape", f->shape, "the task's sizes, e.g. 512,512,512 (" + shapes + ")");
+  cmd->add_option("--shape", f->shapes,
+                  "the task's sizes, e.g. 512,512,512 (" + shapes +
+                      "); with --model: NAME=D1,D2,... for an input (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--workload", f->workload,
                   "tune a network's distinct layers as tasks under one budget (resnet50); "
                   "--trials is then the network's, and --log is required");
-  cmd->add_option("--round", f->round, "with --workload: trials per round for the chosen task")
+  cmd->add_option("--model", f->model,
+                  "tune an ONNX model's distinct tasks (those `crosstune compile` looks up in "
+                  "--log) under one budget, as --workload does")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--round", f->round,
+                  "with --workload or --model: trials per round for the chosen task")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--target", f->target,

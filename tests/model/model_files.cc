@@ -68,7 +68,11 @@ std::vector<float> ReferenceOutput(const std::string& model, int seed) {
 }
 
 std::vector<float> SeededInput(const std::string& model, int seed) {
-  return ReadNpyFloats(First(Reference(model, seed) + "/in"));
+  return ReadNpyFloats(SeededInputPath(model, seed));
+}
+
+std::string SeededInputPath(const std::string& model, int seed) {
+  return First(Reference(model, seed) + "/in");
 }
 
 }  // namespace crosstune::model::testing

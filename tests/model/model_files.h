@@ -16,6 +16,8 @@ std::string MakeModel(const std::string& file, const std::string& args);
 std::vector<float> ReferenceOutput(const std::string& model, int seed = 1);
 // The seeded input onnx-reference.py used for `model`'s first input (uniform in [-1, 1)).
 std::vector<float> SeededInput(const std::string& model, int seed = 1);
+// The .npy file that holds it.
+std::string SeededInputPath(const std::string& model, int seed = 1);
 
 // The .npy file's float32 data (a C-order array).
 std::vector<float> ReadNpyFloats(const std::string& path);

@@ -112,18 +112,25 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
   const auto& y = g.values[n.outputs[0]].shape;
   const ops::Window w = ops::WindowOf(n, y);
   const int64_t group = n.Int("group", 1);
+  // A Conv may come without its bias (a FusedConv always has one); a FusedConv may add a residual.
+  const bool bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
   const bool residual = n.inputs.size() > 3 && n.inputs[3] >= 0;
+  if (residual && !bias) {
+    return Status(ErrorCode::kInvalidArgument,
+                  n.op + " node '" + n.name + "': a residual needs a bias input");
+  }
   const bool relu = n.String("activation", "none") == "relu";
   std::ostringstream d;
   d << "#define C " << x[1] << "L\n#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define K "
     << wt[0] << "L\n#define CG " << wt[1] << "L\n#define KG " << wt[0] / group << "L\n#define OH "
     << w.oh << "L\n#define OW " << w.ow << "L\n#define KH " << w.kh << "L\n#define KW " << w.kw
     << "L\n#define SH " << w.sh << "L\n#define SW " << w.sw << "L\n#define DH " << w.dh
-    << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt << "L\n#define PL " << w.pl << "L\n";
+    << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt << "L\n#define PL " << w.pl << "L\n"
+    << "#define BIAS " << (bias ? "in2[oc]" : "0.0f") << "\n";
   std::string body =
       "    const long oy = it % OH, oc = it / OH % K, b = it / (OH * K), grp = oc / KG;\n"
       "    for (long ox = 0; ox < OW; ++ox) {\n"
-      "      float sum = in2[oc];\n"
+      "      float sum = BIAS;\n"
       "      for (long ic = 0; ic < CG; ++ic)\n"
       "        for (long r = 0; r < KH; ++r) {\n"
       "          const long iy = oy * SH - PT + r * DH;\n"
@@ -138,7 +145,7 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
   if (residual) body += "      sum += in3[o];\n";
   if (relu) body += "      if (sum < 0) sum = 0;\n";
   body += std::string("      out0[o] = sum;\n    }");
-  return LoopKernel(name, residual ? 4 : 3, 1, y[0] * y[1] * w.oh, d.str(), body);
+  return LoopKernel(name, 2 + bias + residual, 1, y[0] * y[1] * w.oh, d.str(), body);
 }
 
 }  // namespace crosstune::model::kernels

@@ -1,0 +1,248 @@
+// `crosstune import` and `crosstune compile`: the model compiler's command line. The work is in
+// crosstune::model; this file parses flags and prints.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "compiler_module.h"
+#include "connect.h"
+#include "crosstune/builder/builder.h"
+#include "crosstune/model/compile.h"
+#include "crosstune/model/onnx_import.h"
+#include "crosstune/model/passes.h"
+#include "crosstune/model/storage_plan.h"
+#include "crosstune/model/tasks.h"
+#include "crosstune/tuner/records.h"
+#include "model_load.h"
+
+namespace crosstune::cli {
+
+model::Graph LoadModel(const std::string& path, const std::vector<std::string>& shapes) {
+  model::ImportOptions o;
+  o.shapes = Check(model::ParseShapeFlags(shapes));
+  model::Graph g = Check(model::ImportOnnx(path, o));
+  Check(model::RunPasses(g, model::DefaultPasses()));
+  return g;
+}
+
+std::vector<tuner::WorkloadLayer> ModelTasks(const model::Graph& graph) {
+  return model::ExtractTasks(graph);
+}
+
+std::string ModelName(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
+
+namespace {
+
+using nlohmann::json;
+
+std::string Dims(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s;
+}
+
+json Edges(const model::Graph& g, const std::vector<int>& ids) {
+  json out = json::array();
+  for (int v : ids) {
+    out.push_back({{"name", g.values[v].name},
+                   {"shape", g.values[v].shape},
+                   {"dtype", model::DTypeName(g.values[v].dtype)}});
+  }
+  return out;
+}
+
+// --- import --------------------------------------------------------------------------------------
+
+struct ImportFlags {
+  std::string model;
+  std::vector<std::string> shapes;
+  bool json_out = false;
+};
+
+void RunImport(const ImportFlags& f) {
+  // What the file holds as written, and what compiles: the ops after the passes.
+  model::ImportOptions o;
+  o.shapes = Check(model::ParseShapeFlags(f.shapes));
+  const model::Graph imported = Check(model::ImportOnnx(f.model, o));
+  const model::GraphStats before = model::Stats(imported);
+  model::Graph g = imported;
+  Check(model::RunPasses(g, model::DefaultPasses()));
+  const model::GraphStats after = model::Stats(g);
+  const auto tasks = model::ExtractTasks(g);
+  const model::StoragePlan plan = model::PlanStorage(g);
+  if (f.json_out) {
+    json jt = json::array();
+    for (const auto& t : tasks) {
+      jt.push_back({{"layer", t.name},
+                    {"template", t.template_name},
+                    {"shape", t.shape},
+                    {"count", t.count}});
+    }
+    std::printf("%s\n", json{{"model", f.model},
+                             {"inputs", Edges(g, g.inputs)},
+                             {"outputs", Edges(g, g.outputs)},
+                             {"opset", g.opset},
+                             {"ops", before.ops},
+                             {"compiled_ops", after.ops},
+                             {"tasks", jt},
+                             {"params", after.params},
+                             {"params_mb", after.param_bytes / 1e6},
+                             {"flops", before.flops},
+                             {"activation_mb", plan.activation_bytes / 1e6}}
+                            .dump()
+                            .c_str());
+    return;
+  }
+  std::printf("%s: opset %d, %zu nodes\n", f.model.c_str(), g.opset, imported.nodes.size());
+  for (int v : g.inputs) {
+    std::printf("input  %s [%s] %s\n", g.values[v].name.c_str(), Dims(g.values[v].shape).c_str(),
+                model::DTypeName(g.values[v].dtype));
+  }
+  for (int v : g.outputs) {
+    std::printf("output %s [%s] %s\n", g.values[v].name.c_str(), Dims(g.values[v].shape).c_str(),
+                model::DTypeName(g.values[v].dtype));
+  }
+  std::string ops;
+  for (const auto& [op, n] : before.ops)
+    ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", op, n);
+  std::printf("ops: %s\n", ops.c_str());
+  std::string compiled;
+  for (const auto& [op, n] : after.ops) {
+    compiled += fmt::format("{}{} {}", compiled.empty() ? "" : ", ", op, n);
+  }
+  std::printf("after the passes: %s\n", compiled.c_str());
+  std::printf("params: %.3f M (%.1f MB); %.3f GFLOP (%.3f GMAC) per run; activations %.2f MB\n",
+              after.params / 1e6, after.param_bytes / 1e6, before.flops / 1e9, before.flops / 2e9,
+              plan.activation_bytes / 1e6);
+  std::printf("%zu tasks:\n%-24s %-18s %-38s %5s\n", tasks.size(), "layer", "template", "shape",
+              "count");
+  for (const auto& t : tasks) {
+    std::printf("%-24s %-18s %-38s %5d\n", t.name.c_str(), t.template_name.c_str(),
+                Dims(t.shape).c_str(), t.count);
+  }
+}
+
+// --- compile -------------------------------------------------------------------------------------
+
+struct CompileFlags {
+  std::string model;
+  std::vector<std::string> shapes;
+  std::string log;
+  std::string target = "auto";
+  int threads = 1;
+  std::string out;
+  int workers = 0;
+  ConnectFlags connect;
+  bool json_out = false;
+};
+
+void RunCompile(const CompileFlags& f) {
+  model::Graph g = LoadModel(f.model, f.shapes);
+  // Workers are processes: the builder comes before any thread.
+  auto builder = Check(builder::Builder::Create({.workers = f.workers}));
+  builder::Target target;
+  if (f.target == "auto") {
+    if (f.connect.server.empty() && f.connect.tracker.empty()) {
+      Fail("--target auto asks the device: give --server or --tracker/--key, or a target string");
+    }
+    auto session = Check(OpenSession(f.connect));
+    target = Check(builder::TargetFromDevice(Check(session->Info())));
+  } else {
+    target = Check(builder::ParseTarget(f.target));
+  }
+  model::CompileOptions o;
+  o.target = target;
+  o.threads = f.threads;
+  if (!f.log.empty()) {
+    auto log = Check(tuner::ReadLog(f.log));
+    for (const auto& w : log.warnings) std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());
+    o.records = std::move(log.records);
+  }
+  auto result = Check(model::CompileModel(std::move(g), o, *builder));
+  auto manifest = Check(model::WriteModelPackage(result, f.out));
+  const int tasks = result.tuned + result.defaults;
+  if (f.json_out) {
+    std::printf("%s\n", json{{"model", f.model},
+                             {"package", f.out},
+                             {"target", target.ToString()},
+                             {"threads", f.threads},
+                             {"nodes", result.nodes.size()},
+                             {"tasks", tasks},
+                             {"tuned", result.tuned},
+                             {"defaults", result.defaults},
+                             {"generated", result.generated},
+                             {"untemplated", result.untemplated},
+                             {"activation_mb", result.plan.activation_bytes / 1e6},
+                             {"params_mb", result.plan.param_bytes / 1e6},
+                             {"build_id", manifest.build_id},
+                             {"build_s", result.build_seconds}}
+                            .dump()
+                            .c_str());
+    return;
+  }
+  if (f.log.empty()) {
+    std::printf("no --log: every task (%d) uses its template's default config\n", tasks);
+  } else {
+    std::printf("%d of %d tasks tuned from %s; %d on their template's default config\n",
+                result.tuned, tasks, f.log.c_str(), result.defaults);
+  }
+  if (result.untemplated > 0) {
+    std::printf(
+        "%d task nodes no template takes yet (convs without activation) run generated "
+        "kernels, untuned\n",
+        result.untemplated);
+  }
+  std::printf(
+      "%s: %zu nodes (%d generated kernels) for %s, one library; activations %.2f MB, "
+      "params %.1f MB; %.1f s\n",
+      f.out.c_str(), result.nodes.size(), result.generated, target.ToString().c_str(),
+      result.plan.activation_bytes / 1e6, result.plan.param_bytes / 1e6, result.build_seconds);
+}
+
+}  // namespace
+
+void RegisterImportCommand(CLI::App& app) {
+  auto f = std::make_shared<ImportFlags>();
+  auto* cmd = app.add_subcommand("import", CompilerCommandHelp("import"));
+  cmd->add_option("model", f->model, "the .onnx file")->required();
+  cmd->add_option("--shape", f->shapes,
+                  "NAME=D1,D2,... for an input (needed for a dynamic dimension; repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--json", f->json_out, "one JSON object");
+  cmd->callback([f] { RunImport(*f); });
+}
+
+void RegisterCompileCommand(CLI::App& app) {
+  auto f = std::make_shared<CompileFlags>();
+  auto* cmd = app.add_subcommand("compile", CompilerCommandHelp("compile"));
+  cmd->add_option("model", f->model, "the .onnx file")->required();
+  cmd->add_option("--shape", f->shapes, "NAME=D1,D2,... for an input (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--log", f->log,
+                  "tuning records: each task's best for this target and thread count (without: "
+                  "every task's default config)");
+  cmd->add_option("--target", f->target,
+                  "target string, preset, or auto (ask the device of --server/--tracker)")
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "threads the tasks run with (their records' count)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("-o,--out", f->out, "the .ctpkg to write")->required();
+  cmd->add_option("--workers", f->workers, "build processes (0: one per core)")
+      ->capture_default_str();
+  AddConnectOptions(cmd, &f->connect);
+  cmd->add_flag("--json", f->json_out, "one JSON object");
+  cmd->callback([f] { RunCompile(*f); });
+}
+
+}  // namespace crosstune::cli

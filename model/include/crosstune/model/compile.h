@@ -1,0 +1,83 @@
+// The model compiler: a graph (after its passes) to one package for one target.
+//
+//   auto result = CompileModel(graph, {.target = t, .threads = 1, .records = log}, builder);
+//   WriteModelPackage(*result, "m.ctpkg");
+//
+// Every tunable node (tasks.h) gets its task's best record for this target and thread count
+// (apply-history-best), else the template's default config (counted and reported); every other
+// node a generated kernel (kernels.h). Each node is its own translation unit with its own
+// statics, compiled on the builder's pool to an object; one more source holds the library's
+// module table, one uniquely named function per node ("ct_n12_conv2d"), and links them all into
+// ONE shared library. The values live in a liveness-based storage plan (storage_plan.h); the
+// weights go to params.bin as each kernel reads them (the plain layout of their shape today;
+// Value::layout names another when a pass repacks them for a blocked kernel). graph.json follows
+// common/graph.h, with each node's provenance (task, config index, record time, or default).
+//
+// Thread-safety: CompileModel may run on any thread; it uses the builder's pool.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "crosstune/builder/builder.h"
+#include "crosstune/builder/target.h"
+#include "crosstune/model/graph.h"
+#include "crosstune/model/storage_plan.h"
+#include "crosstune/model/tasks.h"
+#include "crosstune/status.h"
+#include "crosstune/tuner/records.h"
+
+namespace crosstune::model {
+
+struct CompileOptions {
+  builder::Target target;
+  int threads = 1;  // the tasks' thread count: records are per thread count
+  // Tuning records (e.g. ReadLog(--log)); empty: every task takes its default config.
+  std::vector<tuner::Record> records;
+  std::string name = "model";  // the library's file stem in the package
+};
+
+struct CompiledNode {
+  int node = -1;          // in CompileResult::graph
+  std::string function;   // "ct_n12_conv2d"
+  std::string op_type;    // "conv2d", "maxpool", ...
+  std::string signature;  // 't' per argument
+  bool has_task = false;
+  NodeTask task;
+  std::string task_key;  // tuner::TaskId::Key(), for provenance
+  bool tuned = false;    // a record's config (else the default, or a generated kernel)
+  uint64_t config_index = 0;
+  std::string record_timestamp;
+  int64_t scratch_bytes = 0;
+  double flops = 0;
+};
+
+struct CompileResult {
+  Graph graph;
+  StoragePlan plan;
+  std::vector<CompiledNode> nodes;
+  int tuned = 0;      // task nodes with a record
+  int defaults = 0;   // task nodes on their template's default config
+  int generated = 0;  // nodes with a generated kernel
+  // Of those, nodes that are tasks no template takes yet (TaskOf names one, MakeTask refuses its
+  // shape: a conv without activation): they run a generated kernel, untuned.
+  int untemplated = 0;
+  builder::BuildRequest request;  // of the library (its name and target)
+  builder::BuildResult library;
+  double build_seconds = 0;  // wall time of the compile
+};
+
+Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
+                                     builder::Builder& builder);
+
+// graph.json text for a compiled model (common/graph.h's schema), without the build id (the
+// package writer stamps it).
+std::string GraphJson(const CompileResult& result);
+// params.bin bytes: every constant the graph uses, by value name.
+Expected<std::string> ParamsBin(const CompileResult& result);
+// The .ctpkg: library + graph.json + params.bin, through the builder's package writer.
+Expected<pkg::Manifest> WriteModelPackage(const CompileResult& result, const std::string& path);
+
+}  // namespace crosstune::model

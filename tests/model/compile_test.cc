@@ -1,0 +1,264 @@
+// The model compiler end to end on this machine: ONNX models compiled into one package each (one
+// library, graph.json, params.bin), uploaded to a real crosstune-server (127.0.0.1, port 0), run
+// there by the graph executor through client::RemoteModel or `crosstune run-model`, and their
+// outputs checked against onnxruntime's (max abs and max rel error printed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "compiled_model.h"
+#include "crosstune/graph.h"
+#include "crosstune/model/onnx_import.h"
+#include "crosstune/model/tasks.h"
+#include "crosstune/package.h"
+#include "crosstune/params.h"
+#include "crosstune/testing/server_process.h"
+#include "crosstune/testing/support.h"
+#include "crosstune/tuner/task.h"
+#include "model_files.h"
+
+namespace crosstune::model {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::CompileFile;
+using testing::ExpectClose;
+using testing::MakeModel;
+using testing::ReferenceOutput;
+using testing::RunOnServer;
+using testing::SeededInput;
+
+// The passes that leave every operator as the model wrote it (no folding, no fusion).
+std::vector<Pass> UnfusedPasses() {
+  return {*FindPass("fold_constants"), *FindPass("remove_identity")};
+}
+
+class CompileTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(crosstune::testing::MakeTempDir("crosstune-compile"));
+    server_ = new ServerProcess();
+    Status st = server_->Start(
+        {CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--work-dir", *dir_ + "/work"},
+        std::chrono::seconds(30));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static builder::Target Target() {
+    static const builder::Target t = testing::TargetOf(server_->address());
+    return t;
+  }
+
+  static std::string* dir_;
+  static ServerProcess* server_;
+};
+std::string* CompileTest::dir_ = nullptr;
+ServerProcess* CompileTest::server_ = nullptr;
+
+TEST_F(CompileTest, PackageHoldsOneLibraryAValidGraphAndItsParams) {
+  const std::string path = MakeModel("small_bn.onnx", "small --bn explicit");
+  ASSERT_FALSE(path.empty());
+  auto c = CompileFile(path, Target(), DefaultPasses(), "");
+  ASSERT_TRUE(c.ok);
+  auto pkg = pkg::OpenPackage(c.package);
+  ASSERT_TRUE(pkg.ok()) << pkg.status().ToString();
+  EXPECT_EQ(pkg->manifest.library, "lib/model.so");
+  auto gr = graph::ParseGraph(GraphJson(c.result));
+  ASSERT_TRUE(gr.ok()) << gr.status().ToString();
+  EXPECT_TRUE(graph::ValidateGraph(*gr).ok()) << graph::ValidateGraph(*gr).ToString();
+  auto params = ParamsBin(c.result);
+  ASSERT_TRUE(params.ok());
+  auto pf = pkg::ParamsFile::FromBuffer(params->data(), params->size());
+  ASSERT_TRUE(pf.ok()) << pf.status().ToString();
+  EXPECT_TRUE(graph::CheckParams(*gr, (*pf)->tensors()).ok());
+  std::vector<msg::FunctionInfo> fns;
+  for (const auto& f : pkg->manifest.functions) fns.push_back({f.name, f.signature});
+  EXPECT_TRUE(graph::CheckFunctions(*gr, fns).ok()) << graph::CheckFunctions(*gr, fns).ToString();
+  EXPECT_EQ(fns.size(), c.result.nodes.size()) << "one function per node";
+  EXPECT_EQ(gr->inputs, std::vector<std::string>{"input"});
+  EXPECT_EQ(gr->outputs, std::vector<std::string>{"probs"});
+  // Without records every task runs its template's default, and says so.
+  EXPECT_EQ(c.result.tuned, 0);
+  EXPECT_GT(c.result.defaults, 0);
+  for (const auto& n : gr->nodes) {
+    if (!n.is_op()) continue;
+    ASSERT_TRUE(n.provenance.has_value()) << n.name;
+    EXPECT_TRUE(n.provenance->is_default) << n.name;
+  }
+}
+
+// Apply-history-best: a task's best record for this target and thread count is compiled in and
+// named in the node's provenance; a slower record and a faster one for another target are not.
+TEST_F(CompileTest, EachTaskGetsItsBestRecordForThisTarget) {
+  const std::string path = MakeModel("small_bn.onnx", "small --bn explicit");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
+  std::optional<NodeTask> first;
+  for (const Node& n : g->nodes) {
+    if (auto t = TaskOf(*g, n); t && t->template_name == "conv2d" && t->shape.size() <= 10) {
+      first = t;
+      break;
+    }
+  }
+  ASSERT_TRUE(first.has_value()) << "the small model has a conv2d task";
+  auto task = tuner::MakeTask(first->template_name, first->shape, Target());
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const tuner::Config fallback = (*task)->DefaultConfig();
+  // A valid config that is not the default: the one the records pick.
+  std::optional<tuner::Config> chosen;
+  for (uint64_t i = (*task)->space().size(); i-- > 0 && !chosen;) {
+    tuner::Config cfg = (*task)->space().Get(i);
+    if (i != fallback.index() && (*task)->space().IsValid(cfg)) chosen = cfg;
+  }
+  ASSERT_TRUE(chosen.has_value());
+  auto record = [&](const tuner::Config& cfg, double mean, const std::string& target) {
+    tuner::Record r;
+    r.task = (*task)->id();
+    r.target = target;
+    r.config_index = cfg.index();
+    r.config_values = cfg.ToJson();
+    r.costs = {mean};
+    r.mean = mean;
+    r.timestamp = "2026-11-30T10:00:00.000Z";
+    return r;
+  };
+  CompileOptions o;
+  o.records = {record(fallback, 2e-3, Target().ToString()),
+               record(*chosen, 1e-3, Target().ToString()),
+               record(fallback, 1e-4, "llvm -mtriple=aarch64-linux-gnu")};
+  auto c = CompileFile(path, Target(), DefaultPasses(), ".tuned", o);
+  ASSERT_TRUE(c.ok);
+  EXPECT_GE(c.result.tuned, 1);
+  auto gr = graph::ParseGraph(GraphJson(c.result));
+  ASSERT_TRUE(gr.ok());
+  int tuned_nodes = 0;
+  for (const auto& n : gr->nodes) {
+    if (!n.is_op() || !n.provenance || n.provenance->task != (*task)->id().Key()) continue;
+    EXPECT_FALSE(n.provenance->is_default) << n.name;
+    EXPECT_EQ(n.provenance->config_index, static_cast<int64_t>(chosen->index())) << n.name;
+    EXPECT_DOUBLE_EQ(n.provenance->timestamp, 1796032800.0) << n.name;
+    ++tuned_nodes;
+  }
+  EXPECT_EQ(tuned_nodes, c.result.tuned);
+  // The tuned config computes the same network.
+  ExpectClose(RunOnServer(server_->address(), c.package, SeededInput(path)), ReferenceOutput(path),
+              "small, one task tuned, on the server, vs onnxruntime");
+}
+
+// The user's journey on ResNet-50 (width 16): import, compile without a log, run-model.
+TEST_F(CompileTest, ResNet50Width16FromTheCommandLineMatchesOnnxRuntime) {
+  const std::string path = MakeModel("r50w16.onnx", "resnet50 --width 16");
+  ASSERT_FALSE(path.empty());
+  const std::string cli = CT_CLI;
+  auto imported = crosstune::testing::RunCommand(cli + " import " + path + " --json");
+  ASSERT_EQ(imported.exit_code, 0) << imported.out << imported.err;
+  const json j = json::parse(imported.out);
+  EXPECT_EQ(j["inputs"][0]["name"], "input");
+  EXPECT_EQ(j["outputs"][0]["name"], "logits");
+  EXPECT_EQ(j["ops"]["Conv"], 53);
+  EXPECT_GT(j["tasks"].size(), 15u);
+  EXPECT_GT(j["activation_mb"].get<double>(), 0);
+
+  const std::string package = *dir_ + "/r50w16.ctpkg";
+  auto compiled =
+      crosstune::testing::RunCommand(cli + " compile " + path + " --target auto --server " +
+                                     server_->address() + " -o " + package);
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
+  EXPECT_NE(compiled.out.find("no --log: every task"), std::string::npos) << compiled.out;
+  std::printf("%s", compiled.out.c_str());
+
+  // The seeded input onnxruntime used, run on the server by the graph executor.
+  const std::string input = testing::SeededInputPath(path);
+  const std::string out = *dir_ + "/logits.npy";
+  auto ran = crosstune::testing::RunCommand(cli + " run-model " + package + " --server " +
+                                            server_->address() + " --input input=" + input +
+                                            " --out " + out);
+  ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
+  ExpectClose(testing::ReadNpyFloats(out), ReferenceOutput(path),
+              "resnet50 w16, compiled by `crosstune compile`, run by `crosstune run-model`, vs "
+              "onnxruntime");
+}
+
+// `tune --model` tunes the model's tasks and resumes from its log; `compile --log` then takes
+// each task's best record, and the package still computes the model.
+TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {
+  const std::string path = MakeModel("small.onnx", "small");
+  ASSERT_FALSE(path.empty());
+  const std::string cli = CT_CLI;
+  const std::string log = *dir_ + "/small.jsonl";
+  auto tune = [&](int trials) {
+    auto r =
+        crosstune::testing::RunCommand(cli + " tune --model " + path + " --trials " +
+                                       std::to_string(trials) + " --round 2 --tuner random --log " +
+                                       log + " --server " + server_->address() + " --json --quiet");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return r.exit_code == 0 ? json::parse(r.out) : json();
+  };
+  const json first = tune(10);
+  ASSERT_TRUE(first.is_object());
+  EXPECT_EQ(first["workload"], "small");
+  EXPECT_GE(first["tasks"].size(), 2u);
+  EXPECT_EQ(first["measured"], first["trials_in_log"]) << "a new log: every trial is measured";
+  const int before = first["trials_in_log"];
+  const json second = tune(before + 4);
+  ASSERT_TRUE(second.is_object());
+  EXPECT_EQ(second["trials_in_log"], before + 4);
+  EXPECT_EQ(second["measured"], 4) << "the trials in the log are not measured again";
+
+  const std::string package = *dir_ + "/small_tuned.ctpkg";
+  auto compiled = crosstune::testing::RunCommand(cli + " compile " + path + " --log " + log +
+                                                 " --target auto --server " + server_->address() +
+                                                 " -o " + package + " --json");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
+  const json c = json::parse(compiled.out);
+  EXPECT_EQ(c["tuned"], c["tasks"]) << "every task of the model has records: " << compiled.out;
+  EXPECT_EQ(c["defaults"], 0);
+  ExpectClose(RunOnServer(server_->address(), package, SeededInput(path)), ReferenceOutput(path),
+              "small, compiled with its tuned log, vs onnxruntime");
+}
+
+TEST_F(CompileTest, ImportRefusesAnUnsupportedOperatorByNodeName) {
+  const std::string path = MakeModel("unsupported.onnx", "unsupported");
+  ASSERT_FALSE(path.empty());
+  auto r = crosstune::testing::RunCommand(std::string(CT_CLI) + " import " + path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("Erf node 'gelu_erf'"), std::string::npos) << r.err;
+}
+
+// BatchNormalization folded into the convs and conv + bias + residual + relu fused give the
+// logits of the same network compiled operator by operator.
+TEST_F(CompileTest, BatchNormFoldingAndFusionKeepTheLogits) {
+  const std::string path = MakeModel("r50w16_bn.onnx", "resnet50 --width 16 --bn explicit");
+  ASSERT_FALSE(path.empty());
+  auto fused = CompileFile(path, Target(), DefaultPasses(), ".fused");
+  auto unfused = CompileFile(path, Target(), UnfusedPasses(), ".unfused");
+  ASSERT_TRUE(fused.ok && unfused.ok);
+  auto count = [](const CompileResult& r, const std::string& op) {
+    int n = 0;
+    for (const Node& node : r.graph.nodes) n += node.op == op;
+    return n;
+  };
+  EXPECT_EQ(count(fused.result, "BatchNormalization"), 0);
+  EXPECT_EQ(count(fused.result, "FusedConv"), 53);
+  EXPECT_EQ(count(unfused.result, "BatchNormalization"), 53);
+  EXPECT_EQ(count(unfused.result, "Conv"), 53);
+  const std::vector<float> x = SeededInput(path);
+  const std::vector<float> a = RunOnServer(server_->address(), fused.package, x);
+  const std::vector<float> b = RunOnServer(server_->address(), unfused.package, x);
+  ExpectClose(a, b, "resnet50 w16 explicit BN: folded and fused vs operator by operator");
+  ExpectClose(a, ReferenceOutput(path),
+              "resnet50 w16 explicit BN, folded and fused, vs onnxruntime");
+}
+
+}  // namespace
+}  // namespace crosstune::model
