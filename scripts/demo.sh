@@ -8,7 +8,11 @@
 # config space (XGBoost cost model; the template's default config is measured first, so untuned
 # and tuned figures come from the same run), `crosstune export` builds the best config into a
 # verified package, `crosstune run` deploys it through the tracker, and numpy checks the answer.
-# Prints a table with one row per device. Exits non-zero if a device is missing or a check fails.
+# Then the whole-model journey on every device: `crosstune compile` builds ResNet-50 (width 16,
+# written by scripts/make-model.py) for the device's target with its tuning log, `crosstune
+# run-model` runs it through the tracker, its logits are checked against onnxruntime's, and
+# `crosstune bench-model` times it. Prints a table with one row per device. Exits non-zero if a
+# device is missing or a check fails.
 #
 # CROSSTUNE_BUILD_DIR picks another build directory; CROSSTUNE_DEMO_TRIALS the trials per device
 # (default 48 on this machine, 16 under qemu).
@@ -39,6 +43,8 @@ cmake --build "$BUILD" --target "${targets[@]}"
 CT="$BUILD/cli/crosstune"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
+# onnx, onnxruntime and numpy for the model (install-deps.sh creates this venv).
+MODEL_PY=${CROSSTUNE_MODEL_VENV:-/opt/crosstune/model-venv}/bin/python
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/crosstune-demo.XXXXXX")
 PIDS=()
@@ -96,7 +102,9 @@ for pair in "aarch64 qemu-aarch64 /usr/aarch64-linux-gnu" "armhf qemu-arm /usr/a
   read -r arch qemu sysroot <<<"$pair"
   server="$BUILD/cross/$arch/rpc_server/crosstune-server"
   if [ -x "$server" ]; then
-    start_server "qemu-$arch" "$qemu" -L "$sysroot" "$server"
+    # The board's libraries from the cross sysroot only (a multiarch libc6:arm64 on this host
+    # would otherwise be found through its ld.so.cache, another build than the sysroot's loader).
+    start_server "qemu-$arch" "$qemu" -L "$sysroot" -E "LD_LIBRARY_PATH=$sysroot/lib" "$server"
     NAMES+=("qemu-$arch")
   else
     echo "demo: no $arch server at $server (cross compilers or qemu-user missing?)" >&2
@@ -136,6 +144,36 @@ for i in "${!NAMES[@]}"; do
     echo "demo: tuning on ${NAMES[$i]} failed:" >&2
     tail -n 5 "$WORK/${NAMES[$i]}.tune.log" >&2
     FAILED=1
+  fi
+done
+
+# The whole model on every device at once: ResNet-50 width 16 and onnxruntime's logits for a
+# seeded input, then on each device compile (its log's records where they fit; the matmul log has
+# none for the convs, so their default configs), run-model through the tracker, bench-model.
+echo "demo: compiling ResNet-50 (width 16) for ${NAMES[*]} and running it through the tracker"
+"$MODEL_PY" scripts/make-model.py resnet50 --width 16 -o "$WORK/r50w16.onnx"
+"$MODEL_PY" scripts/onnx-reference.py "$WORK/r50w16.onnx" --seed 1 --write-inputs "$WORK/model-in" \
+  --out-dir "$WORK/model-ref"
+# Emulated boards run a whole network in seconds to tens of seconds: one timed run there.
+declare -A MODEL_REPEAT
+MODEL_PIDS=()
+for dev in "${NAMES[@]}"; do
+  MODEL_REPEAT[$dev]=3
+  [ "$dev" = local ] || MODEL_REPEAT[$dev]=1
+  (
+    "$CT" compile "$WORK/r50w16.onnx" --log "$WORK/$dev.jsonl" --target auto --tracker "$TRACKER" \
+      --key "$dev" --workers 1 -o "$WORK/$dev-model.ctpkg" &&
+      "$CT" run-model "$WORK/$dev-model.ctpkg" --tracker "$TRACKER" --key "$dev" \
+        --input "input=$WORK/model-in/input.npy" --out "$WORK/$dev-logits.npy" &&
+      "$CT" bench-model "$WORK/$dev-model.ctpkg" --tracker "$TRACKER" --key "$dev" --number 1 \
+        --repeat "${MODEL_REPEAT[$dev]}" --min-repeat-ms 0 --json >"$WORK/$dev-model.json"
+  ) >"$WORK/$dev.model.log" 2>&1 &
+  MODEL_PIDS+=($!)
+done
+for i in "${!NAMES[@]}"; do
+  if ! wait "${MODEL_PIDS[$i]}"; then
+    echo "demo: the model on ${NAMES[$i]} failed:" >&2
+    tail -n 5 "$WORK/${NAMES[$i]}.model.log" >&2
   fi
 done
 
@@ -184,16 +222,34 @@ PYEOF
     fi
   fi
   [ "$ok" = ok ] || FAILED=1
-  ROWS+=("$dev|$arch|${SHAPE[$dev]}|$untuned|$tuned|$trials|$ok")
+  # The model: its end-to-end time and its logits against onnxruntime's.
+  model_ms=- model_ok=FAIL
+  if [ -s "$WORK/$dev-model.json" ] && [ -s "$WORK/$dev-logits.npy" ]; then
+    read -r model_ms model_ok < <("$MODEL_PY" - "$WORK/$dev-model.json" "$WORK/$dev-logits.npy" \
+      "$WORK/model-ref/logits.npy" <<'PYEOF'
+import json, sys, numpy as np
+bench, got, want = json.load(open(sys.argv[1])), np.load(sys.argv[2]), np.load(sys.argv[3])
+ok = got.shape == want.shape and bool(np.all(np.abs(got - want) <= 1e-4 + 1e-3 * np.abs(want)))
+err = float(np.max(np.abs(got - want))) if got.shape == want.shape else float("inf")
+print("%.2f" % (bench["median_s"] * 1e3), "ok" if ok else "FAIL(%.3g)" % err)
+PYEOF
+)
+  fi
+  [ "$model_ok" = ok ] || FAILED=1
+  ROWS+=("$dev|$arch|${SHAPE[$dev]}|$untuned|$tuned|$trials|$ok|$model_ms|$model_ok")
 done
 
 echo
-printf '%-14s %-8s %-12s %10s %10s %7s  %s\n' device arch matmul untuned tuned trials check
+printf '%-14s %-8s %-12s %10s %10s %7s  %-6s %9s  %s\n' device arch matmul untuned tuned trials \
+  check "model ms" "model check"
 for row in "${ROWS[@]}"; do
-  IFS='|' read -r dev arch shape untuned tuned trials ok <<<"$row"
-  printf '%-14s %-8s %-12s %10s %10s %7s  %s\n' "$dev" "$arch" "$shape" "$untuned" "$tuned" "$trials" "$ok"
+  IFS='|' read -r dev arch shape untuned tuned trials ok model_ms model_ok <<<"$row"
+  printf '%-14s %-8s %-12s %10s %10s %7s  %-6s %9s  %s\n' "$dev" "$arch" "$shape" "$untuned" \
+    "$tuned" "$trials" "$ok" "$model_ms" "$model_ok"
 done
 echo "(GFLOP/s of the template's default config and of the best one found; fp32 matmul M,N,K;"
 echo " the best config exported to a .ctpkg, deployed through the tracker and checked against numpy;"
+echo " model: ResNet-50 v1.5 at width 16, compiled for the device into one package, run through the"
+echo " tracker: median ms of a whole run, logits checked against onnxruntime's (|d| <= 1e-4 + 1e-3 |ref|);"
 echo " qemu devices are emulated, so their speeds are not a board's)"
 exit $FAILED

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the README's first command, scripts/demo.sh, as a user would, and checks its table: one
-# row (or more) per expected device, each ending in "ok", and the demo building the cross
-# servers it found as build targets.
+# row (or more) per expected device, its kernel check (column 7) and its model check (the last
+# column) both "ok", and the demo building the cross servers it found as build targets.
 #   demo_test.sh SOURCE_DIR DEVICE...      (e.g. local qemu-aarch64 qemu-armhf)
 set -uo pipefail
 src=$1
@@ -23,7 +23,7 @@ table=$(awk 'seen && NF { print } $1 == "device" { seen = 1 }' <<<"$out")
 for dev in "$@"; do
   rows=$(awk -v d="$dev" '$1 == d' <<<"$table")
   [ -n "$rows" ] || fail "no row for device $dev"
-  bad=$(awk '$NF != "ok"' <<<"$rows")
+  bad=$(awk '$7 != "ok" || $NF != "ok"' <<<"$rows")
   [ -z "$bad" ] || fail "device $dev: a row without ok: $bad"
   case $dev in
     qemu-*)
