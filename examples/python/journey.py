@@ -2,7 +2,8 @@
 
 Starts a crosstune-server here (as `crosstune tune` does without --server), then: describe the
 device, build a kernel for it, load it, call it on numpy arrays and time it; tune a matmul,
-and read the best config from the log. With
+export the best config as a package, run that
+and plot the best-so-far curve. With
 CROSSTUNE_SERVER=HOST:PORT set, the device is that server instead.
 
     python examples/python/journey.py [--trials N]
@@ -70,11 +71,21 @@ def main() -> None:
         errors = sum(1 for r in run.records if r["error"] != "ok")
         print(f"records: {len(ct.read_log(log))} in {log}, {errors} failed")
 
-        # 4. The log: its best record per task and target, as `crosstune log best` shows it.
+        # 4. The log's best record, and that config exported as a package, deployed and checked
+        #    against numpy.
         best = ct.best_records(log)[0]
-        print(f"best of {best['task']['template']} {best['task']['shape']}: config {best['config']}, "
-              f"{best['gflops']:.2f} GFLOP/s on {best['device']['name']}")
-        assert best["mean"] == min(r["mean"] for r in ct.read_log(log) if r["error"] == "ok")
+        print(f"best config {best['config']}: {best['gflops']:.2f} GFLOP/s on {best['device']['name']}")
+        package = ct.export(log, os.path.join(work, "matmul.ctpkg"))
+        matmul = dev.load(package)
+        x = np.random.rand(128, 128).astype("f4")
+        y = np.random.rand(128, 128).astype("f4")
+        z = np.zeros((128, 128), "f4")
+        matmul[next(iter(package.functions))](x, y, z)
+        error = float(np.max(np.abs(z - x @ y)))
+        print(f"exported {package.path}: max abs error against numpy {error:.2e}")
+        assert error < 1e-3
+        run.plot().save(os.path.join(work, "mm.svg"))
+        print(f"best-so-far plot: {os.path.join(work, 'mm.svg')}")
 
 if __name__ == "__main__":
     main()

@@ -65,10 +65,14 @@ _core.register_errors(dict(ERRORS))
 use_package_programs()
 
 from ._tune import (  # noqa: E402
+    SVG,
     TuneRun,
     best_records,
+    export,
+    plot_log,
     read_log,
     replay,
+    summarize_log,
     templates,
     tune,
 )
@@ -85,6 +89,7 @@ __all__ = [
     "CopyStats",
     "LocalServer",
     "TuneRun",
+    "SVG",
     "connect",
     "connect_tracker",
     "start_server",
@@ -95,6 +100,9 @@ __all__ = [
     "templates",
     "read_log",
     "best_records",
+    "summarize_log",
+    "plot_log",
+    "export",
     "replay",
     "Error",
     "Disconnected",

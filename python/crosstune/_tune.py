@@ -10,6 +10,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
+from ._build import Package
 from ._device import Tracker, _read_secret
 from ._paths import server_binary
 from ._progress import ProgressBar
@@ -19,30 +20,45 @@ Record = Dict[str, Any]
 ProgressCallback = Callable[[Dict[str, Any]], None]
 
 
-class TuneRun:
-    """What :func:`tune` did: the report, the best record and this run's records.
+class SVG:
+    """An SVG image: shown inline in notebooks, ``save(path)`` writes it."""
 
-    ``records`` are dicts as the log holds them (``pandas.DataFrame(run.records)`` works);
-    ``report`` has the counts, errors by kind, times, the default config's record and the best.
+    def __init__(self, text: str) -> None:
+        #: The SVG document.
+        self.text = text
+
+    def _repr_svg_(self) -> str:
+        return self.text
+
+    def save(self, path: PathLike) -> None:
+        """Writes the SVG document to ``path``."""
+        with open(os.fspath(path), "w", encoding="utf-8") as f:
+            f.write(self.text)
+
+
+class TuneRun:
+    """What :func:`tune` did: the report, the best and default records and this run's records.
+
+    ``report`` is what ``crosstune tune --json`` prints (task, target, tuner, counts, errors by
+    kind, wall time, device busy fraction, the best and default configs' figures); ``records``
+    are dicts as the log holds them (``pandas.DataFrame(run.records)`` works).
     """
 
-    def __init__(self, report: Dict[str, Any], records: List[Record]) -> None:
+    def __init__(
+        self,
+        report: Dict[str, Any],
+        records: List[Record],
+        best: Optional[Record] = None,
+        default: Optional[Record] = None,
+    ) -> None:
         self.report = report
         #: This run's records, in the order they were measured.
         self.records = records
-
-    @property
-    def best(self) -> Optional[Record]:
-        """The best record of the task in the log (this run's or an earlier one's); None when no
-        trial worked. For a workload: None (see ``report["tasks"]``)."""
-        best: Optional[Record] = self.report.get("best")
-        return best
-
-    @property
-    def default(self) -> Optional[Record]:
-        """The template's default (untuned) config's record, when it was measured."""
-        default: Optional[Record] = self.report.get("default")
-        return default
+        #: The best record of the task in the log (this run's or an earlier one's); None when no
+        #: trial worked, and for a workload (see ``report["tasks"]``).
+        self.best = best
+        #: The template's default (untuned) config's record, when it was measured.
+        self.default = default
 
     @property
     def stopped(self) -> bool:
@@ -58,8 +74,20 @@ class TuneRun:
         """The best record's GFLOP/s (0 when none)."""
         return float(self.best["gflops"]) if self.best else 0.0
 
+    def plot(self) -> SVG:
+        """The best-so-far GFLOP/s of every run in the log against its trials (an SVG, shown
+        inline in notebooks); needs ``log=``."""
+        if not self.log:
+            raise _errors().InvalidArgument("plot() needs a run with a log (tune(..., log=PATH))")
+        return plot_log(self.log)
+
     def __repr__(self) -> str:
-        what = self.report.get("task", {}).get("key") or self.report.get("workload", "")
+        task = self.report.get("task")
+        what = (
+            f"{task['template']} {','.join(map(str, task['shape']))}"
+            if task
+            else str(self.report.get("workload", ""))
+        )
         return (
             f"<crosstune.TuneRun {what}: {len(self.records)} measured, "
             f"best {self.best_gflops():.2f} GFLOP/s>"
@@ -227,7 +255,8 @@ def tune(
     finally:
         if bar is not None:
             bar.close()
-    return TuneRun(json.loads(report), records)
+    result = json.loads(report)
+    return TuneRun(result["report"], records, result["best"], result["default"])
 
 
 def _errors() -> Any:
@@ -257,6 +286,32 @@ def best_records(log: Union[PathLike, Sequence[Record]]) -> List[Record]:
     records = read_log(log) if isinstance(log, (str, os.PathLike)) else list(log)
     best: List[Record] = json.loads(_core.best_records(json.dumps(records)))
     return best
+
+
+def summarize_log(path: PathLike) -> List[Dict[str, Any]]:
+    """Per task and target of a log: trials, unique configs, successes, devices, tuners, errors
+    by kind (with the commonest message), the best record and, for a network's layers, their
+    share of the estimated network time (``crosstune log summary --json``)."""
+    summary: List[Dict[str, Any]] = json.loads(_core.summarize_log(os.fspath(path)))
+    return summary
+
+
+def plot_log(path: PathLike) -> SVG:
+    """The best-so-far GFLOP/s of each run of a log against its trials, one line per task, tuner
+    and run (``crosstune log plot``), as an SVG shown inline in notebooks."""
+    svg, _lines, _max_trials = _core.plot_log(os.fspath(path))
+    return SVG(svg)
+
+
+def export(log: PathLike, out: PathLike, *, task: str = "") -> Package:
+    """Builds the best config of a log's task into a package at ``out`` and returns the
+    :class:`Package` (``crosstune export``); its manifest keeps the tuning record.
+
+    ``task`` picks one when the log has several (``"matmul 512,512,512 float32"``, or with
+    ``"|TARGET"``). Raises :class:`NotFound` when the log has no successful record of it.
+    """
+    manifest, _function, _record = _core.export_best(os.fspath(log), os.fspath(out), task)
+    return Package(os.fspath(out), json.loads(manifest))
 
 
 def replay(
@@ -302,10 +357,14 @@ def replay(
 
 
 __all__ = [
+    "SVG",
     "TuneRun",
     "tune",
     "templates",
     "read_log",
     "best_records",
+    "summarize_log",
+    "plot_log",
+    "export",
     "replay",
 ]

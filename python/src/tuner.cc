@@ -13,6 +13,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -23,14 +24,17 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bindings.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/target.h"
 #include "crosstune/client/local_server.h"
-#include "crosstune/client/session.h"
+#include "crosstune/package.h"
 #include "crosstune/tuner/device_pool.h"
+#include "crosstune/tuner/export.h"
+#include "crosstune/tuner/log_report.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/replay.h"
 #include "crosstune/tuner/task.h"
@@ -46,12 +50,6 @@ namespace {
 
 std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
-}
-
-json ErrorsJson(const std::map<tuner::TrialError, int>& errors) {
-  json j = json::object();
-  for (const auto& [kind, n] : errors) j[std::string(tuner::TrialErrorName(kind))] = n;
-  return j;
 }
 
 // A record as the package shows it: the log's fields and its GFLOP/s.
@@ -70,10 +68,9 @@ struct DeviceChoice {
   std::string server_binary;  // for a local server
 };
 
-// Everything that must outlive the run: the local server, the device pool (leases), the builder.
+// Everything that must outlive the run: the device pool (leases, a local server), the builder.
 struct TuneContext {
   std::unique_ptr<builder::Builder> builder;
-  std::unique_ptr<client::LocalServer> local;
   std::unique_ptr<tuner::DevicePool> pool;
   builder::Target target;
 };
@@ -121,25 +118,11 @@ TuneContext Prepare(const DeviceChoice& d, const std::string& target_text, int w
   } else if (!d.servers.empty()) {
     ctx.pool = tuner::DevicePool::FromServers(d.servers, d.auth_secret, timeout);
   } else {
-    ctx.local = std::make_unique<client::LocalServer>();
     client::LocalServerOptions lo;
     lo.binary = d.server_binary;
-    Check(ctx.local->Start(lo));
-    ctx.pool = tuner::DevicePool::FromServers({ctx.local->address()}, "", timeout, {"local"});
+    ctx.pool = Unwrap(tuner::DevicePool::StartLocal(timeout, lo));
   }
-  if (target_text == "auto" || target_text == "cuda") {
-    // The first device's own target.
-    const tuner::DeviceSpec& dev = ctx.pool->devices().front();
-    client::ConnectOptions co;
-    co.server = dev.server;
-    co.auth_secret = dev.auth_secret;
-    co.lease_token = dev.lease_token;
-    co.request_timeout = timeout;
-    auto session = Unwrap(client::Session::Connect(co));
-    ctx.target = Unwrap(builder::TargetFromDevice(Unwrap(session->Info()), target_text == "cuda"));
-  } else {
-    ctx.target = Unwrap(builder::ParseTarget(target_text));
-  }
+  ctx.target = Unwrap(tuner::ResolveTarget(target_text, ctx.pool->devices().front()));
   return ctx;
 }
 
@@ -254,7 +237,7 @@ std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on
   tuner::DevicePool* pool = ctx.pool.get();
   o.on_device_lost = [pool](const tuner::DeviceSpec& d, const Status& why) { pool->Lost(d, why); };
 
-  json report;
+  json out;
   if (task) {
     Expected<tuner::TuneSummary> result = Status(ErrorCode::kInternal, "not run");
     {
@@ -264,29 +247,10 @@ std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on
     pending.RaiseIfAny();
     if (!result.ok()) RaiseTuneError(result.status(), records);
     const tuner::TuneSummary& s = *result;
-    report = {{"task",
-               {{"template", task->id().template_name},
-                {"shape", task->id().shape},
-                {"dtype", task->id().dtype},
-                {"threads", task->id().threads},
-                {"key", task->id().Key()}}},
-              {"target", ctx.target.ToString()},
-              {"tuner", o.tuner},
-              {"run", o.run_id},
-              {"trials_in_log", s.trials_in_log},
-              {"resumed", s.resumed},
-              {"measured", s.measured},
-              {"errors", ErrorsJson(s.errors)},
-              {"wall_s", s.wall_s},
-              {"device_busy_s", s.device_busy_s},
-              {"build_s", s.build_s},
-              {"devices", s.devices},
-              {"stopped", s.stopped},
-              {"early_stopped", s.early_stopped},
-              {"log", o.log_path},
-              {"log_warnings", s.log_warnings},
-              {"best", s.has_best ? RecordJson(s.best) : json(nullptr)},
-              {"default", s.has_default ? RecordJson(s.default_record) : json(nullptr)}};
+    // The report as `crosstune tune --json` prints it, and the best and default records whole.
+    out = {{"report", tuner::TuneReport(*task, o, s)},
+           {"best", s.has_best ? RecordJson(s.best) : json(nullptr)},
+           {"default", s.has_default ? RecordJson(s.default_record) : json(nullptr)}};
   } else {
     tuner::WorkloadTuneOptions wo;
     wo.name = c.workload;
@@ -301,38 +265,11 @@ std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on
     }
     pending.RaiseIfAny();
     if (!result.ok()) throw StatusError(result.status());
-    const tuner::WorkloadSummary& s = *result;
-    auto seconds = [](double v) {
-      return v == tuner::TaskScheduler::kNoTime ? json(nullptr) : json(v);
-    };
-    json tasks = json::array();
-    for (const auto& t : s.tasks) {
-      tasks.push_back({{"layer", t.layer.name},
-                       {"template", t.layer.template_name},
-                       {"shape", t.layer.shape},
-                       {"count", t.layer.count},
-                       {"key", t.id.Key()},
-                       {"trials", t.trials},
-                       {"best_s", seconds(t.best_seconds)},
-                       {"share", t.share},
-                       {"best", t.has_best ? RecordJson(t.best) : json(nullptr)},
-                       {"error", t.error}});
-    }
-    report = {{"workload", c.workload},
-              {"target", ctx.target.ToString()},
-              {"tuner", o.tuner},
-              {"run", o.run_id},
-              {"threads", c.threads},
-              {"trials_in_log", s.trials_in_log},
-              {"measured", s.measured},
-              {"network_s", seconds(s.network_seconds)},
-              {"untuned_network_s", seconds(s.untuned_network_seconds)},
-              {"wall_s", s.wall_s},
-              {"stopped", s.stopped},
-              {"tasks", tasks},
-              {"log", o.log_path}};
+    out = {{"report", tuner::WorkloadReport(wo, ctx.target, *result)},
+           {"best", nullptr},
+           {"default", nullptr}};
   }
-  return report.dump();
+  return out.dump();
 }
 
 }  // namespace
@@ -436,6 +373,49 @@ void BindTuner(nb::module_& m) {
         return out.dump();
       },
       "records_json"_a, "The best record per task and target (JSON text in and out).");
+
+  m.def(
+      "summarize_log",
+      [](const std::string& path) {
+        nb::gil_scoped_release release;
+        return tuner::SummarizeLog(Unwrap(tuner::ReadLog(path)).records).ToJson().dump();
+      },
+      "path"_a, "A log's summary per task and target (JSON text), as `crosstune log summary`.");
+  m.def(
+      "plot_log",
+      [](const std::string& path) {
+        nb::gil_scoped_release release;
+        tuner::BestSoFarPlot plot =
+            Unwrap(tuner::PlotBestSoFar(Unwrap(tuner::ReadLog(path)).records));
+        return std::make_tuple(plot.svg, plot.lines, plot.max_trials);
+      },
+      "path"_a, "The best-so-far SVG of a log's runs, its line count and longest run.");
+  m.def(
+      "export_best",
+      [](const std::string& log_path, const std::string& out_path, const std::string& task_key) {
+        nb::gil_scoped_release release;
+        std::vector<tuner::Record> pick =
+            tuner::BestRecordsOf(Unwrap(tuner::ReadLog(log_path)).records, task_key);
+        if (pick.empty()) {
+          Check(Status(
+              ErrorCode::kNotFound,
+              log_path + (task_key.empty() ? ": no successful record to export"
+                                           : ": no successful record of task '" + task_key + "'")));
+        }
+        if (pick.size() > 1) {
+          std::string keys;
+          for (const auto& b : pick) keys += "\n  " + b.task.Key() + "|" + b.target;
+          Check(Status(ErrorCode::kInvalidArgument,
+                       log_path + ": several tasks; choose one with task=:" + keys));
+        }
+        tuner::ExportedPackage exported =
+            Unwrap(tuner::ExportRecord(pick.front(), out_path, log_path));
+        return std::make_tuple(pkg::ManifestToJson(exported.manifest), exported.function,
+                               RecordJson(pick.front()).dump());
+      },
+      "log_path"_a, "out_path"_a, "task_key"_a = "",
+      "Builds the best config of a log's task into a package; returns (manifest JSON, function, "
+      "record JSON).");
 
   nb::class_<tuner::ReplayTable>(m, "ReplayTable",
                                  "A table of measured points that answers trials instead of a "

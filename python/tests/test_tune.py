@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import crosstune as ct
@@ -29,7 +30,8 @@ def test_tunes_on_a_local_server_and_keeps_the_records(tmp_path: pathlib.Path) -
     assert run.report["measured"] == 6 and run.report["resumed"] == 0
     assert run.best is not None and run.best["error"] == "ok" and run.best_gflops() > 0
     assert run.default is not None  # the template's default config was measured first
-    assert run.report["task"]["key"] == "matmul 16,16,16 float32"
+    assert run.report["task"]["template"] == "matmul" and run.report["task"]["shape"] == [16, 16, 16]
+    assert run.report["best"]["gflops"] == run.best["gflops"]
     assert progress and progress[-1]["done"] == 6 and progress[-1]["total"] == 6
     on_disk = ct.read_log(log)
     assert [r["config"] for r in on_disk] == [r["config"] for r in run.records]
@@ -37,6 +39,26 @@ def test_tunes_on_a_local_server_and_keeps_the_records(tmp_path: pathlib.Path) -
     # The same log again: resumes, measures only the difference.
     more = ct.tune("matmul", shape="16,16,16", trials=8, log=log, **QUICK)
     assert more.report["resumed"] == 6 and more.report["measured"] == 2 and len(more.records) == 2
+    # The log summarised and plotted as `crosstune log summary|plot` do.
+    (summary,) = ct.summarize_log(log)
+    assert summary["trials"] == 8 and summary["ok"] == sum(r["error"] == "ok" for r in ct.read_log(log))
+    assert summary["best"]["mean_s"] == ct.best_records(log)[0]["mean"]
+    svg = more.plot()
+    assert svg.text.startswith("<svg") and svg._repr_svg_() == svg.text
+    svg.save(tmp_path / "mm.svg")
+    assert (tmp_path / "mm.svg").read_text() == ct.plot_log(log).text
+    # The best config exported as a package, deployed and checked against numpy.
+    package = ct.export(log, tmp_path / "mm.ctpkg")
+    assert package.manifest["tuning"]["record"]["mean"] == ct.best_records(log)[0]["mean"]
+    with ct.connect() as dev:
+        matmul = dev.load(package)[next(iter(package.functions))]
+        x = np.random.rand(16, 16).astype("f4")
+        y = np.random.rand(16, 16).astype("f4")
+        z = np.zeros((16, 16), "f4")
+        matmul(x, y, z)
+        np.testing.assert_allclose(z, x @ y, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ct.NotFound, match="no successful record of task 'conv2d"):
+        ct.export(log, tmp_path / "no.ctpkg", task="conv2d 1,1,1,1,1,1,1,1,0 float32")
     # The log as a replay table: every tuner finds its best within the table.
     result = ct.replay(log, tuners=["random", "xgb"], seeds=3, batch=2)
     assert result["valid_count"] == 8
