@@ -24,6 +24,7 @@ from __future__ import annotations
 from . import _core
 from ._build import Package, build, parse_target, presets
 from ._device import Device, Function, Module, Tracker, connect, connect_tracker, start_server
+from . import _errors
 from ._errors import (
     Error,
     Disconnected,
@@ -104,29 +105,6 @@ __all__ = [
     "plot_log",
     "export",
     "replay",
-    "Error",
-    "Disconnected",
-    "DeviceLost",
-    "Timeout",
-    "NotFound",
-    "InvalidArgument",
-    "RemoteCrash",
-    "WrongArch",
-    "Unauthorized",
-    "Busy",
-    "VersionMismatch",
-    "ProtocolError",
-    "LimitExceeded",
-    "IoError",
-    "BadHash",
-    "KernelError",
-    "BuildError",
-    "NoDevice",
-    "Internal",
-    "InvalidConfig",
-    "BuildTimeout",
-    "LoadError",
-    "RunTimeout",
-    "WrongAnswer",
-    "ERRORS",
 ]
+# The error classes, as the errors module lists them (one list, not two).
+__all__ += _errors.__all__
