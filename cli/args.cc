@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "crosstune/tensor.h"
@@ -178,6 +179,22 @@ Expected<client::NpyArray> MakeHostTensor(const ArgSpec& spec, uint64_t seed) {
     PutElement(out.data.data() + i * item, spec.dtype, v);
   }
   return out;
+}
+
+Expected<uint64_t> ArgTensorBytes(const std::vector<ArgSpec>& args) {
+  uint64_t total = 0;
+  for (const ArgSpec& a : args) {
+    uint64_t n = 0;
+    if (a.kind == ArgSpec::Kind::kGenerated) {
+      CT_ASSIGN_OR_RETURN(n, TensorBytes(a.shape, a.dtype));
+    } else if (a.kind == ArgSpec::Kind::kNpy) {
+      std::error_code ec;
+      n = std::filesystem::file_size(a.path, ec);
+      if (ec) return Status(ErrorCode::kNotFound, a.path + ": " + ec.message());
+    }
+    if (__builtin_add_overflow(total, n, &total)) total = UINT64_MAX;
+  }
+  return total;
 }
 
 Expected<std::map<int, std::string>> ParseOutSpecs(const std::vector<std::string>& outs,

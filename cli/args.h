@@ -41,6 +41,11 @@ Expected<ArgSpec> ParseArgSpec(const std::string& text);
 // uniform in [-1, 1) for floats and small integers otherwise, from `seed` (same seed, same data).
 Expected<client::NpyArray> MakeHostTensor(const ArgSpec& spec, uint64_t seed);
 
+// Bytes the tensor arguments take in all, before any is read or generated: a generated one by
+// its shape and dtype, a .npy file by its size (the data and a small header). kNotFound naming a
+// .npy file that cannot be read.
+Expected<uint64_t> ArgTensorBytes(const std::vector<ArgSpec>& args);
+
 // --out FILE (the last tensor argument) or --out N=FILE (argument N, 0-based): arg index -> path.
 Expected<std::map<int, std::string>> ParseOutSpecs(const std::vector<std::string>& outs,
                                                    const std::vector<ArgSpec>& args);

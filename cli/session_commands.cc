@@ -30,17 +30,6 @@ std::unique_ptr<client::Session> Open(const ConnectFlags& flags) {
   return Check(OpenSession(flags));
 }
 
-std::string Bytes(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, units[u]);
-}
-
 json DeviceJson(const msg::DeviceInfo& d) {
   json gpus = json::array();
   for (const auto& g : d.gpus) {
@@ -96,7 +85,7 @@ void RegisterInfo(CLI::App& app) {
     std::string gpus;
     for (const auto& g : d.gpus) {
       gpus += (gpus.empty() ? "" : ", ") +
-              fmt::format("{} ({}, {})", g.name, g.arch, Bytes(g.memory_bytes));
+              fmt::format("{} ({}, {})", g.name, g.arch, ByteSize(g.memory_bytes));
     }
     if (gpus.empty()) gpus = d.gpu_status.empty() ? "none" : "none (" + d.gpu_status + ")";
     std::printf("server    %s\n", session->server().c_str());
@@ -104,7 +93,7 @@ void RegisterInfo(CLI::App& app) {
     std::printf("cpu       %s, %u cores\n", d.cpu_model.empty() ? "unknown" : d.cpu_model.c_str(),
                 d.cores);
     std::printf("features  %s\n", features.empty() ? "-" : features.c_str());
-    std::printf("memory    %s\n", Bytes(d.memory_bytes).c_str());
+    std::printf("memory    %s\n", ByteSize(d.memory_bytes).c_str());
     std::printf("os        %s\n", d.os.c_str());
     std::printf("gpus      %s\n", gpus.c_str());
     std::printf("version   crosstune %s, protocol %u.%u\n", d.version.c_str(), d.protocol_major,
@@ -139,7 +128,7 @@ void RegisterFileCommands(CLI::App& app) {
       PrintJson(FileJson(f));
     } else {
       std::printf("uploaded %s -> %s (%s, sha256 %s)\n", up->file.c_str(), f.path.c_str(),
-                  Bytes(f.size).c_str(), f.sha256_hex.c_str());
+                  ByteSize(f.size).c_str(), f.sha256_hex.c_str());
     }
   });
 
@@ -158,7 +147,8 @@ void RegisterFileCommands(CLI::App& app) {
     std::string local =
         down->local.empty() ? std::filesystem::path(down->remote).filename().string() : down->local;
     msg::FileEntry f = Check(session->Download(down->remote, local));
-    std::printf("downloaded %s -> %s (%s)\n", f.path.c_str(), local.c_str(), Bytes(f.size).c_str());
+    std::printf("downloaded %s -> %s (%s)\n", f.path.c_str(), local.c_str(),
+                ByteSize(f.size).c_str());
   });
 
   struct LsOpts {
@@ -253,14 +243,17 @@ PreparedCall Prepare(const CallFlags& f) {
   PreparedCall c;
   for (const auto& text : f.args) c.specs.push_back(Check(ParseArgSpec(text)));
   c.outs = Check(ParseOutSpecs(f.outs, c.specs));
-  // Local inputs are read before connecting, so a bad file fails fast.
+  // What the tensors take, known before anything is read or generated: a missing file fails
+  // before connecting, and tensors the device cannot hold fail before the host allocates them.
+  const uint64_t tensor_bytes = Check(ArgTensorBytes(c.specs));
+
+  c.session = Open(f.conn);
+  c.device = Check(c.session->Info());
+  Check(CheckTensorsFit(tensor_bytes, c.device, /*on_gpu=*/false, "--arg"));
   std::vector<client::NpyArray> host(c.specs.size());
   for (size_t i = 0; i < c.specs.size(); ++i) {
     if (c.specs[i].is_tensor()) host[i] = Check(MakeHostTensor(c.specs[i], f.seed + i));
   }
-
-  c.session = Open(f.conn);
-  c.device = Check(c.session->Info());
   std::string remote =
       f.as.empty() ? std::filesystem::path(f.module_file).filename().string() : f.as;
   Check(c.session->Upload(f.module_file, remote).status());

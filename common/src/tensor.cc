@@ -1,7 +1,10 @@
 #include "crosstune/tensor.h"
 
+#include <fmt/format.h>
+
 #include <map>
 
+#include "crosstune/messages.h"
 #include "crosstune/protocol.h"
 
 namespace crosstune {
@@ -116,6 +119,32 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s;
+}
+
+std::string ByteSize(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+Status CheckTensorsFit(uint64_t bytes, const msg::DeviceInfo& device, bool on_gpu,
+                       const std::string& what) {
+  auto over = [&](const std::string& limit) {
+    return Status(ErrorCode::kLimitExceeded, fmt::format("{}: {} of tensors ({} bytes) is over {}",
+                                                         what, ByteSize(bytes), bytes, limit));
+  };
+  const uint64_t memory =
+      on_gpu ? (device.gpus.empty() ? 0 : device.gpus.front().memory_bytes) : device.memory_bytes;
+  if (memory > 0 && bytes > memory) {
+    return over(fmt::format("the {}'s memory of {} ({} bytes)", on_gpu ? "GPU" : "device",
+                            ByteSize(memory), memory));
+  }
+  return Status::Ok();
 }
 
 }  // namespace crosstune

@@ -143,6 +143,33 @@ TEST_F(CliTest, BadArgumentsAreOneErrorLine) {
 
 nlohmann::json Json(const CommandResult& r) { return nlohmann::json::parse(r.out, nullptr, false); }
 
+// Tensors the device cannot hold are refused from the server's Info before the CLI allocates or
+// fills them: 4 TiB used to end in std::bad_alloc (or an allocation that took the host's memory)
+// before the server was ever asked.
+TEST_F(CliTest, RunRefusesTensorsTheDeviceCannotHoldBeforeAllocatingThem) {
+  CommandResult r = Crosstune("run " + server() + " " CT_HOST_KERNEL
+                              " --func vadd --arg 1048576x1048576xf32:random --arg 4xf32:ones"
+                              " --arg 4xf32:zeros");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.err.rfind("crosstune: error: --arg: 4.0 TiB of tensors (4398046511136 bytes) is "
+                        "over the device's memory of ",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+TEST_F(CliTest, TuneRefusesAShapeWhoseTensorsTheDeviceCannotHold) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
+  CommandResult r = Crosstune("tune matmul --shape 1048576,1048576,1048576 " + server() +
+                              " --trials 1 --workers 1 -q");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("crosstune: error: matmul 1048576,1048576,1048576 float32: A, B, C: 12.0 "
+                       "TiB of tensors (13194139533312 bytes) is over the device's memory of "),
+            std::string::npos)
+      << r.err;
+}
+
 // A log that is empty, a directory or a device is an error, fast: `log summary /dev/zero` used to
 // read gigabytes and exit 0 with no output, and an empty log printed nothing. (`timeout` only
 // keeps a broken build from hanging here.)

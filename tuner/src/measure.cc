@@ -10,6 +10,8 @@
 #include <limits>
 #include <numeric>
 
+#include "crosstune/tensor.h"
+
 namespace crosstune::tuner {
 
 namespace {
@@ -122,19 +124,40 @@ std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& ta
 
 // --- DeviceRunner ------------------------------------------------------------------------------
 
-DeviceRunner::DeviceRunner(const DeviceSpec& spec, const Task& task, const ReferenceData& reference,
-                           const MeasureOptions& options)
-    : spec_(spec), task_(task), reference_(reference), options_(options) {}
+uint64_t TaskTensorBytes(const Task& task) {
+  uint64_t total = 0;
+  for (const ArgSpec& a : task.args()) {
+    auto bytes = TensorBytes(a.shape, a.dtype);
+    if (!bytes.ok() || __builtin_add_overflow(total, *bytes, &total)) return UINT64_MAX;
+  }
+  return total;
+}
+
+DeviceRunner::DeviceRunner(const DeviceSpec& spec, const Task& task, const MeasureOptions& options)
+    : spec_(spec), task_(task), options_(options) {}
 
 DeviceRunner::~DeviceRunner() {
   if (session_) (void)session_->Close();
 }
 
+Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Connect(const DeviceSpec& spec,
+                                                              const Task& task,
+                                                              const MeasureOptions& options) {
+  std::unique_ptr<DeviceRunner> r(new DeviceRunner(spec, task, options));
+  CT_RETURN_IF_ERROR(r->Reopen());
+  return r;
+}
+
+Status DeviceRunner::Start(const ReferenceData& reference) {
+  reference_ = &reference;
+  return PrepareTensors();
+}
+
 Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Open(const DeviceSpec& spec, const Task& task,
                                                            const ReferenceData& reference,
                                                            const MeasureOptions& options) {
-  std::unique_ptr<DeviceRunner> r(new DeviceRunner(spec, task, reference, options));
-  CT_RETURN_IF_ERROR(r->Reopen());
+  CT_ASSIGN_OR_RETURN(std::unique_ptr<DeviceRunner> r, Connect(spec, task, options));
+  CT_RETURN_IF_ERROR(r->Start(reference));
   return r;
 }
 
@@ -158,6 +181,15 @@ Status DeviceRunner::Reopen() {
   co.connect_timeout = spec_.request_timeout;
   CT_ASSIGN_OR_RETURN(session_, client::Session::Connect(co));
   CT_ASSIGN_OR_RETURN(info_, session_->Info());
+  std::string names;
+  for (const ArgSpec& a : task_.args()) names += (names.empty() ? "" : ", ") + a.name;
+  CT_RETURN_IF_ERROR(
+      CheckTensorsFit(TaskTensorBytes(task_), info_, task_.target().is_cuda(), names));
+  return reference_ ? PrepareTensors() : Status::Ok();
+}
+
+Status DeviceRunner::PrepareTensors() {
+  tensors_.clear();
   const auto specs = task_.args();
   // A CUDA task's tensors live on the GPU (a device without one refuses them, by name).
   const DLDevice where{task_.target().is_cuda() ? kDLCUDA : kDLCPU, 0};
@@ -165,7 +197,8 @@ Status DeviceRunner::Reopen() {
     CT_ASSIGN_OR_RETURN(client::RemoteTensor t,
                         session_->AllocTensor(specs[a].shape, specs[a].dtype, where));
     if (!specs[a].output) {
-      CT_RETURN_IF_ERROR(t.CopyFrom(reference_.inputs[a].data(), reference_.inputs[a].size() * 4));
+      CT_RETURN_IF_ERROR(
+          t.CopyFrom(reference_->inputs[a].data(), reference_->inputs[a].size() * 4));
     }
     tensors_.push_back(t);
   }
@@ -257,7 +290,7 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
         return fail(TrialError::kDeviceLost, s, "copy out");
       }
     }
-    if (Status s = CompareOutputs(task_, got, reference_.expected); !s.ok()) {
+    if (Status s = CompareOutputs(task_, got, reference_->expected); !s.ok()) {
       m.error = TrialError::kWrongAnswer;
       m.message = s.message();
       (void)module->Unload();

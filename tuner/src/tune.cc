@@ -230,21 +230,41 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
   };
   if (progress.done >= options.trials) return finish();
 
-  // --- Devices.
-  ReferenceData reference = ReferenceData::Make(task, options.measure.input_seed);
+  // --- Devices. Connected first: a task whose tensors a device cannot hold is refused there,
+  // before the host allocates the inputs and computes the reference.
+  ReferenceData reference;  // outlives the runners, which point at it
   std::vector<std::unique_ptr<DeviceRunner>> runners;
   std::string open_errors;
+  Status too_big;
+  auto drop = [&](const DeviceSpec& spec, const Status& why) {
+    open_errors += (open_errors.empty() ? "" : "; ") + spec.name + ": " + why.ToString();
+    warn("device " + spec.name + " could not be used: " + why.ToString());
+    if (why.code() == ErrorCode::kLimitExceeded) too_big = why;
+    if (options.on_device_lost) options.on_device_lost(spec, why);
+  };
   for (const auto& spec : devices) {
-    auto r = DeviceRunner::Open(spec, task, reference, options.measure);
+    auto r = DeviceRunner::Connect(spec, task, options.measure);
     if (r.ok()) {
       runners.push_back(std::move(r).value());
     } else {
-      open_errors += (open_errors.empty() ? "" : "; ") + spec.name + ": " + r.status().ToString();
-      warn("device " + spec.name + " could not be used: " + r.status().ToString());
-      if (options.on_device_lost) options.on_device_lost(spec, r.status());
+      drop(spec, r.status());
     }
   }
+  if (!runners.empty()) {
+    reference = ReferenceData::Make(task, options.measure.input_seed);
+    std::vector<std::unique_ptr<DeviceRunner>> started;
+    for (auto& r : runners) {
+      if (Status s = r->Start(reference); s.ok()) {
+        started.push_back(std::move(r));
+      } else {
+        drop(r->spec(), s);
+      }
+    }
+    runners = std::move(started);
+  }
   if (runners.empty()) {
+    // The one device is too small for the task: that is the error, with the size and limit.
+    if (!too_big.ok() && devices.size() == 1) return too_big;
     return Status(ErrorCode::kNoDevice, "no device could be opened (" + open_errors + ")");
   }
   sum.devices = static_cast<int>(runners.size());

@@ -11,6 +11,10 @@
 
 namespace crosstune {
 
+namespace msg {
+struct DeviceInfo;
+}
+
 // "f32"/"float32", "f64", "f16", "bf16", "i8".."i64", "u8".."u64", "bool".
 Expected<DLDataType> ParseDType(const std::string& name);
 std::string DTypeName(DLDataType t);  // "f32"
@@ -27,5 +31,15 @@ struct TensorSpec {
 };
 Expected<TensorSpec> ParseTensorSpec(const std::string& text);
 std::string ShapeString(const std::vector<int64_t>& shape);  // "1024x16"
+
+// 1536 -> "1.5 KiB"; under 1 KiB "512 B".
+std::string ByteSize(uint64_t bytes);
+
+// Whether tensors of `bytes` in all can be held by one session on `device`, checked by a client
+// before it allocates or generates anything: they must fit the memory they would live in (the
+// first GPU's when `on_gpu`, else the device's). kLimitExceeded names the size and the limit,
+// after `what` ("A, B, C", "--arg"). A limit the device does not report (0) is not checked.
+Status CheckTensorsFit(uint64_t bytes, const msg::DeviceInfo& device, bool on_gpu,
+                       const std::string& what);
 
 }  // namespace crosstune

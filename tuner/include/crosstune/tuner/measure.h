@@ -78,9 +78,19 @@ struct ReferenceData {
   static ReferenceData Make(const Task& task, uint64_t seed);
 };
 
+// Bytes of all the task's arguments (saturating at UINT64_MAX).
+uint64_t TaskTensorBytes(const Task& task);
+
 class DeviceRunner {
  public:
-  // Connects and prepares the session (tensors allocated, inputs copied in).
+  // Connects and reads the device's info; kLimitExceeded (CheckTensorsFit) when the task's
+  // tensors cannot fit the device, so a task too big is refused before the host allocates its
+  // inputs and reference. Start() then prepares the session.
+  static Expected<std::unique_ptr<DeviceRunner>> Connect(const DeviceSpec& spec, const Task& task,
+                                                         const MeasureOptions& options);
+  // Allocates the task's tensors and copies the inputs in. `reference` must outlive the runner.
+  Status Start(const ReferenceData& reference);
+  // Connect() and Start() in one.
   static Expected<std::unique_ptr<DeviceRunner>> Open(const DeviceSpec& spec, const Task& task,
                                                       const ReferenceData& reference,
                                                       const MeasureOptions& options);
@@ -92,14 +102,15 @@ class DeviceRunner {
   DeviceId id() const;
 
  private:
-  DeviceRunner(const DeviceSpec& spec, const Task& task, const ReferenceData& reference,
-               const MeasureOptions& options);
+  DeviceRunner(const DeviceSpec& spec, const Task& task, const MeasureOptions& options);
+  // A new session: connect, info, limits, and (once started) the tensors.
   Status Reopen();
+  Status PrepareTensors();
   Measurement MeasureOnce(const Candidate& candidate);
 
   DeviceSpec spec_;
   const Task& task_;
-  const ReferenceData& reference_;
+  const ReferenceData* reference_ = nullptr;  // set by Start()
   MeasureOptions options_;
   std::unique_ptr<client::Session> session_;
   std::vector<client::RemoteTensor> tensors_;
