@@ -49,6 +49,7 @@ json DeviceJson(const msg::DeviceInfo& d) {
           {"cpu_features", d.cpu_features},
           {"cores", d.cores},
           {"memory_bytes", d.memory_bytes},
+          {"max_tensor_bytes", d.max_tensor_bytes},
           {"os", d.os},
           {"gpus", gpus},
           {"gpu_status", d.gpu_status},
@@ -94,6 +95,9 @@ void RegisterInfo(CLI::App& app) {
                 d.cores);
     std::printf("features  %s\n", features.empty() ? "-" : features.c_str());
     std::printf("memory    %s\n", ByteSize(d.memory_bytes).c_str());
+    if (d.max_tensor_bytes > 0) {
+      std::printf("tensors   %s per session\n", ByteSize(d.max_tensor_bytes).c_str());
+    }
     std::printf("os        %s\n", d.os.c_str());
     std::printf("gpus      %s\n", gpus.c_str());
     std::printf("version   crosstune %s, protocol %u.%u\n", d.version.c_str(), d.protocol_major,

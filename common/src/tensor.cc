@@ -138,6 +138,10 @@ Status CheckTensorsFit(uint64_t bytes, const msg::DeviceInfo& device, bool on_gp
     return Status(ErrorCode::kLimitExceeded, fmt::format("{}: {} of tensors ({} bytes) is over {}",
                                                          what, ByteSize(bytes), bytes, limit));
   };
+  if (device.max_tensor_bytes > 0 && bytes > device.max_tensor_bytes) {
+    return over(fmt::format("the server's limit of {} per session (--max-tensor-bytes {})",
+                            ByteSize(device.max_tensor_bytes), device.max_tensor_bytes));
+  }
   const uint64_t memory =
       on_gpu ? (device.gpus.empty() ? 0 : device.gpus.front().memory_bytes) : device.memory_bytes;
   if (memory > 0 && bytes > memory) {

@@ -167,7 +167,10 @@ class SessionHandler {
         *done = true;
         return Reply(id, msg::Empty{});
       case Opcode::kInfo:
-        if (!info_) info_ = CollectDeviceInfo();
+        if (!info_) {
+          info_ = CollectDeviceInfo();
+          info_->max_tensor_bytes = options_.max_tensor_bytes;
+        }
         return Reply(id, *info_);
       case Opcode::kUpload:
         return HandleUpload(f);

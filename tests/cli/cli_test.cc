@@ -143,13 +143,25 @@ TEST_F(CliTest, BadArgumentsAreOneErrorLine) {
 
 nlohmann::json Json(const CommandResult& r) { return nlohmann::json::parse(r.out, nullptr, false); }
 
-// Tensors the device cannot hold are refused from the server's Info before the CLI allocates or
-// fills them: 4 TiB used to end in std::bad_alloc (or an allocation that took the host's memory)
-// before the server was ever asked.
+// Tensors the device cannot hold are refused from the server's Info (its --max-tensor-bytes and
+// memory) before the CLI allocates or fills them: 4 TiB used to end in std::bad_alloc (or an
+// allocation that took the host's memory) before the server was ever asked.
 TEST_F(CliTest, RunRefusesTensorsTheDeviceCannotHoldBeforeAllocatingThem) {
-  CommandResult r = Crosstune("run " + server() + " " CT_HOST_KERNEL
-                              " --func vadd --arg 1048576x1048576xf32:random --arg 4xf32:ones"
-                              " --arg 4xf32:zeros");
+  const std::string call = " " CT_HOST_KERNEL
+                           " --func vadd --arg 1048576x1048576xf32:random --arg 4xf32:ones"
+                           " --arg 4xf32:zeros";
+  CommandResult r = Crosstune("run " + server() + call);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.err,
+            "crosstune: error: --arg: 4.0 TiB of tensors (4398046511136 bytes) is over the "
+            "server's limit of 8.0 GiB per session (--max-tensor-bytes 8589934592)\n");
+  // With the server's limit out of the way, the device's memory is the limit.
+  ServerProcess roomy;
+  Status s = roomy.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+                          work_ + "/roomy", "--max-tensor-bytes", "1152921504606846976"},
+                         std::chrono::seconds(20));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  r = Crosstune("run --server " + roomy.address() + call);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_EQ(r.err.rfind("crosstune: error: --arg: 4.0 TiB of tensors (4398046511136 bytes) is "
                         "over the device's memory of ",
@@ -164,8 +176,9 @@ TEST_F(CliTest, TuneRefusesAShapeWhoseTensorsTheDeviceCannotHold) {
   CommandResult r = Crosstune("tune matmul --shape 1048576,1048576,1048576 " + server() +
                               " --trials 1 --workers 1 -q");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.err.find("crosstune: error: matmul 1048576,1048576,1048576 float32: A, B, C: 12.0 "
-                       "TiB of tensors (13194139533312 bytes) is over the device's memory of "),
+  EXPECT_NE(r.err.find("matmul 1048576,1048576,1048576 float32: A, B, C: 12.0 TiB of tensors "
+                       "(13194139533312 bytes) is over the server's limit of 8.0 GiB per "
+                       "session (--max-tensor-bytes 8589934592)"),
             std::string::npos)
       << r.err;
 }

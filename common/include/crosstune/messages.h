@@ -82,8 +82,11 @@ struct DeviceInfo {
   uint16_t protocol_major = kProtocolMajor;
   uint16_t protocol_minor = kProtocolMinor;
   std::string gpu_status;  // why there are no GPUs ("no CUDA driver"), empty otherwise
+  // Bytes of tensors one session may hold (the server's --max-tensor-bytes); 0: not reported
+  // (an older server). Clients refuse larger arguments before they allocate anything.
+  uint64_t max_tensor_bytes = 0;
   MSGPACK_DEFINE(arch, triple, cpu_model, cpu_features, cores, memory_bytes, os, gpus, version,
-                 protocol_major, protocol_minor, gpu_status)
+                 protocol_major, protocol_minor, gpu_status, max_tensor_bytes)
 };
 
 // --- Files --------------------------------------------------------------------------------------

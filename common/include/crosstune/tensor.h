@@ -36,9 +36,11 @@ std::string ShapeString(const std::vector<int64_t>& shape);  // "1024x16"
 std::string ByteSize(uint64_t bytes);
 
 // Whether tensors of `bytes` in all can be held by one session on `device`, checked by a client
-// before it allocates or generates anything: they must fit the memory they would live in (the
-// first GPU's when `on_gpu`, else the device's). kLimitExceeded names the size and the limit,
-// after `what` ("A, B, C", "--arg"). A limit the device does not report (0) is not checked.
+// before it allocates or generates anything: they must fit the server's tensor limit per session
+// (--max-tensor-bytes, DeviceInfo::max_tensor_bytes) and the memory they would live in (the first
+// GPU's when `on_gpu`, else the device's). kLimitExceeded names the size and the limit, after
+// `what` ("matmul 512,512,512", "--arg tensors"). A limit the device does not report (0) is not
+// checked.
 Status CheckTensorsFit(uint64_t bytes, const msg::DeviceInfo& device, bool on_gpu,
                        const std::string& what);
 
