@@ -1,6 +1,8 @@
 // Writes the seed corpora under fuzz/corpus/ with the project's own encoders, so seeds follow the
 // formats as they change: `build/fuzz/fuzz/crosstune-make-seeds fuzz/corpus`.
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -8,9 +10,11 @@
 
 #include "crosstune/client/npy.h"
 #include "crosstune/frame.h"
+#include "crosstune/graph.h"
 #include "crosstune/package.h"
 #include "crosstune/params.h"
 #include "crosstune/tracker_messages.h"
+#include "crosstune/tvm_params.h"
 
 namespace {
 
@@ -29,6 +33,33 @@ std::string Le32(uint32_t v) {
 void Put(const fs::path& dir, const std::string& name, const std::string& bytes) {
   fs::create_directories(dir);
   std::ofstream(dir / name, std::ios::binary) << bytes;
+}
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A module of two functions as crosstune's builder links one (clang-14 and lld, -shared, PIC,
+// relative relocations, symbol table kept) for each board's triple; skipped without clang-14.
+void PutModules(const fs::path& dir) {
+  const fs::path tmp = fs::temp_directory_path() / "crosstune-seed-module";
+  fs::create_directories(tmp);
+  std::ofstream(tmp / "m.c") << R"(#include "crosstune/kernel_abi.h"
+static int32_t vadd(const ct_arg* a, int32_t n) { (void)a; return n == 3 ? 0 : 1; }
+static int32_t scale(const ct_arg* a, int32_t n) { (void)a; return n == 2 ? 0 : 1; }
+static const ct_function kFns[] = {{"vadd", vadd, "ttt"}, {"scale", scale, "tf"}};
+CT_DEFINE_MODULE("llvm", kFns, 0)
+)";
+  for (const char* triple :
+       {"x86_64-linux-gnu", "aarch64-linux-gnu", "armv7a-linux-gnueabihf", "riscv64-linux-gnu"}) {
+    const fs::path out = tmp / (std::string(triple) + ".so");
+    const std::string cmd = std::string("clang-14 -O1 -g0 -fPIC -shared -nostdlib -fuse-ld=lld ") +
+                            "--target=" + triple + " -I" CT_SOURCE_DIR "/common/include -o " +
+                            out.string() + " " + (tmp / "m.c").string();
+    if (std::system(cmd.c_str()) == 0) Put(dir, std::string("module-") + triple, Slurp(out));
+  }
+  fs::remove_all(tmp);
 }
 
 // A frame's body (the fuzzer gets what follows the length prefix).
@@ -178,6 +209,56 @@ int main(int argc, char** argv) {
   Put(tvm, "deep-update-info",
       step(R"([5, {"key": "server:cpu", "addr": )" + Nested(64) + "}]") + step("[6]"));
   Put(tvm, "deep-put-port", step(R"([3, "cpu", [)" + Nested(65) + R"(, "cpu:1"], null])"));
+
+  PutModules(root / "fuzz_module_table");
+
+  // graph.json: an input, a param and one node writing the output, as the compiler writes it.
+  fs::path graphs = root / "fuzz_graph";
+  {
+    graph::Graph g;
+    for (const char* name : {"input", "weight"}) {
+      graph::Node arg;
+      arg.op = "null";
+      arg.name = name;
+      g.nodes.push_back(arg);
+    }
+    graph::Node op;
+    op.op = "tvm_op";
+    op.name = "dense0";
+    op.inputs = {{0, 0, 0}, {1, 0, 0}};
+    op.func_name = "ct_n2_dense";
+    op.num_inputs = 2;
+    op.op_type = "dense";
+    op.scratch_bytes = 64;
+    op.flops = 96;
+    op.provenance = graph::Provenance{false, "dense 1,8,6", 12, 1764000000.0};
+    g.nodes.push_back(op);
+    g.arg_nodes = {0, 1};
+    g.node_row_ptr = {0, 1, 2, 3};
+    g.heads = {{2, 0, 0}};
+    g.storage_id = {0, 1, 2};
+    g.shape = {{1, 8}, {6, 8}, {1, 6}};
+    g.dltype = std::vector<DLDataType>(3, DLDataType{kDLFloat, 32, 1});
+    g.build_id = std::string(64, 'b');
+    g.inputs = {"input"};
+    g.outputs = {"logits"};
+    g.storage_bytes = {32, 192, 24};
+    Put(graphs, "dense", graph::GraphToJson(g));
+    g.nodes[2].provenance = graph::Provenance{true, "", -1, 0};
+    Put(graphs, "dense-default-config", graph::GraphToJson(g, 0));
+  }
+  Put(graphs, "deep-attrs",
+      R"({"nodes": [{"op": "null", "name": "x", "attrs": )" + Nested(65) + "}]}");
+
+  // TVM's params blob, from the params.bin above.
+  {
+    std::string bin = w.Serialize();
+    void* buf = std::aligned_alloc(64, (bin.size() + 63) / 64 * 64);
+    std::memcpy(buf, bin.data(), bin.size());
+    auto file = pkg::ParamsFile::FromBuffer(buf, bin.size());
+    if (file.ok()) Put(root / "fuzz_tvm_params", "two_tensors", pkg::ExportTvmParams(**file));
+    std::free(buf);
+  }
 
   fs::path constraints = root / "fuzz_constraint";
   Put(constraints, "simple", "bcm2711\nsoc=bcm2711\nmemory_mb>=2048\n+neon\narch!=x86_64");

@@ -18,7 +18,8 @@ runs=${FUZZ_RUNS:--1}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(fuzz_frame fuzz_npy fuzz_json fuzz_params fuzz_package fuzz_constraint fuzz_records
-    fuzz_kt_cache fuzz_target fuzz_tvm_tracker fuzz_scheduler)
+    fuzz_kt_cache fuzz_target fuzz_tvm_tracker fuzz_scheduler fuzz_graph fuzz_tvm_params
+    fuzz_module_table)
 fi
 mkdir -p build/fuzz/crashes
 for t in "${targets[@]}"; do

@@ -116,7 +116,10 @@ class ElfImage {
     for (const Phdr& ph : loads_) {
       if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr <= ph.p_filesz &&
           ph.p_filesz - (vaddr - ph.p_vaddr) >= n) {
-        *offset = ph.p_offset + (vaddr - ph.p_vaddr);
+        // The segment's file range is the file's word: it may point past the end of the image.
+        const uint64_t at = ph.p_offset + (vaddr - ph.p_vaddr);
+        if (at < ph.p_offset || at > b_.size() || b_.size() - at < n) return false;
+        *offset = at;
         return true;
       }
     }

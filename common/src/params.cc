@@ -16,6 +16,7 @@
 #include "crosstune/json_fields.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/tensor.h"
+#include "crosstune/text.h"
 
 namespace crosstune::pkg {
 namespace {
@@ -56,10 +57,21 @@ Status Bad(const std::string& what) {
 Status ParamsWriter::Add(const std::string& name, DLDataType dtype,
                          const std::vector<int64_t>& shape, const void* data, uint64_t nbytes) {
   if (name.empty()) return Status(ErrorCode::kInvalidArgument, "params: empty tensor name");
+  // The index is JSON: a name it cannot hold (from TVM's blob, say) is refused here, not when
+  // the file is written.
+  if (!IsValidUtf8(name)) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "params: tensor name '" + EscapeForLog(name, 64) + "' is not valid UTF-8");
+  }
   for (const Entry& e : entries_) {
     if (e.meta.name == name) {
       return Status(ErrorCode::kInvalidArgument, "params: duplicate tensor '" + name + "'");
     }
+  }
+  // A dtype the reader knows by name only (the index stores DTypeName).
+  if (auto known = ParseDType(DTypeName(dtype)); !known.ok()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "params: tensor '" + EscapeForLog(name, 64) + "': " + known.status().message());
   }
   CT_ASSIGN_OR_RETURN(uint64_t want, TensorBytes(shape, dtype));
   if (want != nbytes) {

@@ -124,6 +124,20 @@ TEST(TvmParams, RefusesMalformedBlobsNamingTheParam) {
   Status s = ImportTvmParams(b, &w);
   EXPECT_NE(s.message().find("param 'w' says 8 bytes of data"), std::string::npos) << s.ToString();
 
+  // A name params.bin's JSON index cannot hold (found by fuzz_tvm_params: it imported, and
+  // writing the file then threw).
+  b = HandMadeBlob();
+  b[32] = '\xff';
+  s = ImportTvmParams(b, &w);
+  EXPECT_NE(s.message().find("is not valid UTF-8"), std::string::npos) << s.ToString();
+
+  // A dtype params.bin cannot name (code 5; found by fuzz_tvm_params: the file written did not
+  // read back).
+  b = HandMadeBlob();
+  b[24 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 4] = 5;
+  s = ImportTvmParams(b, &w);
+  EXPECT_NE(s.message().find("unknown dtype"), std::string::npos) << s.ToString();
+
   b = HandMadeBlob();
   b[16] = 0x7f;  // a name count far past the blob
   EXPECT_NE(ImportTvmParams(b, &w).message().find("names"), std::string::npos);
