@@ -92,6 +92,10 @@ Expected<Value> FromTensorProto(const onnx::TensorProto& t, const std::string& b
   const int64_t n = v.elements();
   const size_t want = static_cast<size_t>(n) * DTypeBytes(v.dtype);
   std::vector<uint8_t> bytes(want);
+  // An empty tensor's fields may hand out a null pointer: memcpy must not see it.
+  auto put = [&](const void* src) {
+    if (want > 0) std::memcpy(bytes.data(), src, want);
+  };
   auto wrong = [&](size_t got) {
     return Invalid("tensor '" + t.name() + "' " + ShapeText(v.shape) + " holds " +
                    std::to_string(got) + " values or bytes, not " + std::to_string(n));
@@ -99,10 +103,10 @@ Expected<Value> FromTensorProto(const onnx::TensorProto& t, const std::string& b
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     CT_ASSIGN_OR_RETURN(std::string raw, ReadExternal(t, base_dir));
     if (raw.size() != want) return wrong(raw.size());
-    std::memcpy(bytes.data(), raw.data(), want);
+    put(raw.data());
   } else if (t.has_raw_data()) {
     if (t.raw_data().size() != want) return wrong(t.raw_data().size());
-    std::memcpy(bytes.data(), t.raw_data().data(), want);
+    put(t.raw_data().data());
   } else {
     // The typed fields: float_data, double_data, int64_data, and int32_data for the 32-bit and
     // smaller integers and bool.
@@ -110,19 +114,19 @@ Expected<Value> FromTensorProto(const onnx::TensorProto& t, const std::string& b
     switch (v.dtype) {
       case DType::kFloat32:
         CT_RETURN_IF_ERROR(check(t.float_data_size()));
-        std::memcpy(bytes.data(), t.float_data().data(), want);
+        put(t.float_data().data());
         break;
       case DType::kFloat64:
         CT_RETURN_IF_ERROR(check(t.double_data_size()));
-        std::memcpy(bytes.data(), t.double_data().data(), want);
+        put(t.double_data().data());
         break;
       case DType::kInt64:
         CT_RETURN_IF_ERROR(check(t.int64_data_size()));
-        std::memcpy(bytes.data(), t.int64_data().data(), want);
+        put(t.int64_data().data());
         break;
       case DType::kInt32:
         CT_RETURN_IF_ERROR(check(t.int32_data_size()));
-        std::memcpy(bytes.data(), t.int32_data().data(), want);
+        put(t.int32_data().data());
         break;
       case DType::kBool:
       case DType::kUint8:
