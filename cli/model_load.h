@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "crosstune/model/graph.h"
+#include "crosstune/model/tasks.h"
 #include "crosstune/tuner/workload.h"
 
 namespace crosstune::cli {

@@ -237,7 +237,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
     }
     if (layers.empty()) Fail(f.model + ": the model has no task a template takes");
   } else {
-    layers = Check(tuner::MakeWorkload(f.workload));
+    layers = Check(model::MakeWorkload(f.workload));
   }
   tuner::WorkloadTuneOptions wo;
   wo.name = name;

@@ -31,6 +31,7 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/target.h"
 #include "crosstune/client/local_server.h"
+#include "crosstune/model/tasks.h"
 #include "crosstune/package.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/export.h"
@@ -185,7 +186,7 @@ std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on
   }
   std::vector<tuner::WorkloadLayer> layers;
   if (!c.workload.empty()) {
-    layers = Unwrap(tuner::MakeWorkload(c.workload));
+    layers = Unwrap(model::MakeWorkload(c.workload));
     if (c.options.log_path.empty()) {
       Check(Status(ErrorCode::kInvalidArgument,
                    "a workload needs a log (its tasks resume from it): tune(..., log=PATH)"));

@@ -1,5 +1,5 @@
-// The ResNet-50 task set against the network written out layer by layer, and the task
-// scheduler on simulated tuning curves.
+// The task scheduler on simulated tuning curves. (The built-in networks' task sets are checked in
+// tests/model/passes_test.cc.)
 #include "crosstune/tuner/workload.h"
 
 #include <gtest/gtest.h>
@@ -12,92 +12,6 @@
 
 namespace crosstune::tuner {
 namespace {
-
-// ResNet-50 (torchvision's definition: stride on each stage's first 3x3), batch 1, 224x224:
-// every convolution in network order as N,C,H,W,K,R,S,stride,pad[,residual], then the
-// classifier. Written out by hand, not generated, so the workload is checked against it.
-std::vector<std::pair<std::string, std::vector<int64_t>>> ResNet50ByHand() {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> l;
-  auto conv = [&](std::vector<int64_t> s) { l.push_back({"conv2d", std::move(s)}); };
-  conv({1, 3, 224, 224, 64, 7, 7, 2, 3});
-  // layer1: 56x56, 3 blocks 64 -> 256
-  conv({1, 64, 56, 56, 64, 1, 1, 1, 0});
-  conv({1, 64, 56, 56, 64, 3, 3, 1, 1});
-  conv({1, 64, 56, 56, 256, 1, 1, 1, 0, 1});
-  conv({1, 64, 56, 56, 256, 1, 1, 1, 0});  // projection shortcut
-  for (int b = 0; b < 2; ++b) {
-    conv({1, 256, 56, 56, 64, 1, 1, 1, 0});
-    conv({1, 64, 56, 56, 64, 3, 3, 1, 1});
-    conv({1, 64, 56, 56, 256, 1, 1, 1, 0, 1});
-  }
-  // layer2: 56 -> 28, 4 blocks 128 -> 512
-  conv({1, 256, 56, 56, 128, 1, 1, 1, 0});
-  conv({1, 128, 56, 56, 128, 3, 3, 2, 1});
-  conv({1, 128, 28, 28, 512, 1, 1, 1, 0, 1});
-  conv({1, 256, 56, 56, 512, 1, 1, 2, 0});
-  for (int b = 0; b < 3; ++b) {
-    conv({1, 512, 28, 28, 128, 1, 1, 1, 0});
-    conv({1, 128, 28, 28, 128, 3, 3, 1, 1});
-    conv({1, 128, 28, 28, 512, 1, 1, 1, 0, 1});
-  }
-  // layer3: 28 -> 14, 6 blocks 256 -> 1024
-  conv({1, 512, 28, 28, 256, 1, 1, 1, 0});
-  conv({1, 256, 28, 28, 256, 3, 3, 2, 1});
-  conv({1, 256, 14, 14, 1024, 1, 1, 1, 0, 1});
-  conv({1, 512, 28, 28, 1024, 1, 1, 2, 0});
-  for (int b = 0; b < 5; ++b) {
-    conv({1, 1024, 14, 14, 256, 1, 1, 1, 0});
-    conv({1, 256, 14, 14, 256, 3, 3, 1, 1});
-    conv({1, 256, 14, 14, 1024, 1, 1, 1, 0, 1});
-  }
-  // layer4: 14 -> 7, 3 blocks 512 -> 2048
-  conv({1, 1024, 14, 14, 512, 1, 1, 1, 0});
-  conv({1, 512, 14, 14, 512, 3, 3, 2, 1});
-  conv({1, 512, 7, 7, 2048, 1, 1, 1, 0, 1});
-  conv({1, 1024, 14, 14, 2048, 1, 1, 2, 0});
-  for (int b = 0; b < 2; ++b) {
-    conv({1, 2048, 7, 7, 512, 1, 1, 1, 0});
-    conv({1, 512, 7, 7, 512, 3, 3, 1, 1});
-    conv({1, 512, 7, 7, 2048, 1, 1, 1, 0, 1});
-  }
-  l.push_back({"dense", {1, 2048, 1000}});
-  return l;
-}
-
-TEST(WorkloadTest, ResNet50HasTheNetworksDistinctLayersAndCounts) {
-  auto layers = MakeWorkload("resnet50");
-  ASSERT_TRUE(layers.ok()) << layers.status().ToString();
-  std::map<std::pair<std::string, std::vector<int64_t>>, int> want;
-  for (const auto& [tmpl, shape] : ResNet50ByHand()) ++want[{tmpl, shape}];
-  std::map<std::pair<std::string, std::vector<int64_t>>, int> got;
-  int convs = 0;
-  for (const auto& l : *layers) {
-    EXPECT_EQ(got.count({l.template_name, l.shape}), 0u) << l.name << " listed twice";
-    got[{l.template_name, l.shape}] = l.count;
-    if (l.template_name == "conv2d") convs += l.count;
-  }
-  EXPECT_EQ(got, want);
-  EXPECT_EQ(convs, 53);
-  EXPECT_EQ(layers->size(), want.size());
-  // Names say where each layer first occurs.
-  EXPECT_EQ(layers->front().name, "conv1");
-  EXPECT_EQ(layers->back().name, "fc");
-  bool found = false;
-  for (const auto& l : *layers) {
-    if (l.shape == std::vector<int64_t>{1, 128, 56, 56, 128, 3, 3, 2, 1}) {
-      EXPECT_EQ(l.name, "layer2.0.conv2");
-      found = true;
-    }
-  }
-  EXPECT_TRUE(found);
-}
-
-TEST(WorkloadTest, AnUnknownWorkloadNamesTheKnownOnes) {
-  auto w = MakeWorkload("vgg16");
-  ASSERT_FALSE(w.ok());
-  EXPECT_EQ(w.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(w.status().message().find("resnet50"), std::string::npos);
-}
 
 // A simulated task: its best time after t trials falls from `start` towards `floor` as
 // floor + (start - floor) / (1 + t / 8).

@@ -2,88 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace crosstune::tuner {
-namespace {
-
-// Collects layers, merging repeats of one (template, shape) into a count.
-class LayerSet {
- public:
-  void Add(const std::string& name, const std::string& template_name, std::vector<int64_t> shape) {
-    auto key = std::make_pair(template_name, shape);
-    if (auto it = index_.find(key); it != index_.end()) {
-      ++layers_[it->second].count;
-      return;
-    }
-    index_[key] = layers_.size();
-    layers_.push_back({name, template_name, std::move(shape), 1});
-  }
-  std::vector<WorkloadLayer> Take() { return std::move(layers_); }
-
- private:
-  std::map<std::pair<std::string, std::vector<int64_t>>, size_t> index_;
-  std::vector<WorkloadLayer> layers_;
-};
-
-int64_t OutSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
-  return (in + 2 * pad - kernel) / stride + 1;
-}
-
-// conv2d shape N,C,H,W,K,R,S,stride,pad[,residual].
-std::vector<int64_t> Conv(int64_t c, int64_t hw, int64_t k, int64_t rs, int64_t stride, int64_t pad,
-                          bool residual = false) {
-  std::vector<int64_t> s = {1, c, hw, hw, k, rs, rs, stride, pad};
-  if (residual) s.push_back(1);
-  return s;
-}
-
-std::vector<WorkloadLayer> ResNet50() {
-  LayerSet set;
-  int64_t hw = 224;
-  set.Add("conv1", "conv2d", Conv(3, hw, 64, 7, 2, 3));
-  hw = OutSize(hw, 7, 2, 3);  // 112
-  hw = OutSize(hw, 3, 2, 1);  // the 3x3 stride-2 max pool: 56
-  struct Stage {
-    int blocks;
-    int64_t planes;
-    int64_t stride;
-  };
-  const Stage stages[] = {{3, 64, 1}, {4, 128, 2}, {6, 256, 2}, {3, 512, 2}};
-  int64_t channels = 64;
-  for (int s = 0; s < 4; ++s) {
-    const Stage& st = stages[s];
-    const int64_t out = st.planes * 4;
-    for (int b = 0; b < st.blocks; ++b) {
-      const std::string name = "layer" + std::to_string(s + 1) + "." + std::to_string(b) + ".";
-      const int64_t stride = b == 0 ? st.stride : 1;
-      const int64_t out_hw = OutSize(hw, 3, stride, 1);
-      set.Add(name + "conv1", "conv2d", Conv(channels, hw, st.planes, 1, 1, 0));
-      set.Add(name + "conv2", "conv2d", Conv(st.planes, hw, st.planes, 3, stride, 1));
-      set.Add(name + "conv3", "conv2d", Conv(st.planes, out_hw, out, 1, 1, 0, true));
-      if (b == 0) set.Add(name + "downsample", "conv2d", Conv(channels, hw, out, 1, stride, 0));
-      channels = out;
-      hw = out_hw;
-    }
-  }
-  set.Add("fc", "dense", {1, channels, 1000});
-  return set.Take();
-}
-
-}  // namespace
-
-const std::vector<std::string>& WorkloadNames() {
-  static const std::vector<std::string> names = {"resnet50"};
-  return names;
-}
-
-Expected<std::vector<WorkloadLayer>> MakeWorkload(const std::string& name) {
-  if (name == "resnet50") return ResNet50();
-  std::string known;
-  for (const auto& n : WorkloadNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status(ErrorCode::kInvalidArgument,
-                "unknown workload '" + name + "' (workloads: " + known + ")");
-}
 
 TaskScheduler::TaskScheduler(std::vector<SchedulerTask> tasks, SchedulerOptions options)
     : tasks_(std::move(tasks)), options_(options), state_(tasks_.size()) {}

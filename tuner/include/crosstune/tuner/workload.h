@@ -1,7 +1,9 @@
 // Networks as task sets, and a scheduler that spends one trial budget across a network's tasks.
 //
 // A workload is a network's distinct tunable layers, each with how often it occurs:
-//   auto layers = MakeWorkload("resnet50");      // conv2d and dense tasks with counts
+//   auto layers = model::MakeWorkload("resnet50");   // conv2d and dense tasks with counts
+// (the built-in networks are graphs of the model compiler, model/tasks.h: `tune --workload`,
+// `tune --model` and `compile` take their tasks from one place).
 // The estimated network time is the sum over layers of count x best time.
 //
 // TaskScheduler decides which task gets the next round of trials, as Ansor's gradient-based task
@@ -31,19 +33,6 @@ struct WorkloadLayer {
   std::vector<int64_t> shape;  // as `crosstune tune <template> --shape` takes it
   int count = 1;               // occurrences in the network
 };
-
-// Workload names MakeWorkload knows ("resnet50").
-const std::vector<std::string>& WorkloadNames();
-
-// The distinct layers of a network, in the order they first occur. kInvalidArgument for an
-// unknown name (listing the known ones).
-//
-// resnet50: ResNet-50 v1 at batch 1, 224x224, fp32, with the stride of each stage's first block
-// on its 3x3 convolution (as torchvision defines it, often called v1.5): 53 convolutions (the
-// 7x7 stem, 16 bottleneck blocks of three, 4 projection shortcuts) and the 2048 -> 1000 dense
-// classifier. conv2d shapes are N,C,H,W,K,R,S,stride,pad plus a trailing 1 for the blocks'
-// last 1x1 convolution, which adds the residual before its ReLU.
-Expected<std::vector<WorkloadLayer>> MakeWorkload(const std::string& name);
 
 struct SchedulerTask {
   double weight = 1;  // occurrences in the network
