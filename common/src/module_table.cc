@@ -36,10 +36,9 @@ class ElfImage {
     uint32_t relative = 0;
     switch (eh.e_machine) {
       case EM_X86_64:
-        relative = R_X86_64_RELATIVE;
-        break;
       case EM_386:
-        relative = R_386_RELATIVE;
+        static_assert(R_X86_64_RELATIVE == R_386_RELATIVE, "one relocation number for both");
+        relative = R_X86_64_RELATIVE;
         break;
       case EM_AARCH64:
         relative = R_AARCH64_RELATIVE;
