@@ -128,14 +128,15 @@ TEST(TvmParams, RefusesMalformedBlobsNamingTheParam) {
   // writing the file then threw).
   b = HandMadeBlob();
   b[32] = '\xff';
-  s = ImportTvmParams(b, &w);
+  ParamsWriter fresh;  // (w may hold 'w' from an import above that got as far as adding it)
+  s = ImportTvmParams(b, &fresh);
   EXPECT_NE(s.message().find("is not valid UTF-8"), std::string::npos) << s.ToString();
 
   // A dtype params.bin cannot name (code 5; found by fuzz_tvm_params: the file written did not
   // read back).
   b = HandMadeBlob();
   b[24 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 4] = 5;
-  s = ImportTvmParams(b, &w);
+  s = ImportTvmParams(b, &fresh);
   EXPECT_NE(s.message().find("unknown dtype"), std::string::npos) << s.ToString();
 
   b = HandMadeBlob();
