@@ -152,7 +152,7 @@ int Graph::AddConstant(const std::string& name, DType dtype, std::vector<int64_t
 int Graph::AddFloatConstant(const std::string& name, std::vector<int64_t> shape,
                             const std::vector<float>& data) {
   std::vector<uint8_t> bytes(data.size() * 4);
-  std::memcpy(bytes.data(), data.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(bytes.data(), data.data(), bytes.size());
   return AddConstant(name, DType::kFloat32, std::move(shape), std::move(bytes));
 }
 

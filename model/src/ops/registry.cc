@@ -75,7 +75,7 @@ std::vector<uint8_t>& OpContext::OutBytes(int i) {
 void OpContext::Commit() {
   for (auto& [i, f] : float_outs_) {
     std::vector<uint8_t> bytes(f.size() * 4);
-    std::memcpy(bytes.data(), f.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), f.data(), bytes.size());
     out(i).data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   }
   for (auto& [i, b] : byte_outs_) {
@@ -180,7 +180,7 @@ Expected<std::vector<std::vector<float>>> Interpret(const Graph& g,
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i) {
     Value v = g.values[g.inputs[i]];
     std::vector<uint8_t> bytes(inputs[i].size() * 4);
-    std::memcpy(bytes.data(), inputs[i].data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), inputs[i].data(), bytes.size());
     v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
     in.push_back(std::move(v));
   }

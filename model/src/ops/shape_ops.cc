@@ -13,7 +13,7 @@ namespace {
 // Output 0 is input 0's bytes under another shape.
 Status EvalCopy(OpContext& ctx) {
   std::vector<uint8_t>& y = ctx.OutBytes(0);
-  std::memcpy(y.data(), ctx.in(0).data->data(), y.size());
+  if (!y.empty()) std::memcpy(y.data(), ctx.in(0).data->data(), y.size());  // (empty: may be null)
   return Status::Ok();
 }
 
@@ -54,7 +54,7 @@ Status EvalConcat(OpContext& ctx) {
   int64_t at = 0;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     const int64_t chunk = ctx.in(i).shape[axis] * inner;
-    for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t o = 0; o < outer && chunk > 0; ++o) {
       std::memcpy(y.data() + o * shape[axis] * inner + at, ctx.in(i).data->data() + o * chunk,
                   chunk);
     }
