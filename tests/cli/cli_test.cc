@@ -174,8 +174,8 @@ TEST_F(CliTest, RunRefusesTensorsTheDeviceCannotHoldBeforeAllocatingThem) {
 TEST_F(CliTest, TuneRefusesAShapeWhoseTensorsTheDeviceCannotHold) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
   // Inside the template's own limit (2^32 elements a tensor), far over the server's.
-  CommandResult r = Crosstune("tune matmul --shape 60000,60000,60000 " + server() +
-                              " --trials 1 --workers 1 -q");
+  CommandResult r =
+      Crosstune("tune matmul --shape 60000,60000,60000 " + server() + " --trials 1 --workers 1 -q");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.err.find("matmul 60000,60000,60000 float32: A, B, C: 40.2 GiB of tensors "
                        "(43200000000 bytes) is over the server's limit of 8.0 GiB per "
