@@ -1,11 +1,9 @@
 #include "crosstune/package.h"
 
-#include <elf.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include "crosstune/crypto.h"
@@ -135,25 +133,15 @@ TEST_F(PackageTest, ReadsTheLibrarysFunctionTableFromItsImageForEveryArchitectur
     EXPECT_EQ(CheckLibraryFunctions(other, *table).message(),
               "the library's functions differ from the manifest's: the library has 2 functions, "
               "the manifest lists 1");
-    if (target == "x86-64") {
-      // Loadable segments whose file range lies past the end of the image (found by
-      // fuzz_module_table: a name read there threw std::out_of_range and killed `inspect`).
-      Elf64_Ehdr eh;
-      std::memcpy(&eh, image.data(), sizeof(eh));
-      for (unsigned i = 0; i < eh.e_phnum; ++i) {
-        Elf64_Phdr ph;
-        const size_t at = eh.e_phoff + size_t{i} * eh.e_phentsize;
-        std::memcpy(&ph, image.data() + at, sizeof(ph));
-        if (ph.p_type != PT_LOAD) continue;
-        ph.p_offset = image.size() - 1;
-        std::memcpy(image.data() + at, &ph, sizeof(ph));
-      }
-      auto past_end = ReadModuleTable(image);
-      EXPECT_EQ(past_end.status().code(), ErrorCode::kNotFound) << past_end.status().ToString();
-    }
   }
   // What it cannot follow is NotFound, saying why; nothing is run.
   EXPECT_EQ(ReadModuleTable("not an elf").status().code(), ErrorCode::kNotFound);
+  // fuzz_module_table's find: an x86-64 module whose function name points into a loadable
+  // segment whose file offset lies past the end of the image. string_view::substr threw
+  // std::out_of_range there, and `crosstune inspect` died.
+  auto past_end = ReadModuleTable(
+      testing::ReadFile(CT_FUZZ_CORPUS "/fuzz_module_table/regression-load-past-end"));
+  EXPECT_EQ(past_end.status().code(), ErrorCode::kNotFound) << past_end.status().ToString();
   std::string truncated =
       "\x7f"
       "ELF\x02\x01\x01";
