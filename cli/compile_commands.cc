@@ -181,6 +181,7 @@ void RunCompile(const CompileFlags& f) {
                              {"generated", result.generated},
                              {"untemplated", result.untemplated},
                              {"activation_mb", result.plan.activation_bytes / 1e6},
+                             {"scratch_mb", result.scratch_bytes / 1e6},
                              {"params_mb", result.plan.param_bytes / 1e6},
                              {"build_id", manifest.build_id},
                              {"build_s", result.build_seconds}}
@@ -196,15 +197,16 @@ void RunCompile(const CompileFlags& f) {
   }
   if (result.untemplated > 0) {
     std::printf(
-        "%d task nodes no template takes yet (convs without activation) run generated "
+        "%d task nodes their template refuses (sizes past its limits) run generated "
         "kernels, untuned\n",
         result.untemplated);
   }
   std::printf(
       "%s: %zu nodes (%d generated kernels) for %s, one library; activations %.2f MB, "
-      "params %.1f MB; %.1f s\n",
+      "scratch %.2f MB, params %.1f MB; %.1f s\n",
       f.out.c_str(), result.nodes.size(), result.generated, target.ToString().c_str(),
-      result.plan.activation_bytes / 1e6, result.plan.param_bytes / 1e6, result.build_seconds);
+      result.plan.activation_bytes / 1e6, result.scratch_bytes / 1e6, result.plan.param_bytes / 1e6,
+      result.build_seconds);
 }
 
 }  // namespace

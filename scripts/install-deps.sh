@@ -31,7 +31,8 @@ CROSS_SYSROOT=${CROSSTUNE_CROSS_SYSROOT:-/opt/crosstune/cross}
 
 missing=()
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  # No `| grep -q` under pipefail: grep leaving early can fail the pipeline (SIGPIPE).
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" != *"install ok installed"* ]]; then
     missing+=("$p")
   fi
 done
@@ -153,7 +154,7 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 for arch in arm64 armhf; do
-  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+  if ! grep -qx "$arch" <<<"$(dpkg --print-foreign-architectures)"; then
     $SUDO dpkg --add-architecture "$arch"
   fi
 done

@@ -1,6 +1,7 @@
 // The model compiler (compile.h).
 #include "crosstune/model/compile.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -135,7 +136,7 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
     if (auto t = TaskOf(g, n)) {
       auto task = tuner::MakeTask(t->template_name, t->shape, options.target, {options.threads});
       if (!task.ok()) {
-        // A task no template takes yet (a conv without activation): a generated kernel.
+        // A task its template refuses (a size past its limits): a generated kernel.
         ++result.untemplated;
       } else {
         c.has_task = true;
@@ -151,9 +152,12 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
           }
         }
         c.config_index = config.index();
-        source = (*task)->Generate(config);
+        // Working memory from the executor's one scratch buffer, not the library's own.
+        c.scratch_bytes = (*task)->ScratchBytes(config);
+        source =
+            (c.scratch_bytes > 0 ? "#define CT_SCRATCH_ARG 1\n" : "") + (*task)->Generate(config);
         function = (*task)->function();
-        c.signature = std::string((*task)->args().size(), 't');
+        c.signature = std::string((*task)->args().size() + (c.scratch_bytes > 0 ? 1 : 0), 't');
         ++(c.tuned ? result.tuned : result.defaults);
       }
     }
@@ -182,6 +186,7 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
     r.name = options.name;
     r.source_name = c.function + ".c";
     objects.push_back(std::move(r));
+    result.scratch_bytes = std::max(result.scratch_bytes, c.scratch_bytes);
     result.nodes.push_back(std::move(c));
   }
   // The nodes' objects on the pool, in parallel; then the table, linked with them.
@@ -307,7 +312,8 @@ Expected<pkg::Manifest> WriteModelPackage(const CompileResult& result, const std
                            {"tuned", result.tuned},
                            {"defaults", result.defaults},
                            {"generated", result.generated},
-                           {"activation_bytes", result.plan.activation_bytes}};
+                           {"activation_bytes", result.plan.activation_bytes},
+                           {"scratch_bytes", result.scratch_bytes}};
   return builder::WriteBuildPackage(result.request, result.library, path, GraphJson(result), params,
                                     tuning.dump());
 }

@@ -57,8 +57,9 @@ if [ -e "$prefix/lib/cmake/crosstune/crosstuneTunerTargets.cmake" ]; then
     cat "$work/tuner-build.log"
     fail "the tuner consumer does not build against the installed package"
   }
-  ldd "$work/tuner-build/tuner_consumer" | grep -q libxgboost ||
-    fail "the tuner consumer does not link XGBoost"
+  # Through a file: with pipefail, grep -q leaving early could fail the pipeline (SIGPIPE).
+  ldd "$work/tuner-build/tuner_consumer" >"$work/tuner-ldd.txt"
+  grep -q libxgboost "$work/tuner-ldd.txt" || fail "the tuner consumer does not link XGBoost"
 fi
 
 # 2. pkg-config, for projects without CMake.

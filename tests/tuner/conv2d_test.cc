@@ -225,6 +225,16 @@ TEST_F(Conv2dOnServerTest, GemmAlgorithmHandlesPaddingStridesAndRemainders) {
   }
 }
 
+// As a model's executor runs it: scratch from the caller, holding other values when the call
+// begins. Padded layers (the packed input's zero border), channel counts that fill no block (the
+// zero channels past C in the input and the packed weights), 1x1 panels, one thread and two.
+TEST_F(Conv2dOnServerTest, ScratchFromTheCallerMatchesTheReference) {
+  CheckScratchArg("conv2d", {1, 3, 13, 11, 5, 3, 3, 2, 1}, 1);
+  CheckScratchArg("conv2d", {2, 17, 10, 12, 33, 3, 3, 1, 1, 1}, 1);
+  CheckScratchArg("conv2d", {1, 16, 9, 7, 20, 1, 1, 1, 0}, 1);
+  if (info_.cores >= 2) CheckScratchArg("conv2d", {1, 5, 17, 19, 33, 7, 7, 2, 3}, 2);
+}
+
 // Two threads on the server's pool: each with its own items and scratch at the same time.
 TEST_F(Conv2dOnServerTest, TwoThreadsMatchTheReference) {
   if (info_.cores < 2) GTEST_SKIP() << "the device has " << info_.cores << " core(s)";

@@ -58,6 +58,14 @@ TEST_F(DepthwiseOnServerTest, WorkSplitIntoTasksMatchesTheReference) {
   CheckSplit("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 64);
 }
 
+// As a model's executor runs it: the plane buffers from the caller, holding other values when
+// the call begins (their padding and overrun columns must be zero), with odd and even padding.
+TEST_F(DepthwiseOnServerTest, ScratchFromTheCallerMatchesTheReference) {
+  CheckScratchArg("depthwise_conv2d", {1, 3, 13, 11, 3, 3, 2, 1}, 1);
+  CheckScratchArg("depthwise_conv2d", {1, 2, 8, 67, 5, 5, 2, 2}, 1);
+  if (info_.cores >= 2) CheckScratchArg("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 2);
+}
+
 // Two threads on the server's pool: each with its own items and scratch at the same time.
 TEST_F(DepthwiseOnServerTest, TwoThreadsMatchTheReference) {
   if (info_.cores < 2) GTEST_SKIP() << "the device has " << info_.cores << " core(s)";

@@ -98,6 +98,42 @@ class SplitIntoTasks final : public Task {
   int tasks_;
 };
 
+// `inner`'s kernels as a model's executor runs them (CT_SCRATCH_ARG): working memory is one more
+// tensor after the output, `bytes` long (the most any config to check needs), which the runner
+// fills with random values as it does every input: a kernel that reads scratch it did not write
+// in the same call (padding it expects to be zero) gets a wrong answer.
+class WithScratchArg final : public Task {
+ public:
+  WithScratchArg(const Task& inner, int64_t bytes)
+      : Task(inner.id(), inner.target(), inner.space()), inner_(inner), bytes_(bytes) {}
+  std::string function() const override { return inner_.function(); }
+  std::vector<ArgSpec> args() const override {
+    std::vector<ArgSpec> a = inner_.args();
+    a.push_back({"scratch", {(bytes_ + 3) / 4}});
+    return a;
+  }
+  double flops() const override { return inner_.flops(); }
+  Config DefaultConfig() const override { return space().Get(inner_.DefaultConfig().index()); }
+  Status CheckLimits(const Config& c, const msg::DeviceInfo& d) const override {
+    return inner_.CheckLimits(c, d);
+  }
+  std::string Generate(const Config& c) const override {
+    return "#define CT_SCRATCH_ARG 1\n" + inner_.Generate(c);
+  }
+  void Reference(HostArgs& args) const override {
+    std::vector<float> scratch = std::move(args.back());
+    args.pop_back();
+    inner_.Reference(args);
+    args.push_back(std::move(scratch));
+  }
+  double rtol() const override { return inner_.rtol(); }
+  double atol() const override { return inner_.atol(); }
+
+ private:
+  const Task& inner_;
+  int64_t bytes_;
+};
+
 #ifdef CT_SERVER_BIN
 // A local crosstune-server (CT_SERVER_BIN) per test and one builder per suite.
 class TemplateOnServerTest : public ::testing::Test {
@@ -150,6 +186,21 @@ class TemplateOnServerTest : public ::testing::Test {
     ASSERT_TRUE(task.ok()) << task.status().ToString();
     SplitIntoTasks split(**task, tasks);
     ExpectConfigsMatchReference(*builder_, split, device_, info_, ConfigsToCheck(split, 2, 23));
+  }
+
+  // As CheckTemplate, each config's kernel taking its scratch from a buffer of other values
+  // (WithScratchArg), sized by the task's ScratchBytes(); `threads` as CheckThreads.
+  void CheckScratchArg(const std::string& name, const std::vector<int64_t>& shape, int threads) {
+    auto task = MakeTask(name, shape, target_, {threads});
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    const auto indices = ConfigsToCheck(**task, 3, 31);
+    int64_t bytes = 0;
+    for (uint64_t i : indices) {
+      bytes = std::max(bytes, (*task)->ScratchBytes((*task)->space().Get(i)));
+    }
+    ASSERT_GT(bytes, 0) << name << " keeps no scratch";
+    WithScratchArg with(**task, bytes);
+    ExpectConfigsMatchReference(*builder_, with, device_, info_, indices);
   }
 
   static inline builder::Builder* builder_ = nullptr;

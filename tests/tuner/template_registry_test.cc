@@ -96,9 +96,15 @@ TEST(TemplateRegistryTest, EveryCpuKernelHasTheEntryItsArgsSay) {
                 1u)
           << a.name;
     }
-    EXPECT_EQ(
-        Count(source, "{\"" + fn + "\", " + fn + ", \"" + std::string(args.size(), 't') + "\"}"),
-        1u);
+    EXPECT_EQ(Count(source, "{\"" + fn + "\", " + fn + ", SIGNATURE}"), 1u);
+    EXPECT_EQ(Count(source, "#define SIGNATURE \"" + std::string(args.size(), 't') + "\""), 1u);
+    // With working memory: one more tensor when the caller gives it (CT_SCRATCH_ARG).
+    const bool scratch = (*task)->ScratchBytes((*task)->DefaultConfig()) > 0;
+    EXPECT_EQ(name == "conv2d" || name == "depthwise_conv2d", scratch);
+    EXPECT_EQ(Count(source, "#define SIGNATURE \"" + std::string(args.size() + 1, 't') + "\""),
+              scratch ? 1u : 0u);
+    EXPECT_EQ(Count(source, "if (num_args != " + std::to_string(args.size()) + " + 1)"),
+              scratch ? 1u : 0u);
     EXPECT_EQ(Count(source, "CT_DEFINE_MODULE("), 1u);
     EXPECT_EQ(Count(source, "typedef float vf "), 1u) << "one prelude";
     EXPECT_EQ(Count(source, "} kernel_args;"), 1u);

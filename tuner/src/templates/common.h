@@ -113,6 +113,7 @@ inline std::string KernelHeader() {
 //   relu(v)
 //   transpose(t)      t[i][j] <- t[j][i] for a VW x VW block held in VW vectors
 //   hsum(v)           the sum of v's lanes
+//   zero_floats(p, n) n zeros from p
 //   run_tasks(body, closure, items)  body(task, tasks, closure) for each task, on the server's
 //                     threads where it offers them (serially otherwise, or with CT_TASKS defined,
 //                     CT_TASKS tasks one after another: how tests check the split); tasks is at
@@ -164,6 +165,11 @@ static inline __attribute__((always_inline)) vf relu(vf v) {
 }
 
 typedef int32_t (*task_body)(int32_t task, int32_t num_tasks, void* closure);
+
+/* n floats of zero from p (a loop: kernels link no C library). */
+static inline __attribute__((unused)) void zero_floats(float* p, long n) {
+  for (long i = 0; i < n; ++i) p[i] = 0;
+}
 
 static inline void task_range(long items, int32_t task, int32_t num_tasks, long* begin, long* end) {
   *begin = items * task / num_tasks;
@@ -230,13 +236,53 @@ Expected<std::unique_ptr<Task>> NewTask(TaskId id, const builder::Target& target
   return std::unique_ptr<Task>(new T(std::move(id), target, std::move(space), shape));
 }
 
+// One scratch buffer of a kernel: `floats` floats (a C expression of the kernel's defines, and
+// the same count computed by the template), in MAX_TASKS slices when `per_task` (a task indexing
+// its own), each buffer starting on a 64-byte boundary.
+struct ScratchBuffer {
+  std::string name;
+  std::string c_floats;
+  int64_t floats = 0;
+  bool per_task = false;
+};
+
+// The bytes of `buffers` for a kernel of `threads` threads: what a caller gives a kernel generated
+// with CT_SCRATCH_ARG (the size of the C struct KernelArgsStruct declares; a static assertion in
+// the generated code checks that the two agree).
+inline int64_t ScratchBytes(const std::vector<ScratchBuffer>& buffers, int threads) {
+  int64_t bytes = 0;
+  for (const ScratchBuffer& b : buffers)
+    bytes += RoundUp(b.floats * (b.per_task ? threads : 1) * 4, 64);
+  return bytes;
+}
+
 // Generated C after KernelPrelude(): `typedef struct {...} kernel_args;` with one pointer per
 // tensor of `args`, named as the argument (const for inputs), which the kernel's bodies read
-// through the closure they are given.
-inline std::string KernelArgsStruct(const std::vector<ArgSpec>& args) {
-  std::string o = "\ntypedef struct {\n";
+// through the closure they are given. With `scratch`, first `kernel_scratch`, a struct of those
+// buffers (SCRATCH_BYTES long), and kernel_args has `kernel_scratch* scratch`: the module's own
+// zero-initialised static copy, or with CT_SCRATCH_ARG defined the caller's buffer, the kernel's
+// last tensor (a model's executor gives every node the same one: what the kernel does not write
+// in a call holds anything).
+inline std::string KernelArgsStruct(const std::vector<ArgSpec>& args,
+                                    const std::vector<ScratchBuffer>& scratch = {},
+                                    int threads = 1) {
+  std::string o;
+  if (!scratch.empty()) {
+    o += "\ntypedef struct {\n";
+    for (const ScratchBuffer& b : scratch) {
+      o += "  float " + b.name + (b.per_task ? "[MAX_TASKS]" : "") + "[" + b.c_floats +
+           "] __attribute__((aligned(64)));\n";
+    }
+    o += "} kernel_scratch;\n#define SCRATCH_BYTES " +
+         std::to_string(ScratchBytes(scratch, threads)) +
+         "L\n#if !defined(CT_TASKS) || CT_TASKS <= THREADS\n"
+         "_Static_assert(sizeof(kernel_scratch) == SCRATCH_BYTES, \"the scratch size the template "
+         "computes\");\n#endif\n";
+  }
+  o += "\ntypedef struct {\n";
   for (const ArgSpec& a : args)
     o += std::string(a.output ? "  float* " : "  const float* ") + a.name + ";\n";
+  if (!scratch.empty()) o += "  kernel_scratch* scratch;\n";
   return o + "} kernel_args;\n";
 }
 
@@ -251,19 +297,41 @@ struct KernelPhase {
 // count and that every argument is a compact float32 tensor of its ArgSpec's shape (a named
 // error otherwise), binds them into a kernel_args, and runs `phases` in order, stopping at the
 // first that fails; with no phases it calls the kernel's own `static int32_t run(kernel_args*)`.
+// With `scratch_bytes` (KernelArgsStruct's kernel_scratch, of ScratchBytes()) it binds a.scratch
+// too: with CT_SCRATCH_ARG defined the function takes one more tensor, a 64-byte aligned buffer of
+// that many bytes or more.
 // Then the module table with the function's signature.
 inline std::string KernelEntry(const std::string& name, const std::vector<ArgSpec>& args,
-                               const std::vector<KernelPhase>& phases) {
+                               const std::vector<KernelPhase>& phases, int64_t scratch_bytes = 0) {
+  const bool scratch = scratch_bytes > 0;
   std::ostringstream o;
   std::string names, signature;
   for (const ArgSpec& a : args) {
     names += (names.empty() ? "" : ", ") + a.name;
     signature += "t";
   }
-  o << "\nstatic int32_t " << name << "(const ct_arg* args, int32_t num_args) {\n"
-    << "  if (num_args != " << args.size() << ") {\n"
+  const std::string count = std::to_string(args.size());
+  o << "\nstatic int32_t " << name << "(const ct_arg* args, int32_t num_args) {\n";
+  if (scratch) {
+    o << "#if defined(CT_SCRATCH_ARG)\n"
+      << "  if (num_args != " << count << " + 1) {\n"
+      << "    g_error = \"" << name << " takes " << args.size() + 1 << " tensors: " << names
+      << ", scratch\";\n    return 1;\n  }\n"
+      << "  if (args[" << count << "].kind != CT_ARG_TENSOR || args[" << count
+      << "].value.v_tensor->ndim != 1 ||\n"
+      << "      args[" << count << "].value.v_tensor->shape[0] * ((args[" << count
+      << "].value.v_tensor->dtype.bits * args[" << count
+      << "].value.v_tensor->dtype.lanes + 7) / 8) < SCRATCH_BYTES ||\n"
+      << "      ((uintptr_t)args[" << count << "].value.v_tensor->data + args[" << count
+      << "].value.v_tensor->byte_offset) % 64 != 0) {\n"
+      << "    g_error = \"scratch must be a 64-byte aligned buffer of " << scratch_bytes
+      << " bytes or more\";\n"
+      << "    return 1;\n  }\n#else\n";
+  }
+  o << "  if (num_args != " << count << ") {\n"
     << "    g_error = \"" << name << " takes " << args.size() << " tensors: " << names << "\";\n"
     << "    return 1;\n  }\n";
+  if (scratch) o << "#endif\n";
   for (size_t i = 0; i < args.size(); ++i) {
     std::string dims;
     for (int64_t d : args[i].shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
@@ -277,6 +345,12 @@ inline std::string KernelEntry(const std::string& name, const std::vector<ArgSpe
   for (size_t i = 0; i < args.size(); ++i) {
     o << "  a." << args[i].name << " = tensor_data(&args[" << i << "]);\n";
   }
+  if (scratch) {
+    o << "#if defined(CT_SCRATCH_ARG)\n"
+      << "  a.scratch = (kernel_scratch*)((char*)args[" << count << "].value.v_tensor->data + args["
+      << count << "].value.v_tensor->byte_offset);\n"
+      << "#else\n  static kernel_scratch scratch;\n  a.scratch = &scratch;\n#endif\n";
+  }
   if (phases.empty()) {
     o << "  return run(&a);\n";
   } else {
@@ -286,9 +360,14 @@ inline std::string KernelEntry(const std::string& name, const std::vector<ArgSpe
     }
     o << "  return rc;\n";
   }
-  o << "}\n\nstatic const ct_function kFunctions[] = {{\"" << name << "\", " << name << ", \""
-    << signature << "\"}};\nCT_DEFINE_MODULE(\"crosstune " << name
-    << "\", kFunctions, last_error)\n";
+  o << "}\n\n";
+  if (scratch) {
+    o << "#if defined(CT_SCRATCH_ARG)\n#define SIGNATURE \"" << signature << "t\"\n#else\n";
+  }
+  o << "#define SIGNATURE \"" << signature << "\"\n";
+  if (scratch) o << "#endif\n";
+  o << "static const ct_function kFunctions[] = {{\"" << name << "\", " << name
+    << ", SIGNATURE}};\nCT_DEFINE_MODULE(\"crosstune " << name << "\", kFunctions, last_error)\n";
   return o.str();
 }
 

@@ -232,9 +232,15 @@ class Conv2dTask final : public Task, private Conv2dShape {
     } else {
       phases = {{"pack_input", "N_ * CBN * H_"}, {"conv_rows", "KB * N_ * OHN"}};
     }
-    o << templates::KernelArgsStruct(args()) << kKernelBody
-      << templates::KernelEntry(function(), args(), phases);
+    const auto scratch = Scratch(b);
+    o << templates::KernelArgsStruct(args(), scratch, threads()) << kKernelBody
+      << templates::KernelEntry(function(), args(), phases,
+                                templates::ScratchBytes(scratch, threads()));
     return o.str();
+  }
+
+  int64_t ScratchBytes(const Config& c) const override {
+    return templates::ScratchBytes(Scratch(BlocksOf(c)), threads());
   }
 
   void Reference(HostArgs& args) const override {
@@ -292,7 +298,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
   struct Blocks {
     int64_t t, kv, cb, cbn, kb;
     bool gemm, in_place;
-    int64_t mr, nv, kc;
+    int64_t mr, nv, kc, ohb;
   };
   Blocks BlocksOf(const Config& c) const {
     Blocks b{};
@@ -306,7 +312,21 @@ class Conv2dTask final : public Task, private Conv2dShape {
     b.cb = c.Int("ic_block");
     b.cbn = CeilDiv(c_, b.cb);
     b.kb = CeilDiv(k_, b.kv * vw_);
+    b.ohb = c.Int("oh_rows");
     return b;
+  }
+
+  // The kernel's working memory: the panels and their sums (gemm), or the padded input, a
+  // task's packed weight block and its output rows.
+  std::vector<templates::ScratchBuffer> Scratch(const Blocks& b) const {
+    if (b.gemm) {
+      return {{"x", "CRS * NRP", c_ * r_ * s_ * b.nv * vw_, true},
+              {"sums", "KR * NRP", RoundUp(k_, b.mr) * b.nv * vw_, true}};
+    }
+    const int64_t hp = h_ + 2 * pad_, wp = w_ + 2 * pad_;
+    return {{"in", "N_ * CBN * HP * WP * CB", n_ * b.cbn * hp * wp * b.cb, false},
+            {"wt", "CBN * R_ * S_ * CB * KVW", b.cbn * r_ * s_ * b.cb * b.kv * vw_, true},
+            {"rows", "OHB * OWP * KVW", b.ohb * RoundUp(ow_, vw_) * b.kv * vw_, true}};
   }
 
   uint64_t ScratchFloats(const Config& c) const {
@@ -433,10 +453,9 @@ const char* const Conv2dTask::kKernelBody = R"KERNEL(
 #endif
 
 #if GEMM
-/* Per-task im2col panels [C*R*S][NRP]: for each (c, r, s), the input under NRP output pixels
-   (zero where the window is over the padding). Lanes past the last pixel hold whatever an
-   earlier panel left; they only reach output lanes that are not stored. */
-static float g_x[MAX_TASKS][CRS * NRP] __attribute__((aligned(64)));
+/* Scratch x: per-task im2col panels [C*R*S][NRP]: for each (c, r, s), the input under NRP output
+   pixels (zero where the window is over the padding). Lanes past the last pixel hold whatever
+   was there; they only reach output lanes that are not stored. */
 
 /* The panel of pixels [p0, p0 + pn) of image `img`, an output row's run at a time. */
 static void pack_panel(float* restrict dst, const float* restrict img, long p0, long pn) {
@@ -463,8 +482,7 @@ static void pack_panel(float* restrict dst, const float* restrict img, long p0, 
       }
 }
 
-/* Per-task sums of a panel: KR = K rounded up to MR rows of NRP. */
-static float g_sums[MAX_TASKS][KR * NRP] __attribute__((aligned(64)));
+/* Scratch sums: per-task sums of a panel, KR = K rounded up to MR rows of NRP. */
 
 /* Sums of channels [k0, k0 + MR) over the reduction elements [j0, j0 + jn) into `sums` (MR rows
    of NRP; first: from zero). xp: the panel at element j0, elements xs apart; w0: channel k0's
@@ -547,7 +565,7 @@ static inline __attribute__((always_inline)) void gemm_panel(const kernel_args* 
 /* Items: (image, pixel panel). */
 static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
   const kernel_args* a = (const kernel_args*)closure;
-  float* sums = g_sums[task];
+  float* sums = a->scratch->sums[task];
   long begin, end;
   task_range(N_ * PB, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
@@ -560,7 +578,7 @@ static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
       continue;
     }
 #endif
-    float* xp = g_x[task];
+    float* xp = a->scratch->x[task];
     pack_panel(xp, a->data + n * C_ * H_ * W_, p0, pn);
     gemm_panel(a, xp, NRP, sums, n, p0, pn);
   }
@@ -568,21 +586,26 @@ static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
 }
 
 #else
-/* Packed copies; what is never written (padding, channels past C or K) stays zero. */
-static float g_in[N_ * CBN * HP * WP * CB] __attribute__((aligned(64)));
-/* A task's copy of the output-channel block it works on, made when its items reach the block
-   (while the block is then used from cache, rather than all blocks written out and read back). */
-static float g_wt[MAX_TASKS][CBN * R_ * S_ * CB * KVW] __attribute__((aligned(64)));
-static float g_rows[MAX_TASKS][OHB * OWP * KVW] __attribute__((aligned(64)));
+/* Scratch: the packed input `in` (channel blocks of the padded planes, CB channels a pixel), and
+   a task's copy of the output-channel block it works on, `wt`, made when its items reach the
+   block (while the block is then used from cache, rather than all blocks written out and read
+   back), and its output `rows`. The kernel writes every element it reads: zeros for the padding
+   and for channels past C (scratch holds anything when a call begins). */
 
-/* Items: (image, channel block, input row). */
+/* Items: (image, channel block, input row); the first and last rows write the padding rows. */
 static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
   const kernel_args* a = (const kernel_args*)closure;
+  float* in = a->scratch->in;
   long begin, end;
   task_range(N_ * CBN * H_, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
     const long h = item % H_, cb = item / H_ % CBN, n = item / (H_ * CBN);
-    float* dst = g_in + ((n * CBN + cb) * HP + h + PAD) * WP * CB + PAD * CB;
+    float* plane = in + (n * CBN + cb) * HP * WP * CB;
+    if (h == 0) zero_floats(plane, PAD * WP * CB);
+    if (h == H_ - 1) zero_floats(plane + (H_ + PAD) * WP * CB, PAD * WP * CB);
+    float* dst = plane + (h + PAD) * WP * CB + PAD * CB;
+    zero_floats(dst - PAD * CB, PAD * CB);
+    zero_floats(dst + W_ * CB, PAD * CB);
     const float* src = a->data + ((n * C_ + cb * CB) * H_ + h) * W_;
     const long cn = MIN(CB, C_ - cb * CB);
     long w = 0;
@@ -597,8 +620,11 @@ static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
         }
     }
 #endif
-    for (; w < W_; ++w)
-      for (long c = 0; c < cn; ++c) dst[w * CB + c] = src[c * H_ * W_ + w];
+    for (; w < W_; ++w) {
+      long c = 0;
+      for (; c < cn; ++c) dst[w * CB + c] = src[c * H_ * W_ + w];
+      for (; c < CB; ++c) dst[w * CB + c] = 0;
+    }
   }
   return 0;
 }
@@ -606,7 +632,7 @@ static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
 /* Output-channel block kb of the weight into dst: the weight's (c, r, s) order with KVW channels
    an element, so the transposed vectors are written in sequence. Lanes of channels past K keep
    what was there (they only reach outputs that are not stored); rows of channels past C are
-   never written, so they stay zero. */
+   zero. */
 static void pack_weight_block(const kernel_args* a, float* restrict dst, long kb) {
   const long crs = C_ * R_ * S_;
   for (long kk = 0; kk < KVW; kk += VW) {
@@ -626,6 +652,7 @@ static void pack_weight_block(const kernel_args* a, float* restrict dst, long kb
     for (; j < crs; ++j)
       for (long q = 0; q < kn; ++q) dst[j * KVW + kk + q] = src[q * crs + j];
   }
+  zero_floats(dst + crs * KVW, (CBN * CB - C_) * R_ * S_ * KVW);
 }
 
 /* The row buffer (pixel-major, KVW channels a pixel) back to NCHW with the epilogue. */
@@ -665,9 +692,9 @@ static void store_row(const kernel_args* a, const float* rb, long n, long kb, lo
 /* Items: (output-channel block, image, block of OHB output rows). */
 static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
   const kernel_args* a = (const kernel_args*)closure;
-  float* rows = g_rows[task];
+  float* rows = a->scratch->rows[task];
   long begin, end;
-  float* wp = g_wt[task];
+  float* wp = a->scratch->wt[task];
   long packed = -1;
   task_range(KB * N_ * OHN, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
@@ -677,7 +704,7 @@ static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
       packed = kb;
     }
     const long nrows = MIN(OHB, OH - oh0);
-    const float* ip = g_in + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
+    const float* ip = a->scratch->in + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
 #if CB_OUTER
     /* A channel block's weights stay in L1 while every tile of the rows goes by. */
     for (long cb = 0; cb < CBN; ++cb) {

@@ -144,9 +144,15 @@ class DepthwiseConv2dTask final : public Task, private DepthwiseShape {
       o << TileFunction("tile_row", 1, tv);
       if (vectors % tv) o << TileFunction("tile_row_rem", 1, vectors % tv);
     }
-    o << templates::KernelArgsStruct(args()) << kKernelBody
-      << templates::KernelEntry(function(), args(), {{"dw_planes", "N_ * C_"}});
+    const auto scratch = Scratch();
+    o << templates::KernelArgsStruct(args(), scratch, threads()) << kKernelBody
+      << templates::KernelEntry(function(), args(), {{"dw_planes", "N_ * C_"}},
+                                templates::ScratchBytes(scratch, threads()));
     return o.str();
+  }
+
+  int64_t ScratchBytes(const Config& /*c*/) const override {
+    return templates::ScratchBytes(Scratch(), threads());
   }
 
   void Reference(HostArgs& args) const override {
@@ -202,6 +208,9 @@ class DepthwiseConv2dTask final : public Task, private DepthwiseShape {
   // Columns of one phase of the padded plane, with room for the last vector's overrun.
   int64_t PhaseWidth() const {
     return CeilDiv(w_ + 2 * pad_, stride_) + vw_ + (s_ - 1) / stride_ + 1;
+  }
+  std::vector<templates::ScratchBuffer> Scratch() const {
+    return {{"plane", "ST * HP * WPH", stride_ * (h_ + 2 * pad_) * PhaseWidth(), true}};
   }
   uint64_t ScratchFloats() const {
     return static_cast<uint64_t>(threads()) * stride_ * (h_ + 2 * pad_) * PhaseWidth();
@@ -269,8 +278,8 @@ const char* const DepthwiseConv2dTask::kTileBody = R"KERNEL(  vf acc[TR][TN];
 )KERNEL";
 
 const char* const DepthwiseConv2dTask::kKernelBody = R"KERNEL(
-/* Per-task plane buffers [phase][HP][WPH]; padding and overrun columns are never written. */
-static float g_plane[MAX_TASKS][ST * HP * WPH] __attribute__((aligned(64)));
+/* Scratch plane: per-task plane buffers [phase][HP][WPH]. A task zeroes its buffer once a call;
+   then the padding and overrun columns stay zero (pack_plane never writes them). */
 
 /* Padded column x = j * ST + p of phase p is input column j * ST + p - PAD: a strided copy per
    phase (clang vectorizes it for some strides; stride 2 splits vector pairs itself). */
@@ -312,9 +321,10 @@ static void pack_plane(float* restrict plane, const float* restrict src) {
 /* Items: (image, channel) planes. */
 static int32_t dw_planes(int32_t task, int32_t num_tasks, void* closure) {
   const kernel_args* a = (const kernel_args*)closure;
-  float* plane = g_plane[task];
+  float* plane = a->scratch->plane[task];
   long begin, end;
   task_range(N_ * C_, task, num_tasks, &begin, &end);
+  if (begin < end) zero_floats(plane, ST * HP * WPH);
   for (long item = begin; item < end; ++item) {
     const long c = item % C_;
     pack_plane(plane, a->data + item * H_ * W_);

@@ -62,8 +62,11 @@ struct CompileResult {
   int defaults = 0;   // task nodes on their template's default config
   int generated = 0;  // nodes with a generated kernel
   // Of those, nodes that are tasks no template takes yet (TaskOf names one, MakeTask refuses its
-  // shape: a conv without activation): they run a generated kernel, untuned.
+  // shape: a size past its limits): they run a generated kernel, untuned.
   int untemplated = 0;
+  // The largest node's working memory: the executor's one scratch buffer, which every node uses
+  // in turn (templates' packed copies and panels; no node keeps its own in the library).
+  int64_t scratch_bytes = 0;
   builder::BuildRequest request;  // of the library (its name and target)
   builder::BuildResult library;
   double build_seconds = 0;  // wall time of the compile

@@ -65,6 +65,11 @@ class Task {
   virtual Status CheckLimits(const Config& config, const msg::DeviceInfo& device) const;
   // Kernel source (freestanding C for CPU targets) for one config.
   virtual std::string Generate(const Config& config) const = 0;
+  // Bytes of working memory the config's kernel needs (packed copies, panels). 0: none. Otherwise
+  // the kernel keeps them in the module by default; compiled with CT_SCRATCH_ARG defined it takes
+  // them as one more tensor after args(), 64-byte aligned, contents undefined at each call (how a
+  // model's executor gives all its nodes one scratch buffer).
+  virtual int64_t ScratchBytes(const Config& /*config*/) const { return 0; }
   // Fills the output arguments of `args` from its inputs.
   virtual void Reference(HostArgs& args) const = 0;
   // |got - want| <= atol + rtol * |want| for every element of every output.
