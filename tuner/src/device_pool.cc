@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "crosstune/channel.h"
 #include "crosstune/client/session.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/protocol.h"
@@ -113,6 +114,17 @@ Expected<std::unique_ptr<DevicePool>> DevicePool::StartLocal(
   auto pool = FromServers({local->address()}, "", request_timeout, {"local"});
   pool->local_ = std::move(local);
   return pool;
+}
+
+bool AllOnThisMachine(const std::vector<DeviceSpec>& devices) {
+  for (const DeviceSpec& d : devices) {
+    std::string host;
+    uint16_t port = 0;
+    if (!Channel::ParseHostPort(d.server, &host, &port).ok()) return false;
+    const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+    if (!loopback) return false;
+  }
+  return !devices.empty();
 }
 
 Expected<builder::Target> ResolveTarget(const std::string& text, const DeviceSpec& device) {

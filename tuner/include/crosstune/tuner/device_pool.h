@@ -54,6 +54,10 @@ class DevicePool {
   std::unique_ptr<client::LocalServer> local_;  // StartLocal's server
 };
 
+// Whether every device is a server on this machine (a loopback address: 127.x, ::1,
+// localhost): builds then run on the cores its kernels are timed on.
+bool AllOnThisMachine(const std::vector<DeviceSpec>& devices);
+
 // The target a run builds for: "auto" asks `device` for its CPU (builder::TargetFromDevice),
 // "cuda" for its first GPU; anything else is parsed as a target string or preset.
 Expected<builder::Target> ResolveTarget(const std::string& text, const DeviceSpec& device);
