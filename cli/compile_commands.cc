@@ -149,18 +149,22 @@ void RunCompile(const CompileFlags& f) {
   // Workers are processes: the builder comes before any thread.
   auto builder = Check(builder::Builder::Create({.workers = f.workers}));
   builder::Target target;
+  std::string device_kind;
   if (f.target == "auto") {
     if (f.connect.server.empty() && f.connect.tracker.empty()) {
       Fail("--target auto asks the device: give --server or --tracker/--key, or a target string");
     }
     auto session = Check(OpenSession(f.connect));
-    target = Check(builder::TargetFromDevice(Check(session->Info())));
+    const msg::DeviceInfo info = Check(session->Info());
+    target = Check(builder::TargetFromDevice(info));
+    device_kind = tuner::DeviceKind(tuner::DeviceId{"", info.arch, info.cpu_model, ""});
   } else {
     target = Check(builder::ParseTarget(f.target));
   }
   model::CompileOptions o;
   o.target = target;
   o.threads = f.threads;
+  o.device_kind = device_kind;
   if (!f.log.empty()) {
     auto log = Check(tuner::ReadLog(f.log));
     for (const auto& w : log.warnings) std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());

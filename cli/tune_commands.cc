@@ -458,8 +458,9 @@ void RunLogBest(const std::string& path, bool as_json) {
     return;
   }
   for (const auto& b : best) {
-    std::printf("%s  %.2f GFLOP/s  %.4f ms  %s  %s\n", b.task.Key().c_str(), b.gflops(),
-                b.mean * 1e3, b.device.name.c_str(), b.config_values.dump().c_str());
+    std::printf("%s  %.2f GFLOP/s  %.4f ms  %s (%s)  %s\n", b.task.Key().c_str(), b.gflops(),
+                b.mean * 1e3, b.device.name.c_str(), tuner::DeviceKind(b).c_str(),
+                b.config_values.dump().c_str());
   }
 }
 
@@ -486,7 +487,7 @@ void RegisterLog(CLI::App& app) {
   summary->add_option("log", o->path, "record log (JSON lines)")->required();
   summary->add_flag("--json", o->json_out, "JSON output");
   summary->callback([o] { RunLogSummary(o->path, o->json_out); });
-  auto* best = log->add_subcommand("best", "the best record per task and target");
+  auto* best = log->add_subcommand("best", "the best record per task, target and device kind");
   best->add_option("log", o->path, "record log (JSON lines)")->required();
   best->add_flag("--json", o->json_out, "JSON output (the records themselves)");
   best->callback([o] { RunLogBest(o->path, o->json_out); });
@@ -498,16 +499,19 @@ void RegisterLog(CLI::App& app) {
 
 // --- export --------------------------------------------------------------------------------------
 
-void RunExport(const std::string& path, const std::string& out, const std::string& task_key) {
-  auto pick = tuner::BestRecordsOf(ReadLogOrFail(path).records, task_key);
+void RunExport(const std::string& path, const std::string& out, const std::string& task_key,
+               const std::string& device) {
+  auto pick = tuner::BestRecordsOf(ReadLogOrFail(path).records, task_key, device);
   if (pick.empty()) {
-    Fail(path + (task_key.empty() ? ": no successful record to export"
-                                  : ": no successful record of task '" + task_key + "'"));
+    Fail(path + ": no successful record" + (task_key.empty() ? "" : " of task '" + task_key + "'") +
+         (device.empty() ? "" : " on device '" + device + "'") + " to export");
   }
   if (pick.size() > 1) {
     std::string keys;
-    for (const auto& b : pick) keys += "\n  " + b.task.Key() + " [" + b.target + "]";
-    Fail(path + ": several tasks; choose one with --task:" + keys);
+    for (const auto& b : pick) {
+      keys += "\n  " + b.task.Key() + " [" + b.target + "] on " + tuner::DeviceKind(b);
+    }
+    Fail(path + ": several tasks or devices; choose with --task and --device:" + keys);
   }
   const tuner::Record& r = pick.front();
   auto exported = Check(tuner::ExportRecord(r, out, path));
@@ -518,7 +522,7 @@ void RunExport(const std::string& path, const std::string& out, const std::strin
 
 void RegisterExport(CLI::App& app) {
   struct Opts {
-    std::string path, out, task;
+    std::string path, out, task, device;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("export", CompilerCommandHelp("export"));
@@ -526,7 +530,10 @@ void RegisterExport(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "package to write (.ctpkg)")->required();
   cmd->add_option("--task", o->task,
                   "task key (\"matmul 512,512,512 float32\") when the log has several");
-  cmd->callback([o] { RunExport(o->path, o->out, o->task); });
+  cmd->add_option("--device", o->device,
+                  "the device kind the config was tuned on (\"aarch64/cortex-a72\", its CPU or "
+                  "arch, or a device name) when the log has several");
+  cmd->callback([o] { RunExport(o->path, o->out, o->task, o->device); });
 }
 
 }  // namespace

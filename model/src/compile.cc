@@ -92,16 +92,21 @@ std::string TableSource(const std::vector<CompiledNode>& nodes) {
 }
 
 // The best record of each task key on this target (records of other targets or thread counts
-// have other keys or targets).
+// have other keys or targets): of `device_kind`'s devices where the task has one, else of any.
 std::map<std::string, tuner::Record> BestByTask(const std::vector<tuner::Record>& records,
-                                                const std::string& target) {
-  std::map<std::string, tuner::Record> best;
+                                                const std::string& target,
+                                                const std::string& device_kind) {
+  std::map<std::string, tuner::Record> best, on_kind;
+  auto keep = [](std::map<std::string, tuner::Record>& m, const tuner::Record& r) {
+    auto it = m.find(r.task.Key());
+    if (it == m.end() || r.mean < it->second.mean) m[r.task.Key()] = r;
+  };
   for (const auto& r : records) {
     if (!r.ok() || r.mean <= 0 || r.target != target) continue;
-    const std::string key = r.task.Key();
-    auto it = best.find(key);
-    if (it == best.end() || r.mean < it->second.mean) best[key] = r;
+    keep(best, r);
+    if (!device_kind.empty() && tuner::DeviceKind(r) == device_kind) keep(on_kind, r);
   }
+  for (auto& [key, r] : on_kind) best[key] = std::move(r);
   return best;
 }
 
@@ -124,7 +129,7 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
     }
   }
   const std::string target_text = options.target.ToString();
-  const auto best = BestByTask(options.records, target_text);
+  const auto best = BestByTask(options.records, target_text, options.device_kind);
 
   std::vector<builder::BuildRequest> objects;
   for (size_t k = 0; k < g.nodes.size(); ++k) {

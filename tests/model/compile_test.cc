@@ -153,6 +153,33 @@ TEST_F(CompileTest, EachTaskGetsItsBestRecordForThisTarget) {
   // The tuned config computes the same network.
   ExpectClose(RunOnServer(server_->address(), c.package, SeededInput(path)), ReferenceOutput(path),
               "small, one task tuned, on the server, vs onnxruntime");
+
+  // The devices of one key can differ: compiled for a kind of device, a task takes the best
+  // record measured on that kind, not a faster one of another kind; without a kind, the fastest.
+  tuner::Record mine = record(*chosen, 1e-3, Target().ToString());
+  mine.device = tuner::DeviceId{"pi4-1", "x86_64", "this cpu", "rpi"};
+  tuner::Record other = record(fallback, 1e-4, Target().ToString());
+  other.device = tuner::DeviceId{"pi5-1", "x86_64", "other cpu", "rpi"};
+  auto config_of_task = [&](const CompileOptions& opts) -> int64_t {
+    auto compiled = CompileFile(path, Target(), DefaultPasses(), ".kind", opts);
+    if (!compiled.ok) return -1;
+    auto parsed = graph::ParseGraph(GraphJson(compiled.result));
+    if (!parsed.ok()) return -1;
+    for (const auto& n : parsed->nodes) {
+      if (n.is_op() && n.provenance && n.provenance->task == (*task)->id().Key()) {
+        return n.provenance->config_index;
+      }
+    }
+    return -1;
+  };
+  CompileOptions kinds;
+  kinds.records = {other, mine};
+  kinds.device_kind = "x86_64/this cpu";
+  EXPECT_EQ(config_of_task(kinds), static_cast<int64_t>(chosen->index()));
+  kinds.device_kind = "x86_64/a cpu with no records";
+  EXPECT_EQ(config_of_task(kinds), static_cast<int64_t>(fallback.index()));
+  kinds.device_kind.clear();
+  EXPECT_EQ(config_of_task(kinds), static_cast<int64_t>(fallback.index()));
 }
 
 // The user's journey on ResNet-50 (width 16): import, compile without a log, run-model.

@@ -194,6 +194,20 @@ TEST(ExportTest, PicksTheBestRecordOfTheTaskAsked) {
   EXPECT_EQ(one[0].config_index, 2u);
   EXPECT_EQ(BestRecordsOf(records, std::string("matmul 32,32,32 float32|") + kTarget).size(), 1u);
   EXPECT_TRUE(BestRecordsOf(records, "matmul 8,8,8 float32").empty());
+  // Another kind of device: its own best, chosen by kind, CPU, arch or device name.
+  Record pi = Make({64, 64, 64}, 3, 0.001);
+  pi.device = DeviceId{"pi5-1", "aarch64", "Cortex-A76", "rpi"};
+  records.push_back(pi);
+  ASSERT_EQ(BestRecordsOf(records, "matmul 64,64,64 float32").size(), 2u);
+  for (const std::string device : {"aarch64/Cortex-A76", "Cortex-A76", "aarch64", "pi5-1"}) {
+    auto on = BestRecordsOf(records, "matmul 64,64,64 float32", device);
+    ASSERT_EQ(on.size(), 1u) << device;
+    EXPECT_EQ(on[0].config_index, 3u) << device;
+  }
+  auto here = BestRecordsOf(records, "matmul 64,64,64 float32", "x86_64/x86-64");
+  ASSERT_EQ(here.size(), 1u);
+  EXPECT_EQ(here[0].config_index, 2u);
+  EXPECT_TRUE(BestRecordsOf(records, "", "riscv64").empty());
 }
 
 TEST(ExportTest, BuildsTheRecordsConfigIntoAPackageThatKeepsTheTuning) {

@@ -128,6 +128,21 @@ TEST(Records, BestPicksTheLowestMeanPerTaskAndTarget) {
   EXPECT_EQ(best[1].config_index, 5u);
 }
 
+// Devices of one tracker key can differ: one best per kind of device (arch + CPU), so the config
+// fastest on one kind is not what the other kind gets.
+TEST(Records, BestIsPerKindOfDevice) {
+  Record a = Sample(1, 2e-3), b = Sample(2, 1e-3), a2 = Sample(3, 1.5e-3);
+  a.device = DeviceId{"pi4-1", "aarch64", "Cortex-A72", "rpi"};
+  a2.device = DeviceId{"pi4-2", "aarch64", "Cortex-A72", "rpi"};
+  b.device = DeviceId{"pi5-1", "aarch64", "Cortex-A76", "rpi"};
+  auto best = BestRecords({a, b, a2});
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].config_index, 3u);
+  EXPECT_EQ(DeviceKind(best[0]), "aarch64/Cortex-A72");
+  EXPECT_EQ(best[1].config_index, 2u);
+  EXPECT_EQ(DeviceKind(best[1]), "aarch64/Cortex-A76");
+}
+
 // A line nested 100,000 levels deep in `v`, `workload`, `config.index` or a `task.shape` element
 // (200 KB, under the line limit): the old reader parsed it, then overflowed the stack copying the
 // workload or quoting the value in its error text (log summary, best, export, replay and tune

@@ -7,12 +7,15 @@
 
 namespace crosstune::tuner {
 
-std::vector<Record> BestRecordsOf(const std::vector<Record>& records, const std::string& task_key) {
+std::vector<Record> BestRecordsOf(const std::vector<Record>& records, const std::string& task_key,
+                                  const std::string& device) {
   std::vector<Record> out;
   for (auto& b : BestRecords(records)) {
-    if (task_key.empty() || b.task.Key() == task_key || b.task.Key() + "|" + b.target == task_key) {
-      out.push_back(std::move(b));
-    }
+    const bool task =
+        task_key.empty() || b.task.Key() == task_key || b.task.Key() + "|" + b.target == task_key;
+    const bool on = device.empty() || DeviceKind(b) == device || b.device.cpu == device ||
+                    b.device.arch == device || b.device.name == device;
+    if (task && on) out.push_back(std::move(b));
   }
   return out;
 }

@@ -61,10 +61,10 @@ LogSummary SummarizeLog(const std::vector<Record>& records) {
       g.messages[r.error][r.message.substr(0, r.message.find('\n'))]++;
     }
   }
-  for (const auto& b : BestRecords(records)) {
+  for (const auto& b : BestRecords(records)) {  // the fastest device kind's, per task and target
     LogTaskSummary& t = groups.at(TaskTargetKey(b)).summary;
+    if (!t.has_best || b.mean < t.best.mean) t.best = b;
     t.has_best = true;
-    t.best = b;
   }
 
   LogSummary out;

@@ -301,12 +301,17 @@ Expected<LogContents> ReadLog(const std::string& path) {
   return out;
 }
 
+std::string DeviceKind(const DeviceId& device) {
+  if (device.arch.empty() && device.cpu.empty()) return "";
+  return device.arch + "/" + device.cpu;
+}
+
 std::vector<Record> BestRecords(const std::vector<Record>& records) {
   std::vector<Record> best;
   std::map<std::string, size_t> slot;
   for (const auto& r : records) {
     if (!r.ok() || r.mean <= 0) continue;
-    std::string key = r.task.Key() + "|" + r.target;
+    std::string key = r.task.Key() + "|" + r.target + "|" + DeviceKind(r);
     auto it = slot.find(key);
     if (it == slot.end()) {
       slot[key] = best.size();

@@ -212,10 +212,10 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
     for (const auto& r : task_records) {
       if (!r.ok()) sum.errors[r.error]++;
     }
-    auto best = BestRecords(task_records);
-    if (!best.empty()) {
+    // The fastest of the devices' bests (BestRecords keeps one per device kind).
+    for (const auto& b : BestRecords(task_records)) {
+      if (!sum.has_best || b.mean < sum.best.mean) sum.best = b;
       sum.has_best = true;
-      sum.best = best.front();
     }
     const uint64_t default_index = task.DefaultConfig().index();
     for (const auto& r : task_records) {

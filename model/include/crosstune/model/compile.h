@@ -36,6 +36,10 @@ struct CompileOptions {
   int threads = 1;  // the tasks' thread count: records are per thread count
   // Tuning records (e.g. ReadLog(--log)); empty: every task takes its default config.
   std::vector<tuner::Record> records;
+  // The device compiled for (tuner::DeviceKind: "aarch64/Cortex-A72"), when known: a task takes
+  // the best record measured on that kind of device where it has one (the devices of one tracker
+  // key can differ), else the best of any device.
+  std::string device_kind;
   std::string name = "model";  // the library's file stem in the package
 };
 

@@ -18,9 +18,12 @@
 
 namespace crosstune::tuner {
 
-// The best successful record of each task and target (BestRecords) whose task is `task_key`,
-// given as TaskId::Key() or as "KEY|TARGET"; every task's when `task_key` is empty.
-std::vector<Record> BestRecordsOf(const std::vector<Record>& records, const std::string& task_key);
+// The best successful record of each task, target and device kind (BestRecords) whose task is
+// `task_key`, given as TaskId::Key() or as "KEY|TARGET" (every task's when empty), measured on
+// `device`: a device kind ("aarch64/cortex-a72"), its CPU or arch alone, or a device's name
+// (every device's when empty).
+std::vector<Record> BestRecordsOf(const std::vector<Record>& records, const std::string& task_key,
+                                  const std::string& device = "");
 
 struct ExportedPackage {
   pkg::Manifest manifest;

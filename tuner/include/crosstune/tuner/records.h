@@ -121,7 +121,14 @@ struct LogContents {
 // lines over kMaxRecordBytes (read in bounded memory), are skipped with a warning, never an error.
 Expected<LogContents> ReadLog(const std::string& path);
 
-// The best (lowest mean) successful record per task and target, in first-seen order.
+// The kind of device a record was measured on: "ARCH/CPU" ("aarch64/cortex-a72"), empty when the
+// record names neither.
+std::string DeviceKind(const DeviceId& device);
+inline std::string DeviceKind(const Record& record) { return DeviceKind(record.device); }
+
+// The best (lowest mean) successful record per task, target and device kind, in first-seen order:
+// the devices of one tracker key can differ (a Pi 4 and a Pi 5 under "rpi"), and the config
+// fastest on one is not the one to ship to the other.
 std::vector<Record> BestRecords(const std::vector<Record>& records);
 
 }  // namespace crosstune::tuner
