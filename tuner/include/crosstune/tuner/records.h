@@ -61,6 +61,7 @@ struct DeviceId {
   std::string arch;
   std::string cpu;
   std::string key;  // tracker key, if any
+  bool operator==(const DeviceId&) const = default;
 };
 
 struct Record {
@@ -89,6 +90,8 @@ struct Record {
   double gflops() const { return ok() && mean > 0 ? flops / mean / 1e9 : 0; }
   nlohmann::json ToJson() const;
   static Expected<Record> FromJson(const nlohmann::json& j);
+  // Every field equal (doubles exactly): what a round trip through ToJson/FromJson keeps.
+  bool operator==(const Record&) const = default;
 };
 
 // "2026-11-30T10:00:00.123Z" for now.
