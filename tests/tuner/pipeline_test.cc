@@ -21,8 +21,9 @@ namespace crosstune::tuner {
 namespace {
 
 // A naive matmul whose single knob picks a fault: what each trial error kind looks like when it
-// really happens (a compiler error, a crash, a hang, a wrong result, a non-zero return).
-enum Fault : int64_t { kNone, kSyntax, kCrash, kHang, kWrong, kReturn };
+// really happens (a compiler error, a crash, a hang, a wrong result, a non-zero return, an output
+// element left unwritten).
+enum Fault : int64_t { kNone, kSyntax, kCrash, kHang, kWrong, kReturn, kUnwritten };
 
 class FaultyTask final : public Task {
  public:
@@ -65,6 +66,9 @@ static int32_t matmul(const ct_arg* args, int32_t n) {
     for (int j = 0; j < 8; ++j) {
       float s = 0;
       for (int k = 0; k < 8; ++k) s += A[i * 8 + k] * B[k * 8 + j];
+#if FAULT == 6
+      if (i * 8 + j == 19) continue;
+#endif
       C[i * 8 + j] = s;
     }
 #if FAULT == 4
@@ -222,6 +226,18 @@ TEST_F(PipelineTest, EveryTrialErrorKindComesFromARealCause) {
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].error, TrialError::kInvalidConfig);
   EXPECT_NE(refused[0].message.find("no_wrong"), std::string::npos) << refused[0].message;
+}
+
+TEST_F(PipelineTest, AnOutputElementLeftUnwrittenAfterAGoodCandidateIsAWrongAnswer) {
+  // One runner, so one session and the same output tensor: the good candidate leaves the right
+  // answer in C[2,3], which the faulty one never writes. The NaN written into every output before
+  // the checked call is what tells them apart.
+  FaultyTask task(target_, {kNone, kUnwritten});
+  auto results = Run(task, {0, 1});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].error, TrialError::kOk) << results[0].message;
+  EXPECT_EQ(results[1].error, TrialError::kWrongAnswer) << results[1].message;
+  EXPECT_NE(results[1].message.find("C[2,3]"), std::string::npos) << results[1].message;
 }
 
 TEST_F(PipelineTest, BuildTimeoutAndLoadErrorAreTheirOwnKinds) {
