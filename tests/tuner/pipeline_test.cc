@@ -16,6 +16,7 @@
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
+#include "template_checks.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -147,13 +148,9 @@ TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
        {std::vector<int64_t>{37, 29, 19}, {64, 64, 64}, {96, 200, 130}, {1, 17, 5}}) {
     auto task = MakeTask("matmul", shape, target_);
     ASSERT_TRUE(task.ok()) << task.status().ToString();
-    std::vector<uint64_t> indices = {(*task)->DefaultConfig().index()};
-    UniqueSampler sampler((*task)->space(), 11);
-    for (int i = 0; i < 7; ++i) {
-      auto next = sampler.Next();
-      ASSERT_TRUE(next.has_value());
-      indices.push_back(*next);
-    }
+    // The default and every knob at its first and last choice (the smallest and largest
+    // tiles), where the edge handling differs most.
+    const std::vector<uint64_t> indices = testing::ConfigsToCheck(**task, 0, 11);
     auto results = Run(**task, indices);
     ASSERT_EQ(results.size(), indices.size());
     for (const auto& m : results) {
@@ -297,7 +294,7 @@ TEST_F(PipelineTest, EveryRecordOfTheRunReachesOnRecordBeforeTheProgressThatCoun
   options.include_default = false;
   options.measure.repeat = 1;
   options.measure.min_repeat_ms = 0;
-  options.log_path = testing::MakeTempDir() + "/records.jsonl";
+  options.log_path = crosstune::testing::MakeTempDir() + "/records.jsonl";
   std::vector<Record> seen;
   int progress_calls = 0, counted_unseen = 0;
   options.on_record = [&](const Record& r) { seen.push_back(r); };
@@ -342,7 +339,7 @@ TEST(CommonestFailure, NamesTheCommonestKindOnlyWhenEveryTrialFailed) {
 TEST_F(PipelineTest, PinnedKnobsAreNeverSearched) {
   auto task = MakeTask("matmul", {24, 24, 24}, target_);
   ASSERT_TRUE(task.ok()) << task.status().ToString();
-  const std::string dir = testing::MakeTempDir();
+  const std::string dir = crosstune::testing::MakeTempDir();
   TuneOptions options;
   options.tuner = "grid";
   options.trials = 4;
