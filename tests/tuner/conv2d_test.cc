@@ -163,6 +163,14 @@ TEST_F(Conv2dOnServerTest, ResidualIsAddedBeforeTheRelu) {
   Check({2, 16, 8, 8, 16, 1, 1, 2, 0, 1}, 2);
 }
 
+// With inputs of both signs about half the sums are negative, and ReLU makes them (and NaN) 0:
+// with non-negative inputs every output is above 0, so each one shows whether it was computed.
+TEST_F(Conv2dOnServerTest, ReluOutputsMatchTheReferenceWhereAllArePositive) {
+  CheckPositiveOutputs("conv2d", {1, 3, 13, 11, 5, 3, 3, 2, 1}, 6);
+  CheckPositiveOutputs("conv2d", {2, 17, 10, 12, 33, 3, 3, 1, 1}, 4);
+  CheckPositiveOutputs("conv2d", {1, 8, 11, 9, 24, 3, 3, 1, 1, 1}, 4);
+}
+
 // Activation 0: negative sums are stored as they are (half the outputs here), by the direct and
 // the gemm algorithm, the latter reading 1x1 panels in place.
 TEST_F(Conv2dOnServerTest, WithoutActivationNegativeOutputsAreKept) {

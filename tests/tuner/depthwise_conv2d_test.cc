@@ -47,6 +47,12 @@ TEST_F(DepthwiseOnServerTest, OddShapesMatchTheReference) {
   CheckTemplate("depthwise_conv2d", {1, 2, 8, 67, 5, 5, 2, 2}, 2);
 }
 
+// Non-negative inputs, so no output is 0 after the ReLU (as NaN and negative sums would be).
+TEST_F(DepthwiseOnServerTest, ReluOutputsMatchTheReferenceWhereAllArePositive) {
+  CheckPositiveOutputs("depthwise_conv2d", {1, 3, 13, 11, 3, 3, 2, 1}, 4);
+  CheckPositiveOutputs("depthwise_conv2d", {2, 5, 9, 37, 3, 3, 1, 1}, 4);
+}
+
 TEST_F(DepthwiseOnServerTest, MobileNetLayerKindsMatchTheReference) {
   CheckTemplate("depthwise_conv2d", {1, 32, 28, 28, 3, 3, 1, 1}, 3);
   CheckTemplate("depthwise_conv2d", {1, 16, 28, 28, 3, 3, 2, 1}, 3);

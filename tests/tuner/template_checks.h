@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,17 +53,40 @@ inline std::vector<uint64_t> ConfigsToCheck(const Task& task, int samples, uint6
   return out;
 }
 
+// The reference data with every input made non-negative (and the expected outputs computed from
+// those), for templates whose epilogue is a ReLU: it maps NaN, and every negative sum, to 0, so
+// with inputs of both signs an output element the kernel never computes can still match. Fails
+// the test unless every expected output is above 0.
+inline ReferenceData PositiveReference(const Task& task, uint64_t seed) {
+  ReferenceData ref = ReferenceData::Make(task, seed);
+  const auto specs = task.args();
+  for (size_t a = 0; a < specs.size(); ++a) {
+    if (specs[a].output) continue;
+    for (float& x : ref.inputs[a]) x = std::fabs(x);
+  }
+  ref.expected = ref.inputs;
+  task.Reference(ref.expected);
+  for (size_t a = 0; a < specs.size(); ++a) {
+    if (!specs[a].output) continue;
+    const auto low = std::min_element(ref.expected[a].begin(), ref.expected[a].end());
+    EXPECT_TRUE(low == ref.expected[a].end() || *low > 0)
+        << task.id().Key() << ": " << specs[a].name << " has an output of " << *low;
+  }
+  return ref;
+}
+
 // Builds `indices` of `task` for the device and checks each one's answer there; one failure per
-// bad config, naming the task and the config.
+// bad config, naming the task and the config. With `positive`, on PositiveReference's data.
 inline void ExpectConfigsMatchReference(builder::Builder& builder, const Task& task,
                                         const DeviceSpec& device, const msg::DeviceInfo& info,
-                                        const std::vector<uint64_t>& indices) {
+                                        const std::vector<uint64_t>& indices,
+                                        bool positive = false) {
   MeasureOptions options;
   options.repeat = 1;
   options.min_repeat_ms = 0;
   options.run_timeout_ms = 60'000;
   auto cands = BuildCandidates(builder, task, indices, info, options);
-  ReferenceData ref = ReferenceData::Make(task, 3);
+  ReferenceData ref = positive ? PositiveReference(task, 3) : ReferenceData::Make(task, 3);
   auto runner = DeviceRunner::Open(device, task, ref, options);
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
   for (const auto& c : cands) {
@@ -171,6 +195,16 @@ class TemplateOnServerTest : public ::testing::Test {
     ASSERT_TRUE(task.ok()) << task.status().ToString();
     ExpectConfigsMatchReference(*builder_, **task, device_, info_,
                                 ConfigsToCheck(**task, samples, 17));
+  }
+
+  // As CheckTemplate with every input non-negative (PositiveReference): for ReLU templates, where
+  // an output the kernel leaves unwritten or computes from NaN would otherwise pass as a 0.
+  void CheckPositiveOutputs(const std::string& name, const std::vector<int64_t>& shape,
+                            int samples) {
+    auto task = MakeTask(name, shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    ExpectConfigsMatchReference(*builder_, **task, device_, info_,
+                                ConfigsToCheck(**task, samples, 17), /*positive=*/true);
   }
 
   // As CheckTemplate for a task of `threads` threads: the server runs each call on that many.
