@@ -18,23 +18,13 @@
 
 #include "crosstune/channel.h"
 #include "crosstune/handshake.h"
+#include "crosstune/testing/support.h"
 #include "test_util.h"
 
 namespace crosstune::testing {
 namespace {
 
 using std::chrono::seconds;
-
-// Polls `cond` until it holds or `limit` passes: waits for another process's event, never
-// asserts how long it took.
-bool Eventually(const std::function<bool()>& cond, seconds limit = seconds(20)) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
 
 // Whether `pid` is gone (or a zombie nobody reaped yet: it no longer runs).
 bool Gone(pid_t pid) {

@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "crosstune/testing/support.h"
 #include "crosstune/tuner/records.h"
@@ -64,10 +63,8 @@ TEST(TuneResume, ASigkilledRunLosesNoRecordAndTheNextMeasuresOnlyTheRest) {
   pid_t pid = -1;
   ASSERT_EQ(posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ), 0);
   // Wait for some records, then kill it mid-run.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (CountLines(log) < 9 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  (void)crosstune::testing::Eventually([&] { return CountLines(log) >= 9; },
+                                       std::chrono::seconds(120));
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
