@@ -91,35 +91,9 @@ CT_DEFINE_MODULE("faulty", kFns, 0)
   }
 };
 
-class PipelineTest : public ::testing::Test {
+// TemplateOnServerTest's server, device and builder, with one DeviceRunner pass over candidates.
+class PipelineTest : public testing::TemplateOnServerTest {
  protected:
-  static void SetUpTestSuite() {
-    auto b = builder::Builder::Create({.workers = 2});
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    builder_ = std::move(b).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete builder_;
-    builder_ = nullptr;
-  }
-  void SetUp() override {
-    Status s = server_.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0"},
-                             std::chrono::seconds(20));
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    device_.name = "local";
-    device_.server = server_.address();
-    client::ConnectOptions co;
-    co.server = server_.address();
-    auto session = client::Session::Connect(co);
-    ASSERT_TRUE(session.ok());
-    auto info = (*session)->Info();
-    ASSERT_TRUE(info.ok());
-    info_ = *info;
-    auto t = builder::TargetFromDevice(info_);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    target_ = *t;
-  }
-
   std::vector<Measurement> Run(const Task& task, const std::vector<uint64_t>& indices,
                                MeasureOptions options = {}) {
     options.repeat = 1;
@@ -133,14 +107,7 @@ class PipelineTest : public ::testing::Test {
     for (const auto& c : cands) out.push_back((*runner)->Measure(c));
     return out;
   }
-
-  static builder::Builder* builder_;
-  ServerProcess server_;
-  DeviceSpec device_;
-  msg::DeviceInfo info_;
-  builder::Target target_;
 };
-builder::Builder* PipelineTest::builder_ = nullptr;
 
 TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
   // Odd sizes that fill no tile, and one larger square.
