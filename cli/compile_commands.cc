@@ -184,6 +184,7 @@ void RunCompile(const CompileFlags& f) {
                              {"defaults", result.defaults},
                              {"generated", result.generated},
                              {"untemplated", result.untemplated},
+                             {"stale_records", result.stale_records},
                              {"activation_mb", result.plan.activation_bytes / 1e6},
                              {"scratch_mb", result.scratch_bytes / 1e6},
                              {"params_mb", result.plan.param_bytes / 1e6},
@@ -198,6 +199,12 @@ void RunCompile(const CompileFlags& f) {
   } else {
     std::printf("%d of %d tasks tuned from %s; %d on their template's default config\n",
                 result.tuned, tasks, f.log.c_str(), result.defaults);
+  }
+  if (result.stale_records > 0) {
+    std::printf(
+        "%d record(s) measured code their template now generates differently (another "
+        "generator): not used\n",
+        result.stale_records);
   }
   if (result.untemplated > 0) {
     std::printf(

@@ -501,7 +501,15 @@ void RegisterLog(CLI::App& app) {
 
 void RunExport(const std::string& path, const std::string& out, const std::string& task_key,
                const std::string& device) {
-  auto pick = tuner::BestRecordsOf(ReadLogOrFail(path).records, task_key, device);
+  int stale = 0;
+  const auto current = tuner::WithoutStaleRecords(ReadLogOrFail(path).records, &stale);
+  if (stale > 0) {
+    std::fprintf(stderr,
+                 "crosstune: %d record(s) measured code their template now generates differently "
+                 "(another generator): not exported\n",
+                 stale);
+  }
+  auto pick = tuner::BestRecordsOf(current, task_key, device);
   if (pick.empty()) {
     Fail(path + ": no successful record" + (task_key.empty() ? "" : " of task '" + task_key + "'") +
          (device.empty() ? "" : " on device '" + device + "'") + " to export");

@@ -15,6 +15,7 @@
 #include "crosstune/model/kernels.h"
 #include "crosstune/model/ops.h"
 #include "crosstune/params.h"
+#include "crosstune/tuner/export.h"
 #include "crosstune/tuner/task.h"
 
 namespace crosstune::model {
@@ -129,7 +130,12 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
     }
   }
   const std::string target_text = options.target.ToString();
-  const auto best = BestByTask(options.records, target_text, options.device_kind);
+  std::vector<tuner::Record> of_target;
+  for (const auto& r : options.records) {
+    if (r.target == target_text) of_target.push_back(r);
+  }
+  const auto best = BestByTask(tuner::WithoutStaleRecords(of_target, &result.stale_records),
+                               target_text, options.device_kind);
 
   std::vector<builder::BuildRequest> objects;
   for (size_t k = 0; k < g.nodes.size(); ++k) {

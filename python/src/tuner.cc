@@ -395,8 +395,10 @@ void BindTuner(nb::module_& m) {
       "export_best",
       [](const std::string& log_path, const std::string& out_path, const std::string& task_key) {
         nb::gil_scoped_release release;
-        std::vector<tuner::Record> pick =
-            tuner::BestRecordsOf(Unwrap(tuner::ReadLog(log_path)).records, task_key);
+        // Records of code the template now generates differently are not their configs.
+        std::vector<tuner::Record> pick = tuner::BestRecordsOf(
+            tuner::WithoutStaleRecords(Unwrap(tuner::ReadLog(log_path)).records, nullptr),
+            task_key);
         if (pick.empty()) {
           Check(Status(
               ErrorCode::kNotFound,

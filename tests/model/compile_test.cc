@@ -180,6 +180,18 @@ TEST_F(CompileTest, EachTaskGetsItsBestRecordForThisTarget) {
   EXPECT_EQ(config_of_task(kinds), static_cast<int64_t>(fallback.index()));
   kinds.device_kind.clear();
   EXPECT_EQ(config_of_task(kinds), static_cast<int64_t>(fallback.index()));
+
+  // A record of code the template now generates differently is not its config: the task takes
+  // the next record, here none (-1: no node names the task, a default's provenance is
+  // {"default": true}).
+  tuner::Record old = record(*chosen, 1e-5, Target().ToString());
+  old.generator = "0123456789abcdef";
+  CompileOptions stale;
+  stale.records = {old};
+  EXPECT_EQ(config_of_task(stale), -1);
+  old.generator = tuner::GeneratorHash(**task, *chosen);
+  stale.records = {old};
+  EXPECT_EQ(config_of_task(stale), static_cast<int64_t>(chosen->index()));
 }
 
 // The user's journey on ResNet-50 (width 16): import, compile without a log, run-model.

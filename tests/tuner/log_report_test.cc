@@ -11,6 +11,7 @@
 #include "crosstune/builder/target.h"
 #include "crosstune/package.h"
 #include "crosstune/tuner/export.h"
+#include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
 #include "crosstune/tuner/workload.h"
 
@@ -208,6 +209,33 @@ TEST(ExportTest, PicksTheBestRecordOfTheTaskAsked) {
   ASSERT_EQ(here.size(), 1u);
   EXPECT_EQ(here[0].config_index, 2u);
   EXPECT_TRUE(BestRecordsOf(records, "", "riscv64").empty());
+}
+
+// Records that measured code their template now generates differently are not exported (nor
+// compiled): a record without a hash (an older log) is kept.
+TEST(ExportTest, SkipsRecordsOfAnotherGenerator) {
+  auto target = builder::ParseTarget(kTarget);
+  ASSERT_TRUE(target.ok());
+  auto task = MakeTask("matmul", {64, 64, 64}, *target);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  const Config c = (*task)->DefaultConfig();
+  auto record = [&](const std::string& generator) {
+    Record r = Make({64, 64, 64}, c.index(), 0.001);
+    r.config_values = c.ToJson();
+    r.generator = generator;
+    return r;
+  };
+  const std::string now = GeneratorHash(**task, c);
+  ASSERT_EQ(now.size(), 16u);
+  EXPECT_TRUE(MadeByThisGenerator(**task, record(now)));
+  EXPECT_TRUE(MadeByThisGenerator(**task, record("")));
+  EXPECT_FALSE(MadeByThisGenerator(**task, record("0123456789abcdef")));
+  int stale = -1;
+  auto kept = WithoutStaleRecords({record(now), record("0123456789abcdef"), record("")}, &stale);
+  EXPECT_EQ(stale, 1);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].generator, now);
+  EXPECT_EQ(kept[1].generator, "");
 }
 
 TEST(ExportTest, BuildsTheRecordsConfigIntoAPackageThatKeepsTheTuning) {

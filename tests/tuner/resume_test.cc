@@ -105,6 +105,46 @@ TEST(TuneResume, ASigkilledRunLosesNoRecordAndTheNextMeasuresOnlyTheRest) {
   std::filesystem::remove(log);
 }
 
+// A record says which code it measured (a hash of the generated source): records made before
+// the template's code generation changed are not resumed as those configs, and are counted.
+TEST(TuneResume, RecordsOfAnotherGeneratorAreNotResumed) {
+  const std::string log = (std::filesystem::temp_directory_path() /
+                           ("crosstune-generator-" + std::to_string(::getpid()) + ".jsonl"))
+                              .string();
+  std::filesystem::remove(log);
+  const std::string common =
+      "tune matmul --shape 24,24,24 --tuner random --trials 6 --batch 3 --repeat 1 "
+      "--min-repeat-ms 0 --quiet --json --log " +
+      log;
+  int rc = 0;
+  std::string out = RunCli(common, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto first = ReadLog(log);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->records.size(), 6u);
+  // Two records as an older generator would have left them.
+  std::string text;
+  for (size_t i = 0; i < first->records.size(); ++i) {
+    Record r = first->records[i];
+    EXPECT_EQ(r.generator.size(), 16u) << "record " << i << " names the code it measured";
+    if (i < 2) r.generator = "0000000000000000";
+    text += r.ToJson().dump() + "\n";
+  }
+  {
+    std::ofstream rewrite(log, std::ios::trunc);
+    rewrite << text;
+  }
+  out = RunCli(common, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["stale"].get<int>(), 2);
+  EXPECT_EQ(j["resumed"].get<int>(), 4);
+  EXPECT_EQ(j["measured"].get<int>(), 2);
+  EXPECT_EQ(j["trials_in_log"].get<int>(), 6);
+  std::filesystem::remove(log);
+}
+
 TEST(TunePins, AreRefusedWithAWorkloadAndWhenMalformedBeforeAnythingRuns) {
   // A workload's tasks have different knobs; a pin without '=' names no value. Neither may start a
   // server or write a log.

@@ -1,5 +1,7 @@
 #include "crosstune/tuner/export.h"
 
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "crosstune/builder/builder.h"
@@ -17,6 +19,37 @@ std::vector<Record> BestRecordsOf(const std::vector<Record>& records, const std:
                     b.device.arch == device || b.device.name == device;
     if (task && on) out.push_back(std::move(b));
   }
+  return out;
+}
+
+std::vector<Record> WithoutStaleRecords(const std::vector<Record>& records, int* stale) {
+  std::map<std::string, std::unique_ptr<Task>> tasks;  // by task key and target; null: none
+  std::vector<Record> out;
+  int skipped = 0;
+  for (const auto& r : records) {
+    if (r.generator.empty()) {
+      out.push_back(r);
+      continue;
+    }
+    const std::string key = r.task.Key() + "|" + r.target;
+    auto it = tasks.find(key);
+    if (it == tasks.end()) {
+      std::unique_ptr<Task> task;
+      if (auto target = builder::ParseTarget(r.target); target.ok()) {
+        if (auto t = MakeTask(r.task.template_name, r.task.shape, *target, {r.task.threads});
+            t.ok()) {
+          task = std::move(t).value();
+        }
+      }
+      it = tasks.emplace(key, std::move(task)).first;
+    }
+    if (it->second && !MadeByThisGenerator(*it->second, r)) {
+      ++skipped;
+      continue;
+    }
+    out.push_back(r);
+  }
+  if (stale != nullptr) *stale = skipped;
   return out;
 }
 

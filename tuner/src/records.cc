@@ -69,6 +69,7 @@ nlohmann::json Record::ToJson() const {
   j["device"] = {
       {"name", device.name}, {"arch", device.arch}, {"cpu", device.cpu}, {"key", device.key}};
   j["config"] = {{"index", config_index}, {"values", config_values}};
+  if (!generator.empty()) j["generator"] = generator;
   j["flops"] = flops;
   j["costs"] = costs;
   j["mean"] = mean;
@@ -136,6 +137,7 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
     const auto& config = j.at("config");
     CT_ASSIGN_OR_RETURN(r.config_index, Integer<uint64_t>(config.at("index"), "config.index"));
     r.config_values = config.value("values", nlohmann::json::object());
+    r.generator = j.value("generator", "");
     r.flops = j.value("flops", 0.0);
     r.costs = j.value("costs", std::vector<double>{});
     r.mean = j.value("mean", 0.0);

@@ -4,7 +4,20 @@
 #include <cstdlib>
 #include <random>
 
+#include "crosstune/crypto.h"
+
 namespace crosstune::tuner {
+
+std::string GeneratorHash(const Task& task, const Config& config) {
+  return Sha256Hex(task.Generate(config)).substr(0, 16);
+}
+
+bool MadeByThisGenerator(const Task& task, const Record& record) {
+  if (record.generator.empty()) return true;
+  auto config = task.space().FromJson(record.config_values);
+  return config.ok() && task.space().IsValid(*config) &&
+         GeneratorHash(task, *config) == record.generator;
+}
 
 Status Task::CheckLimits(const Config& config, const msg::DeviceInfo& device) const {
   (void)config;

@@ -171,6 +171,11 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
       sum.log_warnings = log->warnings;
       for (const auto& r : log->records) {
         if (!(r.task == task.id()) || r.target != target) continue;
+        // Measured on code the template no longer generates for this config: not this config.
+        if (!MadeByThisGenerator(task, r)) {
+          ++sum.stale;
+          continue;
+        }
         // Match on the knob values, so a log stays usable if the index order ever changes.
         auto c = space.FromJson(r.config_values);
         uint64_t index = c.ok() ? c->index() : r.config_index;
@@ -183,6 +188,12 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
     }
   }
   sum.resumed = static_cast<int>(task_records.size());
+  if (sum.stale > 0) {
+    warn(std::to_string(sum.stale) + " record(s) of " + task.id().Key() + " in " +
+         options.log_path +
+         " measured code the template now generates differently (another generator): not "
+         "resumed, their configs are measured again");
+  }
 
   std::unique_ptr<RecordWriter> writer;
   if (!options.log_path.empty()) {
@@ -374,6 +385,7 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
           r.device = runner.id();
           r.config_index = m.index;
           r.config_values = space.Get(m.index).ToJson();
+          r.generator = GeneratorHash(task, space.Get(m.index));
           r.flops = task.flops();
           r.costs = m.costs;
           r.mean = m.mean;

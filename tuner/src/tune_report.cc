@@ -34,6 +34,7 @@ json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary&
             {"tuner", options.tuner},
             {"trials_in_log", s.trials_in_log},
             {"resumed", s.resumed},
+            {"stale", s.stale},
             {"measured", s.measured},
             {"errors", ErrorsJson(s.errors)},
             {"wall_s", s.wall_s},

@@ -68,6 +68,9 @@ struct CompileResult {
   // Of those, nodes that are tasks no template takes yet (TaskOf names one, MakeTask refuses its
   // shape: a size past its limits): they run a generated kernel, untuned.
   int untemplated = 0;
+  // Records of this target skipped because their template now generates other code for their
+  // config (tuner::MadeByThisGenerator): their tasks take another record or the default.
+  int stale_records = 0;
   // The largest node's working memory: the executor's one scratch buffer, which every node uses
   // in turn (templates' packed copies and panels; no node keeps its own in the library).
   int64_t scratch_bytes = 0;

@@ -25,6 +25,11 @@ namespace crosstune::tuner {
 std::vector<Record> BestRecordsOf(const std::vector<Record>& records, const std::string& task_key,
                                   const std::string& device = "");
 
+// `records` less those that measured code their template now generates differently for their
+// config (MadeByThisGenerator; each task is made once per template, shape, threads and target);
+// `*stale` counts them. Records whose task cannot be made here are kept (nothing to compare).
+std::vector<Record> WithoutStaleRecords(const std::vector<Record>& records, int* stale);
+
 struct ExportedPackage {
   pkg::Manifest manifest;
   std::string function;  // what the package's library exports

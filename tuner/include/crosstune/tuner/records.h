@@ -82,6 +82,9 @@ struct Record {
   double build_s = 0;
   double run_s = 0;
   std::string timestamp;  // UTC ISO 8601
+  // GeneratorHash of the code that was measured (16 hex digits); empty in logs from before it.
+  // A record whose config the template now generates differently is not that config any more.
+  std::string generator;
   // For a task tuned as part of a network (tune --workload): {"name":"resnet50",
   // "layer":"layer1.0.conv2","count":3}. Null otherwise (and then not written).
   nlohmann::json workload;

@@ -92,6 +92,15 @@ class Task {
   ConfigSpace space_;
 };
 
+// The first 16 hex digits of the SHA-256 of the source `task` generates for `config`: what a
+// record says it measured, so a record made before the template's code generation changed is
+// not taken for the same config (Record::generator).
+std::string GeneratorHash(const Task& task, const Config& config);
+
+// Whether `record` (of `task`) measured the code `task` generates for its config now: true for a
+// record without a generator hash (older logs), false for one whose config is not in the space.
+bool MadeByThisGenerator(const Task& task, const Record& record);
+
 // What a task is besides its template, shape and target.
 struct TaskOptions {
   int threads = 1;  // 1..4096

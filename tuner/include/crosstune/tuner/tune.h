@@ -75,9 +75,10 @@ struct TuneOptions {
 };
 
 struct TuneSummary {
-  int trials_in_log = 0;             // for this task, after the run
-  int resumed = 0;                   // records that were already there
-  int measured = 0;                  // by this run
+  int trials_in_log = 0;  // for this task, after the run
+  int resumed = 0;        // records that were already there
+  int stale = 0;     // records of the task made by another generator (MadeByThisGenerator): skipped
+  int measured = 0;  // by this run
   std::map<TrialError, int> errors;  // over every record of the task
   bool has_best = false;
   Record best;
