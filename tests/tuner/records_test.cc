@@ -42,6 +42,7 @@ TEST(Records, RoundTripKeepsEveryField) {
   r.device.key = "x86-farm";
   r.build_s = 1.25;
   r.run_s = 0.0625;
+  r.generator = "0123456789abcdef";
   r.workload = {{"name", "resnet50"}, {"layer", "layer1.0.conv2"}, {"count", 3}};
   auto back = Record::FromJson(nlohmann::json::parse(
       r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
