@@ -363,6 +363,8 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
           auto t0 = Clock::now();
           Measurement m = runner.Measure(*c);
           double busy = Since(t0);
+          // Outside the lock: it generates the config's source again to hash it.
+          const std::string generator = GeneratorHash(task, space.Get(m.index));
           lock.lock();
           --in_flight;
           --progress.devices_busy;
@@ -385,7 +387,7 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
           r.device = runner.id();
           r.config_index = m.index;
           r.config_values = space.Get(m.index).ToJson();
-          r.generator = GeneratorHash(task, space.Get(m.index));
+          r.generator = generator;
           r.flops = task.flops();
           r.costs = m.costs;
           r.mean = m.mean;
