@@ -42,8 +42,11 @@ CT_DEFINE_MODULE("llvm", kFunctions, 0)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=16, help="matmul configs to measure")
+    parser.add_argument("--work", help="folder for the log, package and plot (kept; default: a new "
+                        "temporary folder, printed at the end)")
     args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="crosstune-journey-")
+    work = args.work or tempfile.mkdtemp(prefix="crosstune-journey-")
+    os.makedirs(work, exist_ok=True)
 
     # 1. A device: a local server (or $CROSSTUNE_SERVER), closed at the end of the block.
     with ct.connect() as dev:

@@ -4,6 +4,7 @@ nbformat has validated the file; fails on the first cell that raises."""
 from __future__ import annotations
 
 import sys
+import tempfile
 
 import nbformat
 
@@ -13,9 +14,15 @@ def main(path: str) -> None:
     nbformat.validate(notebook)
     namespace: dict = {"__name__": "__main__"}
     cells = [c for c in notebook.cells if c.cell_type == "code"]
-    for i, cell in enumerate(cells, 1):
-        print(f"--- cell {i}/{len(cells)}", flush=True)
-        exec(compile(cell.source, f"{path}[cell {i}]", "exec"), namespace)
+    # What the notebook keeps in temporary folders goes into one that is removed afterwards.
+    with tempfile.TemporaryDirectory(prefix="crosstune-run-notebook-") as tmp:
+        tempfile.tempdir = tmp
+        try:
+            for i, cell in enumerate(cells, 1):
+                print(f"--- cell {i}/{len(cells)}", flush=True)
+                exec(compile(cell.source, f"{path}[cell {i}]", "exec"), namespace)
+        finally:
+            tempfile.tempdir = None
     print(f"run_notebook: {len(cells)} code cells ran", flush=True)
 
 

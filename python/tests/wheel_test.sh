@@ -17,5 +17,5 @@ echo "wheel_test: built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))"
 "$out/venv/bin/python" -m pip install -q --no-index --no-deps "$wheel"
 cd "$out"
 "$out/venv/bin/python" -c "import crosstune, sys; print('wheel_test: crosstune', crosstune.__version__, 'from', crosstune.__file__)"
-XDG_CACHE_HOME="$out/cache" "$out/venv/bin/python" "$src/examples/python/journey.py" --trials 4
+XDG_CACHE_HOME="$out/cache" "$out/venv/bin/python" "$src/examples/python/journey.py" --trials 4 --work "$out/journey"
 echo "wheel_test: the example ran with the installed wheel"

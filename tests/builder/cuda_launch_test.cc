@@ -1,7 +1,6 @@
 // A CUDA package launched on a real GPU through crosstune-server's CUDA backend. Skips with the
 // server's reason ("no CUDA driver", "no CUDA devices") where there is no GPU.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
@@ -9,6 +8,7 @@
 #include "crosstune/builder/compiler.h"
 #include "crosstune/client/session.h"
 #include "crosstune/testing/server_process.h"
+#include "crosstune/testing/support.h"
 #include "test_kernels.h"
 
 namespace crosstune {
@@ -19,8 +19,8 @@ using client::CallArg;
 
 TEST(CudaLaunchTest, RunsVaddOnTheGpuWithCheckedAnswers) {
   if (!builder::HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
-  fs::path dir =
-      fs::temp_directory_path() / ("crosstune-cuda-launch-" + std::to_string(::getpid()));
+  const testing::TempDir temp("crosstune-cuda-launch");
+  const fs::path dir = temp.path();
   fs::create_directories(dir / "work");
   ServerProcess server;
   ASSERT_TRUE(server
@@ -68,7 +68,6 @@ TEST(CudaLaunchTest, RunsVaddOnTheGpuWithCheckedAnswers) {
   ASSERT_TRUE(call.ok()) << call.status().ToString();
   ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
   for (int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(c[i], 1.0f + static_cast<float>(i)) << i;
-  fs::remove_all(dir);
 }
 
 }  // namespace

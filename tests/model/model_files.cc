@@ -15,8 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string& Dir() {
-  static const std::string dir = crosstune::testing::MakeTempDir("crosstune-models");
-  return dir;
+  static const crosstune::testing::TempDir dir("crosstune-models");
+  return dir.path();
 }
 
 std::string Python() { return CT_MODEL_PYTHON; }

@@ -14,7 +14,8 @@ namespace {
 TEST(SlowCompileTest, FullWidthResNet50MatchesOnnxRuntime) {
   const std::string path = testing::MakeModel("resnet50.onnx", "resnet50");
   ASSERT_FALSE(path.empty());
-  const std::string dir = crosstune::testing::MakeTempDir("crosstune-slow-model");
+  const crosstune::testing::TempDir temp("crosstune-slow-model");
+  const std::string& dir = temp.path();
   ServerProcess server;
   Status st = server.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--work-dir", dir},
                            std::chrono::seconds(30));

@@ -24,6 +24,13 @@ std::string MakeTempDir(const std::string& prefix) {
   return tmpl;
 }
 
+TempDir::TempDir(const std::string& prefix) : path_(MakeTempDir(prefix)) {}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});

@@ -261,7 +261,8 @@ TEST_F(PipelineTest, EveryRecordOfTheRunReachesOnRecordBeforeTheProgressThatCoun
   options.include_default = false;
   options.measure.repeat = 1;
   options.measure.min_repeat_ms = 0;
-  options.log_path = crosstune::testing::MakeTempDir() + "/records.jsonl";
+  const crosstune::testing::TempDir dir;
+  options.log_path = dir.path() + "/records.jsonl";
   std::vector<Record> seen;
   int progress_calls = 0, counted_unseen = 0;
   options.on_record = [&](const Record& r) { seen.push_back(r); };
@@ -306,7 +307,8 @@ TEST(CommonestFailure, NamesTheCommonestKindOnlyWhenEveryTrialFailed) {
 TEST_F(PipelineTest, PinnedKnobsAreNeverSearched) {
   auto task = MakeTask("matmul", {24, 24, 24}, target_);
   ASSERT_TRUE(task.ok()) << task.status().ToString();
-  const std::string dir = crosstune::testing::MakeTempDir();
+  const crosstune::testing::TempDir temp;
+  const std::string& dir = temp.path();
   TuneOptions options;
   options.tuner = "grid";
   options.trials = 4;

@@ -148,7 +148,8 @@ TEST(TuneResume, RecordsOfAnotherGeneratorAreNotResumed) {
 TEST(TunePins, AreRefusedWithAWorkloadAndWhenMalformedBeforeAnythingRuns) {
   // A workload's tasks have different knobs; a pin without '=' names no value. Neither may start a
   // server or write a log.
-  const std::string log = testing::MakeTempDir() + "/never.jsonl";
+  const testing::TempDir dir;
+  const std::string log = dir.path() + "/never.jsonl";
   auto workload = testing::RunCommand(std::string(CT_CLI_BIN) +
                                       " tune --workload resnet50 --pin unroll_k=4 --log " + log);
   EXPECT_EQ(workload.exit_code, 1);

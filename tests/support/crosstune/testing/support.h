@@ -13,6 +13,20 @@ namespace crosstune::testing {
 // A fresh directory under $TMPDIR (or /tmp); "" on failure. The caller removes it.
 std::string MakeTempDir(const std::string& prefix = "crosstune-test");
 
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it when this object goes
+// (a function-local static one at the process's exit). path() is "" when it could not be made.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "crosstune-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 std::string ReadFile(const std::string& path);
 // Writes `bytes` to `path` (truncating) and returns `path`.
 std::string WriteFile(const std::string& path, const std::string& bytes);
