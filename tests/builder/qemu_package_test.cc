@@ -3,7 +3,6 @@
 // it, and the board verifies, loads and runs it with checked answers. Skips with a message when
 // qemu or a cross server is absent.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -11,7 +10,7 @@
 #include "crosstune/client/remote_model.h"
 #include "crosstune/client/session.h"
 #include "crosstune/graph.h"
-#include "crosstune/testing/server_process.h"
+#include "crosstune/testing/qemu_board_test.h"
 #include "model_test_net.h"
 #include "package_helpers.h"
 
@@ -21,51 +20,15 @@ namespace {
 namespace fs = std::filesystem;
 using client::CallArg;
 
-struct Board {
-  const char* name;
-  const char* qemu;
-  const char* sysroot;
-  const char* server;
-  const char* target;
-};
-
-// Why the board cannot run here, or "" when it can.
-std::string Unavailable(const Board& b) {
-  if (std::string(b.qemu).empty() || ::access(b.qemu, X_OK) != 0) {
-    return "qemu-user for " + std::string(b.name) +
-           " is missing; scripts/install-deps.sh installs it";
-  }
-  if (std::string(b.server).empty() || ::access(b.server, X_OK) != 0) {
-    return "no cross-built crosstune-server for " + std::string(b.name) + " at '" + b.server +
-           "' (CROSSTUNE_CROSS_SERVERS builds it)";
-  }
-  return "";
-}
-
-class QemuPackageTest : public ::testing::TestWithParam<Board> {};
+class QemuPackageTest : public testing::QemuBoardTest {};
 
 TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
-  const Board& b = GetParam();
-  if (std::string why = Unavailable(b); !why.empty()) GTEST_SKIP() << why;
-  fs::path dir = fs::temp_directory_path() /
-                 ("crosstune-qemu-pkg-" + std::string(b.name) + "-" + std::to_string(::getpid()));
-  fs::create_directories(dir / "work");
-  ServerProcess server;
-  Status st = server.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port", "0",
-                            "--work-dir", (dir / "work").string()},
-                           std::chrono::seconds(30));
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  const fs::path dir = scratch_dir();
   std::string pkg_path = (dir / "vadd.ctpkg").string();
-  testing::BuildPackage(b.target, pkg_path);
-
-  client::ConnectOptions o;
-  o.server = server.address();
-  o.request_timeout = std::chrono::seconds(30);
-  auto s = client::Session::Connect(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  auto& session = *s;
-  ASSERT_TRUE(session->Upload(pkg_path, "vadd.ctpkg").ok());
-  auto mod = session->LoadModule("vadd.ctpkg");
+  testing::BuildPackage(board().builder_target, pkg_path);
+  client::Session* dev = &session();
+  ASSERT_TRUE(dev->Upload(pkg_path, "vadd.ctpkg").ok());
+  auto mod = dev->LoadModule("vadd.ctpkg");
   ASSERT_TRUE(mod.ok()) << mod.status().ToString();
   const int64_t n = 256;
   std::vector<float> a(n), bv(n), c(n);
@@ -74,9 +37,9 @@ TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
     bv[i] = 3.0f;
   }
   DLDataType f32{kDLFloat, 32, 1};
-  auto ta = session->AllocTensor({n}, f32);
-  auto tb = session->AllocTensor({n}, f32);
-  auto tc = session->AllocTensor({n}, f32);
+  auto ta = dev->AllocTensor({n}, f32);
+  auto tb = dev->AllocTensor({n}, f32);
+  auto tc = dev->AllocTensor({n}, f32);
   ASSERT_TRUE(ta.ok() && tb.ok() && tc.ok());
   ASSERT_TRUE(ta->CopyFrom(a.data(), n * 4).ok());
   ASSERT_TRUE(tb->CopyFrom(bv.data(), n * 4).ok());
@@ -88,32 +51,20 @@ TEST_P(QemuPackageTest, BoardRunsBuiltPackageWithCheckedAnswers) {
   // The board refuses a package for the host's architecture, by name.
   std::string x86 = (dir / "x86.ctpkg").string();
   testing::BuildPackage("x86-64", x86);
-  ASSERT_TRUE(session->Upload(x86, "x86.ctpkg").ok());
-  auto wrong = session->LoadModule("x86.ctpkg");
+  ASSERT_TRUE(dev->Upload(x86, "x86.ctpkg").ok());
+  auto wrong = dev->LoadModule("x86.ctpkg");
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), ErrorCode::kWrongArch);
   EXPECT_NE(wrong.status().message().find("built for x86_64, device is"), std::string::npos);
-  session.reset();
-  server.Stop();
-  fs::remove_all(dir);
 }
 
 // The graph executor on the board: the test network (model_test_net.h) built for the board's
 // target, run with checked outputs, and profiled node by node.
 TEST_P(QemuPackageTest, BoardRunsAModelPackageWithCheckedOutputs) {
-  const Board& b = GetParam();
-  if (std::string why = Unavailable(b); !why.empty()) GTEST_SKIP() << why;
-  fs::path dir = fs::temp_directory_path() /
-                 ("crosstune-qemu-model-" + std::string(b.name) + "-" + std::to_string(::getpid()));
-  fs::create_directories(dir / "work");
-  ServerProcess server;
-  Status st = server.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port", "0",
-                            "--work-dir", (dir / "work").string()},
-                           std::chrono::seconds(30));
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  const fs::path dir = scratch_dir();
   builder::BuildRequest r;
   r.source = testing::kNetSource;
-  r.target = *builder::ParseTarget(b.target);
+  r.target = *builder::ParseTarget(board().builder_target);
   r.name = "net";
   builder::BuildResult res = builder::BuildInProcess(r);
   ASSERT_TRUE(res.ok()) << res.status.ToString() << res.diagnostics;
@@ -122,14 +73,9 @@ TEST_P(QemuPackageTest, BoardRunsAModelPackageWithCheckedOutputs) {
   ASSERT_TRUE(builder::WriteBuildPackage(r, res, pkg_path, graph::GraphToJson(testing::NetGraph()),
                                          p.Serialize())
                   .ok());
-  client::ConnectOptions o;
-  o.server = server.address();
-  o.request_timeout = std::chrono::seconds(30);
-  auto s = client::Session::Connect(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  auto& session = *s;
-  ASSERT_TRUE(session->Upload(pkg_path, "net.ctpkg").ok());
-  auto model = client::RemoteModel::Load(session.get(), "net.ctpkg");
+  client::Session* dev = &session();
+  ASSERT_TRUE(dev->Upload(pkg_path, "net.ctpkg").ok());
+  auto model = client::RemoteModel::Load(dev, "net.ctpkg");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   std::vector<float> x(testing::kIn);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.3f * static_cast<float>(i) - 1.1f;
@@ -151,18 +97,9 @@ TEST_P(QemuPackageTest, BoardRunsAModelPackageWithCheckedOutputs) {
   auto profile = model->Profile(client::TimeOptions{});
   ASSERT_TRUE(profile.ok()) << profile.status().ToString();
   EXPECT_EQ(profile->size(), 4u);
-  session.reset();
-  server.Stop();
-  fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Boards, QemuPackageTest,
-    ::testing::Values(Board{"aarch64", CT_QEMU_AARCH64, "/usr/aarch64-linux-gnu", CT_SERVER_AARCH64,
-                            "cortex-a72"},
-                      Board{"armhf", CT_QEMU_ARM, "/usr/arm-linux-gnueabihf", CT_SERVER_ARMHF,
-                            "armv7-neon"}),
-    [](const ::testing::TestParamInfo<Board>& info) { return std::string(info.param.name); });
+CT_INSTANTIATE_QEMU_BOARDS(QemuPackageTest);
 
 }  // namespace
 }  // namespace crosstune

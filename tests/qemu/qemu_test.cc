@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -14,7 +13,7 @@
 #include <vector>
 
 #include "crosstune/client/session.h"
-#include "crosstune/testing/server_process.h"
+#include "crosstune/testing/qemu_board_test.h"
 
 extern char** environ;
 
@@ -26,24 +25,6 @@ using client::RemoteTensor;
 using client::Session;
 
 constexpr DLDataType kF32{kDLFloat, 32, 1};
-
-struct Board {
-  const char* name;                       // test parameter name
-  const char* qemu;                       // qemu-user binary
-  const char* sysroot;                    // its -L
-  const char* server;                     // the cross-built crosstune-server
-  const char* uname;                      // what the server reports as arch
-  std::vector<std::string> clang_target;  // clang flags selecting the board's target
-};
-
-const Board kAarch64{"aarch64",         CT_QEMU_AARCH64, "/usr/aarch64-linux-gnu",
-                     CT_SERVER_AARCH64, "aarch64",       {"--target=aarch64-linux-gnu"}};
-const Board kArmhf{"armhf",
-                   CT_QEMU_ARM,
-                   "/usr/arm-linux-gnueabihf",
-                   CT_SERVER_ARMHF,
-                   "armv7l",
-                   {"--target=armv7a-linux-gnueabihf", "-mfloat-abi=hard", "-mfpu=neon"}};
 
 int RunProgram(const std::vector<std::string>& argv) {
   std::vector<char*> args;
@@ -60,9 +41,7 @@ int RunProgram(const std::vector<std::string>& argv) {
 // clang for the board's triple, freestanding, then ld.lld -shared.
 // TODO(builder): build through the builder library instead.
 std::string CompileSampleKernel(const std::vector<std::string>& target_flags,
-                                const std::string& tag) {
-  std::string dir = ::testing::TempDir() + "/crosstune_qemu_" + std::to_string(getpid());
-  std::filesystem::create_directories(dir);
+                                const std::string& dir, const std::string& tag) {
   std::string obj = dir + "/sample_" + tag + ".o";
   std::string so = dir + "/sample_" + tag + ".so";
   std::vector<std::string> cc = {CT_KERNEL_CLANG};
@@ -93,72 +72,35 @@ RemoteTensor Upload(Session& s, const std::vector<int64_t>& shape, const std::ve
   return *t;
 }
 
-class QemuBoardTest : public ::testing::TestWithParam<const Board*> {
+class QemuSampleTest : public testing::QemuBoardTest {
  protected:
-  void SetUp() override {
-    const Board& b = *GetParam();
-    if (std::string(b.qemu).empty() || access(b.qemu, X_OK) != 0) {
-      GTEST_SKIP() << "qemu-user for " << b.name << " is missing ('" << b.qemu
-                   << "'); scripts/install-deps.sh installs qemu-user";
-    }
-    if (std::string(b.server).empty() || access(b.server, X_OK) != 0) {
-      GTEST_SKIP() << "the " << b.name << " crosstune-server is not built ('" << b.server
-                   << "'); configure with CROSSTUNE_CROSS_SERVERS=ON (needs the cross compilers "
-                      "from scripts/install-deps.sh)";
-    }
-    work_dir_ =
-        ::testing::TempDir() + "/crosstune_qemu_ws_" + b.name + "_" + std::to_string(getpid());
-    std::filesystem::create_directories(work_dir_);
-    // qemu-user start-up is slow; allow it.
-    Status st = server_.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port",
-                               "0", "--work-dir", work_dir_},
-                              std::chrono::seconds(30));
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    client::ConnectOptions options;
-    options.server = server_.address();
-    options.request_timeout = std::chrono::seconds(30);
-    auto s = Session::Connect(options);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    session_ = std::move(s).value();
-  }
-  void TearDown() override {
-    session_.reset();
-    server_.Stop();
-    if (!work_dir_.empty()) std::filesystem::remove_all(work_dir_);
-  }
-
   // Compiles the sample kernel for the board, uploads and loads it.
   client::RemoteModule LoadSample() {
-    std::string so = CompileSampleKernel(GetParam()->clang_target, GetParam()->name);
-    EXPECT_FALSE(so.empty()) << "could not cross-compile the sample kernel for "
-                             << GetParam()->name;
-    auto f = session_->Upload(so, "sample.so");
+    std::string so = CompileSampleKernel(board().clang_target, scratch_dir(), board().name);
+    EXPECT_FALSE(so.empty()) << "could not cross-compile the sample kernel for " << board().name;
+    auto f = session().Upload(so, "sample.so");
     EXPECT_TRUE(f.ok()) << f.status().ToString();
-    auto m = session_->LoadModule("sample.so");
+    auto m = session().LoadModule("sample.so");
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     return m.ok() ? *m : client::RemoteModule();
   }
-
-  ServerProcess server_;
-  std::string work_dir_;
-  std::unique_ptr<Session> session_;
 };
 
-TEST_P(QemuBoardTest, ReportsTheBoardsArchitecture) {
-  auto info = session_->Info();
+TEST_P(QemuSampleTest, ReportsTheBoardsArchitecture) {
+  auto info = session().Info();
   ASSERT_TRUE(info.ok()) << info.status().ToString();
-  EXPECT_EQ(info->arch, GetParam()->uname);
+  EXPECT_EQ(info->arch, board().uname);
   EXPECT_GE(info->cores, 1u);
 }
 
-TEST_P(QemuBoardTest, RunsCrossCompiledVaddAndMatchesHost) {
+TEST_P(QemuSampleTest, RunsCrossCompiledVaddAndMatchesHost) {
   client::RemoteModule m = LoadSample();
   ASSERT_NE(m.id(), 0u);
   const size_t n = 1000;  // not a multiple of the vector width: the tail loop runs too
   std::vector<float> a = Random(n, 1), b = Random(n, 2);
-  RemoteTensor ta = Upload(*session_, {int64_t(n)}, a);
-  RemoteTensor tb = Upload(*session_, {int64_t(n)}, b);
-  RemoteTensor tc = Upload(*session_, {int64_t(n)}, std::vector<float>(n, 0));
+  RemoteTensor ta = Upload(session(), {int64_t(n)}, a);
+  RemoteTensor tb = Upload(session(), {int64_t(n)}, b);
+  RemoteTensor tc = Upload(session(), {int64_t(n)}, std::vector<float>(n, 0));
   auto r = m.Call("vadd", {CallArg::Tensor(ta), CallArg::Tensor(tb), CallArg::Tensor(tc)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::vector<float> c(n);
@@ -166,14 +108,14 @@ TEST_P(QemuBoardTest, RunsCrossCompiledVaddAndMatchesHost) {
   for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(c[i], a[i] + b[i]) << "at " << i;
 }
 
-TEST_P(QemuBoardTest, RunsCrossCompiledMatmulAndMatchesHost) {
+TEST_P(QemuSampleTest, RunsCrossCompiledMatmulAndMatchesHost) {
   client::RemoteModule m = LoadSample();
   ASSERT_NE(m.id(), 0u);
   const int64_t M = 17, K = 24, N = 9;
   std::vector<float> a = Random(M * K, 3), b = Random(K * N, 4);
-  RemoteTensor ta = Upload(*session_, {M, K}, a);
-  RemoteTensor tb = Upload(*session_, {K, N}, b);
-  RemoteTensor tc = Upload(*session_, {M, N}, std::vector<float>(M * N, 7));
+  RemoteTensor ta = Upload(session(), {M, K}, a);
+  RemoteTensor tb = Upload(session(), {K, N}, b);
+  RemoteTensor tc = Upload(session(), {M, N}, std::vector<float>(M * N, 7));
   auto r = m.Call("matmul", {CallArg::Tensor(ta), CallArg::Tensor(tb), CallArg::Tensor(tc)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::vector<float> c(M * N);
@@ -189,31 +131,30 @@ TEST_P(QemuBoardTest, RunsCrossCompiledMatmulAndMatchesHost) {
 
 // On a 32-bit board a 64-bit size must never be cut to 32 bits on its way to mmap: 4 GiB + 1 MiB
 // (under the default 8 GiB tensor limit) once mapped 1 MiB and then copied out of bounds.
-TEST_P(QemuBoardTest, RefusesATensorLargerThanA32BitAddressSpace) {
-  if (std::string(GetParam()->uname) != "armv7l") GTEST_SKIP() << "a 32-bit board's case";
+TEST_P(QemuSampleTest, RefusesATensorLargerThanA32BitAddressSpace) {
+  if (std::string(board().uname) != "armv7l") GTEST_SKIP() << "a 32-bit board's case";
   auto t =
-      session_->AllocTensor({(int64_t{4} << 30) + (int64_t{1} << 20)}, DLDataType{kDLUInt, 8, 1});
+      session().AllocTensor({(int64_t{4} << 30) + (int64_t{1} << 20)}, DLDataType{kDLUInt, 8, 1});
   ASSERT_FALSE(t.ok()) << "a 4 GiB + 1 MiB tensor was allocated on a 32-bit board";
   EXPECT_EQ(t.status().code(), ErrorCode::kLimitExceeded) << t.status().ToString();
   EXPECT_NE(t.status().message().find("32-bit address space"), std::string::npos)
       << t.status().ToString();
-  EXPECT_TRUE(session_->Ping().ok());
+  EXPECT_TRUE(session().Ping().ok());
 }
 
-TEST_P(QemuBoardTest, RefusesAnX86KernelWithWrongArchBeforeLoading) {
-  std::string so = CompileSampleKernel({"--target=x86_64-linux-gnu"}, "x86_64");
+TEST_P(QemuSampleTest, RefusesAnX86KernelWithWrongArchBeforeLoading) {
+  std::string so = CompileSampleKernel({"--target=x86_64-linux-gnu"}, scratch_dir(), "x86_64");
   ASSERT_FALSE(so.empty());
-  ASSERT_TRUE(session_->Upload(so, "x86.so").ok());
-  auto m = session_->LoadModule("x86.so");
+  ASSERT_TRUE(session().Upload(so, "x86.so").ok());
+  auto m = session().LoadModule("x86.so");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), ErrorCode::kWrongArch) << m.status().ToString();
   EXPECT_NE(m.status().message().find("x86"), std::string::npos) << m.status().ToString();
   // The session is still usable afterwards: the server refused the file, it did not crash.
-  EXPECT_TRUE(session_->Ping().ok());
+  EXPECT_TRUE(session().Ping().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Boards, QemuBoardTest, ::testing::Values(&kAarch64, &kArmhf),
-                         [](const auto& info) { return std::string(info.param->name); });
+CT_INSTANTIATE_QEMU_BOARDS(QemuSampleTest);
 
 }  // namespace
 }  // namespace crosstune

@@ -4,12 +4,9 @@
 // for it and checked against the reference there. Skips with a message when qemu or a cross
 // server is absent. qemu's timings are emulation speed, so only answers are checked.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "crosstune/builder/builder.h"
-#include "crosstune/testing/server_process.h"
+#include "crosstune/testing/qemu_board_test.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 #include "template_checks.h"
@@ -17,44 +14,14 @@
 namespace crosstune::tuner {
 namespace {
 
-struct Board {
-  const char* name;
-  const char* qemu;
-  const char* sysroot;
-  const char* server;
-};
-
-class QemuTemplatesTest : public ::testing::TestWithParam<Board> {};
+class QemuTemplatesTest : public crosstune::testing::QemuBoardTest {};
 
 TEST_P(QemuTemplatesTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
-  const Board& b = GetParam();
-  if (std::string(b.qemu).empty() || ::access(b.qemu, X_OK) != 0) {
-    GTEST_SKIP() << "qemu-user for " << b.name
-                 << " is missing; scripts/install-deps.sh installs it";
-  }
-  if (std::string(b.server).empty() || ::access(b.server, X_OK) != 0) {
-    GTEST_SKIP() << "no cross-built crosstune-server for " << b.name << " at '" << b.server
-                 << "' (CROSSTUNE_CROSS_SERVERS builds it)";
-  }
   auto builder = builder::Builder::Create({.workers = 2});
   ASSERT_TRUE(builder.ok());
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() /
-                 ("crosstune-qemu-tpl-" + std::string(b.name) + "-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  ServerProcess server;
-  Status st = server.Start({b.qemu, "-L", b.sysroot, b.server, "--host", "127.0.0.1", "--port", "0",
-                            "--work-dir", dir.string()},
-                           std::chrono::seconds(30));
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  DeviceSpec device{.name = b.name, .server = server.address()};
-  device.request_timeout = std::chrono::seconds(120);
-  client::ConnectOptions co;
-  co.server = server.address();
-  co.request_timeout = device.request_timeout;
-  auto session = client::Session::Connect(co);
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto info = (*session)->Info();
+  DeviceSpec device{.name = board().name, .server = address()};
+  device.request_timeout = kRequestTimeout;
+  auto info = session().Info();
   ASSERT_TRUE(info.ok());
   auto target = builder::TargetFromDevice(*info);
   ASSERT_TRUE(target.ok()) << target.status().ToString();
@@ -77,15 +44,9 @@ TEST_P(QemuTemplatesTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
     testing::ExpectConfigsMatchReference(**builder, **task, device, *info,
                                          testing::ConfigsToCheck(**task, 2, 5));
   }
-  fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Boards, QemuTemplatesTest,
-    ::testing::Values(Board{"aarch64", CT_QEMU_AARCH64, "/usr/aarch64-linux-gnu",
-                            CT_SERVER_AARCH64},
-                      Board{"armhf", CT_QEMU_ARM, "/usr/arm-linux-gnueabihf", CT_SERVER_ARMHF}),
-    [](const ::testing::TestParamInfo<Board>& info) { return std::string(info.param.name); });
+CT_INSTANTIATE_QEMU_BOARDS(QemuTemplatesTest);
 
 }  // namespace
 }  // namespace crosstune::tuner
