@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace crosstune::tracker {
 namespace {
@@ -702,6 +705,67 @@ TEST_F(SchedulerTest, SnapshotCountsWaitTimeAndUtilisation) {
   ASSERT_EQ(snap.devices.size(), 1u);
   EXPECT_DOUBLE_EQ(snap.devices[0].busy_seconds, 4.0);
   EXPECT_DOUBLE_EQ(snap.devices[0].utilisation, 1.0);
+}
+
+// Idle devices are offered least recently freed first, then in registration order, whatever
+// their addresses in memory: devices 5 and 6 register where 1 and 3 were freed.
+TEST_F(SchedulerTest, IdleDevicesAreOfferedInRegistrationOrder) {
+  for (uint64_t c : {1, 2, 3, 4}) AddDevice(c);
+  S().DeviceDisconnected(now_, 1);
+  S().DeviceDisconnected(now_, 3);
+  conns_.erase(1);
+  conns_.erase(3);
+  AddDevice(5);
+  AddDevice(6);
+  Run();
+  std::vector<std::string> granted;
+  for (uint32_t id = 1; id <= 4; ++id) {
+    auto r = Req();
+    r.multi_session = true;
+    S().Request(now_, 100 + id, id, r);
+    for (const auto& g : OfKind(Run(), Kind::kGrant)) granted.push_back(g.grant.device);
+  }
+  EXPECT_EQ(granted, (std::vector<std::string>{"10.0.0.2:9090", "10.0.0.4:9090", "10.0.0.5:9090",
+                                               "10.0.0.6:9090"}));
+}
+
+// Holder a holds both devices and waits for a third; b then asks for one. When a device comes
+// back, the priority policy grants in arrival order (a), fair-share to the holder with fewer (b).
+class GrantPolicySchedulerTest : public SchedulerTest,
+                                 public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(GrantPolicySchedulerTest, FreedDeviceGoesAsThePolicySays) {
+  options_.policy = GetParam();
+  AddDevice(1);
+  AddDevice(2);
+  auto as = [&](const std::string& holder) {
+    auto r = Req();
+    r.holder = holder;
+    r.multi_session = true;
+    return r;
+  };
+  S().Request(now_, 10, 1, as("a"));
+  S().Request(now_, 10, 2, as("a"));
+  EXPECT_EQ(GrantedConns(Run()), (std::vector<uint64_t>{10, 10}));
+  S().Request(now_, 10, 3, as("a"));
+  S().Request(now_, 20, 1, as("b"));
+  Run();
+  auto snap = S().Snap(now_);
+  EXPECT_EQ(snap.policy, GetParam());
+  ASSERT_EQ(snap.keys.size(), 1u);
+  ASSERT_EQ(snap.keys[0].queue.size(), 2u);
+  bool fair = std::string(GetParam()) == "fair-share";
+  EXPECT_EQ(snap.keys[0].queue[0].holder, fair ? "b" : "a");
+  ASSERT_TRUE(S().Release(now_, {"tok1", 0, ""}).ok());
+  EXPECT_EQ(GrantedConns(Run()), (std::vector<uint64_t>{fair ? 20u : 10u}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, GrantPolicySchedulerTest,
+                         ::testing::Values("priority", "fair-share"));
+
+TEST_F(SchedulerTest, UnknownPolicyIsRefusedAtConstruction) {
+  options_.policy = "lottery";
+  EXPECT_THROW(S(), std::invalid_argument);
 }
 
 }  // namespace

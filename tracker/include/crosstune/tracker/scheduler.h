@@ -1,7 +1,13 @@
-// The tracker's brain: devices, per-key queues, leases and health, with no I/O and no clock of its
-// own. Every call takes `now`; effects on the outside world (frames to send, rows to write) come
-// out as Actions the caller drains with TakeActions() and carries out. Unit tests drive it with a
-// hand-moved clock.
+// The tracker's brain, with no I/O and no clock of its own. Every call takes `now`; effects on the
+// outside world (frames to send, rows to write) come out as Actions (outbox.h) the caller drains
+// with TakeActions() and carries out. Unit tests drive it with a hand-moved clock.
+//
+// Its parts, one file each:
+//   device_registry  devices by name, connection and key; their health; idle devices in order
+//   request_queue    the per-key queues of waiting requests, timeouts, queue positions
+//   grant_policy     who is granted next (priority + aging, or fair-share)
+//   leases.cc        grants, acks, claims, renewals, ends; failure counting and self-checks
+//   scheduler.cc     the calls below: registrations, requests, the grant round, the clock
 //
 // Thread-safety: none. The tracker calls it from its single io_context thread.
 #pragma once
@@ -10,24 +16,20 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "crosstune/status.h"
+#include "crosstune/tracker/constraints.h"
+#include "crosstune/tracker/device_registry.h"
+#include "crosstune/tracker/grant_policy.h"
+#include "crosstune/tracker/outbox.h"
+#include "crosstune/tracker/request_queue.h"
 #include "crosstune/tracker_messages.h"
 
 namespace crosstune::tracker {
-
-using TimePoint = std::chrono::steady_clock::time_point;
-using Ms = std::chrono::milliseconds;
-
-// The protocol a device's server and a request's client speak. A device is granted only to
-// requests of its own protocol: a crosstune client cannot open a session on a TVM RPC server,
-// nor the other way round. Both share the per-key queues (priority, aging, timeouts).
-enum class Protocol { kCrosstune, kTvm };
-const char* ProtocolName(Protocol p);
 
 struct SchedulerOptions {
   Ms heartbeat_interval{1000};
@@ -37,6 +39,9 @@ struct SchedulerOptions {
   Ms default_lease{1'800'000};
   Ms max_lease{24 * 3'600'000};
   Ms aging_step{30'000};  // a waiting request gains one priority level per step
+  // The grant policy by name (grant_policy.h: GrantPolicyNames); an unknown name makes the
+  // constructor throw std::invalid_argument, so check it first with MakeGrantPolicy.
+  std::string policy = "priority";
   // Requests may ask for a priority in -max_priority..max_priority: a crosstune client beyond
   // it is refused (InvalidArgument, naming the range), a TVM client (which cannot be told) is
   // held to the nearer end. Without a bound one client could ask for 2^31 - 1 and stay ahead of
@@ -52,38 +57,6 @@ struct SchedulerOptions {
   Ms position_interval{1000};
   std::function<std::string()> make_token;  // default: 128 random bits in hex
 };
-
-// What the caller must do. Fields not named for a kind are empty.
-struct Action {
-  enum class Kind {
-    kPushToken,     // send SetLease{token} to the server on `conn` (device `device`)
-    kGrant,         // answer request `request_id` on client `conn` with `grant`
-    kQueueUpdate,   // send `update` for request `request_id` to client `conn`
-    kFail,          // answer request `request_id` on client `conn` with `status`
-    kSelfCheck,     // probe device `device` (server on `conn`), report SelfCheckResult
-    kCloseConn,     // close connection `conn` (a replaced or timed-out registration)
-    kLeaseStarted,  // persist `lease`
-    kLeaseRenewed,  // persist the new expiry of `lease`
-    kLeaseEnded,    // history row for `lease` with `outcome`; remove it from active leases
-  };
-  Kind kind;
-  uint64_t conn = 0;
-  uint32_t request_id = 0;
-  std::string device;
-  std::string token;
-  std::string holder;
-  msg::Grant grant;
-  msg::QueueUpdate update;
-  Status status;
-  std::string outcome;
-  struct LeaseRecord {
-    std::string token, device, key, holder;
-    int64_t granted_unix_ms = 0, expires_unix_ms = 0;
-    uint32_t lease_ms = 0;
-    bool multi_session = false;
-  } lease;
-};
-using LeaseRecord = Action::LeaseRecord;
 
 // A read-only picture for the status page, /api/summary, /metrics and `crosstune query`.
 struct Snapshot {
@@ -117,6 +90,7 @@ struct Snapshot {
   std::vector<std::string> quarantined_offline;  // quarantined devices not registered now
   uint64_t leases_active = 0;
   double uptime_seconds = 0;
+  std::string policy;  // the grant policy's name
 };
 
 class Scheduler {
@@ -158,51 +132,21 @@ class Scheduler {
 
   // Expiries, timeouts, heartbeats, self-checks, aging. Call a few times a second.
   void Tick(TimePoint now);
-  std::vector<Action> TakeActions();
-  bool HasActions() const { return !actions_.empty(); }
+  std::vector<Action> TakeActions() { return out_.Take(); }
+  bool HasActions() const { return !out_.empty(); }
 
   Snapshot Snap(TimePoint now) const;
   // The wall clock for persisted expiries; tests may replace it.
   std::function<int64_t()> unix_ms;
 
   // Constraint matching, exposed for tests: tags first, then attributes of the device info.
-  static Status ParseConstraint(const std::string& text);
+  static Status ParseConstraint(const std::string& text) { return tracker::ParseConstraint(text); }
   static bool Matches(const std::map<std::string, std::string>& tags, const msg::DeviceInfo& info,
-                      const std::vector<std::string>& constraints);
+                      const std::vector<std::string>& constraints) {
+    return MatchesConstraints(tags, info, constraints);
+  }
 
  private:
-  struct Device {
-    std::string name, key, address;
-    std::map<std::string, std::string> tags;
-    msg::DeviceInfo info;
-    uint64_t conn = 0;
-    Protocol protocol = Protocol::kCrosstune;
-    bool offered = true;    // TVM: has a match key nobody was handed; crosstune: always
-    std::string server_id;  // msg::Register::server_id of the live registration
-    TimePoint registered_at, last_heartbeat, free_since, busy_since;
-    std::string lease_token;  // the lease on this device, "" when free
-    double busy_seconds = 0;
-    uint64_t sessions = 0;
-  };
-  std::set<Device*>& KeyDevices(const std::string& key) { return by_key_[key]; }
-  struct Health {
-    int consecutive_failures = 0;
-    uint64_t infra_failures = 0;
-    bool quarantined = false;
-    bool draining = false;
-    bool self_check_pending = false;
-    TimePoint next_self_check;
-  };
-  struct Waiter {
-    uint64_t seq = 0;
-    uint64_t conn = 0;
-    uint32_t request_id = 0;
-    msg::DeviceRequest req;
-    Protocol protocol = Protocol::kCrosstune;
-    TimePoint enqueued, deadline;
-    uint32_t last_position = 0;
-    TimePoint last_update;  // when the client was last told its position
-  };
   struct Lease {
     std::string token, device, key, holder;
     uint64_t client_conn = 0;  // 0: detached (restored, not re-attached yet)
@@ -219,39 +163,33 @@ class Scheduler {
     double wait_sum = 0, wait_max = 0;
   };
 
-  Device* DeviceByConn(uint64_t conn);
-  Device* DeviceByName(const std::string& name);
-  bool Grantable(const Device& d) const;
-  void SetLeaseToken(Device& d, const std::string& token);  // keeps idle_by_key_ in step
-  int64_t EffectivePriority(const Waiter& w, TimePoint now) const;
+  // --- scheduler.cc ---
   void Schedule(TimePoint now);
+  void RemoveDevice(TimePoint now, Device& d, const std::string& why);
+  void SendQueueUpdates(TimePoint now, bool full = true);
+  // How many of `key`'s devices `holder` holds (grants not acked yet included).
+  int Held(const std::string& key, const std::string& holder) const;
+
+  // --- leases.cc ---
   void StartLease(TimePoint now, Device& d, Waiter w);
   // `infra_failure` counts towards quarantine; a `neutral` end neither counts nor resets.
   void EndLease(TimePoint now, const std::string& token, const std::string& outcome,
                 bool infra_failure, bool neutral = false);
+  // Drops a grant the server never confirmed: its request goes back to the queue.
+  void Requeue(const std::string& token);
+  void ExpireLeases(TimePoint now);
   void CountFailure(TimePoint now, const std::string& device, bool failure);
-  void RemoveDevice(TimePoint now, Device& d, const std::string& why);
-  void SendQueueUpdates(TimePoint now, bool full = true);
-  bool Before(const Waiter& a, const Waiter& b) const;  // grant order
-  void Enqueue(Waiter w);
   LeaseRecord Record(TimePoint now, const Lease& l) const;
-  void Push(Action a) { actions_.push_back(std::move(a)); }
+  void Push(Action a) { out_.Push(std::move(a)); }
 
   SchedulerOptions options_;
   TimePoint started_;
-  uint64_t next_seq_ = 1;
-  std::map<std::string, Device> devices_;  // by name
-  std::map<uint64_t, std::string> device_by_conn_;
-  std::map<std::string, std::set<Device*>> by_key_;       // the devices_ of each key
-  std::map<std::string, std::set<Device*>> idle_by_key_;  // ... of those, the ones with no lease
-  std::map<std::string, Health> health_;                  // by device name; outlives registrations
-  std::map<std::string, std::vector<Waiter>> queues_;     // by key, in grant order (Before)
-  std::set<std::string> dirty_;  // keys whose queue changed since the last position updates
-  std::map<std::string, int> unannounced_;  // waiters per key never told their position
-  std::map<std::string, Lease> leases_;     // by token
-  std::set<std::string> reserved_;          // devices of restored leases not re-confirmed yet
+  std::unique_ptr<GrantPolicy> policy_;
+  DeviceRegistry devices_;
+  RequestQueue queue_;                   // orders by *policy_
+  std::map<std::string, Lease> leases_;  // by token
   std::map<std::string, KeyStats> stats_;
-  std::vector<Action> actions_;
+  Outbox out_;
 };
 
 }  // namespace crosstune::tracker
