@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "crosstune/client/session.h"
 #include "farm.h"
 
@@ -445,6 +450,79 @@ TEST(TrackerAuthTest, RefusesUnauthenticatedClientsAndServers) {
   auto right = client::TrackerClient::Connect(o);
   ASSERT_TRUE(right.ok()) << right.status().ToString();
   EXPECT_TRUE((*right)->RequestDevice(Hold("cpu")).ok());
+}
+
+// The grant policy with real clients: alice holds both devices and waits for a third, then bob
+// asks for one. The device alice gives back goes to alice under the default policy (she asked
+// first) and to bob under --policy fair-share (he holds none).
+class GrantPolicyFarmTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  Farm farm_;
+};
+
+TEST_P(GrantPolicyFarmTest, AFreedDeviceGoesToWhoThePolicySays) {
+  const std::string policy = GetParam();
+  ASSERT_TRUE(farm_.StartTracker({"--policy", policy}));
+  ASSERT_GE(farm_.StartServer("cpu"), 0);
+  ASSERT_GE(farm_.StartServer("cpu"), 0);
+  ASSERT_TRUE(farm_.WaitRegistered(2));
+  EXPECT_EQ(farm_.Summary()["policy"], policy);
+
+  auto alice = farm_.Client("alice");
+  ASSERT_TRUE(alice);
+  auto g1 = alice->RequestDevice(Hold("cpu"));
+  auto g2 = alice->RequestDevice(Hold("cpu"));
+  ASSERT_TRUE(g1.ok() && g2.ok());
+
+  auto queued = [&](size_t n) {
+    return Eventually([&] {
+      auto keys = farm_.Summary()["keys"];
+      return keys.size() == 1 && keys[0]["queue"].size() == n;
+    });
+  };
+  std::mutex mu;
+  std::vector<std::string> granted;  // holders, in grant order
+  auto wait_as = [&](const std::string& name) {
+    return std::jthread([&, name] {
+      auto c = farm_.Client(name);
+      auto g = c ? c->RequestDevice(Hold("cpu", 30s)) : Expected<msg::Grant>(Status::Ok());
+      std::lock_guard<std::mutex> lock(mu);
+      granted.push_back(g.ok() && c ? name : name + " failed: " + g.status().ToString());
+      if (c && g.ok()) (void)c->Release(g->lease_token);
+    });
+  };
+  std::jthread alice_again = wait_as("alice");
+  ASSERT_TRUE(queued(1));
+  std::jthread bob = wait_as("bob");
+  ASSERT_TRUE(queued(2));
+  auto queue = farm_.Summary()["keys"][0]["queue"];
+  std::string first = policy == "fair-share" ? "bob" : "alice";
+  std::string second = policy == "fair-share" ? "alice" : "bob";
+  EXPECT_EQ(queue[0]["holder"], first) << queue.dump();
+
+  ASSERT_TRUE(alice->Release(g1->lease_token).ok());
+  EXPECT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !granted.empty();
+  }));
+  ASSERT_TRUE(alice->Release(g2->lease_token).ok());
+  alice_again.join();
+  bob.join();
+  EXPECT_EQ(granted, (std::vector<std::string>{first, second}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, GrantPolicyFarmTest, ::testing::Values("priority", "fair-share"),
+                         [](const auto& info) {
+                           return std::string(info.param) == "fair-share" ? "FairShare"
+                                                                          : "Priority";
+                         });
+
+TEST(GrantPolicyFlagTest, AnUnknownPolicyIsRefusedNamingTheKnownOnes) {
+  auto r = RunCommand(TrackerBin() + " --port 0 --policy lottery");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown grant policy 'lottery' (known: priority, fair-share)"),
+            std::string::npos)
+      << r.out << r.err;
 }
 
 }  // namespace

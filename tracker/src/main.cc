@@ -11,6 +11,7 @@
 #include "crosstune/crypto.h"
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
+#include "crosstune/tracker/grant_policy.h"
 #include "crosstune/tracker/tracker.h"
 
 static int TrackerMain(int argc, char** argv) {
@@ -67,6 +68,14 @@ static int TrackerMain(int argc, char** argv) {
                  "requests may ask for a priority in -N..N (beyond: refused; TVM's: held to it)")
       ->capture_default_str()
       ->check(IntegerIn<int32_t>(0, 1'000'000));
+  app.add_option("--policy", o.scheduler.policy,
+                 "who gets a free device first: priority (higher priority first, aging with "
+                 "--aging-s) or fair-share (the holder holding fewest of the key's devices)")
+      ->capture_default_str()
+      ->check([](const std::string& name) {
+        auto p = crosstune::tracker::MakeGrantPolicy(name, Ms(1000));
+        return p.ok() ? std::string() : p.status().message();
+      });
   app.add_option("--aging-s", aging_s, "a waiting request gains one priority level this often")
       ->capture_default_str()
       ->check(IntegerIn<int64_t>(1, 86'400));

@@ -25,6 +25,7 @@ nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& 
   nlohmann::json j;
   j["uptime_seconds"] = snap.uptime_seconds;
   j["leases_active"] = snap.leases_active;
+  j["policy"] = snap.policy;
   j["devices"] = nlohmann::json::array();
   for (const auto& d : snap.devices) {
     j["devices"].push_back({{"name", d.name},
