@@ -21,6 +21,7 @@
 #include "crosstune/tracker/status_page.h"
 #include "crosstune/tracker/store.h"
 #include "crosstune/tracker_messages.h"
+#include "tcp_probe.h"
 #include "tvm_peers.h"
 
 namespace crosstune::tracker {
@@ -845,63 +846,18 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
+  // Any well-formed frame back (even a refusal) proves a live crosstune server.
   void Probe(const std::string& address, std::function<void(Status)> done) {
-    struct State {
-      explicit State(asio::io_context& io) : socket(io), resolver(io), timer(io) {}
-      tcp::socket socket;
-      tcp::resolver resolver;
-      asio::steady_timer timer;
-      std::string hello;
-      std::array<unsigned char, 4> header{};
-      bool finished = false;
-      std::function<void(Status)> done;
-      void Finish(Status s) {
-        if (finished) return;
-        finished = true;
-        timer.cancel();
-        boost::system::error_code ignored;
-        socket.close(ignored);
-        done(std::move(s));
-      }
-    };
-    auto st = std::make_shared<State>(io);
-    st->done = std::move(done);
-    std::string host, port_text;
-    size_t colon = address.rfind(':');
-    host = address.substr(0, colon);
-    port_text = address.substr(colon + 1);
-    if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
     msg::Hello hello;
     hello.role = static_cast<uint8_t>(PeerRole::kTracker);
     hello.peer_name = "tracker self-check";
-    st->hello = EncodeFrame(Opcode::kHello, 1, hello);
-    st->timer.expires_after(options.probe_timeout);
-    st->timer.async_wait([st](boost::system::error_code ec) {
-      if (!ec) st->Finish(Status(ErrorCode::kTimeout, "no answer from the device's address"));
-    });
-    st->resolver.async_resolve(
-        host, port_text, [st](boost::system::error_code ec, tcp::resolver::results_type r) {
-          if (ec) return st->Finish(Status(ErrorCode::kDisconnected, ec.message()));
-          asio::async_connect(
-              st->socket, r, [st](boost::system::error_code ec2, const tcp::endpoint&) {
-                if (ec2) return st->Finish(Status(ErrorCode::kDisconnected, ec2.message()));
-                asio::async_write(
-                    st->socket, asio::buffer(st->hello),
-                    [st](boost::system::error_code ec3, size_t) {
-                      if (ec3) return st->Finish(Status(ErrorCode::kDisconnected, ec3.message()));
-                      asio::async_read(
-                          st->socket, asio::buffer(st->header),
-                          [st](boost::system::error_code ec4, size_t) {
-                            if (ec4) {
-                              return st->Finish(Status(ErrorCode::kDisconnected, ec4.message()));
-                            }
-                            // Any well-formed frame (even a refusal) proves a live server.
-                            auto len = DecodeFrameLength(st->header.data());
-                            st->Finish(len.ok() ? Status::Ok() : len.status());
-                          });
-                    });
-              });
-        });
+    ProbeTcp(
+        io, address, EncodeFrame(Opcode::kHello, 1, hello), options.probe_timeout,
+        [](const std::array<unsigned char, 4>& header) {
+          auto len = DecodeFrameLength(header.data());
+          return len.ok() ? Status::Ok() : len.status();
+        },
+        std::move(done));
   }
 
   // --- views ------------------------------------------------------------------------------------

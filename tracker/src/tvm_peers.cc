@@ -3,19 +3,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <cstdlib>
 #include <cstring>
 
 #include "crosstune/json_reader.h"
 #include "crosstune/text.h"
+#include "tcp_probe.h"
 
 namespace crosstune::tracker {
 namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
 using json = nlohmann::json;
 
 namespace tvm {
@@ -51,18 +48,6 @@ int32_t DecodeInt(const char* p) {
 std::string JoinHostPort(const std::string& host, int port) {
   bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-// "host:port" or "[v6]:port" -> host (brackets off), port.
-std::pair<std::string, int> SplitHostPort(const std::string& address) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return {address, 0};
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  char* end = nullptr;
-  long port = std::strtol(address.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535) port = 0;  // not a port: as if none was given
-  return {host, static_cast<int>(port)};
 }
 
 // A port as TVM peers send it: a number (Python) or a decimal string (C++ and Java servers).
@@ -468,41 +453,7 @@ void TvmPeers::ProbeDone(uint64_t conn, const std::string& device, const Status&
 // tracker connection (an empty connection would make TVM's Python server drop its tracker
 // link and register again).
 void TvmPeers::Probe(const std::string& address, std::function<void(Status)> done) {
-  struct State {
-    explicit State(asio::io_context& io) : socket(io), resolver(io), timer(io) {}
-    tcp::socket socket;
-    tcp::resolver resolver;
-    asio::steady_timer timer;
-    std::string bytes = tvm::EncodeInt(0);
-    bool finished = false;
-    std::function<void(Status)> done;
-    void Finish(Status s) {
-      if (finished) return;
-      finished = true;
-      timer.cancel();
-      boost::system::error_code ignored;
-      socket.shutdown(tcp::socket::shutdown_both, ignored);
-      socket.close(ignored);
-      done(std::move(s));
-    }
-  };
-  auto st = std::make_shared<State>(io_);
-  st->done = std::move(done);
-  auto [host, port] = SplitHostPort(address);
-  st->timer.expires_after(options_.probe_timeout);
-  st->timer.async_wait([st](boost::system::error_code ec) {
-    if (!ec) st->Finish(Status(ErrorCode::kTimeout, "no answer within the probe timeout"));
-  });
-  st->resolver.async_resolve(
-      host, std::to_string(port),
-      [st](boost::system::error_code ec, tcp::resolver::results_type r) {
-        if (ec) return st->Finish(Status(ErrorCode::kDisconnected, ec.message()));
-        asio::async_connect(st->socket, r, [st](boost::system::error_code ec2, const auto&) {
-          if (ec2) return st->Finish(Status(ErrorCode::kDisconnected, ec2.message()));
-          asio::async_write(st->socket, asio::buffer(st->bytes),
-                            [st](boost::system::error_code, size_t) { st->Finish(Status::Ok()); });
-        });
-      });
+  ProbeTcp(io_, address, tvm::EncodeInt(0), options_.probe_timeout, nullptr, std::move(done));
 }
 
 }  // namespace crosstune::tracker
