@@ -4,12 +4,10 @@
 #include <map>
 #include <utility>
 
+#include "durations.h"
+
 namespace crosstune::tracker {
 namespace {
-
-int64_t ToMs(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration_cast<Ms>(d).count();
-}
 
 // Today's order: priority with aging, then arrival.
 class PriorityPolicy final : public GrantPolicy {

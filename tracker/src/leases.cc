@@ -3,21 +3,10 @@
 // lease ends; and the failure counts that quarantine a device until its self-check passes.
 #include <algorithm>
 
-#include "crosstune/crypto.h"
 #include "crosstune/tracker/scheduler.h"
+#include "durations.h"
 
 namespace crosstune::tracker {
-namespace {
-
-int64_t ToMs(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration_cast<Ms>(d).count();
-}
-
-std::string Seconds(std::chrono::steady_clock::duration d) {
-  return std::to_string(ToMs(d) / 1000) + " s";
-}
-
-}  // namespace
 
 void Scheduler::StartLease(TimePoint now, Device& d, Waiter w) {
   Lease l;

@@ -4,16 +4,9 @@
 #include <optional>
 
 #include "crosstune/tracker/grant_policy.h"
+#include "durations.h"
 
 namespace crosstune::tracker {
-namespace {
-
-int64_t ToMs(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration_cast<Ms>(d).count();
-}
-
-}  // namespace
-
 void RequestQueue::Add(Waiter w) {
   std::string key = w.req.key;
   dirty_.insert(key);

@@ -11,17 +11,10 @@
 
 #include "crosstune/crypto.h"
 #include "crosstune/numbers.h"
+#include "durations.h"
 
 namespace crosstune::tracker {
 namespace {
-
-int64_t ToMs(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration_cast<Ms>(d).count();
-}
-
-std::string Seconds(std::chrono::steady_clock::duration d) {
-  return std::to_string(ToMs(d) / 1000) + " s";
-}
 
 std::unique_ptr<GrantPolicy> PolicyOrThrow(const SchedulerOptions& o) {
   auto p = MakeGrantPolicy(o.policy, o.aging_step);
