@@ -395,8 +395,8 @@ static int BenchMain(int argc, char** argv) {
     o.batch = 8;
     o.overlap = false;  // never compile while a kernel is timed: the two CPUs contend
     o.log_path = log_path;
-    o.measure.repeat = 3;
-    o.measure.min_repeat_ms = 50;
+    o.measure.timing.repeat = 3;
+    o.measure.timing.min_repeat_ms = 50;
     auto summary = tuner::Tune(**task, {device}, **builder, o);
     json row;
     if (!summary.ok() || !summary->has_best) {
@@ -512,8 +512,8 @@ static int BenchMain(int argc, char** argv) {
     o.overlap = false;
     o.log_path = log_path;
     o.transfer_logs = {log_path};
-    o.measure.repeat = 3;
-    o.measure.min_repeat_ms = 50;
+    o.measure.timing.repeat = 3;
+    o.measure.timing.min_repeat_ms = 50;
     auto summary = tuner::Tune(**task, {device}, **builder, o);
     if (!summary.ok() || !summary->has_best) {
       row["error"] = summary.ok() ? "no config ran" : summary.status().ToString();

@@ -116,8 +116,8 @@ static int BenchMain(int argc, char** argv) {
     o.trials = trials;
     o.batch = batch;
     o.overlap = overlap;
-    o.measure.repeat = 3;
-    o.measure.min_repeat_ms = 50;
+    o.measure.timing.repeat = 3;
+    o.measure.timing.min_repeat_ms = 50;
     auto r = tuner::Tune(**task, {device}, **builder, o);
     if (!r.ok()) return {{"error", r.status().ToString()}};
     double wall = r->wall_s;

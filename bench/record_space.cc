@@ -38,8 +38,8 @@ Status RecordMatmulSpace(const std::string& log, const std::vector<int64_t>& sha
   // running in the timed window slowed kernels by up to 2x (the table showed a config's twins
   // at 0.5 and 0.97 of the best at random), which no cost model can learn.
   o.overlap = false;
-  o.measure.repeat = 3;
-  o.measure.min_repeat_ms = 10;
+  o.measure.timing.repeat = 3;
+  o.measure.timing.min_repeat_ms = 10;
   o.on_progress = [](const tuner::TuneProgress& p) {
     if (p.batch_end && p.measured % 256 == 0) {
       std::fprintf(stderr, "crosstune-bench-tuners: recording the matmul space: %d trials\n",

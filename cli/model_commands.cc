@@ -25,11 +25,12 @@
 #include "crosstune/client/npy.h"
 #include "crosstune/client/remote_model.h"
 #include "crosstune/client/session.h"
+#include "crosstune/client/time_stats.h"
 #include "crosstune/graph.h"
 #include "crosstune/tensor.h"
+#include "crosstune/timing.h"
 #include "crosstune/tvm_params.h"
 #include "model_files.h"
-#include "time_flags.h"
 
 namespace crosstune::cli {
 namespace {
@@ -246,14 +247,14 @@ void RegisterBenchModel(CLI::App& app) {
     bool profile = false;
   };
   auto b = std::make_shared<Flags>();
-  b->time.number = 10;
-  b->time.repeat = 5;
+  b->time.timing.number = 10;
+  b->time.timing.repeat = 5;
   auto* cmd = app.add_subcommand(
       "bench-model",
       "Time whole runs of a model on the device; --profile times every node on its own");
   AddModelOptions(cmd, &b->model,
                   "an input: NAME=FILE.npy or NAME=random|zeros|ones (default: random)");
-  AddTimeOptions(cmd, &b->time, "runs");
+  AddTimingFlags(cmd, &b->time.timing, "runs");
   cmd->add_flag("--profile", b->profile,
                 "also time every node on its own (same rules) and print the per-node table");
   cmd->callback([b] {
@@ -265,7 +266,7 @@ void RegisterBenchModel(CLI::App& app) {
     options.threads = mf.threads;
     msg::TimeReply r = Check(m.model.Time(options));
     if (r.seconds_per_call.empty()) Fail("the server returned no measurements");
-    const RoundStats e2e = Summarize(r.seconds_per_call);
+    const client::TimeStats e2e = client::SummarizeTimes(r);
     std::vector<msg::NodeProfile> nodes;
     if (b->profile) nodes = Check(m.model.Profile(options));
     double node_sum = 0;
@@ -285,7 +286,7 @@ void RegisterBenchModel(CLI::App& app) {
                 {"mean_s", e2e.mean},
                 {"min_s", e2e.min},
                 {"max_s", e2e.max},
-                {"std_s", e2e.stddev}};
+                {"std_s", e2e.std}};
       if (gflops > 0) j["gflops"] = gflops;
       if (b->profile) {
         json rows = json::array();
@@ -319,7 +320,7 @@ void RegisterBenchModel(CLI::App& app) {
                 static_cast<double>(info.storage_bytes) / (1 << 20));
     std::printf("rounds    %zu x %u runs\n", r.seconds_per_call.size(), r.number);
     std::printf("time      median %.4f ms  mean %.4f ms  min %.4f ms  max %.4f ms  std %.4f ms\n",
-                e2e.median * 1e3, e2e.mean * 1e3, e2e.min * 1e3, e2e.max * 1e3, e2e.stddev * 1e3);
+                e2e.median * 1e3, e2e.mean * 1e3, e2e.min * 1e3, e2e.max * 1e3, e2e.std * 1e3);
     if (gflops > 0) std::printf("speed     %.3g GFLOP/s (median)\n", gflops);
     if (!b->profile) return;
     std::printf("\n%-4s %-28s %-12s %-26s %-34s %11s %9s %6s\n", "#", "node", "op", "kernel",

@@ -19,7 +19,7 @@
 #include "crosstune/client/session.h"
 #include "crosstune/client/time_stats.h"
 #include "crosstune/tensor.h"
-#include "time_flags.h"
+#include "crosstune/timing.h"
 
 namespace crosstune::cli {
 namespace {
@@ -345,12 +345,12 @@ void RegisterBench(CLI::App& app) {
     double flops = 0;
   };
   auto b = std::make_shared<BenchFlags>();
-  b->time.number = 10;
-  b->time.repeat = 5;
+  b->time.timing.number = 10;
+  b->time.timing.repeat = 5;
   auto* cmd =
       app.add_subcommand("bench", "Time a function on the device (the server's time evaluator)");
   AddCallOptions(cmd, &b->call);
-  AddTimeOptions(cmd, &b->time, "calls");
+  AddTimingFlags(cmd, &b->time.timing, "calls");
   cmd->add_option("--flops", b->flops, "floating-point operations per call, to report GFLOP/s");
   cmd->callback([b] {
     CallFlags& f = b->call;

@@ -23,6 +23,7 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
+#include "crosstune/timing.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/export.h"
 #include "crosstune/tuner/log_report.h"
@@ -367,18 +368,7 @@ void RegisterTune(CLI::App& app) {
   f->overlap_flag = cmd->add_flag("--overlap,!--no-overlap", f->overlap,
                                   "build the next batch while this one is timed (default: only "
                                   "when no device is on this machine)");
-  cmd->add_option("--number", f->tune.measure.number, "calls per round")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1'000'000));
-  cmd->add_option("--repeat", f->tune.measure.repeat, "rounds")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("--min-repeat-ms", f->tune.measure.min_repeat_ms, "grow a round to at least this")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 60'000));
-  cmd->add_option("--cooldown-ms", f->tune.measure.cooldown_ms, "pause between rounds")
-      ->check(CLI::Range(0, 60'000));
-  cmd->add_flag("--flush-cache", f->tune.measure.flush_cache, "flush CPU caches before each round");
+  AddTimingFlags(cmd, &f->tune.measure.timing, "calls");
   cmd->add_option("--run-timeout-ms", f->tune.measure.run_timeout_ms, "limit per kernel call")
       ->capture_default_str()
       ->check(CLI::Range(1, 3'600'000));

@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   Put(frames, "call", Body(Opcode::kCall, call));
   msg::TimeRequest time;
   time.call = call;
-  time.repeat = 5;
+  time.timing.repeat = 5;
   Put(frames, "time", Body(Opcode::kTimeCall, time));
   msg::TensorAllocRequest alloc;
   alloc.shape = {64, 64};

@@ -112,15 +112,15 @@ std::chrono::milliseconds RemoteModel::TimeBudget(const TimeOptions& options,
   // up first.
   milliseconds per_call =
       options.timeout_ms ? milliseconds(options.timeout_ms) : session_->options_.request_timeout;
-  uint64_t calls = uint64_t{options.repeat} * (uint64_t{options.number} + 4) * calls_per_round;
+  const TimingOptions& t = options.timing;
+  uint64_t calls = uint64_t{t.repeat} * (uint64_t{t.number} + 4) * calls_per_round;
   return per_call * (1 + std::min<uint64_t>(calls, 1'000'000)) +
-         milliseconds(uint64_t{options.repeat} * calls_per_round *
-                      (options.cooldown_ms + 4ull * options.min_repeat_ms));
+         milliseconds(uint64_t{t.repeat} * calls_per_round *
+                      (t.cooldown_ms + 4ull * t.min_repeat_ms));
 }
 
 static msg::TimeModelRequest TimeRequest(uint32_t model_id, const TimeOptions& o) {
-  return msg::TimeModelRequest{model_id,      o.number,      o.repeat,     o.min_repeat_ms,
-                               o.cooldown_ms, o.flush_cache, o.timeout_ms, o.threads};
+  return msg::TimeModelRequest{model_id, o.timing, o.timeout_ms, o.threads};
 }
 
 Expected<msg::TimeReply> RemoteModel::Time(const TimeOptions& options) {

@@ -361,20 +361,16 @@ Expected<msg::TimeReply> RemoteModule::Time(const std::string& function,
   if (!session_) return Status(ErrorCode::kInvalidArgument, "module handle is empty");
   msg::TimeRequest req;
   req.call = msg::CallRequest{info_.module_id, function, args, options.timeout_ms, options.threads};
-  req.number = options.number;
-  req.repeat = options.repeat;
-  req.min_repeat_ms = options.min_repeat_ms;
-  req.cooldown_ms = options.cooldown_ms;
-  req.flush_cache = options.flush_cache;
+  req.timing = options.timing;
+  const TimingOptions& t = options.timing;
   // Warm-up plus every round (min_repeat_ms can make a round re-run a few times), each bounded by
   // the device's per-call limit; the server enforces that, this only keeps the client from giving
   // up first.
   milliseconds per_call =
       options.timeout_ms ? milliseconds(options.timeout_ms) : session_->options_.request_timeout;
-  uint64_t rounds = uint64_t{options.repeat} * (uint64_t{options.number} + 4);
-  milliseconds extra =
-      per_call * (1 + std::min<uint64_t>(rounds, 1'000'000)) +
-      milliseconds(uint64_t{options.repeat} * (options.cooldown_ms + 4ull * options.min_repeat_ms));
+  uint64_t rounds = uint64_t{t.repeat} * (uint64_t{t.number} + 4);
+  milliseconds extra = per_call * (1 + std::min<uint64_t>(rounds, 1'000'000)) +
+                       milliseconds(uint64_t{t.repeat} * (t.cooldown_ms + 4ull * t.min_repeat_ms));
   // The reply comes after the rounds: polling for it would only compete with the kernel being
   // timed when the device is this machine.
   session_->channel_.SkipBusyPollOnce();

@@ -179,11 +179,11 @@ client::TimeStats TimeWith(client::RemoteModule& m, const std::string& function,
   std::vector<HostArray> storage;
   std::vector<client::HostArg> host = ToHostArgs(args, storage);
   client::TimeOptions o;
-  o.number = number;
-  o.repeat = repeat;
-  o.min_repeat_ms = min_repeat_ms;
-  o.cooldown_ms = cooldown_ms;
-  o.flush_cache = flush_cache;
+  o.timing.number = number;
+  o.timing.repeat = repeat;
+  o.timing.min_repeat_ms = min_repeat_ms;
+  o.timing.cooldown_ms = cooldown_ms;
+  o.timing.flush_cache = flush_cache;
   o.timeout_ms = TimeoutMs(timeout_s);
   o.threads = threads;
   msg::TimeReply reply;

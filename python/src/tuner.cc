@@ -319,11 +319,11 @@ void BindTuner(nb::module_& m) {
         c.options.log_path = log;
         c.options.run_id = run_id;
         c.options.transfer_logs = transfer;
-        c.options.measure.number = number;
-        c.options.measure.repeat = repeat;
-        c.options.measure.min_repeat_ms = min_repeat_ms;
-        c.options.measure.cooldown_ms = cooldown_ms;
-        c.options.measure.flush_cache = flush_cache;
+        c.options.measure.timing.number = number;
+        c.options.measure.timing.repeat = repeat;
+        c.options.measure.timing.min_repeat_ms = min_repeat_ms;
+        c.options.measure.timing.cooldown_ms = cooldown_ms;
+        c.options.measure.timing.flush_cache = flush_cache;
         c.options.measure.run_timeout_ms = run_timeout_ms;
         c.options.measure.check = check;
         c.options.tuner_options.seed = seed;

@@ -538,7 +538,7 @@ class SessionHandler {
   }
 
   // Checked before anything is sized by them.
-  static Status CheckTimeRequest(const msg::TimeRequest& r) {
+  static Status CheckTiming(const TimingOptions& r) {
     if (r.repeat == 0 || r.repeat > Limits::kMaxTimeRepeat) {
       return Status(ErrorCode::kInvalidArgument, "repeat must be 1.." +
                                                      std::to_string(Limits::kMaxTimeRepeat) +
@@ -554,16 +554,14 @@ class SessionHandler {
   Outcome HandleTime(const Frame& f) {
     auto req = f.As<msg::TimeRequest>();
     if (!req.ok()) return ReplyError(f.request_id, req.status());
-    if (Status bad = CheckTimeRequest(*req); !bad.ok()) return ReplyError(f.request_id, bad);
+    if (Status bad = CheckTiming(req->timing); !bad.ok()) return ReplyError(f.request_id, bad);
     Module* m = nullptr;
     auto index = Prepare(req->call, &m);
     if (!index.ok()) return ReplyError(f.request_id, index.status());
     if (Status bad = SetCallThreads(req->call); !bad.ok()) return ReplyError(f.request_id, bad);
-    TimeEvaluatorOptions opt{req->number, req->repeat, req->min_repeat_ms, req->cooldown_ms,
-                             req->flush_cache};
     const std::string& fn = req->call.function;
     int32_t ret = 0;
-    auto result = Evaluate(f.request_id, fn, opt, CallLimitMs(req->call), [&](uint64_t n) {
+    auto result = Evaluate(f.request_id, fn, req->timing, CallLimitMs(req->call), [&](uint64_t n) {
       CT_RETURN_IF_ERROR(
           m->Invoke(*index, args_.data(), static_cast<int32_t>(args_.size()), n, &ret));
       if (ret != 0) return KernelError(m, fn, ret);
@@ -754,17 +752,9 @@ class SessionHandler {
     return ch_.WriteBytes(out.data, out.nbytes, IoDeadline(out.nbytes));
   }
 
-  static TimeEvaluatorOptions EvaluatorOptions(const msg::TimeModelRequest& r) {
-    return TimeEvaluatorOptions{r.number, r.repeat, r.min_repeat_ms, r.cooldown_ms, r.flush_cache};
-  }
-
   // TimeModel and ProfileModel share the checks of TimeCall.
   Expected<GraphExecutor*> PrepareTiming(const msg::TimeModelRequest& r) {
-    msg::TimeRequest as_call;
-    as_call.repeat = r.repeat;
-    as_call.min_repeat_ms = r.min_repeat_ms;
-    as_call.cooldown_ms = r.cooldown_ms;
-    CT_RETURN_IF_ERROR(CheckTimeRequest(as_call));
+    CT_RETURN_IF_ERROR(CheckTiming(r.timing));
     CT_ASSIGN_OR_RETURN(GraphExecutor * m, FindModel(r.model_id));
     CT_RETURN_IF_ERROR(m->CheckInputsSet());
     CT_RETURN_IF_ERROR(SetModelThreads(r.threads));
@@ -777,7 +767,7 @@ class SessionHandler {
   // warm-up is one ordinary call; rounds get the limit per call times their length. `label` runs
   // after each arming (a model names its node in the slot there).
   Expected<TimeEvaluatorResult> Evaluate(uint32_t request_id, const std::string& what,
-                                         const TimeEvaluatorOptions& opt, uint32_t limit,
+                                         const TimingOptions& opt, uint32_t limit,
                                          const std::function<Status(uint64_t)>& run,
                                          const std::function<void()>& label = {}) {
     if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
@@ -800,8 +790,8 @@ class SessionHandler {
     auto model = PrepareTiming(*req);
     if (!model.ok()) return ReplyError(f.request_id, model.status());
     GraphExecutor* m = *model;
-    auto result = Evaluate(f.request_id, m->name(), EvaluatorOptions(*req),
-                           ModelLimitMs(req->timeout_ms), [&](uint64_t n) -> Status {
+    auto result = Evaluate(f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
+                           [&](uint64_t n) -> Status {
                              for (uint64_t i = 0; i < n; ++i) CT_RETURN_IF_ERROR(m->Run(slot_));
                              return Status::Ok();
                            });
@@ -827,7 +817,7 @@ class SessionHandler {
       const GraphExecutor::Step& step = m->steps()[k];
       const graph::Node& node = m->graph().nodes[step.node];
       auto result = Evaluate(
-          f.request_id, m->name(), EvaluatorOptions(*req), ModelLimitMs(req->timeout_ms),
+          f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
           [&](uint64_t n) { return m->RunStep(k, n, slot_); },
           [&] {
             if (slot_) slot_->SetNode(step.label.data(), step.label.size());

@@ -20,7 +20,7 @@ uint64_t GrowNumber(uint64_t number, double elapsed_s, uint32_t min_repeat_ms) {
   return std::max<uint64_t>(static_cast<uint64_t>(next), number + 1);
 }
 
-Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimeEvaluatorOptions& options,
+Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimingOptions& options,
                                                const TimeEvaluatorHooks& hooks,
                                                const std::function<Status(uint64_t n)>& run_batch) {
   if (options.repeat == 0) {

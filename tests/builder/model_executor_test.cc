@@ -158,8 +158,8 @@ TEST_F(ModelExecutorTest, TimesRunsAndProfilesEveryNode) {
   std::vector<float> x;
   RemoteModel m = LoadGood(&x);
   client::TimeOptions t;
-  t.number = 3;
-  t.repeat = 4;
+  t.timing.number = 3;
+  t.timing.repeat = 4;
   auto time = m.Time(t);
   ASSERT_TRUE(time.ok()) << time.status().ToString();
   EXPECT_EQ(time->seconds_per_call.size(), 4u);

@@ -117,7 +117,7 @@ TEST_F(FaultTest, CrashWhileTimingIsARemoteCrash) {
   auto s = SessionWithKernels(&m);
   ASSERT_TRUE(s);
   client::TimeOptions opt;
-  opt.repeat = 3;
+  opt.timing.repeat = 3;
   auto r = m.Time("segv", {}, opt);
   EXPECT_EQ(r.status().code(), ErrorCode::kRemoteCrash) << r.status().ToString();
   ExpectServerAnswers(*server_);

@@ -268,17 +268,17 @@ TEST(ServerHardeningTest, RefusesTimingRequestsOverTheProtocolsLimits) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   for (uint32_t repeat : {4294967295u, 200000u, 0u}) {
     client::TimeOptions opt;
-    opt.repeat = repeat;
+    opt.timing.repeat = repeat;
     auto r = m->Time("empty", {}, opt);
     ASSERT_FALSE(r.ok()) << "repeat " << repeat;
     EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << r.status().ToString();
   }
   client::TimeOptions cool;
-  cool.cooldown_ms = 4294967295u;
+  cool.timing.cooldown_ms = 4294967295u;
   EXPECT_EQ(m->Time("empty", {}, cool).status().code(), ErrorCode::kInvalidArgument);
   // The session goes on.
   client::TimeOptions ok;
-  ok.repeat = 3;
+  ok.timing.repeat = 3;
   auto r = m->Time("empty", {}, ok);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->seconds_per_call.size(), 3u);

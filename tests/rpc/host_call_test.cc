@@ -124,8 +124,8 @@ TEST_F(HostCallTest, TimesWithHostTensorsAndCopiesTheResultBack) {
   std::vector<int64_t> shape = {1000};
   std::vector<float> a(1000, 1.0f), b(1000, 2.0f), c(1000, 0.0f);
   client::TimeOptions o;
-  o.number = 3;
-  o.repeat = 2;
+  o.timing.number = 3;
+  o.timing.repeat = 2;
   auto r = module_.TimeHost(
       "vadd",
       {HostArg::Host(HostTensor(a, shape), false), HostArg::Host(HostTensor(b, shape), false),

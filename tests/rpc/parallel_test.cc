@@ -75,8 +75,8 @@ TEST_F(ParallelTest, TasksRunAtTheSameTimeOnTheThreadsOfTheCall) {
 
 TEST_F(ParallelTest, TheTimeEvaluatorReportsTheThreadsItUsed) {
   client::TimeOptions opt;
-  opt.number = 2;
-  opt.repeat = 2;
+  opt.timing.number = 2;
+  opt.timing.repeat = 2;
   opt.threads = 3;  // not the server's --threads 2, so the request's count is what is reported
   auto r = module_.Time("rendezvous", {CallArg::Int(3)}, opt);
   ASSERT_TRUE(r.ok()) << r.status().ToString();

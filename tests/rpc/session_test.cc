@@ -287,19 +287,19 @@ TEST_F(SessionTest, RefusesTensorsOnDevicesItDoesNotHave) {
 TEST_F(SessionTest, TimesAFunctionAndGrowsNumberToMinRepeat) {
   auto m = LoadTestKernels();
   client::TimeOptions opt;
-  opt.number = 2;
-  opt.repeat = 3;
+  opt.timing.number = 2;
+  opt.timing.repeat = 3;
   auto t = m.Time("busy_us", {CallArg::Int(300)}, opt);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ASSERT_EQ(t->seconds_per_call.size(), 3u);
   EXPECT_EQ(t->number, 2u);
   for (double s : t->seconds_per_call) EXPECT_GE(s, 300e-6);
 
-  opt.number = 1;
-  opt.repeat = 2;
-  opt.min_repeat_ms = 20;
-  opt.cooldown_ms = 5;
-  opt.flush_cache = true;
+  opt.timing.number = 1;
+  opt.timing.repeat = 2;
+  opt.timing.min_repeat_ms = 20;
+  opt.timing.cooldown_ms = 5;
+  opt.timing.flush_cache = true;
   t = m.Time("busy_us", {CallArg::Int(1000)}, opt);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_GT(t->number, 1u);
@@ -329,7 +329,7 @@ TEST_F(SessionTest, DoesNotBusyPollWhileTheDeviceTimesAKernel) {
   // The reply waits for the rounds: the client sleeps for it rather than polling while the
   // kernel runs (on a local device, polling would take a CPU from it).
   client::TimeOptions opt;
-  opt.repeat = 2;
+  opt.timing.repeat = 2;
   auto t = mod->Time("busy_us", {CallArg::Int(2000)}, opt);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(session.busy_poll_stats().hits, before.hits);

@@ -36,7 +36,7 @@ struct FakeDevice {
 
 TEST(TimeEvaluator, WarmsUpOnceThenMeasuresEachRound) {
   FakeDevice dev;
-  TimeEvaluatorOptions opt;
+  TimingOptions opt;
   opt.number = 5;
   opt.repeat = 3;
   auto r = RunTimeEvaluator(opt, dev.Hooks(), dev.Run());
@@ -62,7 +62,7 @@ TEST(TimeEvaluator, ArmsTheWatchdogOutsideTheTimedWindow) {
     ++disarmed;
     dev.now += 0.5;
   };
-  TimeEvaluatorOptions opt;
+  TimingOptions opt;
   opt.number = 4;
   opt.repeat = 3;
   auto r = RunTimeEvaluator(opt, hooks, dev.Run());
@@ -75,7 +75,7 @@ TEST(TimeEvaluator, ArmsTheWatchdogOutsideTheTimedWindow) {
 TEST(TimeEvaluator, GrowsNumberUntilARoundLastsMinRepeatMs) {
   FakeDevice dev;
   dev.per_call = 0.0001;  // 100 us
-  TimeEvaluatorOptions opt;
+  TimingOptions opt;
   opt.number = 1;
   opt.repeat = 2;
   opt.min_repeat_ms = 10;  // needs 100 calls
@@ -112,7 +112,7 @@ TEST(TimeEvaluator, GrowthIsAtLeastGoldenRatioEvenWhenTheClockBarelyMoves) {
 TEST(TimeEvaluator, StopsGrowingAtTheBound) {
   FakeDevice dev;
   dev.per_call = 0;  // a clock that never moves
-  TimeEvaluatorOptions opt;
+  TimingOptions opt;
   opt.min_repeat_ms = 1;
   auto run = [&](uint64_t n) {
     dev.batches.push_back(n);
@@ -126,7 +126,7 @@ TEST(TimeEvaluator, StopsGrowingAtTheBound) {
 
 TEST(TimeEvaluator, CoolsDownBetweenRoundsAndFlushesBeforeEach) {
   FakeDevice dev;
-  TimeEvaluatorOptions opt;
+  TimingOptions opt;
   opt.repeat = 3;
   opt.cooldown_ms = 7;
   opt.flush_cache = true;
@@ -140,7 +140,7 @@ TEST(TimeEvaluator, CoolsDownBetweenRoundsAndFlushesBeforeEach) {
 
 TEST(TimeEvaluator, StopsAtTheFirstError) {
   FakeDevice dev;
-  TimeEvaluatorOptions opt;
+  TimingOptions opt;
   opt.repeat = 3;
   int batches = 0;
   auto run = [&](uint64_t) {

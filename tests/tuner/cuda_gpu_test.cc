@@ -83,8 +83,8 @@ TEST_F(CudaGpuTest, TunesMatmulWithCheckedAnswers) {
   TuneOptions o;
   o.tuner = "xgb";
   o.trials = 32;
-  o.measure.repeat = 3;
-  o.measure.min_repeat_ms = 20;
+  o.measure.timing.repeat = 3;
+  o.measure.timing.min_repeat_ms = 20;
   auto sum = Tune(*task, {device_}, *builder_, o);
   ASSERT_TRUE(sum.ok()) << sum.status().ToString();
   EXPECT_EQ(sum->measured, 32);

@@ -96,8 +96,8 @@ class PipelineTest : public testing::TemplateOnServerTest {
  protected:
   std::vector<Measurement> Run(const Task& task, const std::vector<uint64_t>& indices,
                                MeasureOptions options = {}) {
-    options.repeat = 1;
-    options.min_repeat_ms = 0;
+    options.timing.repeat = 1;
+    options.timing.min_repeat_ms = 0;
     auto cands = BuildCandidates(*builder_, task, indices, info_, options);
     ReferenceData ref = ReferenceData::Make(task, 7);
     auto runner = DeviceRunner::Open(device_, task, ref, options);
@@ -241,7 +241,7 @@ TEST_F(PipelineTest, ARunWhoseTrialsAllFailEndsWithTheCommonestErrorAndItsMessag
   options.tuner = "random";
   options.trials = 2;
   options.batch = 2;
-  options.measure.repeat = 1;
+  options.measure.timing.repeat = 1;
   auto result = Tune(task, {device_}, *builder_, options);
   ASSERT_FALSE(result.ok());
   const std::string msg = result.status().message();
@@ -259,8 +259,8 @@ TEST_F(PipelineTest, EveryRecordOfTheRunReachesOnRecordBeforeTheProgressThatCoun
   options.trials = 3;
   options.batch = 3;
   options.include_default = false;
-  options.measure.repeat = 1;
-  options.measure.min_repeat_ms = 0;
+  options.measure.timing.repeat = 1;
+  options.measure.timing.min_repeat_ms = 0;
   const crosstune::testing::TempDir dir;
   options.log_path = dir.path() + "/records.jsonl";
   std::vector<Record> seen;
@@ -313,8 +313,8 @@ TEST_F(PipelineTest, PinnedKnobsAreNeverSearched) {
   options.tuner = "grid";
   options.trials = 4;
   options.batch = 4;
-  options.measure.repeat = 1;
-  options.measure.min_repeat_ms = 0;
+  options.measure.timing.repeat = 1;
+  options.measure.timing.min_repeat_ms = 0;
   options.log_path = dir + "/pinned.jsonl";
   // The default config has unroll_k 4: pinned to 2, it is not measured either.
   options.pins = {{"unroll_k", 2}, {"order", {"jr", "ir"}}};

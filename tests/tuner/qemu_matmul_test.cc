@@ -34,8 +34,8 @@ TEST_P(QemuMatmulTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
     UniqueSampler sampler((*task)->space(), 5);
     for (int i = 0; i < 3; ++i) indices.push_back(sampler.Next().value());
     MeasureOptions options;
-    options.repeat = 1;
-    options.min_repeat_ms = 0;
+    options.timing.repeat = 1;
+    options.timing.min_repeat_ms = 0;
     options.run_timeout_ms = 60'000;
     auto cands = BuildCandidates(**builder, **task, indices, *info, options);
     ReferenceData ref = ReferenceData::Make(**task, 3);

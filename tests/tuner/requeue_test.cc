@@ -90,8 +90,8 @@ TEST(TuneRequeue, AKilledDeviceHandsItsCandidatesToTheOtherAndReturnsItsLease) {
   options.trials = 32;
   options.batch = 8;
   options.log_path = log;
-  options.measure.repeat = 1;
-  options.measure.min_repeat_ms = 20;
+  options.measure.timing.repeat = 1;
+  options.measure.timing.min_repeat_ms = 20;
   options.on_progress = [&](const TuneProgress& p) {
     if (p.measured >= 3 && !killed.exchange(true)) {
       KillTree(farm.server(0).pid());

@@ -82,8 +82,8 @@ inline void ExpectConfigsMatchReference(builder::Builder& builder, const Task& t
                                         const std::vector<uint64_t>& indices,
                                         bool positive = false) {
   MeasureOptions options;
-  options.repeat = 1;
-  options.min_repeat_ms = 0;
+  options.timing.repeat = 1;
+  options.timing.min_repeat_ms = 0;
   options.run_timeout_ms = 60'000;
   auto cands = BuildCandidates(builder, task, indices, info, options);
   ReferenceData ref = positive ? PositiveReference(task, 3) : ReferenceData::Make(task, 3);

@@ -300,11 +300,7 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
   }
 
   client::TimeOptions to;
-  to.number = options_.number;
-  to.repeat = options_.repeat;
-  to.min_repeat_ms = options_.min_repeat_ms;
-  to.cooldown_ms = options_.cooldown_ms;
-  to.flush_cache = options_.flush_cache;
+  to.timing = options_.timing;
   to.timeout_ms = options_.run_timeout_ms;
   to.threads = static_cast<uint32_t>(task_.threads());
   auto timed = module->Time(task_.function(), args, to);

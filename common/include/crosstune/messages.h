@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "crosstune/protocol.h"
+#include "crosstune/timing.h"
 
 namespace crosstune::msg {
 
@@ -185,14 +186,12 @@ struct CallReply {
 
 // The time evaluator of design.md: one warm-up call, then `repeat` rounds of `number` calls;
 // a round shorter than min_repeat_ms grows `number` (x1.618 at least) and is measured again.
+// The timing fields go on the wire flat, after `call`, as they did before TimingOptions existed.
 struct TimeRequest {
   CallRequest call;
-  uint32_t number = 1;
-  uint32_t repeat = 1;
-  uint32_t min_repeat_ms = 0;
-  uint32_t cooldown_ms = 0;
-  bool flush_cache = false;
-  MSGPACK_DEFINE(call, number, repeat, min_repeat_ms, cooldown_ms, flush_cache)
+  TimingOptions timing;
+  MSGPACK_DEFINE(call, timing.number, timing.repeat, timing.min_repeat_ms, timing.cooldown_ms,
+                 timing.flush_cache)
 };
 
 struct TimeReply {
@@ -289,18 +288,15 @@ struct GetOutputRequest {
 };
 
 // TimeModel (whole runs) and ProfileModel (each node on its own, in graph order) under the time
-// evaluator's rules; the reply to TimeModel is a TimeReply (seconds per run).
+// evaluator's rules; the reply to TimeModel is a TimeReply (seconds per run). The timing fields go
+// on the wire flat, between model_id and timeout_ms.
 struct TimeModelRequest {
   uint32_t model_id = 0;
-  uint32_t number = 1;
-  uint32_t repeat = 1;
-  uint32_t min_repeat_ms = 0;
-  uint32_t cooldown_ms = 0;
-  bool flush_cache = false;
+  TimingOptions timing;
   uint32_t timeout_ms = 0;  // per run (per node call when profiling); 0: the server's default
   uint32_t threads = 0;
-  MSGPACK_DEFINE(model_id, number, repeat, min_repeat_ms, cooldown_ms, flush_cache, timeout_ms,
-                 threads)
+  MSGPACK_DEFINE(model_id, timing.number, timing.repeat, timing.min_repeat_ms, timing.cooldown_ms,
+                 timing.flush_cache, timeout_ms, threads)
 };
 
 struct NodeProfile {

@@ -18,6 +18,7 @@
 #include "crosstune/channel.h"
 #include "crosstune/messages.h"
 #include "crosstune/status.h"
+#include "crosstune/timing.h"
 
 namespace crosstune::client {
 
@@ -99,11 +100,7 @@ struct HostArg {
 };
 
 struct TimeOptions {
-  uint32_t number = 1;
-  uint32_t repeat = 1;
-  uint32_t min_repeat_ms = 0;
-  uint32_t cooldown_ms = 0;
-  bool flush_cache = false;
+  TimingOptions timing;
   uint32_t timeout_ms = 0;  // per call on the device; 0: the server's default
   uint32_t threads = 0;     // for the module's parallel loops; 0: the server's --threads
 };

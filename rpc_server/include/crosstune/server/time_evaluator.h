@@ -17,16 +17,9 @@
 #include <vector>
 
 #include "crosstune/status.h"
+#include "crosstune/timing.h"
 
 namespace crosstune::server {
-
-struct TimeEvaluatorOptions {
-  uint32_t number = 1;
-  uint32_t repeat = 1;
-  uint32_t min_repeat_ms = 0;
-  uint32_t cooldown_ms = 0;
-  bool flush_cache = false;
-};
 
 struct TimeEvaluatorHooks {
   std::function<double()> now_seconds;        // monotonic
@@ -46,7 +39,7 @@ struct TimeEvaluatorResult {
 
 // Runs `run_batch(n)` (n calls back to back) as described above. An error from run_batch stops
 // the evaluation and is returned.
-Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimeEvaluatorOptions& options,
+Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimingOptions& options,
                                                const TimeEvaluatorHooks& hooks,
                                                const std::function<Status(uint64_t n)>& run_batch);
 

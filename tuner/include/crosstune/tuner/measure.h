@@ -30,11 +30,7 @@
 namespace crosstune::tuner {
 
 struct MeasureOptions {
-  uint32_t number = 1;
-  uint32_t repeat = 3;
-  uint32_t min_repeat_ms = 50;
-  uint32_t cooldown_ms = 0;
-  bool flush_cache = false;
+  TimingOptions timing{.number = 1, .repeat = 3, .min_repeat_ms = 50};
   uint32_t run_timeout_ms = 10'000;  // per kernel call on the device
   std::chrono::milliseconds build_timeout{30'000};
   bool check = true;  // compare the output with the reference
