@@ -14,17 +14,13 @@
 #include "commands.h"
 #include "compiler_module.h"
 #include "connect.h"
+#include "crosstune/builder/backend.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/compiler.h"
 #include "crosstune/package.h"
 
 namespace crosstune::cli {
 namespace {
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string ReadFileOrFail(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -56,7 +52,7 @@ struct BuildOpts {
 };
 
 void RunBuild(const BuildOpts& o) {
-  const bool cuda_source = EndsWith(o.source, ".cu");
+  const builder::TargetKind source_kind = builder::SourceKind(o.source);
   builder::BuildRequest req;
   req.source = ReadFileOrFail(o.source);
   req.flags = o.flags;
@@ -72,7 +68,7 @@ void RunBuild(const BuildOpts& o) {
     if (!session.ok()) Fail(session.status().message());
     auto info = (*session)->Info();
     if (!info.ok()) Fail(info.status().message());
-    auto t = builder::TargetFromDevice(*info, cuda_source);
+    auto t = builder::TargetFromDevice(*info, source_kind);
     if (!t.ok()) Fail(t.status().message());
     req.target = *t;
     std::fprintf(stderr, "crosstune: target from the device: %s\n", req.target.ToString().c_str());
@@ -81,10 +77,11 @@ void RunBuild(const BuildOpts& o) {
     if (!t.ok()) Fail(t.status().message());
     req.target = *t;
   }
-  if (cuda_source != req.target.is_cuda()) {
-    Fail(o.source + (cuda_source
-                         ? ": CUDA source needs a cuda target (e.g. --target \"cuda -arch=sm_90\")"
-                         : ": C source needs an llvm target (e.g. --target rpi4)"));
+  if (source_kind != req.target.kind) {
+    const builder::TargetBackend& want = builder::BackendFor(source_kind);
+    Fail(o.source + ": " + std::string(want.source_language()) + " source needs a " +
+         std::string(want.kind()) + " target (e.g. --target " + std::string(want.example_target()) +
+         ")");
   }
   builder::BuilderOptions bo;
   bo.workers = 1;

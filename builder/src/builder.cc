@@ -19,6 +19,7 @@
 #include <regex>
 #include <thread>
 
+#include "crosstune/builder/backend.h"
 #include "crosstune/builder/compiler.h"
 #include "crosstune/channel.h"
 #include "crosstune/crypto.h"
@@ -40,7 +41,7 @@ struct WireFunction {
 
 struct WireRequest {
   std::string source;
-  bool cuda = false;
+  uint8_t kind = 0;  // TargetKind
   std::string triple, cpu, cuda_arch;
   std::vector<std::string> attrs, flags;
   std::string name;
@@ -48,7 +49,7 @@ struct WireRequest {
   std::string source_name;
   bool object_only = false;
   std::vector<std::string> link_objects;
-  MSGPACK_DEFINE(source, cuda, triple, cpu, cuda_arch, attrs, flags, name, debug_action,
+  MSGPACK_DEFINE(source, kind, triple, cpu, cuda_arch, attrs, flags, name, debug_action,
                  source_name, object_only, link_objects)
 };
 
@@ -66,7 +67,7 @@ constexpr uint32_t kMaxWorkerFrame = 1u << 30;
 WireRequest ToWire(const BuildRequest& r) {
   WireRequest w;
   w.source = r.source;
-  w.cuda = r.target.is_cuda();
+  w.kind = static_cast<uint8_t>(r.target.kind);
   w.triple = r.target.triple;
   w.cpu = r.target.cpu;
   w.cuda_arch = r.target.cuda_arch;
@@ -83,7 +84,7 @@ WireRequest ToWire(const BuildRequest& r) {
 BuildRequest FromWire(const WireRequest& w) {
   BuildRequest r;
   r.source = w.source;
-  r.target.kind = w.cuda ? TargetKind::kCuda : TargetKind::kCpu;
+  r.target.kind = static_cast<TargetKind>(w.kind);
   r.target.triple = w.triple;
   r.target.cpu = w.cpu;
   r.target.cuda_arch = w.cuda_arch;
@@ -346,9 +347,8 @@ class Builder::Pool {
   }
 
   BuildResult Run(const BuildRequest& request) {
-    if (request.target.is_cuda() ? request.target.cuda_arch.empty()
-                                 : request.target.triple.empty()) {
-      return Failed(Status(ErrorCode::kInvalidArgument, "build request has no target"));
+    if (Status s = request.target.backend().CheckComplete(request.target); !s.ok()) {
+      return Failed(s);
     }
     std::string key = BuildCacheKey(request);
     bool use_cache =
@@ -531,7 +531,8 @@ std::string BuildCacheKey(const BuildRequest& r) {
   };
   add("crosstune-build-v1");
   add(kCrosstuneVersion);
-  add(r.target.is_cuda() ? "nvrtc " + NvrtcVersion() : "clang " + LlvmVersion());
+  const TargetBackend& backend = r.target.backend();
+  add(std::string(backend.compiler()) + " " + backend.compiler_version());
   add(r.target.ToString());
   add(r.source);
   for (const auto& f : r.flags) add(f);
@@ -547,17 +548,7 @@ BuildResult BuildInProcess(const BuildRequest& request) {
   auto start = SteadyClock::now();
   Expected<CompileOutput> out = Status(ErrorCode::kInternal, "not built");
   try {
-    const std::string& file = request.source_name;
-    if (request.target.is_cuda()) {
-      out = CompileCuda(request.source, request.target, request.flags,
-                        file.empty() ? "kernel.cu" : file);
-    } else if (request.object_only) {
-      out = CompileCpuObject(request.source, request.target, request.flags,
-                             file.empty() ? "kernel.c" : file);
-    } else {
-      out = CompileCpu(request.source, request.target, request.flags,
-                       file.empty() ? "kernel.c" : file, request.link_objects);
-    }
+    out = request.target.backend().Compile(request);
   } catch (const std::exception& e) {
     out = Status(ErrorCode::kBuildError, std::string("compiler threw: ") + e.what());
   }
@@ -588,18 +579,19 @@ Expected<pkg::Manifest> WriteBuildPackage(const BuildRequest& request, const Bui
                   "library name '" + request.name + "' must be 1-64 of [A-Za-z0-9_.-]");
   }
   const Target& t = request.target;
+  const TargetBackend& backend = t.backend();
   pkg::Manifest m;
-  m.kind = t.is_cuda() ? "cuda" : "cpu";
+  m.kind = backend.kind();
   m.target = t.ToString();
-  m.triple = t.is_cuda() ? "nvptx64-nvidia-cuda" : t.triple;
+  m.triple = backend.ManifestTriple(t);
   m.arch = t.Arch();
-  m.cpu = t.is_cuda() ? "" : t.cpu;
+  m.cpu = backend.ManifestCpu(t);
   m.required_features = result.required_features;
   m.abi_version = CT_ABI_VERSION;
   m.builder_version = std::string(kCrosstuneVersion);
-  m.compiler = t.is_cuda() ? "nvrtc" : "clang+lld";
-  m.compiler_version = t.is_cuda() ? NvrtcVersion() : LlvmVersion();
-  m.library = "lib/" + request.name + (t.is_cuda() ? ".cubin" : ".so");
+  m.compiler = backend.compiler();
+  m.compiler_version = backend.compiler_version();
+  m.library = "lib/" + request.name + std::string(backend.library_extension());
   m.functions = result.functions;
   m.tuning = tuning_json;
   std::vector<pkg::PackageInput> files = {{m.library, result.library, ""}};

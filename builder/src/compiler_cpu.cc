@@ -296,7 +296,7 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
                                    const std::vector<std::string>& flags,
                                    const std::string& file_name,
                                    const std::vector<std::string>& link_objects) {
-  if (target.is_cuda())
+  if (target.kind != TargetKind::kCpu)
     return Status(ErrorCode::kInvalidArgument, "CompileCpu needs an llvm target");
   std::vector<std::string> user_flags;
   bool has_opt = false;
@@ -319,7 +319,7 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
 Expected<CompileOutput> CompileCpuObject(const std::string& source, const Target& target,
                                          const std::vector<std::string>& flags,
                                          const std::string& file_name) {
-  if (target.is_cuda())
+  if (target.kind != TargetKind::kCpu)
     return Status(ErrorCode::kInvalidArgument, "CompileCpuObject needs an llvm target");
   std::vector<std::string> user_flags;
   bool has_opt = false;

@@ -194,7 +194,7 @@ std::string NvrtcVersion() {
 Expected<CompileOutput> CompileCuda(const std::string& source, const Target& target,
                                     const std::vector<std::string>& flags,
                                     const std::string& file_name) {
-  if (!target.is_cuda())
+  if (target.kind != TargetKind::kCuda)
     return Status(ErrorCode::kInvalidArgument, "CompileCuda needs a cuda target");
   for (const std::string& f : flags) {
     if (f.rfind("-D", 0) != 0 && f.rfind("-U", 0) != 0 && f != "--use_fast_math" &&

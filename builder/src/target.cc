@@ -326,8 +326,8 @@ Expected<std::vector<std::string>> RequiredFeatures(const Target& t) {
   return out;
 }
 
-Expected<Target> TargetFromDevice(const msg::DeviceInfo& device, bool want_cuda) {
-  if (want_cuda) {
+Expected<Target> TargetFromDevice(const msg::DeviceInfo& device, TargetKind kind) {
+  if (kind == TargetKind::kCuda) {
     if (device.gpus.empty()) {
       return Status(
           ErrorCode::kNoDevice,

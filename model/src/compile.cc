@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "crosstune/builder/backend.h"
 #include "crosstune/graph.h"
 #include "crosstune/model/kernels.h"
 #include "crosstune/model/ops.h"
@@ -116,7 +117,7 @@ std::map<std::string, tuner::Record> BestByTask(const std::vector<tuner::Record>
 Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
                                      builder::Builder& builder) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (options.target.is_cuda()) {
+  if (!options.target.backend().runs_graphs()) {
     return Status(ErrorCode::kInvalidArgument,
                   "models compile for CPU targets only, not " + options.target.ToString());
   }

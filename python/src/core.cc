@@ -418,7 +418,8 @@ NB_MODULE(_core, m) {
           [](client::Session& s, bool cuda) {
             nb::gil_scoped_release release;
             msg::DeviceInfo info = Unwrap(s.Info());
-            return Unwrap(builder::TargetFromDevice(info, cuda)).ToString();
+            const auto kind = cuda ? builder::TargetKind::kCuda : builder::TargetKind::kCpu;
+            return Unwrap(builder::TargetFromDevice(info, kind)).ToString();
           },
           "cuda"_a = false)
       .def(

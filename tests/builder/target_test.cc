@@ -109,9 +109,9 @@ TEST(TargetTest, AutoTargetFromDeviceInfo) {
   msg::DeviceInfo arm;
   arm.arch = "armv7l";
   EXPECT_EQ(TargetFromDevice(arm)->triple, "armv7-linux-gnueabihf");
-  EXPECT_EQ(TargetFromDevice(arm, /*want_cuda=*/true).status().code(), ErrorCode::kNoDevice);
+  EXPECT_EQ(TargetFromDevice(arm, TargetKind::kCuda).status().code(), ErrorCode::kNoDevice);
   arm.gpus.push_back({"H100", "sm_90", 0});
-  EXPECT_EQ(TargetFromDevice(arm, true)->ToString(), "cuda -arch=sm_90");
+  EXPECT_EQ(TargetFromDevice(arm, TargetKind::kCuda)->ToString(), "cuda -arch=sm_90");
 }
 
 }  // namespace

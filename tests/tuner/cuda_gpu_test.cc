@@ -33,7 +33,7 @@ class CudaGpuTest : public ::testing::Test {
                    << (info_.gpu_status.empty() ? "none found" : info_.gpu_status)
                    << "); the CUDA template tests run where crosstune-server reports a GPU";
     }
-    auto t = builder::TargetFromDevice(info_, /*want_cuda=*/true);
+    auto t = builder::TargetFromDevice(info_, builder::TargetKind::kCuda);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     target_ = *t;
     auto b = builder::Builder::Create({.workers = 2});

@@ -136,7 +136,8 @@ Expected<builder::Target> ResolveTarget(const std::string& text, const DeviceSpe
   co.request_timeout = device.request_timeout;
   CT_ASSIGN_OR_RETURN(auto session, client::Session::Connect(co));
   CT_ASSIGN_OR_RETURN(msg::DeviceInfo info, session->Info());
-  return builder::TargetFromDevice(info, text == "cuda");
+  return builder::TargetFromDevice(
+      info, text == "cuda" ? builder::TargetKind::kCuda : builder::TargetKind::kCpu);
 }
 
 }  // namespace crosstune::tuner

@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "crosstune/builder/backend.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/tuner/task.h"
 
@@ -63,7 +64,7 @@ Expected<ExportedPackage> ExportRecord(const Record& r, const std::string& out_p
   req.source = task->Generate(config);
   req.target = target;
   req.name = task->function();
-  req.source_name = task->function() + (target.is_cuda() ? ".cu" : ".c");
+  req.source_name = task->function() + std::string(target.backend().source_extension());
   builder::BuildResult built = builder::BuildInProcess(req);
   CT_RETURN_IF_ERROR(built.status);
   const nlohmann::json tuning = {

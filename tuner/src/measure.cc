@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 
+#include "crosstune/builder/backend.h"
 #include "crosstune/tensor.h"
 
 namespace crosstune::tuner {
@@ -87,7 +88,7 @@ std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& ta
     req.target = task.target();
     req.name = task.function() + "_" + std::to_string(indices[i]);
     req.source_name = task.id().template_name + "_" + std::to_string(indices[i]) +
-                      (task.target().is_cuda() ? ".cu" : ".c");
+                      std::string(task.target().backend().source_extension());
     req.timeout = options.build_timeout;
     requests.push_back(std::move(req));
     slot.push_back(i);
@@ -97,8 +98,8 @@ std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& ta
     Candidate& c = out[slot[r]];
     builder::BuildResult& b = results[r];
     c.build_s = b.build_seconds;
-    if (b.ok() && task.target().is_cuda()) {
-      // A CUDA module's launch geometry lives in the package manifest: send the whole package.
+    if (b.ok() && task.target().backend().loads_from_package()) {
+      // The module needs its manifest (a CUDA module's launch geometry): send the whole package.
       auto bytes = PackageBytes(requests[r], b);
       if (bytes.ok()) {
         c.library = std::move(bytes).value();
@@ -162,11 +163,9 @@ Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Open(const DeviceSpec& spe
 }
 
 DeviceId DeviceRunner::id() const {
-  // A CUDA task runs on the device's GPU: its name is what tells one record's device from another.
-  if (task_.target().is_cuda() && !info_.gpus.empty()) {
-    return DeviceId{spec_.name, info_.gpus.front().arch, info_.gpus.front().name, spec_.key};
-  }
-  return DeviceId{spec_.name, info_.arch, info_.cpu_model, spec_.key};
+  // What the task's kernels run on (a CUDA task's: the GPU) tells one record's device from another.
+  builder::Hardware hw = task_.target().backend().RunsOn(info_);
+  return DeviceId{spec_.name, std::move(hw.arch), std::move(hw.model), spec_.key};
 }
 
 Status DeviceRunner::Reopen() {
@@ -184,15 +183,16 @@ Status DeviceRunner::Reopen() {
   std::string names;
   for (const ArgSpec& a : task_.args()) names += (names.empty() ? "" : ", ") + a.name;
   CT_RETURN_IF_ERROR(
-      CheckTensorsFit(TaskTensorBytes(task_), info_, task_.target().is_cuda(), names));
+      task_.target().backend().CheckTensorsFit(TaskTensorBytes(task_), info_, names));
   return reference_ ? PrepareTensors() : Status::Ok();
 }
 
 Status DeviceRunner::PrepareTensors() {
   tensors_.clear();
   const auto specs = task_.args();
-  // A CUDA task's tensors live on the GPU (a device without one refuses them, by name).
-  const DLDevice where{task_.target().is_cuda() ? kDLCUDA : kDLCPU, 0};
+  // Where the backend's kernels read them (a CUDA task's: the GPU; a device without one refuses
+  // them, by name).
+  const DLDevice where = task_.target().backend().tensor_device();
   for (size_t a = 0; a < specs.size(); ++a) {
     CT_ASSIGN_OR_RETURN(client::RemoteTensor t,
                         session_->AllocTensor(specs[a].shape, specs[a].dtype, where));
@@ -258,7 +258,9 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
   };
   const std::string remote = task_.function() + "_" + std::to_string(candidate.index) + "_" +
                              std::to_string(++uploads_) +
-                             (task_.target().is_cuda() ? ".ctpkg" : ".so");
+                             (task_.target().backend().loads_from_package()
+                                  ? std::string(".ctpkg")
+                                  : std::string(task_.target().backend().library_extension()));
   auto up = session_->UploadBytes(candidate.library, remote);
   if (!up.ok()) return fail(TrialError::kLoadError, up.status(), "upload");
   auto module = session_->LoadModule(remote);

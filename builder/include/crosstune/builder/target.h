@@ -21,7 +21,10 @@
 
 namespace crosstune::builder {
 
+// A kind of device; each has one TargetBackend (backend.h) that holds what is specific to it.
 enum class TargetKind { kCpu, kCuda };
+
+class TargetBackend;
 
 struct Target {
   TargetKind kind = TargetKind::kCpu;
@@ -35,6 +38,8 @@ struct Target {
   // "x86_64", "aarch64", "armv7", "riscv64" or the CUDA arch.
   std::string Arch() const;
   bool is_cuda() const { return kind == TargetKind::kCuda; }
+  // What compiling, packaging and running for this target takes (backend.h).
+  const TargetBackend& backend() const;
 };
 
 // Parses a target string or preset name and checks cpu and features with LLVM (see
@@ -42,9 +47,10 @@ struct Target {
 Expected<Target> ParseTarget(std::string_view text);
 
 // The target that uses exactly what the device reports: its triple, LLVM's baseline cpu for the
-// arch, and +feature for each reported ISA feature LLVM knows; a CUDA target for its first GPU when
-// `want_cuda`.
-Expected<Target> TargetFromDevice(const msg::DeviceInfo& device, bool want_cuda = false);
+// arch, and +feature for each reported ISA feature LLVM knows; for kCuda, a CUDA target for its
+// first GPU (kNoDevice when it has none).
+Expected<Target> TargetFromDevice(const msg::DeviceInfo& device,
+                                  TargetKind kind = TargetKind::kCpu);
 
 // (name, target string) of every preset, in a stable order.
 const std::vector<std::pair<std::string, std::string>>& Presets();
