@@ -22,6 +22,7 @@
 #include "connect.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/tracker_client.h"
+#include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/timing.h"
 #include "crosstune/tuner/device_pool.h"
@@ -106,8 +107,17 @@ void RunTune(const TuneFlags& f) {
   std::vector<int64_t> shape;
   if (!network) shape = Check(tuner::ParseShape(f.shapes.front()));
   const nlohmann::json pins = Check(tuner::ParsePins(f.pins));
+  // With no device given, the timed kernel and the builds share this machine: the server started
+  // here runs on CPUs of its own and the build workers (and this process) on the others, so the
+  // builds overlap the timing without slowing it (a compile on the kernel's core slowed it up to
+  // 2x, measured). With no CPU to spare they take turns; --overlap/--no-overlap decide instead.
+  const bool local = f.tracker.empty() && f.key.empty() && f.servers.empty();
+  const bool overlap_given = f.overlap_flag->count() > 0;
+  tuner::LocalCpuSplit split;
+  if (local && (!overlap_given || f.overlap)) split = tuner::SplitLocalCpus(f.threads);
+  const bool pinned = !split.build.empty();
   // Workers are forked: the builder comes before any thread (server output, lease renewal).
-  auto builder = Check(builder::Builder::Create({.workers = f.workers}));
+  auto builder = Check(builder::Builder::Create({.workers = f.workers, .cpus = split.build}));
 
   // Devices: a tracker's free devices of the key, given servers, or a server started here.
   std::string secret;
@@ -125,17 +135,27 @@ void RunTune(const TuneFlags& f) {
   } else if (!f.servers.empty()) {
     pool = tuner::DevicePool::FromServers(f.servers, secret, timeout);
   } else {
-    pool = Check(tuner::DevicePool::StartLocal(timeout));
+    client::LocalServerOptions server;
+    if (pinned) server.args = {"--cpus", FormatCpuList(split.kernel)};
+    pool = Check(tuner::DevicePool::StartLocal(timeout, server));
+    if (pinned) {
+      // This process too: its cost model and reference runs stay off the kernel's CPUs.
+      Check(PinToCpus(split.build));
+      if (!f.quiet) {
+        std::fprintf(stderr, "tune: timing on CPU %s, building on CPU %s\n",
+                     FormatCpuList(split.kernel).c_str(), FormatCpuList(split.build).c_str());
+      }
+    }
   }
   const builder::Target target = Check(tuner::ResolveTarget(f.target, pool->devices().front()));
   std::unique_ptr<tuner::Task> task;
   if (!network) task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
 
   tuner::TuneOptions options = f.tune;
-  // Builds beside the timed kernels only when those run elsewhere: on this machine a compile on
-  // the other core slows a timed kernel (up to 2x measured), so builds and runs take turns.
+  // Builds beside the timed kernels when those run elsewhere or on CPUs of their own; servers
+  // given on this machine (loopback) share CPUs with the builds we cannot steer: take turns.
   options.overlap =
-      f.overlap_flag->count() > 0 ? f.overlap : !tuner::AllOnThisMachine(pool->devices());
+      overlap_given ? f.overlap : (local ? pinned : !tuner::AllOnThisMachine(pool->devices()));
   options.measure.check = !f.no_check;
   options.include_default = !f.no_default;
   options.pins = pins;
@@ -193,7 +213,13 @@ void RunTune(const TuneFlags& f) {
   if (!result.ok()) Fail(label + ": " + result.status().message());
   const tuner::TuneSummary& s = *result;
   if (f.json_out) {
-    PrintJson(tuner::TuneReport(*task, options, s));
+    nlohmann::json report = tuner::TuneReport(*task, options, s);
+    report["overlap"] = options.overlap;
+    if (pinned) {
+      report["cpus"] = {{"kernel", FormatCpuList(split.kernel)},
+                        {"build", FormatCpuList(split.build)}};
+    }
+    PrintJson(report);
     return;
   }
   std::printf("%s on %s: %d trials in the log (%d measured now, %d resumed), errors: %s\n",
@@ -363,11 +389,14 @@ void RegisterTune(CLI::App& app) {
                   "ndcg (rank:ndcg), rank (rank:pairwise) or reg")
       ->check(CLI::IsMember({"mixed", "ndcg", "rank", "reg"}))
       ->capture_default_str();
-  cmd->add_option("--workers", f->workers, "build workers (0: one per core)")
+  cmd->add_option("--workers", f->workers,
+                  "build workers (0: one per core, or per CPU left beside the timed kernel's)")
       ->check(CLI::Range(0, 256));
   f->overlap_flag = cmd->add_flag("--overlap,!--no-overlap", f->overlap,
-                                  "build the next batch while this one is timed (default: only "
-                                  "when no device is on this machine)");
+                                  "build the next batch while this one is timed (default: yes "
+                                  "for remote devices and for the server started here when CPUs "
+                                  "are left beside the kernel's, which it then gets to itself; no "
+                                  "for servers given on this machine)");
   AddTimingFlags(cmd, &f->tune.measure.timing, "calls");
   cmd->add_option("--run-timeout-ms", f->tune.measure.run_timeout_ms, "limit per kernel call")
       ->capture_default_str()

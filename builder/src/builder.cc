@@ -22,6 +22,7 @@
 #include "crosstune/builder/backend.h"
 #include "crosstune/builder/compiler.h"
 #include "crosstune/channel.h"
+#include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/kernel_abi.h"
 
@@ -239,7 +240,9 @@ void CacheStore(const std::string& dir, const std::string& key, const BuildResul
 // killed as soon as that thread returned, and the next build on it failed as a "compiler crash".
 class WorkerSpawner {
  public:
-  WorkerSpawner() : thread_([this] { Loop(); }) {}
+  // `cpus`: the CPUs the workers run on (empty: wherever this process may run).
+  explicit WorkerSpawner(std::vector<int> cpus)
+      : cpus_(std::move(cpus)), thread_([this] { Loop(); }) {}
   ~WorkerSpawner() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -264,13 +267,18 @@ class WorkerSpawner {
 
  private:
   void Loop() {
+    // Workers inherit the affinity of the thread that starts them: this one.
+    const Status pinned = cpus_.empty() ? Status::Ok() : PinToCpus(cpus_);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || served_ < requested_; });
       if (served_ == requested_) return;  // stopping, nothing asked
       const uint64_t ticket = ++served_;
       lock.unlock();
-      Expected<std::pair<pid_t, int>> r = Fork();
+      Expected<std::pair<pid_t, int>> r =
+          pinned.ok() ? Fork()
+                      : Expected<std::pair<pid_t, int>>(
+                            Status(pinned.code(), "build workers' CPUs: " + pinned.message()));
       lock.lock();
       results_.emplace(ticket, std::move(r));
       cv_.notify_all();
@@ -316,15 +324,17 @@ class WorkerSpawner {
   uint64_t served_ = 0;
   bool stop_ = false;
   std::map<uint64_t, Expected<std::pair<pid_t, int>>> results_;
+  const std::vector<int> cpus_;
   std::string worker_path_ = BuildWorkerPath();  // "": fork the workers
   std::thread thread_;                           // last: starts after the members it uses
 };
 
 class Builder::Pool {
  public:
-  explicit Pool(const BuilderOptions& options) : options_(options) {
-    int n = options.workers > 0
-                ? options.workers
+  explicit Pool(const BuilderOptions& options) : options_(options), spawner_(options.cpus) {
+    int n = options.workers > 0 ? options.workers
+            : !options.cpus.empty()
+                ? static_cast<int>(options.cpus.size())
                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     workers_.resize(static_cast<size_t>(n));
   }

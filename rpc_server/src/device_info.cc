@@ -12,6 +12,8 @@
 #include <msgpack.hpp>
 #include <sstream>
 
+#include "crosstune/cpus.h"
+
 namespace crosstune::server {
 namespace {
 
@@ -258,8 +260,8 @@ static msg::DeviceInfo CollectHostInfo() {
   info.arch = Arch();
   info.triple = Triple();
   CpuModelAndFeatures(&info);
-  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  info.cores = cores > 0 ? static_cast<uint32_t>(cores) : 1;
+  // The CPUs this server may run on (taskset, --cpus, a cgroup's cpuset), not all the machine's.
+  info.cores = static_cast<uint32_t>(UsableCpus());
   long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) info.memory_bytes = static_cast<uint64_t>(pages) * page;
   info.os = OsName();

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 
+#include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
@@ -123,6 +124,10 @@ static int ServerMain(int argc, char** argv) {
                  "most threads one call may ask for (0: the CPUs, or --threads if more)")
       ->capture_default_str()
       ->check(crosstune::IntegerIn<uint32_t>(0, 4096));
+  std::string cpus;
+  app.add_option("--cpus", cpus,
+                 "run on these CPUs only, e.g. 0 or 2-3 (a Linux CPU list; default: every CPU this "
+                 "process may use); kernels' threads and the server's children run there too");
   int64_t busy_poll_us = opt.session.busy_poll.count();
   app.add_option("--busy-poll-us", busy_poll_us,
                  "microseconds a session polls its socket for the next request before it sleeps "
@@ -185,6 +190,15 @@ static int ServerMain(int argc, char** argv) {
     if (::getppid() != parent) return 0;
   }
 #endif
+  if (!cpus.empty()) {
+    // Before the first thread, so every thread and child inherits it.
+    auto list = crosstune::ParseCpuList(cpus);
+    crosstune::Status st = list.ok() ? crosstune::PinToCpus(*list) : list.status();
+    if (!st.ok()) {
+      std::cerr << "crosstune-server: error: --cpus: " << st.message() << "\n";
+      return 1;
+    }
+  }
   // A closed stderr or stdout pipe (the script that started us went away) must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
   if (!link.tracker.empty() && link.key.empty()) {

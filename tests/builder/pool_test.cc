@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/cpus.h"
+#include "crosstune/testing/support.h"
 #include "test_kernels.h"
 
 namespace crosstune::builder {
@@ -153,6 +156,40 @@ TEST_F(PoolTest, WorkersAreTheirOwnProgramNotForksOfTheCaller) {
   std::vector<std::string> programs = ChildPrograms();
   ASSERT_EQ(programs.size(), 2u);
   for (const auto& p : programs) EXPECT_EQ(p, "crosstune-build-worker");
+}
+
+// `crosstune tune` keeps builds off the CPUs a server on this machine times kernels on: the
+// workers run on the CPUs given (one worker per CPU by default), the caller keeps its own.
+TEST_F(PoolTest, WorkersRunOnTheCpusGiven) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  BuilderOptions o;
+  o.cpus = {allowed.back()};
+  auto b = Builder::Create(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->workers(), 1);
+  ASSERT_TRUE((*b)->Build(Request("x86-avx2")).ok());
+  int children = 0;
+  for (const auto& p : testing::ListProcesses()) {
+    if (p.ppid != ::getpid()) continue;
+    ++children;
+    EXPECT_EQ(testing::CpusAllowedList(p.pid), std::to_string(allowed.back()));
+  }
+  EXPECT_EQ(children, 1);
+  EXPECT_EQ(AllowedCpus(), allowed) << "the caller's own CPUs changed";
+}
+
+TEST_F(PoolTest, WorkersOnACpuTheCallerMayNotUseAreRefusedByName) {
+  const std::vector<int> allowed = AllowedCpus();
+  int other = 0;
+  while (std::find(allowed.begin(), allowed.end(), other) != allowed.end()) ++other;
+  auto b = Builder::Create({.workers = 1, .cpus = {other}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), ErrorCode::kInvalidArgument) << b.status().ToString();
+  EXPECT_NE(b.status().message().find("build workers' CPUs: CPU " + std::to_string(other) +
+                                      " is not one this process may use"),
+            std::string::npos)
+      << b.status().ToString();
 }
 
 TEST_F(PoolTest, RepeatedBuildComesFromTheCache) {

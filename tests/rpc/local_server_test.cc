@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "crosstune/client/session.h"
+#include "crosstune/cpus.h"
 #include "crosstune/testing/support.h"
 
 namespace crosstune::testing {
@@ -52,6 +54,42 @@ TEST_F(LocalServerTest, FindsTheServerOfThisBuildTreeAndServesASession) {
   server.Stop();
   EXPECT_FALSE(server.running());
   EXPECT_EQ(Process(pid).pid, 0) << "Stop() left the server running";
+}
+
+// crosstune-server --cpus: the server, its threads and its session children run on the CPUs
+// given, and it offers only those (DeviceInfo.cores), so a tuning run's builds can have the rest.
+TEST_F(LocalServerTest, ServerWithCpusRunsThereAndReportsThemAsItsCores) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  const std::string cpu = std::to_string(allowed.back());
+  client::LocalServerOptions o = Options();
+  o.args.insert(o.args.end(), {"--cpus", cpu});
+  client::LocalServer server;
+  Status started = server.Start(o);
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  EXPECT_EQ(CpusAllowedList(server.pid()), cpu);
+  client::ConnectOptions co;
+  co.server = server.address();
+  auto session = client::Session::Connect(co);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto info = (*session)->Info();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->cores, 1u);
+  auto children = SessionProcesses(server.pid());
+  ASSERT_EQ(children.size(), 1u);
+  EXPECT_EQ(CpusAllowedList(children.front().pid), cpu);
+}
+
+TEST_F(LocalServerTest, ServerRefusesCpusItMayNotUseOrCannotRead) {
+  const std::vector<int> allowed = AllowedCpus();
+  int other = 0;
+  while (std::find(allowed.begin(), allowed.end(), other) != allowed.end()) ++other;
+  for (const std::string& bad : {std::to_string(other), std::string("1-0"), std::string("x")}) {
+    CommandResult r = RunCommand(std::string(CT_SERVER_BIN) + " --port 0 --work-dir " + work_dir_ +
+                                 " --cpus " + bad);
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.err.find("crosstune-server: error: --cpus: "), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(LocalServerTest, NamesAProgramThatCannotStart) {

@@ -163,4 +163,15 @@ std::vector<ProcessInfo> SessionProcesses(int server_pid) {
   return out;
 }
 
+std::string CpusAllowedList(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  const std::string key = "Cpus_allowed_list:";
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t start = line.find_first_not_of(" \t", key.size());
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
 }  // namespace crosstune::testing

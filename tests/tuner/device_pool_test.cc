@@ -22,5 +22,30 @@ TEST(AllOnThisMachine, LoopbackServersAreHereAnyOtherHostIsNot) {
   EXPECT_FALSE(AllOnThisMachine({}));
 }
 
+// The timed kernel gets the first CPUs, the builds the rest less the kernel CPUs' SMT siblings.
+TEST(SplitLocalCpus, KernelGetsItsThreadsCpusAndBuildsWhatSharesNoCoreWithThem) {
+  auto alone = [](int cpu) { return std::vector<int>{cpu}; };
+  LocalCpuSplit two = SplitLocalCpus(1, {0, 1}, alone);
+  EXPECT_EQ(two.kernel, std::vector<int>{0});
+  EXPECT_EQ(two.build, std::vector<int>{1});
+  LocalCpuSplit gaps = SplitLocalCpus(2, {2, 5, 6, 9}, alone);
+  EXPECT_EQ(gaps.kernel, (std::vector<int>{2, 5}));
+  EXPECT_EQ(gaps.build, (std::vector<int>{6, 9}));
+  // 4 cores with 2 threads each, numbered as Linux does (cpu N and N+4 share a core).
+  auto smt = [](int cpu) { return std::vector<int>{cpu % 4, cpu % 4 + 4}; };
+  LocalCpuSplit shared = SplitLocalCpus(1, {0, 1, 2, 3, 4, 5, 6, 7}, smt);
+  EXPECT_EQ(shared.kernel, std::vector<int>{0});
+  EXPECT_EQ(shared.build, (std::vector<int>{1, 2, 3, 5, 6, 7}));
+  // One core with two threads: nothing is left for builds, so they take turns with the kernel.
+  LocalCpuSplit one_core = SplitLocalCpus(1, {0, 1}, [](int) { return std::vector<int>{0, 1}; });
+  EXPECT_EQ(one_core.kernel, std::vector<int>{0});
+  EXPECT_TRUE(one_core.build.empty());
+  // No CPU beyond the kernel's threads: nothing is pinned.
+  LocalCpuSplit full = SplitLocalCpus(2, {0, 1}, alone);
+  EXPECT_TRUE(full.kernel.empty());
+  EXPECT_TRUE(full.build.empty());
+  EXPECT_TRUE(SplitLocalCpus(1, {3}, alone).build.empty());
+}
+
 }  // namespace
 }  // namespace crosstune::tuner

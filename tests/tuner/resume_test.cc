@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "crosstune/cpus.h"
 #include "crosstune/testing/support.h"
 #include "crosstune/tuner/records.h"
 
@@ -143,6 +144,36 @@ TEST(TuneResume, RecordsOfAnotherGeneratorAreNotResumed) {
   EXPECT_EQ(j["measured"].get<int>(), 2);
   EXPECT_EQ(j["trials_in_log"].get<int>(), 6);
   std::filesystem::remove(log);
+}
+
+// Without a device, `crosstune tune` starts a server here: it gets the kernel's CPUs to itself and
+// the builds the others, and then builds overlap the timing. --no-overlap: take turns, unpinned.
+TEST(TuneOnThisMachine, TheServerGetsTheKernelsCpusAndBuildsOverlapOnTheRest) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "one CPU here: builds and runs take turns, unpinned";
+  const testing::TempDir dir;
+  const std::string common =
+      "tune matmul --shape 16,16,16 --tuner random --trials 3 --batch 3 --repeat 1 "
+      "--min-repeat-ms 0 --quiet --json --log " +
+      dir.path() + "/";
+  int rc = 0;
+  std::string out = RunCli(common + "pinned.jsonl", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["overlap"], true) << out;
+  ASSERT_TRUE(j.contains("cpus")) << out;
+  EXPECT_EQ(j["cpus"]["kernel"], std::to_string(allowed.front())) << out;
+  auto build = ParseCpuList(j["cpus"]["build"].get<std::string>());
+  ASSERT_TRUE(build.ok()) << out;
+  EXPECT_FALSE(build->empty());
+  for (int c : *build) EXPECT_NE(c, allowed.front()) << out;
+  out = RunCli(common + "turns.jsonl --no-overlap", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["overlap"], false) << out;
+  EXPECT_FALSE(j.contains("cpus")) << out;
 }
 
 TEST(TunePins, AreRefusedWithAWorkloadAndWhenMalformedBeforeAnythingRuns) {

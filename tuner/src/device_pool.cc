@@ -1,10 +1,13 @@
 #include "crosstune/tuner/device_pool.h"
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "crosstune/channel.h"
 #include "crosstune/client/session.h"
+#include "crosstune/cpus.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/protocol.h"
 
@@ -125,6 +128,32 @@ bool AllOnThisMachine(const std::vector<DeviceSpec>& devices) {
     if (!loopback) return false;
   }
   return !devices.empty();
+}
+
+LocalCpuSplit SplitLocalCpus(int kernel_threads, const std::vector<int>& allowed,
+                             const std::function<std::vector<int>(int)>& siblings) {
+  LocalCpuSplit split;
+  if (kernel_threads < 1 || allowed.size() <= static_cast<size_t>(kernel_threads)) return split;
+  split.kernel.assign(allowed.begin(), allowed.begin() + kernel_threads);
+  std::set<int> taken(split.kernel.begin(), split.kernel.end());
+  for (int c : split.kernel) {
+    for (int s : siblings(c)) taken.insert(s);
+  }
+  for (int c : allowed) {
+    if (taken.count(c) == 0) split.build.push_back(c);
+  }
+  return split;
+}
+
+LocalCpuSplit SplitLocalCpus(int kernel_threads) {
+  return SplitLocalCpus(kernel_threads, AllowedCpus(), [](int cpu) -> std::vector<int> {
+    std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) +
+                    "/topology/thread_siblings_list");
+    std::string text;
+    if (!std::getline(f, text)) return {cpu};
+    auto list = ParseCpuList(text);
+    return list.ok() ? *list : std::vector<int>{cpu};
+  });
 }
 
 Expected<builder::Target> ResolveTarget(const std::string& text, const DeviceSpec& device) {

@@ -66,7 +66,8 @@ struct BuildResult {
 std::string DefaultCacheDir();
 
 struct BuilderOptions {
-  int workers = 0;        // 0: one per core
+  int workers = 0;        // 0: one per core (per CPU of `cpus` when given)
+  std::vector<int> cpus;  // the CPUs the workers run on; empty: wherever this process may run
   std::string cache_dir;  // empty: no cache (DefaultCacheDir() is the usual one)
   std::chrono::milliseconds default_timeout{60'000};
 };

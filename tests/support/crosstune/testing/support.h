@@ -92,5 +92,7 @@ std::vector<ProcessInfo> ListProcesses();
 std::vector<ProcessInfo> SessionProcesses(int server_pid);
 // `pid`'s entry, or pid 0 when it is gone.
 ProcessInfo Process(int pid);
+// The CPUs `pid` may run on, as /proc/PID/status's Cpus_allowed_list says ("0-1"); "" when gone.
+std::string CpusAllowedList(int pid);
 
 }  // namespace crosstune::testing

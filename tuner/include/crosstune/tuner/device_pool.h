@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,21 @@ class DevicePool {
 // Whether every device is a server on this machine (a loopback address: 127.x, ::1,
 // localhost): builds then run on the cores its kernels are timed on.
 bool AllOnThisMachine(const std::vector<DeviceSpec>& devices);
+
+// How a tuning run shares this machine between the kernel it times and its builds when it
+// measures on a server it starts here: the server (and so the timed kernel) runs on the first
+// `kernel_threads` of `allowed`, the builds on the rest, less any CPU that shares a physical core
+// with a kernel CPU (`siblings(cpu)`: that CPU's SMT siblings, itself included). `build` is empty
+// when nothing is left: builds and runs then take turns. `kernel` is empty when `allowed` holds
+// no more CPUs than `kernel_threads`: the server is not pinned.
+struct LocalCpuSplit {
+  std::vector<int> kernel;
+  std::vector<int> build;
+};
+LocalCpuSplit SplitLocalCpus(int kernel_threads, const std::vector<int>& allowed,
+                             const std::function<std::vector<int>(int)>& siblings);
+// The same with this process's CPUs and the machine's topology (/sys/devices/system/cpu).
+LocalCpuSplit SplitLocalCpus(int kernel_threads);
 
 // The target a run builds for: "auto" asks `device` for its CPU (builder::TargetFromDevice),
 // "cuda" for its first GPU; anything else is parsed as a target string or preset.
