@@ -134,7 +134,7 @@ LocalCpuSplit SplitLocalCpus(int kernel_threads, const std::vector<int>& allowed
                              const std::function<std::vector<int>(int)>& siblings) {
   LocalCpuSplit split;
   if (kernel_threads < 1 || allowed.size() <= static_cast<size_t>(kernel_threads)) return split;
-  split.kernel.assign(allowed.begin(), allowed.begin() + kernel_threads);
+  split.kernel.assign(allowed.end() - kernel_threads, allowed.end());
   std::set<int> taken(split.kernel.begin(), split.kernel.end());
   for (int c : split.kernel) {
     for (int s : siblings(c)) taken.insert(s);
