@@ -336,7 +336,8 @@ TEST(VendoredSpaceTest, XgbReachesTheBestInFewerTrialsThanRandomOverFixedSeeds) 
   ASSERT_TRUE(random.ok() && xgb.ok());
   ASSERT_TRUE(random->median.has_value() && xgb->median.has_value());
   EXPECT_LE(*xgb->median, 0.5 * *random->median)
-      << "xgb " << ReplaySummaryJson(*xgb).dump() << "\nrandom " << ReplaySummaryJson(*random).dump();
+      << "xgb " << ReplaySummaryJson(*xgb).dump() << "\nrandom "
+      << ReplaySummaryJson(*random).dump();
 }
 
 }  // namespace

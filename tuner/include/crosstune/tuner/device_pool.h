@@ -63,9 +63,9 @@ bool AllOnThisMachine(const std::vector<DeviceSpec>& devices);
 // measures on a server it starts here: the server (and so the timed kernel) runs on the last
 // `kernel_threads` of `allowed` (the first CPU usually takes the devices' interrupts: on a 2-vCPU
 // VM all of the network's and disk's went to CPU 0), the builds on the rest, less any CPU that
-// shares a physical core with a kernel CPU (`siblings(cpu)`: its SMT siblings, itself included). `build` is empty
-// when nothing is left: builds and runs then take turns. `kernel` is empty when `allowed` holds
-// no more CPUs than `kernel_threads`: the server is not pinned.
+// shares a physical core with a kernel CPU (`siblings(cpu)`: its SMT siblings, itself included).
+// `build` is empty when nothing is left: builds and runs then take turns. `kernel` is empty when
+// `allowed` holds no more CPUs than `kernel_threads`: the server is not pinned.
 struct LocalCpuSplit {
   std::vector<int> kernel;
   std::vector<int> build;
