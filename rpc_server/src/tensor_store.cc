@@ -76,7 +76,11 @@ Expected<msg::TensorRef> TensorStore::Alloc(const msg::TensorAllocRequest& reque
     if (p == MAP_FAILED) p = nullptr;
     kind = Entry::Kind::kMmap;
   } else {
+    // The heap may hand back what this session freed, or what the server held before it forked
+    // the session: zeroed, so a copy out of a tensor never written shows none of it. (Mapped
+    // tensors are fresh pages, zero already.)
     p = std::aligned_alloc(kAlign, alloc);
+    if (p) std::memset(p, 0, alloc);
   }
   if (!p) {
     return Status(ErrorCode::kLimitExceeded,

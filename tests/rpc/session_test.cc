@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 #include <vector>
@@ -249,6 +250,23 @@ TEST_F(SessionTest, ReportsKernelErrorsWithTheModulesText) {
   EXPECT_EQ(r.status().code(), ErrorCode::kKernelError);
   EXPECT_NE(r.status().message().find("asked to fail"), std::string::npos) << r.status().message();
   EXPECT_TRUE(m.Call("empty", {}).ok());
+}
+
+// A new tensor never shows what the session's memory held before, large (fresh pages) or small
+// (from the heap, where a freed tensor's bytes may still be).
+TEST_F(SessionTest, NewTensorsAreZeroEvenWhereAFreedOneWas) {
+  for (int64_t n : {int64_t{256}, int64_t{4096}, int64_t{1} << 20}) {
+    auto first = session_->AllocTensor({n}, DLDataType{kDLUInt, 8, 1});
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    std::vector<uint8_t> secret(static_cast<size_t>(n), 0xa5);
+    ASSERT_TRUE(first->CopyFrom(secret.data(), secret.size()).ok());
+    ASSERT_TRUE(first->Free().ok());
+    auto second = session_->AllocTensor({n}, DLDataType{kDLUInt, 8, 1});
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    std::vector<uint8_t> seen(secret.size(), 1);
+    ASSERT_TRUE(second->CopyTo(seen.data(), seen.size()).ok());
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), n) << "tensor of " << n << " bytes";
+  }
 }
 
 TEST_F(SessionTest, ChecksTensorCopyBounds) {
