@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -64,13 +65,13 @@ constexpr uint64_t kStreamHashMinBytes = uint64_t{8} << 20;
 Status SendFileHashing(Channel& ch, int file_fd, uint64_t size, Deadline deadline, Sha256* sha) {
   constexpr size_t kBuffers = 6;
   struct Chunk {
-    std::vector<char> data;
+    std::unique_ptr<char[]> data;  // Limits::kStreamChunkBytes, filled before it is read
     size_t size = 0;
   };
   std::vector<Chunk> chunks(kBuffers);
   std::deque<Chunk*> free_list, full;
   for (auto& c : chunks) {
-    c.data.resize(Limits::kStreamChunkBytes);
+    c.data = std::make_unique_for_overwrite<char[]>(Limits::kStreamChunkBytes);
     free_list.push_back(&c);
   }
   std::mutex mu;
@@ -86,7 +87,7 @@ Status SendFileHashing(Channel& ch, int file_fd, uint64_t size, Deadline deadlin
         c = full.front();
         full.pop_front();
       }
-      sha->Update(c->data.data(), c->size);
+      sha->Update(c->data.get(), c->size);
       std::lock_guard<std::mutex> lock(mu);
       free_list.push_back(c);
       cv.notify_all();
@@ -102,10 +103,10 @@ Status SendFileHashing(Channel& ch, int file_fd, uint64_t size, Deadline deadlin
       c = free_list.front();
       free_list.pop_front();
     }
-    size_t want = static_cast<size_t>(std::min<uint64_t>(left, c->data.size()));
+    size_t want = static_cast<size_t>(std::min<uint64_t>(left, Limits::kStreamChunkBytes));
     c->size = 0;
     while (c->size < want) {
-      ssize_t n = ::read(file_fd, c->data.data() + c->size, want - c->size);
+      ssize_t n = ::read(file_fd, c->data.get() + c->size, want - c->size);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         status = n == 0 ? Status(ErrorCode::kIoError, "file ended early (changed while uploading?)")
@@ -114,7 +115,7 @@ Status SendFileHashing(Channel& ch, int file_fd, uint64_t size, Deadline deadlin
       }
       c->size += static_cast<size_t>(n);
     }
-    if (status.ok()) status = ch.WriteBytes(c->data.data(), c->size, deadline);
+    if (status.ok()) status = ch.WriteBytes(c->data.get(), c->size, deadline);
     std::lock_guard<std::mutex> lock(mu);
     if (!status.ok()) {
       free_list.push_back(c);

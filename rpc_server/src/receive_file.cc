@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,14 +34,14 @@ Status WriteAll(int fd, const char* p, size_t n) {
 class Pipeline {
  public:
   struct Chunk {
-    std::vector<char> data;
+    std::unique_ptr<char[]> data;  // Limits::kStreamChunkBytes, filled before it is read
     size_t size = 0;
     int pending = 0;  // consumers still using it
   };
 
   explicit Pipeline(size_t buffers) : chunks_(buffers) {
     for (auto& c : chunks_) {
-      c.data.resize(Limits::kStreamChunkBytes);
+      c.data = std::make_unique_for_overwrite<char[]>(Limits::kStreamChunkBytes);
       free_.push_back(&c);
     }
   }
@@ -100,13 +101,14 @@ Status ReceiveFile(Channel& ch, int file_fd, uint64_t size, Deadline deadline, S
                    bool* in_step) {
   *in_step = false;
   if (size < kPipelineMinBytes) {
-    std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(size, Limits::kStreamChunkBytes)));
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, Limits::kStreamChunkBytes));
+    auto buf = std::make_unique_for_overwrite<char[]>(chunk);
     Status write_status;
     for (uint64_t left = size; left > 0;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
-      CT_RETURN_IF_ERROR(ch.ReadBytes(buf.data(), n, deadline));
-      sha->Update(buf.data(), n);
-      if (write_status.ok()) write_status = WriteAll(file_fd, buf.data(), n);
+      size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk));
+      CT_RETURN_IF_ERROR(ch.ReadBytes(buf.get(), n, deadline));
+      sha->Update(buf.get(), n);
+      if (write_status.ok()) write_status = WriteAll(file_fd, buf.get(), n);
       left -= n;
     }
     *in_step = true;
@@ -116,14 +118,14 @@ Status ReceiveFile(Channel& ch, int file_fd, uint64_t size, Deadline deadline, S
   Pipeline pipe(kBuffers);
   std::thread hasher([&] {
     while (Pipeline::Chunk* c = pipe.Next(0)) {
-      sha->Update(c->data.data(), c->size);
+      sha->Update(c->data.get(), c->size);
       pipe.Done(c);
     }
   });
   Status write_status;  // only the writer thread touches it until join
   std::thread writer([&] {
     while (Pipeline::Chunk* c = pipe.Next(1)) {
-      if (write_status.ok()) write_status = WriteAll(file_fd, c->data.data(), c->size);
+      if (write_status.ok()) write_status = WriteAll(file_fd, c->data.get(), c->size);
       pipe.Done(c);
     }
   });
@@ -132,8 +134,8 @@ Status ReceiveFile(Channel& ch, int file_fd, uint64_t size, Deadline deadline, S
   uint64_t left = size;
   while (left > 0) {
     Pipeline::Chunk* c = pipe.TakeFree();
-    c->size = static_cast<size_t>(std::min<uint64_t>(left, c->data.size()));
-    status = ch.ReadBytes(c->data.data(), c->size, deadline);
+    c->size = static_cast<size_t>(std::min<uint64_t>(left, Limits::kStreamChunkBytes));
+    status = ch.ReadBytes(c->data.get(), c->size, deadline);
     if (!status.ok()) {
       pipe.Return(c);
       break;

@@ -252,6 +252,28 @@ TEST_F(SessionTest, ReportsKernelErrorsWithTheModulesText) {
   EXPECT_TRUE(m.Call("empty", {}).ok());
 }
 
+// Copies many times larger than one receive or send (32 KiB, 1 MiB): every byte lands
+// at its offset, and a partial copy touches only its range.
+TEST_F(SessionTest, CopiesALargeTensorInAndOutByteForByte) {
+  const int64_t n = (3 << 20) / 4 + 3;
+  auto t = session_->AllocTensor({n}, DLDataType{kDLInt, 32, 1});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<uint32_t> in(static_cast<size_t>(n));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint32_t>(i * 2654435761u);
+  ASSERT_TRUE(t->CopyFrom(in.data(), in.size() * 4).ok());
+  std::vector<uint32_t> out(in.size(), 0);
+  ASSERT_TRUE(t->CopyTo(out.data(), out.size() * 4).ok());
+  EXPECT_TRUE(out == in);
+  // 1 MiB at an odd element offset, then the whole tensor back.
+  const size_t at = 12345, count = (1 << 20) / 4;
+  std::vector<uint32_t> patch(count, 0xfeedf00d);
+  ASSERT_TRUE(t->CopyFrom(patch.data(), at * 4, count * 4).ok());
+  std::copy(patch.begin(), patch.end(), in.begin() + static_cast<ptrdiff_t>(at));
+  ASSERT_TRUE(t->CopyTo(out.data(), out.size() * 4).ok());
+  EXPECT_TRUE(out == in);
+  EXPECT_TRUE(session_->Ping().ok());
+}
+
 // A new tensor never shows what the session's memory held before, large (fresh pages) or small
 // (from the heap, where a freed tensor's bytes may still be).
 TEST_F(SessionTest, NewTensorsAreZeroEvenWhereAFreedOneWas) {
