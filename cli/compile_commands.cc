@@ -31,10 +31,6 @@ model::Graph LoadModel(const std::string& path, const std::vector<std::string>& 
   return g;
 }
 
-std::vector<tuner::WorkloadLayer> ModelTasks(const model::Graph& graph) {
-  return model::ExtractTasks(graph);
-}
-
 std::string ModelName(const std::string& path) {
   return std::filesystem::path(path).stem().string();
 }

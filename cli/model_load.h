@@ -14,8 +14,6 @@ namespace crosstune::cli {
 // ImportOnnx with --shape NAME=D1,D2,... flags, then the default passes; ends the command with
 // the importer's error (naming the node, the input or the shape flag) when it fails.
 model::Graph LoadModel(const std::string& path, const std::vector<std::string>& shapes);
-// The graph's distinct tasks with their counts (model::ExtractTasks).
-std::vector<tuner::WorkloadLayer> ModelTasks(const model::Graph& graph);
 // "r50w16" for "models/r50w16.onnx": the workload name its records carry.
 std::string ModelName(const std::string& path);
 

@@ -251,22 +251,16 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
   std::vector<tuner::WorkloadLayer> layers;
   if (f.workload.empty()) {
     // The model's tasks (the same compile takes), less those no template takes yet.
-    std::string refused;
-    int left_out = 0;
-    for (auto& layer : ModelTasks(LoadModel(f.model, f.shapes))) {
-      auto task = tuner::MakeTask(layer.template_name, layer.shape, target, {f.threads});
-      if (task.ok()) {
-        layers.push_back(std::move(layer));
-      } else {
-        refused +=
-            fmt::format("{}{} ({})", left_out++ ? "; " : "", layer.name, task.status().message());
-      }
-    }
-    if (left_out > 0 && !f.quiet) {
+    model::TunableTasks tasks =
+        model::SplitTunableTasks(LoadModel(f.model, f.shapes), target, f.threads);
+    layers = std::move(tasks.layers);
+    if (!tasks.left_out.empty() && !f.quiet) {
+      std::string refused;
+      for (const auto& why : tasks.left_out) refused += (refused.empty() ? "" : "; ") + why;
       std::fprintf(stderr,
-                   "tune %s: %d of the model's tasks are left out (no template takes them yet; "
+                   "tune %s: %zu of the model's tasks are left out (no template takes them yet; "
                    "compile gives them generated kernels): %s\n",
-                   name.c_str(), left_out, refused.c_str());
+                   name.c_str(), tasks.left_out.size(), refused.c_str());
     }
     if (layers.empty()) Fail(f.model + ": the model has no task a template takes");
   } else {

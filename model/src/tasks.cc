@@ -2,6 +2,9 @@
 #include "crosstune/model/tasks.h"
 
 #include <map>
+#include <utility>
+
+#include "crosstune/tuner/task.h"
 
 namespace crosstune::model {
 namespace {
@@ -58,6 +61,19 @@ std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g) {
     layers.push_back({n.name, t->template_name, t->shape, 1});
   }
   return layers;
+}
+
+TunableTasks SplitTunableTasks(const Graph& g, const builder::Target& target, int threads) {
+  TunableTasks out;
+  for (auto& layer : ExtractTasks(g)) {
+    auto task = tuner::MakeTask(layer.template_name, layer.shape, target, {threads});
+    if (task.ok()) {
+      out.layers.push_back(std::move(layer));
+    } else {
+      out.left_out.push_back(layer.name + " (" + task.status().message() + ")");
+    }
+  }
+  return out;
 }
 
 Expected<std::vector<tuner::WorkloadLayer>> MakeWorkload(const std::string& name) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "crosstune/builder/target.h"
 #include "crosstune/model/graph.h"
 #include "crosstune/status.h"
 #include "crosstune/tuner/workload.h"
@@ -37,6 +38,15 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n);
 // The graph's distinct tasks in the order they first occur, with how often each occurs; a
 // layer's name is its first node's.
 std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g);
+
+// The tasks `tune --model` tunes: ExtractTasks less those no template takes for this target and
+// thread count (a size past a template's limits: compile gives them generated kernels). Each
+// left-out task is named with the template's reason ("layer1.0.conv1 (conv2d: ...)").
+struct TunableTasks {
+  std::vector<tuner::WorkloadLayer> layers;
+  std::vector<std::string> left_out;
+};
+TunableTasks SplitTunableTasks(const Graph& g, const builder::Target& target, int threads);
 
 // Built-in networks ("resnet50": ResNet-50 v1.5, batch 1, 224x224, fp32, the graph
 // scripts/make-model.py writes, without weights), after the default passes.
