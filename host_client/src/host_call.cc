@@ -1,8 +1,9 @@
 // Host tensors in calls and copies (session.h: HostArg, RemoteModule::CallHost / TimeHost,
-// RemoteTensor::CopyFromHost / CopyToHost).
+// RemoteTensor::CopyFromHost / CopyToHost, RemoteModel::SetInputHost / GetOutputHost).
 #include <string>
 #include <vector>
 
+#include "crosstune/client/remote_model.h"
 #include "crosstune/client/session.h"
 #include "crosstune/tensor.h"
 
@@ -93,6 +94,46 @@ Status RemoteTensor::CopyFromHost(const DLTensor& host) {
 Status RemoteTensor::CopyToHost(const DLTensor& host) const {
   CT_ASSIGN_OR_RETURN(uint64_t nbytes, HostCopyBytes(host, *this));
   return CopyTo(static_cast<char*>(host.data) + host.byte_offset, nbytes);
+}
+
+Status RemoteModel::SetInputHost(const std::string& name, const DLTensor& host) {
+  CT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, HostShape(host, "input '" + name + "'"));
+  CT_ASSIGN_OR_RETURN(uint64_t nbytes, TensorBytes(shape, host.dtype));
+  return SetInput(name, shape, host.dtype, static_cast<const char*>(host.data) + host.byte_offset,
+                  nbytes);
+}
+
+Status RemoteModel::GetOutputHost(const std::string& name, const DLTensor& host) {
+  return GetOutputHostImpl(name, 0, host);
+}
+
+Status RemoteModel::GetOutputHost(size_t index, const DLTensor& host) {
+  return GetOutputHostImpl("", static_cast<int64_t>(index), host);
+}
+
+Status RemoteModel::GetOutputHostImpl(const std::string& name, int64_t index,
+                                      const DLTensor& host) {
+  const std::string what =
+      name.empty() ? "output " + std::to_string(index) : "output '" + name + "'";
+  CT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, HostShape(host, "the array for " + what));
+  CT_ASSIGN_OR_RETURN(uint64_t nbytes, TensorBytes(shape, host.dtype));
+  // The dtype is checked here (the server's header says only the size): a float32 output read
+  // into an int32 array of its size would be garbage.
+  const msg::TensorInfo* out = nullptr;
+  if (!name.empty()) {
+    out = FindOutput(name);
+  } else if (index >= 0 && static_cast<size_t>(index) < info_.outputs.size()) {
+    out = &info_.outputs[static_cast<size_t>(index)];
+  }
+  if (out != nullptr) {
+    auto want = ParseDType(out->dtype);
+    if (want.ok() && !(*want == host.dtype)) {
+      return Status(ErrorCode::kInvalidArgument,
+                    what + " is " + ShapeString(out->shape) + " " + DTypeName(*want) +
+                        ", the array " + ShapeString(shape) + " " + DTypeName(host.dtype));
+    }
+  }
+  return GetOutputImpl(name, index, static_cast<char*>(host.data) + host.byte_offset, nbytes);
 }
 
 template <typename Reply, typename Fn>

@@ -56,6 +56,10 @@ Status RemoteModel::SetInput(const std::string& name, const std::vector<int64_t>
   if (session_ == nullptr) return Status(ErrorCode::kInvalidArgument, "model handle is empty");
   // Name, shape, dtype and size are the server's to check: it refuses before it keeps a byte.
   msg::SetInputRequest req{info_.model_id, name, shape, graph::TvmDTypeName(dtype), nbytes};
+  Session::CopyStats& stats = session_->copy_stats_;
+  stats.copies_in++;
+  stats.bytes_in += nbytes;
+  stats.last_in_source = data;
   Channel& ch = session_->channel_;
   return session_
       ->RequestWithBytes<msg::Empty>(
@@ -100,6 +104,10 @@ Status RemoteModel::GetOutputImpl(const std::string& name, int64_t index, void* 
                       " bytes), the buffer holds " + std::to_string(nbytes));
   }
   // Straight from the socket into the caller's buffer.
+  Session::CopyStats& stats = session_->copy_stats_;
+  stats.copies_out++;
+  stats.bytes_out += nbytes;
+  stats.last_out_destination = data;
   Status s = ch.ReadBytes(data, nbytes, deadline);
   if (!s.ok()) ch.Close();
   return s;

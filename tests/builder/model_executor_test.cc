@@ -154,6 +154,61 @@ TEST_F(ModelExecutorTest, RunsTheNetworkWithCheckedOutputs) {
   ExpectOutputs(m, x);
 }
 
+TEST_F(ModelExecutorTest, SendsInputsFromAndReadsOutputsIntoTheCallersBuffers) {
+  std::vector<float> x;
+  RemoteModel m = LoadGood(&x);
+  const Session::CopyStats& stats = session_->copy_stats();
+  EXPECT_EQ(stats.copies_in, 1u);
+  EXPECT_EQ(stats.bytes_in, x.size() * 4);
+  EXPECT_EQ(stats.last_in_source, x.data());
+  ASSERT_TRUE(m.Run().ok());
+  std::vector<float> hi(2);
+  ASSERT_TRUE(m.GetOutput("hi", hi.data(), 8).ok());
+  EXPECT_EQ(stats.copies_out, 1u);
+  EXPECT_EQ(stats.bytes_out, 8u);
+  EXPECT_EQ(stats.last_out_destination, hi.data());
+}
+
+TEST_F(ModelExecutorTest, SetsInputsAndReadsOutputsAsHostTensorsInPlace) {
+  std::vector<float> x;
+  RemoteModel m = LoadGood(&x);
+  for (float& v : x) v = -v;
+  int64_t in_shape[2] = {1, kIn};
+  DLTensor in{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, in_shape, nullptr, 0};
+  ASSERT_TRUE(m.SetInputHost("x", in).ok());
+  EXPECT_EQ(session_->copy_stats().last_in_source, x.data());
+  ASSERT_TRUE(m.Run().ok());
+  std::vector<float> lo(2), hi(2);
+  int64_t out_shape[2] = {1, 2};
+  DLTensor lo_t{lo.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, out_shape, nullptr, 0};
+  DLTensor hi_t{hi.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, out_shape, nullptr, 0};
+  ASSERT_TRUE(m.GetOutputHost("lo", lo_t).ok());
+  ASSERT_TRUE(m.GetOutputHost(1, hi_t).ok());
+  EXPECT_EQ(session_->copy_stats().last_out_destination, hi.data());
+  std::vector<float> want = testing::Reference(Weights(), x);
+  EXPECT_FLOAT_EQ(lo[0], want[0]);
+  EXPECT_FLOAT_EQ(hi[1], want[3]);
+
+  // A strided view is refused before anything is sent; a wrong dtype or shape by name.
+  int64_t strides[2] = {kIn, 2};
+  int64_t half_shape[2] = {1, kIn / 2};
+  DLTensor view{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, half_shape, strides, 0};
+  Status s = m.SetInputHost("x", view);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not contiguous"), std::string::npos) << s.ToString();
+  std::vector<int32_t> ints(2);
+  DLTensor ints_t{ints.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, out_shape, nullptr, 0};
+  s = m.GetOutputHost("lo", ints_t);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("output 'lo' is 1x2 f32"), std::string::npos) << s.ToString();
+  DLTensor wrong_in{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, half_shape, nullptr, 0};
+  s = m.SetInputHost("x", wrong_in);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.ToString();
+  // The session goes on.
+  ASSERT_TRUE(m.SetInputHost("x", in).ok());
+  ASSERT_TRUE(m.Run().ok());
+}
+
 TEST_F(ModelExecutorTest, TimesRunsAndProfilesEveryNode) {
   std::vector<float> x;
   RemoteModel m = LoadGood(&x);

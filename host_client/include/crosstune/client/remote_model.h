@@ -49,12 +49,19 @@ class RemoteModel {
   Status SetInput(const std::string& name, const void* data, uint64_t nbytes);
   Status SetInput(const std::string& name, const std::vector<int64_t>& shape, DLDataType dtype,
                   const void* data, uint64_t nbytes);
+  // A host tensor (C-ordered CPU memory: a numpy array's) as input `name`, sent from its own
+  // memory with its own shape and dtype, which the server checks against the input's.
+  // kInvalidArgument for a tensor that is not C-ordered CPU memory, before anything is sent.
+  Status SetInputHost(const std::string& name, const DLTensor& host);
   // Runs every node once. `timeout_ms` bounds the whole run (0: the server's call timeout).
   Expected<msg::RunModelReply> Run(uint32_t timeout_ms = 0, uint32_t threads = 0);
   // Copies output `name` (or number `index`) into `data`, which holds `nbytes`: NotFound for a
   // name or index the model lacks, InvalidArgument when nbytes is not the output's size.
   Status GetOutput(const std::string& name, void* data, uint64_t nbytes);
   Status GetOutput(size_t index, void* data, uint64_t nbytes);
+  // Output `name` (or number `index`) into a host tensor of its dtype and size, in place.
+  Status GetOutputHost(const std::string& name, const DLTensor& host);
+  Status GetOutputHost(size_t index, const DLTensor& host);
   // Whole runs under the time evaluator's rules (seconds per run, one entry per round).
   Expected<msg::TimeReply> Time(const TimeOptions& options);
   // Every operator node timed on its own, in graph order, under the same rules.
@@ -64,6 +71,7 @@ class RemoteModel {
 
  private:
   Status GetOutputImpl(const std::string& name, int64_t index, void* data, uint64_t nbytes);
+  Status GetOutputHostImpl(const std::string& name, int64_t index, const DLTensor& host);
   std::chrono::milliseconds TimeBudget(const TimeOptions& options, uint64_t calls_per_round) const;
 
   Session* session_ = nullptr;

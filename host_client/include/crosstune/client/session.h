@@ -170,9 +170,10 @@ class Session {
   // busy_poll).
   Channel::BusyPollStats busy_poll_stats() const { return channel_.busy_poll_stats(); }
 
-  // Tensor copies of this session: how many, their bytes, and where in this process's memory the
-  // last copy in read from and the last copy out wrote to. A caller (the Python package's tests)
-  // sees from them that its buffer was sent from and received into in place.
+  // Tensor copies of this session (tensors' copies, model inputs set and outputs read): how many,
+  // their bytes, and where in this process's memory the last copy in read from and the last copy
+  // out wrote to. A caller (the Python package's tests) sees from them that its buffer was sent
+  // from and received into in place.
   struct CopyStats {
     uint64_t copies_in = 0, copies_out = 0;
     uint64_t bytes_in = 0, bytes_out = 0;
