@@ -105,12 +105,12 @@ install_tvm_venv() {
 }
 
 # The Python package (python/): its build requirements (nanobind, scikit-build-core), its tests
-# (pytest, mypy, nbformat for the example notebook) and numpy/tqdm, in a virtual environment of
-# its own made from Debian's python3 (whose headers python3-dev gives). The default build finds
-# it there (CROSSTUNE_PYTHON_VENV) and builds the package with it.
+# (pytest, mypy, nbformat for the example notebook), numpy, tqdm and matplotlib (run.plot()), in a
+# virtual environment of its own made from Debian's python3 (whose headers python3-dev gives). The
+# default build finds it there (CROSSTUNE_PYTHON_VENV) and builds the package with it.
 PY_VENV=${CROSSTUNE_PYTHON_VENV:-/opt/crosstune/python-venv}
 PY_PINS=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0 mypy==2.4.1 numpy==2.4.6
-         tqdm==4.70.1 nbformat==5.11.1)
+         tqdm==4.70.1 nbformat==5.11.1 matplotlib==3.11.2)
 install_python_venv() {
   local stamp="$PY_VENV/.crosstune-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${PY_PINS[*]}" ]; then

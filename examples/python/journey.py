@@ -2,11 +2,15 @@
 
 Starts a crosstune-server here (as `crosstune tune` does without --server), then: describe the
 device, build a kernel for it, load it, call it on numpy arrays and time it; tune a matmul,
-export the best config as a package, run that
-and plot the best-so-far curve. With
+export the best config as a package, run that and plot the best-so-far curve. With --model, an
+ONNX network too: import it, tune its layers, compile it with the records, run it on the device,
+time and profile it (and compare with onnxruntime where it is installed). With
 CROSSTUNE_SERVER=HOST:PORT set, the device is that server instead.
 
-    python examples/python/journey.py [--trials N]
+    python examples/python/journey.py [--trials N] [--model FILE.onnx]
+
+A model to try: `scripts/make-model.py small -o small.onnx` (or `resnet50`), run with the model
+venv that scripts/install-deps.sh makes.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=16, help="matmul configs to measure")
     parser.add_argument("--work", help="folder for the log, package and plot (kept; default: a new "
                         "temporary folder, printed at the end)")
+    parser.add_argument("--model", help="an ONNX model to tune, compile and run (optional)")
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="crosstune-journey-")
     os.makedirs(work, exist_ok=True)
@@ -87,8 +92,45 @@ def main() -> None:
         error = float(np.max(np.abs(z - x @ y)))
         print(f"exported {package.path}: max abs error against numpy {error:.2e}")
         assert error < 1e-3
-        run.plot().save(os.path.join(work, "mm.svg"))
+        run.svg().save(os.path.join(work, "mm.svg"))
         print(f"best-so-far plot: {os.path.join(work, 'mm.svg')}")
+
+        if args.model:
+            run_model(dev, args.model, args.trials, work)
+
+
+def run_model(dev: ct.Device, path: str, trials: int, work: str) -> None:
+    """5. A network: import, tune its layers, compile with the records, run, time, profile."""
+    model = ct.import_onnx(path)
+    print(f"model {model.name}: {len(model.tasks)} tunable layers, {model.flops / 1e9:.3f} GFLOP "
+          f"per run, inputs {[(i['name'], i['shape']) for i in model.inputs]}")
+    log = os.path.join(work, model.name + ".jsonl")
+    ct.tune(model, trials=trials, round=max(1, trials // 2), log=log,
+            server=os.environ.get("CROSSTUNE_SERVER") or None, progress=True)
+    package = ct.compile(model, log=log, device=dev).save(os.path.join(work, model.name + ".ctpkg"))
+    print(f"compiled {package.path}: {package.tuned} of {package.report['tasks']} tasks tuned, "
+          f"{package.report['nodes']} nodes")
+    rng = np.random.default_rng(1)
+    inputs = {i["name"]: rng.uniform(-1, 1, i["shape"]).astype(i["dtype"]) for i in model.inputs}
+    with dev.load_model(package) as net:
+        for name, array in inputs.items():
+            net.set_input(name, array)
+        net.run()
+        outputs = [net.get_output(i) for i in range(len(net.outputs))]
+        t = net.time(number=5, repeat=3)
+        print(f"{model.name} on the device: median {t.median * 1e3:.3f} ms per run")
+        print(net.profile(number=2, repeat=2))
+    try:
+        import onnxruntime  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        print("onnxruntime is not installed here: no reference check")
+        return
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    reference = session.run(None, inputs)
+    error = max(float(np.max(np.abs(o - r))) for o, r in zip(outputs, reference))
+    print(f"max abs error against onnxruntime: {error:.2e}")
+    assert error < 1e-3
+
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """crosstune: cross-deploy and auto-tune compute kernels on remote devices, from Python.
 
-The C++ libraries do the work (client, builder, tuner); this package gives them a Python shape.
+The C++ libraries do the work (client, builder, tuner, model compiler); this package gives them a Python shape.
 Remote calls and tuning steps release the GIL, numpy arrays cross without copies on this side,
 and errors are exceptions whose ``code`` is the C++ error code::
 
@@ -17,6 +17,13 @@ and errors are exceptions whose ``code`` is the C++ error code::
 
     run = ct.tune("matmul", shape=(512, 512, 512), trials=200, log="mm.jsonl")
     run.best, run.records                           # dicts; pandas.DataFrame(run.records) works
+
+    model = ct.import_onnx("resnet50.onnx", shapes={"input": (1, 3, 224, 224)})
+    ct.tune(model, trials=2000, log="r50.jsonl")     # its layers, on the same devices as above
+    with ct.connect() as dev:
+        net = dev.load_model(ct.compile(model, log="r50.jsonl", device=dev))
+        net.set_input("input", x); net.run(); y = net.get_output(0)
+        net.time(number=10).median; print(net.profile())
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ from ._tune import (  # noqa: E402
     templates,
     tune,
 )
+from ._model import Model, ModelPackage, Network, Profile, compile, import_onnx  # noqa: E402
 
 __all__ = [
     "Device",
@@ -105,6 +113,12 @@ __all__ = [
     "plot_log",
     "export",
     "replay",
+    "Model",
+    "ModelPackage",
+    "Network",
+    "Profile",
+    "import_onnx",
+    "compile",
 ]
 # The error classes, as the errors module lists them (one list, not two).
 __all__ += _errors.__all__

@@ -12,6 +12,7 @@ from ._paths import server_binary
 
 if TYPE_CHECKING:
     from ._build import Package
+    from ._model import Network
 
 #: What a call accepts as an argument: an int (int64), a float (float64), an array (numpy or any
 #: DLPack CPU array, sent from its own memory and written back in place) or a RemoteTensor.
@@ -213,16 +214,38 @@ class Device:
         name), or, as a ``str``, the path of a file already in the workspace. The server checks
         a package's hashes, architecture and CPU features before loading it.
         """
+        return Module(self._session.load(self._in_workspace(module, as_name)), self)
+
+    def load_model(
+        self, package: Union[str, "os.PathLike[str]", "Package"], *, as_name: Optional[str] = None
+    ) -> "Network":
+        """Loads a model package (from :func:`compile`, or a .ctpkg) on the device's graph
+        executor and returns the :class:`Network`: ``set_input``, ``run``, ``get_output``,
+        ``time``, ``profile``.
+
+        ``package`` is given as for :meth:`load`. The server verifies the package first (hashes,
+        architecture and CPU features, graph, storage plan, params, functions) and names what is
+        wrong.
+        """
+        from ._model import Network
+
+        remote = self._in_workspace(package, as_name)
+        return Network(_core.RemoteModel.load(self._session, remote), self)
+
+    def _in_workspace(
+        self, module: Union[str, "os.PathLike[str]", "Package"], as_name: Optional[str]
+    ) -> str:
+        """The workspace path of a module: a Package or a local path is uploaded first."""
         from ._build import Package
 
         if isinstance(module, Package):
             module = pathlib.Path(module.path)
-        if not isinstance(module, str):
-            local = os.fspath(module)
-            remote = as_name or os.path.basename(local)
-            self._session.upload(local, remote)
-            module = remote
-        return Module(self._session.load(module), self)
+        if isinstance(module, str):
+            return module
+        local = os.fspath(module)
+        remote = as_name or os.path.basename(local)
+        self._session.upload(local, remote)
+        return remote
 
     def empty(self, shape: Sequence[int], dtype: str = "f32") -> _core.RemoteTensor:
         """A tensor in the device's memory (contents undefined). dtypes: f16 f32 f64 i8..i64

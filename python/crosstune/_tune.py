@@ -7,13 +7,16 @@ import json
 import os
 import random
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._build import Package
 from ._device import Tracker, _read_secret
 from ._paths import server_binary
 from ._progress import ProgressBar
+
+if TYPE_CHECKING:
+    from ._model import Model
 
 PathLike = Union[str, "os.PathLike[str]"]
 Record = Dict[str, Any]
@@ -74,11 +77,45 @@ class TuneRun:
         """The best record's GFLOP/s (0 when none)."""
         return float(self.best["gflops"]) if self.best else 0.0
 
-    def plot(self) -> SVG:
+    def curve(self) -> Tuple[List[int], List[float]]:
+        """This run's best-so-far curve: (trial numbers 1..N, best GFLOP/s up to each trial, 0
+        before the first success), in the order the trials were measured."""
+        trials: List[int] = []
+        best: List[float] = []
+        so_far = 0.0
+        for i, r in enumerate(self.records, 1):
+            if r.get("error") == "ok":
+                so_far = max(so_far, float(r.get("gflops", 0.0)))
+            trials.append(i)
+            best.append(so_far)
+        return trials, best
+
+    def plot(self, ax: Any = None) -> Any:
+        """Draws this run's best-so-far GFLOP/s against its trials with matplotlib (:meth:`curve`)
+        on ``ax``, or on a new figure's axes, and returns the axes (shown inline in notebooks).
+        Needs matplotlib (``pip install matplotlib``); :meth:`svg` draws the log's runs without
+        it."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as e:
+            raise ImportError(
+                "run.plot() draws with matplotlib (pip install matplotlib); run.svg() needs nothing"
+            ) from e
+        if ax is None:
+            _figure, ax = plt.subplots()
+        trials, best = self.curve()
+        what = self.report.get("workload") or self.report.get("task", {}).get("template", "")
+        ax.plot(trials, best, drawstyle="steps-post", label=f"{what} ({self.report.get('tuner', '')})")
+        ax.set_xlabel("trials")
+        ax.set_ylabel("best GFLOP/s so far")
+        ax.legend()
+        return ax
+
+    def svg(self) -> SVG:
         """The best-so-far GFLOP/s of every run in the log against its trials (an SVG, shown
-        inline in notebooks); needs ``log=``."""
+        inline in notebooks, ``.save(path)``); needs ``log=``."""
         if not self.log:
-            raise _errors().InvalidArgument("plot() needs a run with a log (tune(..., log=PATH))")
+            raise _errors().InvalidArgument("svg() needs a run with a log (tune(..., log=PATH))")
         return plot_log(self.log)
 
     def __repr__(self) -> str:
@@ -88,6 +125,11 @@ class TuneRun:
             if task
             else str(self.report.get("workload", ""))
         )
+        if not task:
+            return (
+                f"<crosstune.TuneRun {what}: {len(self.records)} measured over "
+                f"{len(self.report.get('tasks', []))} tasks>"
+            )
         return (
             f"<crosstune.TuneRun {what}: {len(self.records)} measured, "
             f"best {self.best_gflops():.2f} GFLOP/s>"
@@ -112,7 +154,7 @@ def _progress_callback(progress: Union[bool, ProgressCallback], label: str) -> T
 
 
 def tune(
-    template: Optional[str] = None,
+    template: Optional[Union[str, "Model"]] = None,
     *,
     shape: Optional[Union[Sequence[int], str]] = None,
     workload: Optional[str] = None,
@@ -155,8 +197,10 @@ def tune(
 
     What: ``template`` (``"matmul"``, ``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``; see
     :func:`templates`) with ``shape`` (matmul: M,N,K; conv2d: N,C,H,W,K,R,S,stride,pad[,residual];
-    depthwise_conv2d: N,C,H,W,R,S,stride,pad; dense: B,IN,OUT), or ``workload="resnet50"`` (its
-    distinct layers under one budget, ``round`` trials at a time; needs ``log``). ``threads`` is
+    depthwise_conv2d: N,C,H,W,R,S,stride,pad; dense: B,IN,OUT), ``workload="resnet50"`` (its
+    distinct layers under one budget, ``round`` trials at a time; needs ``log``), or a
+    :class:`Model` from :func:`import_onnx` in place of the template (its distinct tunable
+    layers, as ``crosstune tune --model``: the records :func:`compile` looks up; needs ``log``). ``threads`` is
     the task's thread count. ``pins`` holds knobs at one value (``{"unroll_k": 4}``).
 
     Where: ``tracker`` (a :class:`Tracker` or ``"HOST:PORT"``) with ``key``: every free device
@@ -180,8 +224,17 @@ def tune(
     class of the commonest failure (:class:`WrongAnswer`, :class:`BuildError`, ...) with its
     message; the records stay in the log.
     """
-    if (template is None) == (workload is None):
-        raise _errors().InvalidArgument("give a template (tune('matmul', shape=...)) or workload=, not both")
+    from ._model import Model
+
+    model: Optional[Model] = None
+    if isinstance(template, Model):
+        model, template = template, None
+        if shape is not None:
+            raise _errors().InvalidArgument("a model's layers have their own shapes: no shape=")
+    if (template is None and model is None) == (workload is None):
+        raise _errors().InvalidArgument(
+            "give a template (tune('matmul', shape=...)), a model or workload=, one of them"
+        )
     if template is not None and shape is None:
         raise _errors().InvalidArgument("shape is required with a template")
     if isinstance(shape, str):
@@ -196,7 +249,10 @@ def tune(
         secret = _read_secret(auth_token_file)
     if run_id is None:
         run_id = f"{_core.utc_timestamp()}-{random.getrandbits(32):08x}"
-    label = template + " " + ",".join(map(str, shape_list)) if template else str(workload)
+    if template:
+        label = template + " " + ",".join(map(str, shape_list))
+    else:
+        label = model.name if model is not None else str(workload)
     callback, bar = _progress_callback(progress, label)
     records: List[Record] = []
 
@@ -216,6 +272,7 @@ def tune(
             template or "",
             shape_list,
             workload or "",
+            model._handle if model is not None else None,
             round,
             threads,
             target,

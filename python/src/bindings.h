@@ -2,11 +2,16 @@
 // package's class for the code), and the parts of the module each file binds.
 #pragma once
 
+#include <dlpack/dlpack.h>
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "crosstune/client/session.h"
 #include "crosstune/status.h"
 
 namespace crosstune::python {
@@ -34,8 +39,22 @@ T Unwrap(Expected<T>&& e) {
   return std::move(e).value();
 }
 
+// A host array as the client library sends it: in place, never copied here. Arrays come as they
+// are (no conversion, so never a temporary copy a call would write into); the client refuses
+// those that are not C-ordered CPU memory.
+struct HostArray {
+  std::vector<int64_t> shape, strides;
+  DLTensor tensor{};
+};
+// A numpy (or any DLPack) array as a host argument; false for anything else. A read-only array
+// is an input never written back.
+bool ToHostArg(nanobind::handle h, HostArray& storage, client::HostArg& out);
+// numpy's name of a crosstune dtype ("f32" -> "float32").
+std::string NumpyDType(DLDataType t);
+
 void BindTracker(nanobind::module_& m);
 void BindBuilder(nanobind::module_& m);
 void BindTuner(nanobind::module_& m);
+void BindModel(nanobind::module_& m);
 
 }  // namespace crosstune::python

@@ -102,14 +102,6 @@ DLDataType ToDataType(nb::dlpack::dtype t) {
   return DLDataType{t.code, t.bits, t.lanes};
 }
 
-// A host array as the client library sends it: in place, never copied here. Arrays come as they
-// are (no conversion, so never a temporary copy the call would write into); the client refuses
-// those that are not C-ordered CPU memory.
-struct HostArray {
-  std::vector<int64_t> shape, strides;
-  DLTensor tensor{};
-};
-
 template <typename Array>
 void FillHostArray(const Array& a, HostArray& storage) {
   storage.shape.resize(a.ndim());
@@ -126,23 +118,6 @@ void FillHostArray(const Array& a, HostArray& storage) {
   t.shape = storage.shape.data();
   t.strides = storage.strides.data();
   t.byte_offset = 0;
-}
-
-bool ToHostArg(nb::handle h, HostArray& storage, client::HostArg& out) {
-  // A read-only array (an input) is sent but never written back.
-  nb::ndarray<> writable;
-  nb::ndarray<nb::ro> readonly;
-  if (nb::try_cast(h, writable, /*convert=*/false)) {
-    FillHostArray(writable, storage);
-    out = client::HostArg::Host(storage.tensor, true);
-    return true;
-  }
-  if (nb::try_cast(h, readonly, /*convert=*/false)) {
-    FillHostArray(readonly, storage);
-    out = client::HostArg::Host(storage.tensor, false);
-    return true;
-  }
-  return false;
 }
 
 // Call arguments from Python: int -> int64, float -> float64, an array -> a host tensor, a
@@ -194,15 +169,6 @@ client::TimeStats TimeWith(client::RemoteModule& m, const std::string& function,
   return client::SummarizeTimes(reply);
 }
 
-// numpy's name of a crosstune dtype ("f32" -> "float32").
-std::string NumpyDType(DLDataType t) {
-  const std::string name = DTypeName(t);
-  if (name == "bool") return name;
-  const char* kinds[] = {"int", "uint", "float"};  // DLPack codes 0, 1, 2
-  if (t.code > 2) return name;
-  return kinds[t.code] + std::to_string(t.bits);
-}
-
 void CopyArray(client::RemoteTensor& t, nb::handle array, bool in) {
   HostArray storage;
   client::HostArg arg;
@@ -220,6 +186,32 @@ void CopyArray(client::RemoteTensor& t, nb::handle array, bool in) {
 
 void Check(const Status& s) {
   if (!s.ok()) throw StatusError(s);
+}
+
+bool ToHostArg(nb::handle h, HostArray& storage, client::HostArg& out) {
+  // A read-only array (an input) is sent but never written back.
+  nb::ndarray<> writable;
+  nb::ndarray<nb::ro> readonly;
+  if (nb::try_cast(h, writable, /*convert=*/false)) {
+    FillHostArray(writable, storage);
+    out = client::HostArg::Host(storage.tensor, true);
+    return true;
+  }
+  if (nb::try_cast(h, readonly, /*convert=*/false)) {
+    FillHostArray(readonly, storage);
+    out = client::HostArg::Host(storage.tensor, false);
+    return true;
+  }
+  return false;
+}
+
+// numpy's name of a crosstune dtype ("f32" -> "float32").
+std::string NumpyDType(DLDataType t) {
+  const std::string name = DTypeName(t);
+  if (name == "bool") return name;
+  const char* kinds[] = {"int", "uint", "float"};  // DLPack codes 0, 1, 2
+  if (t.code > 2) return name;
+  return kinds[t.code] + std::to_string(t.bits);
 }
 
 }  // namespace crosstune::python
@@ -539,4 +531,5 @@ NB_MODULE(_core, m) {
   BindTracker(m);
   BindBuilder(m);
   BindTuner(m);
+  BindModel(m);
 }

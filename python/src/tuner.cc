@@ -1,5 +1,6 @@
-// The tuner: tune (templates and workloads), records and logs, replay (crosstune.tune, read_log,
-// replay). Records and reports cross as JSON text, which the package parses with json.loads.
+// The tuner: tune (templates, workloads and imported models), records and logs, replay
+// (crosstune.tune, read_log, replay). Records and reports cross as JSON text, which the package
+// parses with json.loads.
 //
 // A tune runs with the GIL released; its callbacks take the GIL, call Python and check for
 // signals: Ctrl-C (KeyboardInterrupt) or an exception from a callback sets the run's stop flag,
@@ -41,6 +42,7 @@
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
 #include "crosstune/tuner/workload.h"
+#include "model.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -160,10 +162,11 @@ AnyDict ProgressDict(const tuner::TuneProgress& p) {
 }
 
 struct TuneCall {
-  // What to tune: a template and shape, or a workload.
+  // What to tune: a template and shape, a workload, or an imported model's tasks.
   std::string template_name;
   std::vector<int64_t> shape;
   std::string workload;
+  const ImportedModel* model = nullptr;
   int round = 16;
   int threads = 1;
   std::string target = "auto";
@@ -180,21 +183,37 @@ using TextFn = std::function<void(std::string)>;
 std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on_record,
                     const TextFn& on_warning) {
   const json pins = json::parse(c.pins_json);
-  if (!c.workload.empty() && !pins.empty()) {
+  const bool network = !c.workload.empty() || c.model != nullptr;
+  if (network && !pins.empty()) {
     Check(Status(ErrorCode::kInvalidArgument,
-                 "pins hold a knob of one template; they do not apply to a workload"));
+                 "pins hold a knob of one template; they do not apply to a workload or a model"));
+  }
+  if (network && c.options.log_path.empty()) {
+    Check(Status(ErrorCode::kInvalidArgument,
+                 std::string(c.model ? "a model" : "a workload") +
+                     " needs a log (its tasks resume from it): tune(..., log=PATH)"));
   }
   std::vector<tuner::WorkloadLayer> layers;
-  if (!c.workload.empty()) {
-    layers = Unwrap(model::MakeWorkload(c.workload));
-    if (c.options.log_path.empty()) {
-      Check(Status(ErrorCode::kInvalidArgument,
-                   "a workload needs a log (its tasks resume from it): tune(..., log=PATH)"));
-    }
-  }
+  if (!c.workload.empty()) layers = Unwrap(model::MakeWorkload(c.workload));
   TuneContext ctx = Prepare(c.devices, c.target, c.workers);
   std::unique_ptr<tuner::Task> task;
-  if (c.workload.empty()) {
+  if (c.model != nullptr) {
+    // The model's tasks (those compile looks up), less those no template takes yet.
+    model::TunableTasks tasks = model::SplitTunableTasks(c.model->graph, ctx.target, c.threads);
+    layers = std::move(tasks.layers);
+    if (!tasks.left_out.empty() && on_warning) {
+      std::string refused;
+      for (const auto& why : tasks.left_out) refused += (refused.empty() ? "" : "; ") + why;
+      on_warning(std::to_string(tasks.left_out.size()) +
+                 " of the model's tasks are left out (no template takes them yet; compile gives "
+                 "them generated kernels): " +
+                 refused);
+    }
+    if (layers.empty()) {
+      Check(Status(ErrorCode::kInvalidArgument,
+                   c.model->path + ": the model has no task a template takes"));
+    }
+  } else if (c.workload.empty()) {
     task = Unwrap(tuner::MakeTask(c.template_name, c.shape, ctx.target, {c.threads}));
   }
 
@@ -254,7 +273,7 @@ std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on
            {"default", s.has_default ? RecordJson(s.default_record) : json(nullptr)}};
   } else {
     tuner::WorkloadTuneOptions wo;
-    wo.name = c.workload;
+    wo.name = c.model != nullptr ? c.model->name : c.workload;
     wo.trials = o.trials;
     wo.round = c.round;
     wo.threads = c.threads;
@@ -283,12 +302,12 @@ void BindTuner(nb::module_& m) {
   m.def(
       "tune",
       [](const std::string& template_name, const std::vector<int64_t>& shape,
-         const std::string& workload, int round, int threads, const std::string& target,
-         const std::vector<std::string>& servers, const std::string& tracker,
-         const std::string& key, const std::string& auth_secret, int max_devices, double wait_s,
-         double timeout_s, const std::string& server_binary, int workers,
-         const std::string& tuner_name, int trials, int batch, int early_stop, bool overlap,
-         bool include_default, const std::string& log, const std::string& run_id,
+         const std::string& workload, const ImportedModel* model, int round, int threads,
+         const std::string& target, const std::vector<std::string>& servers,
+         const std::string& tracker, const std::string& key, const std::string& auth_secret,
+         int max_devices, double wait_s, double timeout_s, const std::string& server_binary,
+         int workers, const std::string& tuner_name, int trials, int batch, int early_stop,
+         bool overlap, bool include_default, const std::string& log, const std::string& run_id,
          const std::vector<std::string>& transfer, const std::string& pins_json, uint32_t number,
          uint32_t repeat, uint32_t min_repeat_ms, uint32_t cooldown_ms, bool flush_cache,
          uint32_t run_timeout_ms, double build_timeout_s, bool check, uint64_t seed,
@@ -298,6 +317,7 @@ void BindTuner(nb::module_& m) {
         c.template_name = template_name;
         c.shape = shape;
         c.workload = workload;
+        c.model = model;
         c.round = round;
         c.threads = threads;
         c.target = target;
@@ -332,13 +352,13 @@ void BindTuner(nb::module_& m) {
         c.pins_json = pins_json;
         return RunTune(c, on_progress, on_record, on_warning);
       },
-      "template_name"_a, "shape"_a, "workload"_a, "round"_a, "threads"_a, "target"_a, "servers"_a,
-      "tracker"_a, "key"_a, "auth_secret"_a, "max_devices"_a, "wait_s"_a, "timeout_s"_a,
-      "server_binary"_a, "workers"_a, "tuner"_a, "trials"_a, "batch"_a, "early_stop"_a, "overlap"_a,
-      "include_default"_a, "log"_a, "run_id"_a, "transfer"_a, "pins_json"_a, "number"_a, "repeat"_a,
-      "min_repeat_ms"_a, "cooldown_ms"_a, "flush_cache"_a, "run_timeout_ms"_a, "build_timeout_s"_a,
-      "check"_a, "seed"_a, "objective"_a, "on_progress"_a = nb::none(), "on_record"_a = nb::none(),
-      "on_warning"_a = nb::none(),
+      "template_name"_a, "shape"_a, "workload"_a, "model"_a.none(), "round"_a, "threads"_a,
+      "target"_a, "servers"_a, "tracker"_a, "key"_a, "auth_secret"_a, "max_devices"_a, "wait_s"_a,
+      "timeout_s"_a, "server_binary"_a, "workers"_a, "tuner"_a, "trials"_a, "batch"_a,
+      "early_stop"_a, "overlap"_a, "include_default"_a, "log"_a, "run_id"_a, "transfer"_a,
+      "pins_json"_a, "number"_a, "repeat"_a, "min_repeat_ms"_a, "cooldown_ms"_a, "flush_cache"_a,
+      "run_timeout_ms"_a, "build_timeout_s"_a, "check"_a, "seed"_a, "objective"_a,
+      "on_progress"_a = nb::none(), "on_record"_a = nb::none(), "on_warning"_a = nb::none(),
       "Runs a tuning search (crosstune.tune gives it its defaults); returns the report as JSON.");
 
   m.def(

@@ -9,10 +9,12 @@ crosstune-server otherwise.
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 import time
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pytest
 
 import crosstune as ct
@@ -121,3 +123,35 @@ def farm() -> Iterator[Farm]:
         yield f
     finally:
         f.stop()
+
+
+class ModelFiles:
+    """A model written by scripts/make-model.py and onnxruntime's answer for a seeded input
+    (scripts/onnx-reference.py), both run with the model venv's Python."""
+
+    def __init__(self, root: str, name: str) -> None:
+        python = os.environ.get("CROSSTUNE_MODEL_PYTHON", "")
+        scripts = os.environ.get("CROSSTUNE_SCRIPTS", "")
+        if not (python and os.path.exists(python) and scripts):
+            pytest.fail("no model venv (CROSSTUNE_MODEL_PYTHON, CROSSTUNE_SCRIPTS): run "
+                        "scripts/install-deps.sh")
+        self.dir = os.path.join(root, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.onnx = os.path.join(self.dir, name + ".onnx")
+        subprocess.run([python, os.path.join(scripts, "make-model.py"), name, "-o", self.onnx],
+                       check=True, capture_output=True)
+        self.refs = os.path.join(self.dir, "ref")
+        subprocess.run([python, os.path.join(scripts, "onnx-reference.py"), self.onnx, "--seed",
+                        "1", "--write-inputs", self.dir, "--out-dir", self.refs],
+                       check=True, capture_output=True)
+
+    def input(self, name: str) -> Any:
+        return np.load(os.path.join(self.dir, name + ".npy"))
+
+    def reference(self, name: str) -> Any:
+        return np.load(os.path.join(self.refs, name + ".npy"))
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_root: str) -> ModelFiles:
+    return ModelFiles(tmp_root, "small")

@@ -1,5 +1,6 @@
 """The aarch64 crosstune-server under qemu-user as a remote board: build for its target, load,
-call and time, and a package for this machine refused with WrongArch."""
+call and time, a model compiled for it and run there, and a package for this machine refused
+with WrongArch."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import crosstune as ct
-from conftest import VADD
+from conftest import VADD, ModelFiles
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +52,12 @@ def test_tunes_on_the_board(board: ct.Device) -> None:
                   batch=2, number=1, repeat=1, min_repeat_ms=0, progress=False, timeout=120)
     assert run.report["target"].startswith("llvm -mtriple=aarch64")
     assert run.best is not None
+
+
+def test_runs_a_model_on_the_board(board: ct.Device, small_model: ModelFiles) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    pkg = ct.compile(model, device=board)
+    assert "aarch64-linux-gnu" in pkg.target
+    with board.load_model(pkg) as net:
+        (y,) = net(small_model.input("input"))
+    np.testing.assert_allclose(y, small_model.reference("probs"), rtol=1e-4, atol=1e-6)

@@ -43,9 +43,18 @@ def test_tunes_on_a_local_server_and_keeps_the_records(tmp_path: pathlib.Path) -
     (summary,) = ct.summarize_log(log)
     assert summary["trials"] == 8 and summary["ok"] == sum(r["error"] == "ok" for r in ct.read_log(log))
     assert summary["best"]["mean_s"] == ct.best_records(log)[0]["mean"]
-    svg = more.plot()
+    svg = more.svg()
     assert svg.text.startswith("<svg") and svg._repr_svg_() == svg.text
     svg.save(tmp_path / "mm.svg")
+    # This run's best-so-far curve, and the same drawn with matplotlib.
+    trials, best = more.curve()
+    assert trials == [1, 2] and best == sorted(best)
+    assert best[-1] == max([r["gflops"] for r in more.records if r["error"] == "ok"] + [0.0])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    (line,) = more.plot().get_lines()
+    assert list(line.get_xdata()) == trials and list(line.get_ydata()) == best
     assert (tmp_path / "mm.svg").read_text() == ct.plot_log(log).text
     # The best config exported as a package, deployed and checked against numpy.
     package = ct.export(log, tmp_path / "mm.ctpkg")

@@ -1,0 +1,320 @@
+"""Whole models: import an ONNX file, compile it with the tuned configs of a log into one
+package, and run it on a device's graph executor (set inputs, run, read outputs, time, profile)."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Type, Union
+
+import numpy as np
+
+from . import _core
+from ._build import Package, _scratch
+
+if TYPE_CHECKING:
+    from ._device import Device
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Model:
+    """An ONNX model imported and put through the compiler's passes (:func:`import_onnx`):
+    what :func:`tune` tunes and :func:`compile` compiles."""
+
+    def __init__(self, handle: _core.ImportedModel) -> None:
+        self._handle = handle
+        summary: Dict[str, Any] = json.loads(handle.summary_json())
+        #: ``crosstune import --json``'s object: inputs, outputs, opset, ops (as written),
+        #: compiled_ops (after the passes), tasks, params, params_mb, flops, activation_mb.
+        self.summary = summary
+
+    @property
+    def name(self) -> str:
+        """The model's name (its file's stem unless given): the workload name its records carry."""
+        return self._handle.name
+
+    @property
+    def path(self) -> str:
+        """The ONNX file it was imported from."""
+        return self._handle.path
+
+    @property
+    def inputs(self) -> List[Dict[str, Any]]:
+        """``[{"name", "shape", "dtype"}, ...]`` of the graph's inputs, in order."""
+        inputs: List[Dict[str, Any]] = self.summary["inputs"]
+        return inputs
+
+    @property
+    def outputs(self) -> List[Dict[str, Any]]:
+        """``[{"name", "shape", "dtype"}, ...]`` of the graph's outputs, in order."""
+        outputs: List[Dict[str, Any]] = self.summary["outputs"]
+        return outputs
+
+    @property
+    def tasks(self) -> List[Dict[str, Any]]:
+        """The distinct tunable layers: ``[{"layer", "template", "shape", "count"}, ...]``."""
+        tasks: List[Dict[str, Any]] = self.summary["tasks"]
+        return tasks
+
+    @property
+    def flops(self) -> float:
+        """Floating-point operations of one run (multiply-adds count twice)."""
+        return float(self.summary["flops"])
+
+    def __repr__(self) -> str:
+        return (
+            f"<crosstune.Model {self.name}: {sum(self.summary['ops'].values())} ops, "
+            f"{len(self.tasks)} tasks, {self.summary['params_mb']:.1f} MB params>"
+        )
+
+
+def import_onnx(
+    path: PathLike,
+    shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    *,
+    name: Optional[str] = None,
+) -> Model:
+    """Imports an ONNX model (``crosstune import``) and returns the :class:`Model`.
+
+    ``shapes`` gives an input's dimensions (``{"input": (1, 3, 224, 224)}``): needed for a dynamic
+    dimension, checked against a static one. ``name`` is the workload name its tuning records
+    carry (default: the file's stem). Raises :class:`NotFound` for a missing file,
+    :class:`Unsupported` naming the node and operator the compiler lacks, and
+    :class:`InvalidArgument` for a bad file or shape.
+    """
+    dims = {k: [int(d) for d in v] for k, v in (shapes or {}).items()}
+    return Model(_core.import_onnx(os.fspath(path), dims, name or ""))
+
+
+class ModelPackage(Package):
+    """A compiled model (.ctpkg: one library, graph.json, params.bin) and what the compiler
+    did: ``report`` is ``crosstune compile --json``'s object (nodes, tasks, tuned, defaults,
+    generated, activation_mb, params_mb, build_s, ...)."""
+
+    def __init__(self, path: str, manifest: Dict[str, Any], report: Dict[str, Any]) -> None:
+        super().__init__(path, manifest)
+        self.report = report
+
+    @property
+    def tuned(self) -> int:
+        """Tunable nodes that got a record's config from the log."""
+        return int(self.report.get("tuned", 0))
+
+    def save(self, path: PathLike) -> "ModelPackage":
+        """Copies the package to ``path``; the returned ModelPackage is the copy."""
+        copy = super().save(path)
+        return ModelPackage(copy.path, self.manifest, dict(self.report, package=copy.path))
+
+    def __repr__(self) -> str:
+        return (
+            f"<crosstune.ModelPackage {self.path} [{self.target}] {self.report.get('nodes')} nodes, "
+            f"{self.tuned}/{self.report.get('tasks')} tasks tuned>"
+        )
+
+
+def compile(
+    model: Model,
+    *,
+    log: Optional[PathLike] = None,
+    target: Union[str, "Device"] = "auto",
+    device: Optional["Device"] = None,
+    threads: int = 1,
+    out: Optional[PathLike] = None,
+    workers: int = 0,
+) -> ModelPackage:
+    """Compiles a model into one package for one target (``crosstune compile``).
+
+    Every tunable node takes its task's best record in ``log`` for this target and ``threads``
+    (on this kind of device where the log has one), else its template's default config; every
+    other node a generated kernel. ``target`` is a target string or preset, a :class:`Device`,
+    or ``"auto"``: the target of ``device``. The package goes to ``out``, or to a temporary
+    file that lasts as long as this process. ``workers`` build processes (0: one per core).
+    Unreadable log lines are skipped with a warning.
+    """
+    import warnings
+
+    from ._device import Device
+
+    if isinstance(target, Device):
+        device, target = target, "auto"
+    device_kind = ""
+    if target == "auto":
+        if device is None:
+            from ._errors import InvalidArgument
+
+            raise InvalidArgument("target='auto' needs a device: compile(model, device=dev)")
+        info = device.info()
+        target = device.target()
+        device_kind = _core.device_kind(info["arch"], info["cpu_model"])
+    path = os.fspath(out) if out is not None else _scratch(model.name)
+    manifest, report, skipped = _core.compile_model(
+        model._handle,
+        target,
+        threads,
+        os.fspath(log) if log is not None else "",
+        device_kind,
+        workers,
+        path,
+    )
+    for w in skipped:
+        warnings.warn(w, RuntimeWarning, stacklevel=2)
+    return ModelPackage(path, json.loads(manifest), json.loads(report))
+
+
+class Network:
+    """A model package loaded on a device (:meth:`Device.load_model`): set its inputs, run it,
+    read its outputs, time whole runs and profile its nodes. Arrays cross from and into their
+    own memory (no copies on this side). Use it as a context manager (or call :meth:`unload`).
+    """
+
+    def __init__(self, handle: _core.RemoteModel, device: "Device") -> None:
+        self._handle = handle
+        self._device = device
+        info: Dict[str, Any] = json.loads(handle.info_json())
+        #: target, inputs, outputs (each ``{"name", "shape", "dtype", "nbytes"}``), nodes,
+        #: storage_bytes, params, params_bytes, flops.
+        self.info = info
+
+    @property
+    def inputs(self) -> List[Dict[str, Any]]:
+        """The model's inputs: ``[{"name", "shape", "dtype", "nbytes"}, ...]``."""
+        inputs: List[Dict[str, Any]] = self.info["inputs"]
+        return inputs
+
+    @property
+    def outputs(self) -> List[Dict[str, Any]]:
+        """The model's outputs: ``[{"name", "shape", "dtype", "nbytes"}, ...]``."""
+        outputs: List[Dict[str, Any]] = self.info["outputs"]
+        return outputs
+
+    def set_input(self, name: str, array: Any) -> None:
+        """Sends ``array`` (C-ordered, the input's shape and dtype) as input ``name``, from its
+        own memory. A name the model lacks raises :class:`NotFound` listing its inputs; another
+        shape or dtype :class:`InvalidArgument`; the model and session stay usable."""
+        self._handle.set_input(name, array)
+
+    def run(self, *, timeout: float = 0.0, threads: int = 0) -> _core.CallResult:
+        """Runs every node once. ``timeout`` bounds the run in seconds (0: the server's call
+        timeout); ``threads`` sizes the kernels' parallel loops (0: the server's default). A node
+        that crashes or hangs raises :class:`RemoteCrash` / :class:`Timeout` naming it."""
+        return self._handle.run(timeout, threads)
+
+    def get_output(self, which: Union[int, str] = 0, out: Optional[Any] = None) -> Any:
+        """Output ``which`` (its index or name) as a new numpy array, or read into ``out`` (a
+        writable C-ordered array of its dtype and size) in place, which is returned."""
+        if out is None:
+            spec = self._output_spec(which)
+            out = np.empty(spec["shape"], dtype=spec["dtype"])
+        self._handle.get_output(which, out)
+        return out
+
+    def _output_spec(self, which: Union[int, str]) -> Dict[str, Any]:
+        if isinstance(which, int):
+            if 0 <= which < len(self.outputs):
+                return self.outputs[which]
+        else:
+            for o in self.outputs:
+                if o["name"] == which:
+                    return o
+        from ._errors import NotFound
+
+        names = ", ".join(o["name"] for o in self.outputs)
+        raise NotFound(f"the model has no output {which!r} (its outputs: {names})")
+
+    def __call__(self, *inputs: Any, **named: Any) -> List[Any]:
+        """Sets the inputs (in order, or by name), runs once and returns every output."""
+        for spec, array in zip(self.inputs, inputs):
+            self.set_input(spec["name"], array)
+        for name, array in named.items():
+            self.set_input(name, array)
+        self.run()
+        return [self.get_output(i) for i in range(len(self.outputs))]
+
+    def time(
+        self,
+        *,
+        number: int = 10,
+        repeat: int = 5,
+        min_repeat_ms: int = 0,
+        cooldown_ms: int = 0,
+        flush_cache: bool = False,
+        timeout: float = 0.0,
+        threads: int = 0,
+    ) -> _core.TimeResult:
+        """Times whole runs with the device's time evaluator (``crosstune bench-model``): one
+        warm-up run, then ``repeat`` rounds of ``number`` runs; seconds per run with median,
+        mean, min, max and std."""
+        return self._handle.time(
+            number, repeat, min_repeat_ms, cooldown_ms, flush_cache, timeout, threads
+        )
+
+    def profile(
+        self,
+        *,
+        number: int = 10,
+        repeat: int = 3,
+        min_repeat_ms: int = 0,
+        cooldown_ms: int = 0,
+        flush_cache: bool = False,
+        timeout: float = 0.0,
+        threads: int = 0,
+    ) -> "Profile":
+        """Times every operator node on its own, in graph order (``bench-model --profile``): a
+        :class:`Profile`, a list of ``{"name", "op_type", "function", "shapes", "median_s",
+        "min_s", "max_s", "number", "flops"}`` that prints as a table
+        (``pandas.DataFrame(net.profile())`` works)."""
+        nodes, used = self._handle.profile_json(
+            number, repeat, min_repeat_ms, cooldown_ms, flush_cache, timeout, threads
+        )
+        return Profile(json.loads(nodes), used)
+
+    def unload(self) -> None:
+        """Unloads the model on the device."""
+        self._handle.unload()
+
+    def __enter__(self) -> "Network":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._device.connected:
+            self.unload()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i['name']}{tuple(i['shape'])}" for i in self.inputs)
+        return f"<crosstune.Network [{self.info['target']}] {self.info['nodes']} nodes ({ins})>"
+
+
+class Profile(List[Dict[str, Any]]):
+    """Per-node times of one profile, in graph order; ``str()`` makes a table of them."""
+
+    def __init__(self, nodes: List[Dict[str, Any]], threads: int) -> None:
+        super().__init__(nodes)
+        #: The threads the nodes ran with.
+        self.threads = threads
+
+    @property
+    def total_s(self) -> float:
+        """The sum of the nodes' median times."""
+        return float(sum(n["median_s"] for n in self))
+
+    def __str__(self) -> str:
+        total = self.total_s or 1.0
+        lines = [f"{'share':>6} {'ms':>9} {'GFLOP/s':>8}  {'op':<17} node"]
+        for n in self:
+            gflops = n["flops"] / n["median_s"] / 1e9 if n["median_s"] > 0 else 0.0
+            lines.append(
+                f"{100 * n['median_s'] / total:5.1f}% {n['median_s'] * 1e3:9.3f} {gflops:8.2f}  "
+                f"{n['op_type']:<17} {n['name']}"
+            )
+        lines.append(f"{'':6} {self.total_s * 1e3:9.3f} ms in {len(self)} nodes, {self.threads} threads")
+        return "\n".join(lines)
+
+
+__all__ = ["Model", "ModelPackage", "Network", "Profile", "import_onnx", "compile"]

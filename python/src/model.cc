@@ -1,0 +1,312 @@
+// Models: ONNX import (crosstune.import_onnx), the model compiler (crosstune.compile) and model
+// packages run by a device's graph executor (Device.load_model). The work is the model and client
+// libraries'; this file converts types and releases the GIL around every import, compile and
+// remote call.
+#include "model.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "crosstune/builder/builder.h"
+#include "crosstune/builder/target.h"
+#include "crosstune/client/remote_model.h"
+#include "crosstune/client/time_stats.h"
+#include "crosstune/model/compile.h"
+#include "crosstune/model/onnx_import.h"
+#include "crosstune/model/passes.h"
+#include "crosstune/model/storage_plan.h"
+#include "crosstune/model/tasks.h"
+#include "crosstune/package.h"
+#include "crosstune/tuner/records.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using nlohmann::json;
+
+namespace crosstune::python {
+
+namespace {
+
+uint32_t TimeoutMs(double seconds) {
+  return seconds > 0 ? static_cast<uint32_t>(std::llround(seconds * 1000)) : 0;
+}
+
+json Edges(const model::Graph& g, const std::vector<int>& ids) {
+  json out = json::array();
+  for (int v : ids) {
+    out.push_back({{"name", g.values[v].name},
+                   {"shape", g.values[v].shape},
+                   {"dtype", model::DTypeName(g.values[v].dtype)}});
+  }
+  return out;
+}
+
+json TensorInfos(const std::vector<msg::TensorInfo>& tensors) {
+  json out = json::array();
+  for (const auto& t : tensors) {
+    out.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"nbytes", t.nbytes}});
+  }
+  return out;
+}
+
+client::TimeOptions TimingOf(uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
+                             uint32_t cooldown_ms, bool flush_cache, double timeout_s,
+                             uint32_t threads) {
+  client::TimeOptions o;
+  o.timing.number = number;
+  o.timing.repeat = repeat;
+  o.timing.min_repeat_ms = min_repeat_ms;
+  o.timing.cooldown_ms = cooldown_ms;
+  o.timing.flush_cache = flush_cache;
+  o.timeout_ms = TimeoutMs(timeout_s);
+  o.threads = threads;
+  return o;
+}
+
+// An array argument of set_input / get_output as the client sends or fills it.
+DLTensor HostTensorOf(nb::handle array, HostArray& storage, bool writable, const char* what) {
+  client::HostArg arg;
+  if (!ToHostArg(array, storage, arg)) {
+    throw StatusError(
+        Status(ErrorCode::kInvalidArgument, std::string(what) + ": expected an array, got " +
+                                                nb::cast<std::string>(nb::str(array.type()))));
+  }
+  if (writable && !arg.copy_back) {
+    throw StatusError(
+        Status(ErrorCode::kInvalidArgument, std::string(what) + ": the array is read-only"));
+  }
+  return arg.host;
+}
+
+}  // namespace
+
+nlohmann::json ImportedModel::Summary() const {
+  const model::GraphStats after = model::Stats(graph);
+  const model::StoragePlan plan = model::PlanStorage(graph);
+  json tasks = json::array();
+  for (const auto& t : model::ExtractTasks(graph)) {
+    tasks.push_back(
+        {{"layer", t.name}, {"template", t.template_name}, {"shape", t.shape}, {"count", t.count}});
+  }
+  return {{"model", path},
+          {"name", name},
+          {"inputs", Edges(graph, graph.inputs)},
+          {"outputs", Edges(graph, graph.outputs)},
+          {"opset", graph.opset},
+          {"ops", imported.ops},
+          {"compiled_ops", after.ops},
+          {"tasks", tasks},
+          {"params", after.params},
+          {"params_mb", after.param_bytes / 1e6},
+          {"flops", imported.flops},
+          {"activation_mb", plan.activation_bytes / 1e6}};
+}
+
+void BindModel(nb::module_& m) {
+  nb::class_<ImportedModel>(m, "ImportedModel",
+                            "An ONNX model imported and put through the default passes.")
+      .def_ro("path", &ImportedModel::path)
+      .def_ro("name", &ImportedModel::name)
+      .def(
+          "summary_json", [](const ImportedModel& model) { return model.Summary().dump(); },
+          "What `crosstune import --json` prints, as JSON text.");
+
+  m.def(
+      "import_onnx",
+      [](const std::string& path, const std::map<std::string, std::vector<int64_t>>& shapes,
+         const std::string& name) {
+        auto out = std::make_unique<ImportedModel>();
+        nb::gil_scoped_release release;
+        model::ImportOptions o;
+        o.shapes = shapes;
+        model::Graph g = Unwrap(model::ImportOnnx(path, o));
+        out->imported = model::Stats(g);
+        Check(model::RunPasses(g, model::DefaultPasses()));
+        out->graph = std::move(g);
+        out->path = path;
+        out->name = name.empty() ? std::filesystem::path(path).stem().string() : name;
+        return out;
+      },
+      "path"_a, "shapes"_a, "name"_a = "",
+      "Imports an ONNX file (shapes: input name -> dims, for dynamic dimensions).");
+
+  m.def(
+      "device_kind",
+      [](const std::string& arch, const std::string& cpu_model) {
+        return tuner::DeviceKind(tuner::DeviceId{"", arch, cpu_model, ""});
+      },
+      "arch"_a, "cpu_model"_a, "The kind of device records are kept per (arch/CPU model).");
+
+  m.def(
+      "compile_model",
+      [](const ImportedModel& model, const std::string& target, int threads, const std::string& log,
+         const std::string& device_kind, int workers, const std::string& out,
+         const std::string& lib_name) {
+        nb::gil_scoped_release release;
+        model::CompileOptions o;
+        o.target = Unwrap(builder::ParseTarget(target));
+        o.threads = threads;
+        o.device_kind = device_kind;
+        if (!lib_name.empty()) o.name = lib_name;
+        std::vector<std::string> warnings;
+        if (!log.empty()) {
+          tuner::LogContents contents = Unwrap(tuner::ReadLog(log));
+          warnings = std::move(contents.warnings);
+          o.records = std::move(contents.records);
+        }
+        auto builder = Unwrap(builder::Builder::Create({.workers = workers}));
+        model::CompileResult result = Unwrap(model::CompileModel(model.graph, o, *builder));
+        pkg::Manifest manifest = Unwrap(model::WriteModelPackage(result, out));
+        // What `crosstune compile --json` prints.
+        json summary = {{"model", model.path},
+                        {"package", out},
+                        {"target", o.target.ToString()},
+                        {"threads", threads},
+                        {"nodes", result.nodes.size()},
+                        {"tasks", result.tuned + result.defaults},
+                        {"tuned", result.tuned},
+                        {"defaults", result.defaults},
+                        {"generated", result.generated},
+                        {"untemplated", result.untemplated},
+                        {"stale_records", result.stale_records},
+                        {"activation_mb", result.plan.activation_bytes / 1e6},
+                        {"scratch_mb", result.scratch_bytes / 1e6},
+                        {"params_mb", result.plan.param_bytes / 1e6},
+                        {"build_id", manifest.build_id},
+                        {"build_s", result.build_seconds}};
+        return std::make_tuple(pkg::ManifestToJson(manifest), summary.dump(), warnings);
+      },
+      "model"_a, "target"_a, "threads"_a, "log"_a, "device_kind"_a, "workers"_a, "out"_a,
+      "lib_name"_a = "",
+      "Compiles a model into a package at `out`; returns (manifest JSON, summary JSON, the log's "
+      "warnings).");
+
+  nb::class_<client::RemoteModel>(m, "RemoteModel",
+                                  "A model package loaded on a device. Belongs to its session.")
+      .def_static(
+          "load",
+          [](client::Session& session, const std::string& remote) {
+            nb::gil_scoped_release release;
+            return Unwrap(client::RemoteModel::Load(&session, remote));
+          },
+          "session"_a, "remote"_a, nb::keep_alive<0, 1>(),
+          "Loads a .ctpkg of the session's workspace (the server verifies it first).")
+      .def(
+          "info_json",
+          [](const client::RemoteModel& model) {
+            const msg::ModelInfo& i = model.info();
+            return json{{"target", i.target},
+                        {"inputs", TensorInfos(i.inputs)},
+                        {"outputs", TensorInfos(i.outputs)},
+                        {"nodes", i.nodes},
+                        {"storage_bytes", i.storage_bytes},
+                        {"params", i.params},
+                        {"params_bytes", i.params_bytes},
+                        {"flops", i.flops}}
+                .dump();
+          },
+          "The model's inputs, outputs, nodes, storage, params and FLOPs (JSON text).")
+      .def(
+          "set_input",
+          [](client::RemoteModel& model, const std::string& name, nb::handle array) {
+            HostArray storage;
+            DLTensor host = HostTensorOf(array, storage, false, ("input '" + name + "'").c_str());
+            nb::gil_scoped_release release;
+            Check(model.SetInputHost(name, host));
+          },
+          "name"_a, "array"_a, "Sends an array as input `name`, from its own memory.")
+      .def(
+          "get_output",
+          [](client::RemoteModel& model, nb::handle which, nb::handle array) {
+            HostArray storage;
+            DLTensor host = HostTensorOf(array, storage, true, "the output's array");
+            if (nb::isinstance<nb::int_>(which)) {
+              const int64_t index = nb::cast<int64_t>(which);
+              if (index < 0) {
+                throw StatusError(
+                    Status(ErrorCode::kNotFound, "no output " + std::to_string(index)));
+              }
+              nb::gil_scoped_release release;
+              Check(model.GetOutputHost(static_cast<size_t>(index), host));
+            } else {
+              const std::string name = nb::cast<std::string>(which);
+              nb::gil_scoped_release release;
+              Check(model.GetOutputHost(name, host));
+            }
+          },
+          "which"_a, "array"_a,
+          "Copies an output (by index or name) into a writable array of its dtype and size.")
+      .def(
+          "run",
+          [](client::RemoteModel& model, double timeout_s, uint32_t threads) {
+            nb::gil_scoped_release release;
+            return Unwrap(model.Run(TimeoutMs(timeout_s), threads));
+          },
+          "timeout_s"_a = 0.0, "threads"_a = 0, "Runs every node once.")
+      .def(
+          "time",
+          [](client::RemoteModel& model, uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
+             uint32_t cooldown_ms, bool flush_cache, double timeout_s, uint32_t threads) {
+            const client::TimeOptions o = TimingOf(number, repeat, min_repeat_ms, cooldown_ms,
+                                                   flush_cache, timeout_s, threads);
+            nb::gil_scoped_release release;
+            return client::SummarizeTimes(Unwrap(model.Time(o)));
+          },
+          "number"_a, "repeat"_a, "min_repeat_ms"_a, "cooldown_ms"_a, "flush_cache"_a,
+          "timeout_s"_a, "threads"_a, "Times whole runs with the device's time evaluator.")
+      .def(
+          "profile_json",
+          [](client::RemoteModel& model, uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
+             uint32_t cooldown_ms, bool flush_cache, double timeout_s, uint32_t threads) {
+            const client::TimeOptions o = TimingOf(number, repeat, min_repeat_ms, cooldown_ms,
+                                                   flush_cache, timeout_s, threads);
+            std::vector<msg::NodeProfile> nodes;
+            uint32_t used = 0;
+            {
+              nb::gil_scoped_release release;
+              nodes = Unwrap(model.Profile(o, &used));
+            }
+            json out = json::array();
+            for (const auto& n : nodes) {
+              out.push_back({{"name", n.name},
+                             {"op_type", n.op_type},
+                             {"function", n.function},
+                             {"shapes", n.shapes},
+                             {"median_s", n.median_seconds},
+                             {"min_s", n.min_seconds},
+                             {"max_s", n.max_seconds},
+                             {"number", n.number},
+                             {"flops", n.flops}});
+            }
+            return std::make_pair(out.dump(), used);
+          },
+          "number"_a, "repeat"_a, "min_repeat_ms"_a, "cooldown_ms"_a, "flush_cache"_a,
+          "timeout_s"_a, "threads"_a,
+          "Times every operator node on its own, in graph order; (nodes JSON, threads).")
+      .def(
+          "unload",
+          [](client::RemoteModel& model) {
+            nb::gil_scoped_release release;
+            Check(model.Unload());
+          },
+          "Unloads the model on the device.");
+}
+
+}  // namespace crosstune::python

@@ -1,0 +1,142 @@
+"""Whole models from Python: import an ONNX file written by the project's script, tune its
+layers, compile it, run it on a real local server and compare with onnxruntime's answer."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import crosstune as ct
+from conftest import ModelFiles
+
+
+def test_imports_a_model_with_its_inputs_outputs_and_tasks(small_model: ModelFiles) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    assert model.name == "small"
+    assert model.inputs == [{"name": "input", "shape": [1, 3, 16, 16], "dtype": "float32"}]
+    assert [o["name"] for o in model.outputs] == ["probs"]
+    assert [t["template"] for t in model.tasks] == ["conv2d"] * 4 + ["dense"]
+    assert model.tasks[0]["layer"] == "stem"
+    assert model.flops > 0
+    assert model.summary["ops"]["Conv"] == 4
+    assert "small" in repr(model)
+    # A static shape is checked; a name for the records can be given.
+    assert ct.import_onnx(small_model.onnx, {"input": (1, 3, 16, 16)}, name="s2").name == "s2"
+
+
+def test_import_errors_are_named(small_model: ModelFiles, tmp_root: str) -> None:
+    with pytest.raises(ct.NotFound):
+        ct.import_onnx(os.path.join(tmp_root, "missing.onnx"))
+    with pytest.raises(ct.InvalidArgument, match="input"):
+        ct.import_onnx(small_model.onnx, {"input": (1, 3, 32, 32)})
+    unsupported = ModelFiles(tmp_root, "unsupported")
+    with pytest.raises(ct.InvalidArgument, match="not supported"):
+        ct.import_onnx(unsupported.onnx)
+
+
+def test_runs_a_compiled_model_like_onnxruntime(dev: ct.Device, small_model: ModelFiles) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    pkg = ct.compile(model, device=dev)
+    assert pkg.report["tasks"] == 5 and pkg.report["tuned"] == 0
+    assert pkg.target == dev.target()
+    with dev.load_model(pkg) as net:
+        assert net.info["nodes"] == pkg.report["nodes"]
+        assert [i["name"] for i in net.inputs] == ["input"]
+        x = small_model.input("input")
+        net.set_input("input", x)
+        net.run()
+        y = net.get_output(0)
+        np.testing.assert_allclose(y, small_model.reference("probs"), rtol=1e-4, atol=1e-6)
+        # By name, and into a given array; calling the network does all three.
+        by_name = np.zeros((1, 10), "f4")
+        assert net.get_output("probs", out=by_name) is by_name
+        np.testing.assert_array_equal(by_name, y)
+        (again,) = net(x)
+        np.testing.assert_array_equal(again, y)
+
+
+def test_inputs_and_outputs_cross_without_copies(dev: ct.Device, small_model: ModelFiles) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        x = small_model.input("input")
+        x.setflags(write=False)  # an input is only read
+        net.set_input("input", x)
+        assert dev.copy_stats().last_in_source == x.ctypes.data
+        net.run()
+        out = np.empty((1, 10), "f4")
+        net.get_output(0, out=out)
+        assert dev.copy_stats().last_out_destination == out.ctypes.data
+
+
+def test_times_runs_and_profiles_every_node(dev: ct.Device, small_model: ModelFiles) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        net.set_input("input", small_model.input("input"))
+        t = net.time(number=3, repeat=4)
+        assert len(t.seconds_per_call) == 4 and t.median > 0
+        profile = net.profile(number=2, repeat=2)
+        assert len(profile) == net.info["nodes"]
+        assert profile[0]["name"] == "stem" and profile[0]["op_type"] == "conv2d"
+        assert all(n["median_s"] > 0 for n in profile)
+        table = str(profile)
+        assert "stem" in table and f"in {len(profile)} nodes" in table
+
+
+def test_wrong_names_shapes_and_dtypes_are_named_and_the_model_goes_on(
+    dev: ct.Device, small_model: ModelFiles
+) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        x = small_model.input("input")
+        with pytest.raises(ct.NotFound, match=r"no input 'data' \(its inputs: input\)"):
+            net.set_input("data", x)
+        with pytest.raises(ct.InvalidArgument, match="float64"):
+            net.set_input("input", x.astype("f8"))
+        with pytest.raises(ct.InvalidArgument, match="contiguous"):
+            net.set_input("input", np.zeros((1, 3, 16, 32), "f4")[:, :, :, ::2])
+        with pytest.raises(ct.InvalidArgument):
+            net.set_input("input", [1.0, 2.0])
+        net.set_input("input", x)
+        net.run()
+        with pytest.raises(ct.NotFound, match="probs"):
+            net.get_output(3)
+        with pytest.raises(ct.InvalidArgument, match="output 0 is 1x10 f32"):
+            net.get_output(0, out=np.zeros((1, 10), "i4"))
+        with pytest.raises(ct.InvalidArgument, match="read-only"):
+            ro = np.zeros((1, 10), "f4")
+            ro.setflags(write=False)
+            net.get_output(0, out=ro)
+        np.testing.assert_allclose(net.get_output(0), small_model.reference("probs"), rtol=1e-4,
+                                   atol=1e-6)
+
+
+def test_tunes_a_model_and_compiles_it_with_the_records(
+    dev: ct.Device, small_model: ModelFiles, tmp_root: str
+) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    log = os.path.join(tmp_root, "small-model.jsonl")
+    with pytest.raises(ct.InvalidArgument, match="needs a log"):
+        ct.tune(model, trials=4, server=dev.server, progress=False)
+    run = ct.tune(model, trials=6, round=3, server=dev.server, log=log, tuner="random",
+                  number=1, repeat=1, min_repeat_ms=0, progress=False)
+    assert run.report["workload"] == "small"
+    assert len(run.records) == 6
+    assert {r["workload"]["name"] for r in run.records} == {"small"}
+    pkg = ct.compile(model, log=log, target=dev)
+    assert pkg.tuned == 2  # two rounds of 3 trials: two tasks
+    saved = pkg.save(pathlib.Path(tmp_root) / "small-tuned.ctpkg")
+    assert saved.path.endswith("small-tuned.ctpkg") and saved.tuned == 2
+    with dev.load_model(pathlib.Path(saved.path)) as net:
+        (y,) = net(small_model.input("input"))
+    np.testing.assert_allclose(y, small_model.reference("probs"), rtol=1e-4, atol=1e-6)
+
+
+def test_compile_needs_a_target(small_model: ModelFiles) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    with pytest.raises(ct.InvalidArgument, match="needs a device"):
+        ct.compile(model)
+    with pytest.raises(ct.InvalidArgument):
+        ct.compile(model, target="llvm -mcpu=no-such-cpu")
