@@ -34,13 +34,18 @@ def _address(host: str, port: Optional[int]) -> str:
 class Function:
     """One function of a loaded module: ``module["vadd"](a, b, c)`` calls it."""
 
-    __slots__ = ("_call", "_module", "name", "signature")
+    __slots__ = {
+        "_call": "the module's call entry",
+        "_module": "the Module the function belongs to",
+        "name": "The function's name in the module.",
+        "signature": "Its arguments as kernel_abi.h spells them: ``t`` tensor, ``i`` int64, "
+        "``f`` float64.",
+    }
 
     def __init__(self, module: "Module", name: str, signature: str) -> None:
         self._module = module
         self._call = module._handle.call
         self.name = name
-        #: Its arguments as kernel_abi.h spells them: ``t`` tensor, ``i`` int64, ``f`` float64.
         self.signature = signature
 
     def __call__(self, *args: Arg, timeout: float = 0.0, threads: int = 0) -> _core.CallResult:
