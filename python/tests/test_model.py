@@ -1,5 +1,6 @@
 """Whole models from Python: import an ONNX file written by the project's script, tune its
-layers, compile it, run it on a real local server and compare with onnxruntime's answer."""
+layers, compile it, run it on a real local server (and a leased one through a real tracker) and
+compare with onnxruntime's answer."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import crosstune as ct
-from conftest import ModelFiles
+from conftest import Farm, ModelFiles, wait_for
 
 
 def test_imports_a_model_with_its_inputs_outputs_and_tasks(small_model: ModelFiles) -> None:
@@ -140,3 +141,21 @@ def test_compile_needs_a_target(small_model: ModelFiles) -> None:
         ct.compile(model)
     with pytest.raises(ct.InvalidArgument):
         ct.compile(model, target="llvm -mcpu=no-such-cpu")
+
+
+def test_tunes_and_runs_a_model_on_a_farm(farm: Farm, small_model: ModelFiles,
+                                          tmp_root: str) -> None:
+    farm.add_server()
+    tracker = ct.connect_tracker(farm.address)
+    model = ct.import_onnx(small_model.onnx)
+    log = os.path.join(tmp_root, "small-farm.jsonl")
+    run = ct.tune(model, trials=2, round=2, tracker=tracker, key="cpu", log=log, tuner="random",
+                  number=1, repeat=1, min_repeat_ms=0, progress=False)
+    assert {r["device"]["key"] for r in run.records} == {"cpu"}
+    wait_for(lambda: tracker.query()["devices"][0]["state"] == "free", what="the tune's lease end")
+    with tracker.request("cpu", timeout=60) as dev:
+        pkg = ct.compile(model, log=log, target=dev)
+        assert pkg.tuned == 1
+        with dev.load_model(pkg) as net:
+            (y,) = net(small_model.input("input"))
+    np.testing.assert_allclose(y, small_model.reference("probs"), rtol=1e-4, atol=1e-6)
