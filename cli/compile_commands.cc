@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "crosstune/model/compile.h"
 #include "crosstune/model/onnx_import.h"
 #include "crosstune/model/passes.h"
+#include "crosstune/model/report.h"
 #include "crosstune/model/storage_plan.h"
 #include "crosstune/model/tasks.h"
 #include "crosstune/tuner/records.h"
@@ -37,22 +37,10 @@ std::string ModelName(const std::string& path) {
 
 namespace {
 
-using nlohmann::json;
-
 std::string Dims(const std::vector<int64_t>& shape) {
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   return s;
-}
-
-json Edges(const model::Graph& g, const std::vector<int>& ids) {
-  json out = json::array();
-  for (int v : ids) {
-    out.push_back({{"name", g.values[v].name},
-                   {"shape", g.values[v].shape},
-                   {"dtype", model::DTypeName(g.values[v].dtype)}});
-  }
-  return out;
 }
 
 // --- import --------------------------------------------------------------------------------------
@@ -75,26 +63,7 @@ void RunImport(const ImportFlags& f) {
   const auto tasks = model::ExtractTasks(g);
   const model::StoragePlan plan = model::PlanStorage(g);
   if (f.json_out) {
-    json jt = json::array();
-    for (const auto& t : tasks) {
-      jt.push_back({{"layer", t.name},
-                    {"template", t.template_name},
-                    {"shape", t.shape},
-                    {"count", t.count}});
-    }
-    std::printf("%s\n", json{{"model", f.model},
-                             {"inputs", Edges(g, g.inputs)},
-                             {"outputs", Edges(g, g.outputs)},
-                             {"opset", g.opset},
-                             {"ops", before.ops},
-                             {"compiled_ops", after.ops},
-                             {"tasks", jt},
-                             {"params", after.params},
-                             {"params_mb", after.param_bytes / 1e6},
-                             {"flops", before.flops},
-                             {"activation_mb", plan.activation_bytes / 1e6}}
-                            .dump()
-                            .c_str());
+    std::printf("%s\n", model::ImportReport(f.model, before, g).dump().c_str());
     return;
   }
   std::printf("%s: opset %d, %zu nodes\n", f.model.c_str(), g.opset, imported.nodes.size());
@@ -170,24 +139,7 @@ void RunCompile(const CompileFlags& f) {
   auto manifest = Check(model::WriteModelPackage(result, f.out));
   const int tasks = result.tuned + result.defaults;
   if (f.json_out) {
-    std::printf("%s\n", json{{"model", f.model},
-                             {"package", f.out},
-                             {"target", target.ToString()},
-                             {"threads", f.threads},
-                             {"nodes", result.nodes.size()},
-                             {"tasks", tasks},
-                             {"tuned", result.tuned},
-                             {"defaults", result.defaults},
-                             {"generated", result.generated},
-                             {"untemplated", result.untemplated},
-                             {"stale_records", result.stale_records},
-                             {"activation_mb", result.plan.activation_bytes / 1e6},
-                             {"scratch_mb", result.scratch_bytes / 1e6},
-                             {"params_mb", result.plan.param_bytes / 1e6},
-                             {"build_id", manifest.build_id},
-                             {"build_s", result.build_seconds}}
-                            .dump()
-                            .c_str());
+    std::printf("%s\n", model::CompileReport(f.model, f.out, o, result, manifest).dump().c_str());
     return;
   }
   if (f.log.empty()) {

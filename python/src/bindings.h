@@ -49,6 +49,12 @@ struct HostArray {
 // A numpy (or any DLPack) array as a host argument; false for anything else. A read-only array
 // is an input never written back.
 bool ToHostArg(nanobind::handle h, HostArray& storage, client::HostArg& out);
+// Seconds as the client's millisecond timeouts (0 or less: 0, the server's default).
+uint32_t TimeoutMs(double seconds);
+// The time evaluator's options as the package passes them.
+client::TimeOptions TimeOptionsOf(uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
+                                  uint32_t cooldown_ms, bool flush_cache, double timeout_s,
+                                  uint32_t threads);
 // numpy's name of a crosstune dtype ("f32" -> "float32").
 std::string NumpyDType(DLDataType t);
 

@@ -52,10 +52,6 @@ milliseconds Ms(double seconds) {
   return milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
-uint32_t TimeoutMs(double seconds) {
-  return seconds > 0 ? static_cast<uint32_t>(std::llround(seconds * 1000)) : 0;
-}
-
 // --- Type conversions ---------------------------------------------------------------------------
 
 AnyDict DeviceInfoDict(const msg::DeviceInfo& d) {
@@ -153,14 +149,8 @@ client::TimeStats TimeWith(client::RemoteModule& m, const std::string& function,
                            double timeout_s, uint32_t threads) {
   std::vector<HostArray> storage;
   std::vector<client::HostArg> host = ToHostArgs(args, storage);
-  client::TimeOptions o;
-  o.timing.number = number;
-  o.timing.repeat = repeat;
-  o.timing.min_repeat_ms = min_repeat_ms;
-  o.timing.cooldown_ms = cooldown_ms;
-  o.timing.flush_cache = flush_cache;
-  o.timeout_ms = TimeoutMs(timeout_s);
-  o.threads = threads;
+  const client::TimeOptions o =
+      TimeOptionsOf(number, repeat, min_repeat_ms, cooldown_ms, flush_cache, timeout_s, threads);
   msg::TimeReply reply;
   {
     nb::gil_scoped_release release;
@@ -186,6 +176,24 @@ void CopyArray(client::RemoteTensor& t, nb::handle array, bool in) {
 
 void Check(const Status& s) {
   if (!s.ok()) throw StatusError(s);
+}
+
+uint32_t TimeoutMs(double seconds) {
+  return seconds > 0 ? static_cast<uint32_t>(std::llround(seconds * 1000)) : 0;
+}
+
+client::TimeOptions TimeOptionsOf(uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
+                                  uint32_t cooldown_ms, bool flush_cache, double timeout_s,
+                                  uint32_t threads) {
+  client::TimeOptions o;
+  o.timing.number = number;
+  o.timing.repeat = repeat;
+  o.timing.min_repeat_ms = min_repeat_ms;
+  o.timing.cooldown_ms = cooldown_ms;
+  o.timing.flush_cache = flush_cache;
+  o.timeout_ms = TimeoutMs(timeout_s);
+  o.threads = threads;
+  return o;
 }
 
 bool ToHostArg(nb::handle h, HostArray& storage, client::HostArg& out) {

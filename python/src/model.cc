@@ -31,8 +31,7 @@
 #include "crosstune/model/compile.h"
 #include "crosstune/model/onnx_import.h"
 #include "crosstune/model/passes.h"
-#include "crosstune/model/storage_plan.h"
-#include "crosstune/model/tasks.h"
+#include "crosstune/model/report.h"
 #include "crosstune/package.h"
 #include "crosstune/tuner/records.h"
 
@@ -44,40 +43,12 @@ namespace crosstune::python {
 
 namespace {
 
-uint32_t TimeoutMs(double seconds) {
-  return seconds > 0 ? static_cast<uint32_t>(std::llround(seconds * 1000)) : 0;
-}
-
-json Edges(const model::Graph& g, const std::vector<int>& ids) {
-  json out = json::array();
-  for (int v : ids) {
-    out.push_back({{"name", g.values[v].name},
-                   {"shape", g.values[v].shape},
-                   {"dtype", model::DTypeName(g.values[v].dtype)}});
-  }
-  return out;
-}
-
 json TensorInfos(const std::vector<msg::TensorInfo>& tensors) {
   json out = json::array();
   for (const auto& t : tensors) {
     out.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"nbytes", t.nbytes}});
   }
   return out;
-}
-
-client::TimeOptions TimingOf(uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
-                             uint32_t cooldown_ms, bool flush_cache, double timeout_s,
-                             uint32_t threads) {
-  client::TimeOptions o;
-  o.timing.number = number;
-  o.timing.repeat = repeat;
-  o.timing.min_repeat_ms = min_repeat_ms;
-  o.timing.cooldown_ms = cooldown_ms;
-  o.timing.flush_cache = flush_cache;
-  o.timeout_ms = TimeoutMs(timeout_s);
-  o.threads = threads;
-  return o;
 }
 
 // An array argument of set_input / get_output as the client sends or fills it.
@@ -97,35 +68,16 @@ DLTensor HostTensorOf(nb::handle array, HostArray& storage, bool writable, const
 
 }  // namespace
 
-nlohmann::json ImportedModel::Summary() const {
-  const model::GraphStats after = model::Stats(graph);
-  const model::StoragePlan plan = model::PlanStorage(graph);
-  json tasks = json::array();
-  for (const auto& t : model::ExtractTasks(graph)) {
-    tasks.push_back(
-        {{"layer", t.name}, {"template", t.template_name}, {"shape", t.shape}, {"count", t.count}});
-  }
-  return {{"model", path},
-          {"name", name},
-          {"inputs", Edges(graph, graph.inputs)},
-          {"outputs", Edges(graph, graph.outputs)},
-          {"opset", graph.opset},
-          {"ops", imported.ops},
-          {"compiled_ops", after.ops},
-          {"tasks", tasks},
-          {"params", after.params},
-          {"params_mb", after.param_bytes / 1e6},
-          {"flops", imported.flops},
-          {"activation_mb", plan.activation_bytes / 1e6}};
-}
-
 void BindModel(nb::module_& m) {
   nb::class_<ImportedModel>(m, "ImportedModel",
                             "An ONNX model imported and put through the default passes.")
       .def_ro("path", &ImportedModel::path)
       .def_ro("name", &ImportedModel::name)
       .def(
-          "summary_json", [](const ImportedModel& model) { return model.Summary().dump(); },
+          "summary_json",
+          [](const ImportedModel& model) {
+            return model::ImportReport(model.path, model.imported, model.graph).dump();
+          },
           "What `crosstune import --json` prints, as JSON text.");
 
   m.def(
@@ -174,24 +126,9 @@ void BindModel(nb::module_& m) {
         auto builder = Unwrap(builder::Builder::Create({.workers = workers}));
         model::CompileResult result = Unwrap(model::CompileModel(model.graph, o, *builder));
         pkg::Manifest manifest = Unwrap(model::WriteModelPackage(result, out));
-        // What `crosstune compile --json` prints.
-        json summary = {{"model", model.path},
-                        {"package", out},
-                        {"target", o.target.ToString()},
-                        {"threads", threads},
-                        {"nodes", result.nodes.size()},
-                        {"tasks", result.tuned + result.defaults},
-                        {"tuned", result.tuned},
-                        {"defaults", result.defaults},
-                        {"generated", result.generated},
-                        {"untemplated", result.untemplated},
-                        {"stale_records", result.stale_records},
-                        {"activation_mb", result.plan.activation_bytes / 1e6},
-                        {"scratch_mb", result.scratch_bytes / 1e6},
-                        {"params_mb", result.plan.param_bytes / 1e6},
-                        {"build_id", manifest.build_id},
-                        {"build_s", result.build_seconds}};
-        return std::make_tuple(pkg::ManifestToJson(manifest), summary.dump(), warnings);
+        return std::make_tuple(pkg::ManifestToJson(manifest),
+                               model::CompileReport(model.path, out, o, result, manifest).dump(),
+                               warnings);
       },
       "model"_a, "target"_a, "threads"_a, "log"_a, "device_kind"_a, "workers"_a, "out"_a,
       "lib_name"_a = "",
@@ -264,8 +201,8 @@ void BindModel(nb::module_& m) {
           "time",
           [](client::RemoteModel& model, uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
              uint32_t cooldown_ms, bool flush_cache, double timeout_s, uint32_t threads) {
-            const client::TimeOptions o = TimingOf(number, repeat, min_repeat_ms, cooldown_ms,
-                                                   flush_cache, timeout_s, threads);
+            const client::TimeOptions o = TimeOptionsOf(number, repeat, min_repeat_ms, cooldown_ms,
+                                                        flush_cache, timeout_s, threads);
             nb::gil_scoped_release release;
             return client::SummarizeTimes(Unwrap(model.Time(o)));
           },
@@ -275,8 +212,8 @@ void BindModel(nb::module_& m) {
           "profile_json",
           [](client::RemoteModel& model, uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
              uint32_t cooldown_ms, bool flush_cache, double timeout_s, uint32_t threads) {
-            const client::TimeOptions o = TimingOf(number, repeat, min_repeat_ms, cooldown_ms,
-                                                   flush_cache, timeout_s, threads);
+            const client::TimeOptions o = TimeOptionsOf(number, repeat, min_repeat_ms, cooldown_ms,
+                                                        flush_cache, timeout_s, threads);
             std::vector<msg::NodeProfile> nodes;
             uint32_t used = 0;
             {

@@ -1,6 +1,5 @@
 // An imported model as the binding's files share it (model.cc binds it, tuner.cc tunes it).
 #pragma once
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "crosstune/model/graph.h"
@@ -13,9 +12,6 @@ struct ImportedModel {
   std::string path, name;
   model::Graph graph;
   model::GraphStats imported;
-
-  // What `crosstune import --json` prints.
-  nlohmann::json Summary() const;
 };
 
 }  // namespace crosstune::python
