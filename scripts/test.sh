@@ -8,7 +8,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Wall time of each phase, printed before the closing summaries (the CI budget is 40 minutes on
+# 2 cores: these say where it goes).
+phases=()
+mark=$SECONDS
+phase_done() {
+  phases+=("$1 $((SECONDS - mark)) s")
+  mark=$SECONDS
+}
+
 bash scripts/install-deps.sh
+phase_done "deps"
 # ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # Five build trees (main, fuzz, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
@@ -16,6 +26,7 @@ export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 cmake --preset default
 mkdir -p build/default
 cmake --build --preset default 2>&1 | tee build/default/build-last.log
+phase_done "build"
 # Build hygiene, as a gate: a compiler warning in project code (ccache replays a cached
 # compile's warnings, so a fresh clone sees every one), a file clang-format would change, or a
 # clang-tidy finding in the changed sources fails the run; the tests still run so their summary
@@ -34,6 +45,7 @@ if [ -n "$warnings" ]; then
 fi
 if [ $# -eq 0 ]; then
   bash scripts/check-style.sh --all || gate=1
+  phase_done "style"
 fi
 # The fuzz targets (clang, ASan + UBSan; `ctest -L fuzz` runs each for a few seconds on its seeds)
 # and the sanitizer builds run in a full run only: `scripts/test.sh -L unit` and the like skip
@@ -48,19 +60,23 @@ if [ $# -eq 0 ]; then
     cmake --preset fuzz >/dev/null
     cmake --build --preset fuzz
     extra+=(fuzz)
+    phase_done "fuzz build"
   fi
   cmake --preset asan >/dev/null
   cmake --build --preset asan
   extra+=(asan)
+  phase_done "asan build"
   cmake --preset tsan >/dev/null
   cmake --build build/tsan --target tracker_scheduler_test tracker_store_test tvm_peers_test \
     tracker_integration_test tracker_web_cli_test tracker_hardening_test builder_unit_test
   extra+=(tsan)
+  phase_done "tsan build"
 fi
 log=build/default/ctest-last.log
 set +e
 ctest --test-dir build/default --output-on-failure -j2 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+phase_done "ctest"
 for step in "${extra[@]}"; do
   if [ "$step" = fuzz ]; then
     ctest --test-dir build/fuzz --output-on-failure -j2 -L fuzz 2>&1 | tee "build/$step/ctest-last.log"
@@ -82,10 +98,13 @@ for step in "${extra[@]}"; do
     fi
   fi
   [ "$rc" = 0 ] && rc=$step_rc
+  phase_done "$step ctest"
 done
 set -e
 # ctest prints label times and skipped tests after its summary; repeat the summaries last: each
 # extra run's, then the main run's (the line that counts every test).
+printf -v times '%s, ' "${phases[@]}"
+echo "test.sh: wall time by phase: ${times%, }; total $SECONDS s"
 summary_of() { grep -E '^[0-9]+% tests passed|No tests were found' "$1" | tail -n 1 || true; }
 for step in "${extra[@]}"; do
   s=$(summary_of "build/$step/ctest-last.log")
