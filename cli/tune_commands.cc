@@ -176,7 +176,32 @@ void RunTune(const TuneFlags& f) {
   const bool tty = ::isatty(STDERR_FILENO) && !f.quiet;
   const std::string label = task->id().Key();
   size_t last_len = 0;
+  // The tracker's status page shows the run while it holds leases (at most a report a second).
+  bool report_warned = false;
+  auto report = [&](const tuner::TuneProgress& p, bool finished) {
+    msg::TuneProgress r;
+    r.run_id = options.run_id;
+    r.task = label;
+    r.trials = static_cast<uint32_t>(std::max(0, p.done));
+    r.total = static_cast<uint32_t>(std::max(0, p.total));
+    r.measured = static_cast<uint32_t>(std::max(0, p.measured));
+    r.best_gflops = p.best_gflops;
+    r.rate = p.rate;
+    r.finished = finished;
+    for (const auto& [kind, n] : p.errors) {
+      r.errors[std::string(tuner::TrialErrorName(kind))] = static_cast<uint32_t>(n);
+    }
+    Status st = pool->ReportProgress(std::move(r));
+    if (!st.ok() && !report_warned && !f.quiet) {
+      report_warned = true;
+      std::fprintf(stderr, "crosstune: warning: progress report to the tracker: %s\n",
+                   st.message().c_str());
+    }
+  };
+  tuner::TuneProgress last_progress;
   options.on_progress = [&](const tuner::TuneProgress& p) {
+    last_progress = p;
+    report(p, false);
     if (f.quiet) return;
     if (!tty && !p.batch_end) return;
     double eta = p.rate > 0 ? (p.total - p.done) / p.rate : NAN;
@@ -208,6 +233,13 @@ void RunTune(const TuneFlags& f) {
   };
 
   auto result = tuner::Tune(*task, pool->devices(), *builder, options);
+  if (result.ok()) {
+    last_progress.done = result->trials_in_log;
+    last_progress.measured = result->measured;
+    if (result->has_best)
+      last_progress.best_gflops = std::max(last_progress.best_gflops, result->best.gflops());
+  }
+  report(last_progress, true);
   newline();
   ::signal(SIGINT, SIG_DFL);
   if (!result.ok()) Fail(label + ": " + result.status().message());

@@ -128,6 +128,8 @@ std::string_view OpcodeName(Opcode op) {
       return "SessionEnded";
     case Opcode::kCheckLease:
       return "CheckLease";
+    case Opcode::kTuneProgress:
+      return "TuneProgress";
   }
   return "Unknown";
 }

@@ -197,6 +197,10 @@ Expected<std::string> TrackerClient::Query() {
   return reply.json;
 }
 
+Status TrackerClient::ReportTuneProgress(const msg::TuneProgress& progress) {
+  return Call<msg::Empty>(Opcode::kTuneProgress, progress).status();
+}
+
 Status TrackerClient::Admin(const std::string& action, const std::string& device,
                             const std::string& admin_secret) {
   msg::AdminRequest req;

@@ -124,6 +124,14 @@ Expected<msg::LeaseInfo> Scheduler::Renew(TimePoint now, uint64_t conn,
   return info;
 }
 
+Expected<Scheduler::ActiveLease> Scheduler::FindActiveLease(const std::string& token) const {
+  auto it = leases_.find(token);
+  if (it == leases_.end() || !it->second.acked) {
+    return Status(ErrorCode::kNotFound, "lease is not active (expired, released or kicked)");
+  }
+  return ActiveLease{it->second.device, it->second.key, it->second.holder};
+}
+
 Status Scheduler::Release(TimePoint now, const msg::ReleaseLease& release) {
   auto it = leases_.find(release.lease_token);
   if (it == leases_.end()) return Status(ErrorCode::kNotFound, "lease is not active");

@@ -162,6 +162,15 @@ std::string_view StatusPageHtml() {
  .leased, .in-session, .granting, .reserved, .busy { color: #1d4ed8; }
  .tvm { color: #a16207; font-size: .85em; }
  #status { color: #666; }
+ .runs { display: flex; flex-wrap: wrap; gap: 1em; }
+ .run { border: 1px solid #ddd; padding: .5em .8em; width: 360px; }
+ .run.finished { opacity: .65; }
+ .run h3 { font-size: 1em; margin: 0 0 .3em 0; overflow-wrap: anywhere; }
+ .run .facts { color: #444; font-size: .9em; overflow-wrap: anywhere; }
+ svg.curve polyline { fill: none; stroke: #1d4ed8; stroke-width: 2; }
+ svg.curve .axis, svg.usage .axis { stroke: #999; stroke-width: 1; }
+ svg text { font: 10px system-ui, sans-serif; fill: #555; }
+ svg.usage rect.bar { fill: #17803d; }
 </style>
 </head>
 <body>
@@ -170,6 +179,10 @@ std::string_view StatusPageHtml() {
 <h2>Devices</h2>
 <table id="devices"><thead><tr><th>device</th><th>key</th><th>state</th><th>holder</th><th>arch</th>
 <th>tags</th><th>lease left</th><th>utilisation</th><th>failures</th></tr></thead><tbody></tbody></table>
+<h2>Tuning</h2>
+<div id="runs" class="runs"><span class="none">no tune run has reported</span></div>
+<h2>Utilisation, last hour</h2>
+<table id="usage"><thead><tr><th>device</th><th>share of each interval leased</th><th>average</th></tr></thead><tbody></tbody></table>
 <h2>Queues</h2>
 <table id="queues"><thead><tr><th>key</th><th>waiting</th><th>who (in grant order)</th><th>grants</th>
 <th>max wait</th></tr></thead><tbody></tbody></table>
@@ -189,6 +202,69 @@ function fill(id, rows, render) {
   for (const r of rows) { const tr = document.createElement('tr'); render(tr, r); body.appendChild(tr); }
 }
 function when(ms) { return ms ? new Date(ms).toLocaleString() : '…'; }
+const SVG = 'http://www.w3.org/2000/svg';
+function svgEl(parent, name, attrs, text) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  parent.appendChild(e);
+  return e;
+}
+// A run's best GFLOP/s so far against trials, as an inline SVG line chart.
+function curveChart(run) {
+  const w = 340, h = 120, l = 36, b = 18;
+  const svg = svgEl(document.createDocumentFragment(), 'svg',
+                    {class: 'curve', width: w, height: h, viewBox: '0 0 ' + w + ' ' + h});
+  const pts = run.curve;
+  const maxX = Math.max(1, run.total, ...pts.map(p => p[0]));
+  const maxY = Math.max(1e-9, ...pts.map(p => p[1]));
+  const x = t => l + (w - l - 4) * t / maxX, y = g => (h - b) - (h - b - 6) * g / maxY;
+  svgEl(svg, 'line', {class: 'axis', x1: l, y1: h - b, x2: w - 4, y2: h - b});
+  svgEl(svg, 'line', {class: 'axis', x1: l, y1: 4, x2: l, y2: h - b});
+  svgEl(svg, 'text', {x: 2, y: 12}, maxY.toPrecision(3));
+  svgEl(svg, 'text', {x: 2, y: h - b}, '0');
+  svgEl(svg, 'text', {x: w - 60, y: h - 4}, maxX + ' trials');
+  svgEl(svg, 'title', {}, 'best GFLOP/s so far against trials');
+  if (pts.length) {
+    // A step line: the best stays until a better config is found.
+    let d = [], last = 0;
+    for (const [t, g] of pts) { d.push(x(t) + ',' + y(last)); d.push(x(t) + ',' + y(g)); last = g; }
+    svgEl(svg, 'polyline', {points: d.join(' ')});
+  }
+  return svg;
+}
+function runCard(run) {
+  const div = document.createElement('div');
+  div.className = 'run' + (run.finished ? ' finished' : ' running');
+  div.dataset.run = run.run_id;
+  const h3 = document.createElement('h3');
+  h3.textContent = run.task + ' on ' + run.devices.join(', ');
+  div.appendChild(h3);
+  const facts = document.createElement('div');
+  facts.className = 'facts';
+  const errs = Object.entries(run.errors).map(([k, n]) => k + ' ' + n).join(', ') || 'none';
+  facts.textContent = (run.finished ? 'finished' : 'running') + ' · ' + run.trials + '/' + run.total +
+    ' trials · best ' + run.best_gflops.toFixed(2) + ' GFLOP/s · ' + run.rate.toFixed(2) +
+    ' trials/s · errors: ' + errs + ' · ' + run.holder + ' (' + run.key + ')';
+  div.appendChild(facts);
+  div.appendChild(curveChart(run));
+  return div;
+}
+// One bar per interval: the share of it the device was leased.
+function usageChart(fractions, bucket) {
+  const n = 120, w = 360, h = 28;
+  const svg = svgEl(document.createDocumentFragment(), 'svg',
+                    {class: 'usage', width: w, height: h, viewBox: '0 0 ' + w + ' ' + h});
+  svgEl(svg, 'line', {class: 'axis', x1: 0, y1: h - 1, x2: w, y2: h - 1});
+  const bw = w / n, off = n - fractions.length;
+  fractions.forEach((f, i) => {
+    const bh = Math.max(0, Math.min(1, f)) * (h - 2);
+    svgEl(svg, 'rect', {class: 'bar', x: ((off + i) * bw).toFixed(1), y: (h - 1 - bh).toFixed(1),
+                        width: Math.max(1, bw - 0.5).toFixed(1), height: bh.toFixed(1)});
+  });
+  svgEl(svg, 'title', {}, 'leased share of each ' + bucket + ' s, oldest left');
+  return svg;
+}
 async function refresh() {
   try {
     const s = await (await fetch('/api/summary', {cache: 'no-store'})).json();
@@ -208,6 +284,23 @@ async function refresh() {
       cell(tr, d.lease_remaining_ms ? Math.round(d.lease_remaining_ms / 1000) + ' s' : '');
       cell(tr, (100 * d.utilisation).toFixed(0) + ' %');
       cell(tr, d.infra_failures + (d.consecutive_failures ? ' (' + d.consecutive_failures + ' in a row)' : ''));
+    });
+    const runs = document.getElementById('runs');
+    runs.replaceChildren();
+    if (!s.tune_runs.length) {
+      const none = document.createElement('span');
+      none.className = 'none';
+      none.textContent = 'no tune run has reported';
+      runs.appendChild(none);
+    }
+    for (const r of s.tune_runs) runs.appendChild(runCard(r));
+    fill('usage', Object.entries(s.usage.devices), (tr, [name, fr]) => {
+      cell(tr, name);
+      const td = document.createElement('td');
+      td.appendChild(usageChart(fr, s.usage.bucket_seconds));
+      tr.appendChild(td);
+      const avg = fr.length ? fr.reduce((a, b) => a + b, 0) / fr.length : 0;
+      cell(tr, (100 * avg).toFixed(0) + ' %');
     });
     fill('queues', s.keys, (tr, k) => {
       cell(tr, k.key); cell(tr, k.queue.length);

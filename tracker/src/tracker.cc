@@ -20,6 +20,7 @@
 #include "crosstune/text.h"
 #include "crosstune/tracker/status_page.h"
 #include "crosstune/tracker/store.h"
+#include "crosstune/tracker/tune_runs.h"
 #include "crosstune/tracker_messages.h"
 #include "tcp_probe.h"
 #include "tvm_peers.h"
@@ -142,6 +143,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& io;
   TrackerOptions options;
   Scheduler sched;
+  TuneRuns tune_runs;  // what tune runs report (status page, /metrics)
+  UsageHistory usage;  // each device's utilisation over the last hour
   std::unique_ptr<Store> store;
   std::unique_ptr<TvmPeers> tvm;
   tcp::acceptor acceptor;
@@ -319,6 +322,10 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     for (auto& c : late) Close(c, "deadline passed");
     tvm->Tick(now);
     sched.Tick(now);
+    tune_runs.Expire(now);
+    std::map<std::string, double> busy;
+    for (const auto& d : sched.Snap(now).devices) busy[d.name] = d.busy_seconds;
+    usage.Sample(now, busy);
     Drain();
   }
 
@@ -697,6 +704,12 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
           if (!s.ok()) return SendError(c, f.request_id, s);
           Reply(c, f.request_id, msg::Empty{});
         });
+      case Opcode::kTuneProgress:
+        return With<msg::TuneProgress>(c, f, [&](const msg::TuneProgress& p) {
+          Status s = TakeTuneProgress(now, *c, p);
+          if (!s.ok()) return SendError(c, f.request_id, s);
+          Reply(c, f.request_id, msg::Empty{});
+        });
       case Opcode::kQuery:
         return Reply(c, f.request_id, msg::QueryReply{DumpJson(Summary())});
       case Opcode::kAdmin:
@@ -871,7 +884,29 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   nlohmann::json Summary() {
     std::vector<HistoryRow> history;
     if (auto h = store->RecentHistory(20); h.ok()) history = std::move(*h);
-    return SummaryJson(sched.Snap(SteadyClock::now()), history);
+    auto now = SteadyClock::now();
+    nlohmann::json j = SummaryJson(sched.Snap(now), history);
+    j["tune_runs"] = tune_runs.ToJson(now);
+    j["usage"] = usage.ToJson();
+    return j;
+  }
+
+  // A tune run's report: bounded, and only on leases that are active (their tokens are their
+  // holders' secrets); the run is shown with those leases' devices.
+  Status TakeTuneProgress(SteadyClock::time_point now, const Conn& c, const msg::TuneProgress& p) {
+    CT_RETURN_IF_ERROR(ValidateTuneProgress(p));
+    std::vector<std::string> devices;
+    std::string key, holder;
+    for (const auto& token : p.lease_tokens) {
+      auto lease = sched.FindActiveLease(token);
+      if (!lease.ok())
+        return Status(ErrorCode::kUnauthorized, "tune progress: a lease of the run is not active");
+      devices.push_back(lease->device);
+      if (key.empty()) key = lease->key;
+      if (holder.empty()) holder = lease->holder;
+    }
+    if (holder.empty()) holder = c.peer_name;
+    return tune_runs.Update(now, sched.unix_ms(), holder, key, devices, p);
   }
 
   http::response<http::string_body> HandleHttp(const http::request<http::string_body>& req) {
@@ -905,6 +940,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     } else if (target == "/metrics") {
       res.set(http::field::content_type, "text/plain; version=0.0.4");
       res.body() = MetricsText(sched.Snap(SteadyClock::now()));
+      tune_runs.AppendMetrics(&res.body());
     } else {
       res.result(http::status::not_found);
       res.set(http::field::content_type, "text/plain");

@@ -102,6 +102,25 @@ void DevicePool::Lost(const DeviceSpec& device, const Status& why) {
   }
 }
 
+Status DevicePool::ReportProgress(msg::TuneProgress report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (!report.finished && last_report_ != std::chrono::steady_clock::time_point{} &&
+      now - last_report_ < std::chrono::seconds(1)) {
+    return Status::Ok();
+  }
+  client::TrackerClient* via = nullptr;
+  report.lease_tokens.clear();
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (!trackers_[i]) continue;  // a server given by address, or a lease given back
+    if (via == nullptr) via = trackers_[i].get();
+    report.lease_tokens.push_back(devices_[i].lease_token);
+  }
+  if (via == nullptr) return Status::Ok();
+  last_report_ = now;
+  return via->ReportTuneProgress(report);
+}
+
 DevicePool::~DevicePool() {
   for (size_t i = 0; i < trackers_.size(); ++i) {
     if (!trackers_[i]) continue;

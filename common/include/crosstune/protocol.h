@@ -68,6 +68,7 @@ enum class Opcode : uint16_t {
   kAdmin = 69,
   kSessionEnded = 70,
   kCheckLease = 71,
+  kTuneProgress = 72,
 };
 
 // Small on purpose: callers decide retries from the code, humans read the message.

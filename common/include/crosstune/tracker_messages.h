@@ -1,4 +1,4 @@
-// Payloads of the tracker opcodes (protocol.h kRegister .. kCheckLease), shared by the tracker,
+// Payloads of the tracker opcodes (protocol.h kRegister .. kTuneProgress), shared by the tracker,
 // the rpc server's tracker link and the client library. Same rules as messages.h: msgpack arrays,
 // fields only ever appended.
 //
@@ -20,6 +20,9 @@
 //                                                        this connection after a tracker restart)
 //   client -> tracker  kReleaseLease ReleaseLease      -> Empty
 //   client -> tracker  kHeartbeat    Empty             -> Empty          (keep-alive while queued)
+//   client -> tracker  kTuneProgress TuneProgress      -> Empty | error  (a tune run's progress,
+//                                                        at most once a second, for the status
+//                                                        page and /metrics)
 //   any    -> tracker  kQuery        Empty             -> QueryReply (the /api/summary JSON)
 //   admin  -> tracker  kAdmin        AdminRequest      -> Empty | error
 //
@@ -155,6 +158,23 @@ struct ReleaseLease {
   uint8_t outcome = 0;  // an Outcome (kUnreachable when the granted address did not answer)
   std::string message;
   MSGPACK_DEFINE(lease_token, outcome, message)
+};
+
+// A tune run's progress. Bounded by the tracker (tracker/tune_runs.h: ids and names, at most 16
+// leases and 16 error kinds); every lease named must be active (a token is its holder's secret).
+struct TuneProgress {
+  std::string run_id;
+  std::vector<std::string> lease_tokens;  // the run's leases
+  std::string task;                       // e.g. "matmul 256,256,256"
+  uint32_t trials = 0;                    // of the task in the log, this run's included
+  uint32_t total = 0;                     // the run's goal
+  uint32_t measured = 0;                  // by this run
+  double best_gflops = 0;
+  std::map<std::string, uint32_t> errors;  // this run's failed trials by kind
+  double rate = 0;                         // trials per second
+  bool finished = false;                   // the last report of the run
+  MSGPACK_DEFINE(run_id, lease_tokens, task, trials, total, measured, best_gflops, errors, rate,
+                 finished)
 };
 
 struct QueryReply {

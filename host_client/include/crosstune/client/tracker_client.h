@@ -67,6 +67,9 @@ class TrackerClient {
                  const std::string& message = "");
   // The /api/summary JSON.
   Expected<std::string> Query();
+  // A tune run's progress for the tracker's status page and metrics (at most one report a
+  // second per run; the tracker refuses more with Busy, and reports on leases not active).
+  Status ReportTuneProgress(const msg::TuneProgress& progress);
   // drain, undrain or kick `device`; `admin_secret` is the tracker's --admin-token-file content.
   Status Admin(const std::string& action, const std::string& device,
                const std::string& admin_secret);

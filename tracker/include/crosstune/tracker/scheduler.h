@@ -121,6 +121,11 @@ class Scheduler {
   Expected<msg::LeaseInfo> Renew(TimePoint now, uint64_t conn, const msg::RenewLease& renew);
   Status Release(TimePoint now, const msg::ReleaseLease& release);
   void ClientDisconnected(TimePoint now, uint64_t conn);
+  // The device, key and holder of the active (granted and acked) lease `token`.
+  struct ActiveLease {
+    std::string device, key, holder;
+  };
+  Expected<ActiveLease> FindActiveLease(const std::string& token) const;
 
   // --- admins ---
   Status Admin(TimePoint now, const std::string& action, const std::string& device);

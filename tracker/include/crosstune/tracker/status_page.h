@@ -1,5 +1,6 @@
 // What the tracker shows: the /api/summary JSON (also the reply to kQuery), the /metrics
-// Prometheus text, and the self-contained HTML status page that polls /api/summary.
+// Prometheus text, and the self-contained HTML status page that polls /api/summary (and draws the
+// tune runs' curves and the devices' utilisation as inline SVG; no framework, no outside asset).
 // Pure functions of a Snapshot; thread-safe.
 #pragma once
 

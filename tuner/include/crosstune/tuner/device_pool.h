@@ -46,8 +46,16 @@ class DevicePool {
   // can check it and others are not kept waiting for a lease nobody uses.
   void Lost(const DeviceSpec& device, const Status& why);
 
+  // Tells the tracker how the run is going (its status page and /metrics), naming the leases
+  // this pool still holds, over one of their connections. At most once a second: a report
+  // sooner after the last is skipped (Ok), except the run's last (`report.finished`). Ok and
+  // nothing sent for servers given by address. An error (the tracker refused or is gone) is for
+  // a warning only: tuning goes on without reports.
+  Status ReportProgress(msg::TuneProgress report);
+
  private:
   DevicePool() = default;
+  std::chrono::steady_clock::time_point last_report_{};
   std::vector<DeviceSpec> devices_;
   std::mutex mu_;
   // One tracker connection per lease: its auto-renew thread keeps that lease alive.

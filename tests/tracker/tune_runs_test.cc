@@ -1,0 +1,134 @@
+#include "crosstune/tracker/tune_runs.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace crosstune::tracker {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = TuneRuns::Clock;
+
+msg::TuneProgress Report(uint32_t trials, double best) {
+  msg::TuneProgress p;
+  p.run_id = "run-1";
+  p.lease_tokens = {"tok"};
+  p.task = "matmul 48,48,48 llvm -mtriple=aarch64-linux-gnu";
+  p.trials = trials;
+  p.total = 16;
+  p.measured = trials;
+  p.best_gflops = best;
+  p.rate = 2.5;
+  return p;
+}
+
+TEST(TuneRunsTest, KeepsTheBestSoFarCurveOfARun) {
+  TuneRuns runs;
+  auto t0 = Clock::now();
+  ASSERT_TRUE(runs.Update(t0, 1000, "alice", "rpi4", {"10.0.0.7:9090"}, Report(1, 0.1)).ok());
+  ASSERT_TRUE(
+      runs.Update(t0 + seconds(1), 2000, "alice", "rpi4", {"10.0.0.7:9090"}, Report(5, 0.3)).ok());
+  // A worse batch keeps the best so far.
+  ASSERT_TRUE(
+      runs.Update(t0 + seconds(2), 3000, "alice", "rpi4", {"10.0.0.7:9090"}, Report(9, 0.2)).ok());
+  auto j = runs.ToJson(t0 + seconds(2));
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["holder"], "alice");
+  EXPECT_EQ(j[0]["devices"][0], "10.0.0.7:9090");
+  EXPECT_EQ(j[0]["best_gflops"], 0.3);
+  EXPECT_EQ(j[0]["curve"].dump(), "[[1,0.1],[5,0.3],[9,0.3]]");
+  EXPECT_FALSE(j[0]["finished"].get<bool>());
+}
+
+TEST(TuneRunsTest, RefusesMoreThanOneReportASecondButTakesTheLast) {
+  TuneRuns runs;
+  auto t0 = Clock::now();
+  ASSERT_TRUE(runs.Update(t0, 0, "a", "k", {"d"}, Report(1, 1)).ok());
+  Status s = runs.Update(t0 + milliseconds(200), 0, "a", "k", {"d"}, Report(2, 1));
+  EXPECT_EQ(s.code(), ErrorCode::kBusy) << s.ToString();
+  auto last = Report(3, 2);
+  last.finished = true;
+  ASSERT_TRUE(runs.Update(t0 + milliseconds(300), 0, "a", "k", {"d"}, last).ok());
+  auto j = runs.ToJson(t0);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_TRUE(j[0]["finished"].get<bool>());
+  EXPECT_EQ(j[0]["trials"], 3);
+}
+
+TEST(TuneRunsTest, ARunThatFallsSilentIsFinished) {
+  TuneRuns runs;
+  auto t0 = Clock::now();
+  ASSERT_TRUE(runs.Update(t0, 0, "a", "k", {"d"}, Report(1, 1)).ok());
+  runs.Expire(t0 + seconds(30));
+  EXPECT_FALSE(runs.ToJson(t0)[0]["finished"].get<bool>());
+  runs.Expire(t0 + TuneRuns::kSilentAfter);
+  EXPECT_TRUE(runs.ToJson(t0)[0]["finished"].get<bool>());
+}
+
+TEST(TuneRunsTest, ALongCurveStaysBounded) {
+  TuneRuns runs;
+  auto t = Clock::now();
+  for (uint32_t i = 1; i <= 2000; ++i) {
+    t += seconds(1);
+    ASSERT_TRUE(runs.Update(t, 0, "a", "k", {"d"}, Report(i, i)).ok());
+  }
+  auto curve = runs.ToJson(t)[0]["curve"];
+  EXPECT_LE(curve.size(), TuneRuns::kMaxCurvePoints);
+  EXPECT_EQ(curve.back()[0], 2000);  // the newest point stays
+}
+
+TEST(TuneRunsTest, ValidationRefusesUnboundedOrBrokenReports) {
+  EXPECT_TRUE(ValidateTuneProgress(Report(1, 1)).ok());
+  auto long_task = Report(1, 1);
+  long_task.task = std::string(1000, 'x');
+  EXPECT_EQ(ValidateTuneProgress(long_task).code(), ErrorCode::kInvalidArgument);
+  auto nan = Report(1, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(ValidateTuneProgress(nan).code(), ErrorCode::kInvalidArgument);
+  auto kinds = Report(1, 1);
+  for (int i = 0; i < 40; ++i) kinds.errors["Kind" + std::to_string(i)] = 1;
+  EXPECT_EQ(ValidateTuneProgress(kinds).code(), ErrorCode::kInvalidArgument);
+  auto latin1 = Report(1, 1);
+  latin1.run_id = "caf\xe9";
+  EXPECT_EQ(ValidateTuneProgress(latin1).code(), ErrorCode::kInvalidArgument);
+  auto no_lease = Report(1, 1);
+  no_lease.lease_tokens.clear();
+  EXPECT_EQ(ValidateTuneProgress(no_lease).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(TuneRunsTest, MetricsCarryTheSameCountsWithEscapedLabels) {
+  TuneRuns runs;
+  auto r = Report(7, 1.5);
+  r.task = "mat\"mul";
+  r.errors["WrongAnswer"] = 2;
+  ASSERT_TRUE(runs.Update(Clock::now(), 0, "a", "k", {"d"}, r).ok());
+  std::string m;
+  runs.AppendMetrics(&m);
+  EXPECT_NE(m.find("crosstune_tune_runs_running 1\n"), std::string::npos) << m;
+  EXPECT_NE(
+      m.find("crosstune_tune_trials{run=\"run-1\",task=\"mat\\\"mul\",key=\"k\",devices=\"d\"} 7"),
+      std::string::npos)
+      << m;
+  EXPECT_NE(m.find("kind=\"WrongAnswer\"} 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("crosstune_tune_best_gflops{"), std::string::npos) << m;
+}
+
+TEST(UsageHistoryTest, RecordsEachDevicesShareOfEveryBucket) {
+  UsageHistory h;
+  auto t = Clock::now();
+  h.Sample(t, {{"a", 0.0}, {"b", 100.0}});
+  h.Sample(t + seconds(10), {{"a", 5.0}, {"b", 100.0}});  // within the bucket: nothing closes
+  EXPECT_TRUE(h.ToJson()["devices"].empty() || h.ToJson()["devices"]["a"].empty());
+  h.Sample(t + UsageHistory::kBucket, {{"a", 15.0}, {"b", 100.0}});
+  auto j = h.ToJson();
+  EXPECT_EQ(j["bucket_seconds"], UsageHistory::kBucket.count());
+  EXPECT_DOUBLE_EQ(j["devices"]["a"][0].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["devices"]["b"][0].get<double>(), 0.0);
+  for (int i = 2; i < 200; ++i)
+    h.Sample(t + UsageHistory::kBucket * i, {{"a", 15.0}, {"b", 100.0}});
+  EXPECT_EQ(h.ToJson()["devices"]["a"].size(), UsageHistory::kBuckets);
+}
+
+}  // namespace
+}  // namespace crosstune::tracker

@@ -1,0 +1,90 @@
+// What the status page shows of the tuning that uses the farm: each running and recently
+// finished tune run (its progress and best-so-far curve, from the run's own reports), and each
+// device's utilisation over the last hour (sampled from the scheduler's busy time).
+//
+// Reports are bounded (ValidateTuneProgress) and come at most once a second per run; a run is
+// identified by its run id and the leases it names, each of which must be active (a lease token
+// is the holder's secret, so a run can report only on leases it holds).
+//
+// Not thread-safe: the tracker calls it from its io thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "crosstune/status.h"
+#include "crosstune/tracker_messages.h"
+
+namespace crosstune::tracker {
+
+// Checks a report's bounds before anything is kept: ids and names, the number of leases and of
+// error kinds, and that every number is finite and not negative.
+Status ValidateTuneProgress(const msg::TuneProgress& p);
+
+class TuneRuns {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr size_t kMaxCurvePoints = 240;  // a longer curve keeps every other point
+  static constexpr size_t kMaxRunning = 64;
+  static constexpr size_t kMaxFinished = 16;
+  // A run that stops reporting for this long counts as finished.
+  static constexpr std::chrono::seconds kSilentAfter{60};
+  // Reports closer together than this (per run) are refused, the final one excepted.
+  static constexpr std::chrono::milliseconds kMinInterval{900};
+
+  // Takes a validated report of `holder` whose leases are on `devices` (of `key`).
+  Status Update(Clock::time_point now, int64_t unix_ms, const std::string& holder,
+                const std::string& key, const std::vector<std::string>& devices,
+                const msg::TuneProgress& report);
+  // Moves runs silent for kSilentAfter to the finished list.
+  void Expire(Clock::time_point now);
+
+  // Running runs first (newest first), then the finished ones (newest first).
+  nlohmann::json ToJson(Clock::time_point now) const;
+  // Prometheus samples: runs running, and per run its trials, best GFLOP/s and errors by kind.
+  void AppendMetrics(std::string* out) const;
+
+ private:
+  struct Run {
+    std::string run_id, holder, key, task;
+    std::vector<std::string> devices;
+    uint32_t trials = 0, total = 0, measured = 0;
+    double best_gflops = 0, rate = 0;
+    std::map<std::string, uint32_t> errors;
+    std::vector<std::pair<uint32_t, double>> curve;  // (trials, best GFLOP/s so far)
+    Clock::time_point last_report;
+    int64_t started_unix_ms = 0, updated_unix_ms = 0;
+    bool finished = false;
+  };
+  std::map<std::string, Run> running_;
+  std::deque<Run> finished_;  // newest last
+};
+
+// Each device's share of time leased, per bucket over the last hour.
+class UsageHistory {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kBucket{30};
+  static constexpr size_t kBuckets = 120;  // one hour
+
+  // Called often (every tracker tick); closes a bucket once kBucket has passed since the last.
+  void Sample(Clock::time_point now, const std::map<std::string, double>& busy_seconds);
+  // {"bucket_seconds": 30, "devices": {"NAME": [fraction, ...oldest first]}}
+  nlohmann::json ToJson() const;
+
+ private:
+  struct Series {
+    double last_busy = 0;
+    std::deque<double> fractions;
+  };
+  bool started_ = false;
+  Clock::time_point last_;
+  std::map<std::string, Series> series_;
+};
+
+}  // namespace crosstune::tracker
