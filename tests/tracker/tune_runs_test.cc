@@ -57,6 +57,25 @@ TEST(TuneRunsTest, RefusesMoreThanOneReportASecondButTakesTheLast) {
   EXPECT_EQ(j[0]["trials"], 3);
 }
 
+TEST(TuneRunsTest, ARunIdIsItsRunsOwn) {
+  TuneRuns runs;
+  auto t0 = Clock::now();
+  ASSERT_TRUE(runs.Update(t0, 0, "alice", "k", {"d1"}, Report(1, 1)).ok());
+  // Someone else's report under the same run id, on a lease of their own: refused.
+  auto other = Report(9, 99);
+  other.lease_tokens = {"bobs-token"};
+  Status s = runs.Update(t0 + seconds(2), 0, "bob", "k", {"d2"}, other);
+  EXPECT_EQ(s.code(), ErrorCode::kUnauthorized) << s.ToString();
+  // The run itself, with one lease more (a device added): taken.
+  auto more = Report(2, 2);
+  more.lease_tokens = {"tok", "tok2"};
+  ASSERT_TRUE(runs.Update(t0 + seconds(4), 0, "alice", "k", {"d1", "d3"}, more).ok());
+  auto j = runs.ToJson(t0);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["holder"], "alice");
+  EXPECT_EQ(j[0]["best_gflops"], 2);
+}
+
 TEST(TuneRunsTest, ARunThatFallsSilentIsFinished) {
   TuneRuns runs;
   auto t0 = Clock::now();

@@ -78,7 +78,7 @@ TEST(TuneViewTest, ATuneRunsCurveAndTheDevicesUtilisationShowInHeadlessChromium)
   auto tune = RunCommand(std::string("'") + CROSSTUNE_CLI_BIN + "' tune matmul --shape 24,24,24 " +
                          "--trials 10 --batch 3 --workers 1 --repeat 1 --min-repeat-ms 1 " +
                          "--tracker " + farm.tracker() + " --key '" + kHostileKey + "' --log '" +
-                         farm.Path("mm.jsonl") + "' --run-id tune-view-run --json");
+                         farm.Path("mm.jsonl") + "' --json");
   ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
   // Every report it sent was taken: none came sooner than a second after the last.
   EXPECT_EQ(tune.err.find("progress report"), std::string::npos) << tune.err;
@@ -130,23 +130,29 @@ TEST(TuneViewTest, ATuneRunsCurveAndTheDevicesUtilisationShowInHeadlessChromium)
       png.c_str());
 }
 
-TEST(TuneViewTest, ARunReportsOnlyOnItsOwnLeasesBoundedAndAtMostOnceASecond) {
+// (The once-a-second bound is checked with a made-up clock in tune_runs_test; here the CLI run
+// above shows that a real run never sends sooner.)
+TEST(TuneViewTest, ARunReportsOnlyOnItsOwnLeasesAndBounded) {
   Farm farm;
   ASSERT_TRUE(farm.StartTracker());
   ASSERT_GE(farm.StartServer("rpi4"), 0);
-  ASSERT_TRUE(farm.WaitRegistered(1));
+  ASSERT_GE(farm.StartServer("rpi4"), 0);
+  ASSERT_TRUE(farm.WaitRegistered(2));
   auto holder = farm.Client("tuner");
   auto grant = holder->RequestDevice(Hold("rpi4"));
   ASSERT_TRUE(grant.ok()) << grant.status().ToString();
 
   ASSERT_TRUE(holder->ReportTuneProgress(Report(grant->lease_token, 4, 1.25)).ok());
-  // Sooner than a second after the last: refused, and the first report stands.
-  Status soon = holder->ReportTuneProgress(Report(grant->lease_token, 5, 9.0));
-  EXPECT_EQ(soon.code(), ErrorCode::kBusy) << soon.ToString();
   // A lease the reporter does not hold (a made-up token).
   auto other = Report("not-a-lease-token", 4, 1.0);
   other.run_id = "intruder";
   EXPECT_EQ(holder->ReportTuneProgress(other).code(), ErrorCode::kUnauthorized);
+  // Someone holding a lease of their own cannot write into this run (its id is on the page).
+  auto intruder = farm.Client("intruder");
+  auto their_grant = intruder->RequestDevice(Hold("rpi4"));
+  ASSERT_TRUE(their_grant.ok()) << their_grant.status().ToString();
+  Status hijack = intruder->ReportTuneProgress(Report(their_grant->lease_token, 5, 99.0));
+  EXPECT_EQ(hijack.code(), ErrorCode::kUnauthorized) << hijack.ToString();
   // Unbounded: a task name of 10 KiB.
   auto big = Report(grant->lease_token, 4, 1.0);
   big.run_id = "big";
@@ -161,7 +167,7 @@ TEST(TuneViewTest, ARunReportsOnlyOnItsOwnLeasesBoundedAndAtMostOnceASecond) {
   // /metrics: the same counts.
   std::string metrics = HttpGet(farm.http_port(), "/metrics");
   std::string labels = "run=\"run-under-test\",task=\"matmul 64,64,64\",key=\"rpi4\",devices=\"" +
-                       farm.server_addr(0) + "\"";
+                       grant->device + "\"";
   EXPECT_NE(metrics.find("crosstune_tune_runs_running 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("crosstune_tune_trials{" + labels + "} 4\n"), std::string::npos)
       << metrics;

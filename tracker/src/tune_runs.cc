@@ -107,6 +107,14 @@ Status TuneRuns::Update(Clock::time_point now, int64_t unix_ms, const std::strin
     it = running_.emplace(report.run_id, std::move(run)).first;
   }
   Run& run = it->second;
+  if (!run.lease_tokens.empty() &&
+      std::none_of(report.lease_tokens.begin(), report.lease_tokens.end(), [&](const auto& t) {
+        return std::find(run.lease_tokens.begin(), run.lease_tokens.end(), t) !=
+               run.lease_tokens.end();
+      })) {
+    return Status(ErrorCode::kUnauthorized,
+                  "tune progress: the run id is another run's (it names none of its leases)");
+  }
   if (!report.finished && now - run.last_report < kMinInterval) {
     return Status(ErrorCode::kBusy, "tune progress: at most one report a second per run");
   }
@@ -115,6 +123,7 @@ Status TuneRuns::Update(Clock::time_point now, int64_t unix_ms, const std::strin
   run.holder = holder;
   run.key = key;
   run.devices = devices;
+  run.lease_tokens = report.lease_tokens;
   run.task = report.task;
   run.trials = report.trials;
   run.total = report.total;

@@ -4,7 +4,9 @@
 //
 // Reports are bounded (ValidateTuneProgress) and come at most once a second per run; a run is
 // identified by its run id and the leases it names, each of which must be active (a lease token
-// is the holder's secret, so a run can report only on leases it holds).
+// is the holder's secret, so a run can report only on leases it holds). A running run's id is
+// its own: a later report must name one of the leases of its last report, so nobody who learns
+// a run id from the status page can write into that run.
 //
 // Not thread-safe: the tracker calls it from its io thread only.
 #pragma once
@@ -53,6 +55,7 @@ class TuneRuns {
   struct Run {
     std::string run_id, holder, key, task;
     std::vector<std::string> devices;
+    std::vector<std::string> lease_tokens;  // of the last report
     uint32_t trials = 0, total = 0, measured = 0;
     double best_gflops = 0, rate = 0;
     std::map<std::string, uint32_t> errors;
