@@ -14,7 +14,7 @@ constexpr size_t kMaxIdBytes = 64;
 constexpr size_t kMaxTaskBytes = 256;
 constexpr size_t kMaxErrorKinds = 16;
 constexpr size_t kMaxErrorKindBytes = 32;
-constexpr size_t kMaxLeases = 16;
+constexpr size_t kMaxLeases = msg::kMaxTuneProgressLeases;
 
 Status Bad(const std::string& what) {
   return Status(ErrorCode::kInvalidArgument, "tune progress: " + what);

@@ -111,10 +111,10 @@ Status DevicePool::ReportProgress(msg::TuneProgress report) {
   }
   client::TrackerClient* via = nullptr;
   report.lease_tokens.clear();
-  // The tracker takes a report naming at most 16 leases (tracker/src/tune_runs.cc): a run on
-  // more devices names its first 16, and the page shows those.
-  constexpr size_t kMaxLeasesNamed = 16;
-  for (size_t i = 0; i < devices_.size() && report.lease_tokens.size() < kMaxLeasesNamed; ++i) {
+  // The tracker refuses a report naming more leases than msg::kMaxTuneProgressLeases: a run on
+  // more devices names its first ones, and the page shows those.
+  for (size_t i = 0;
+       i < devices_.size() && report.lease_tokens.size() < msg::kMaxTuneProgressLeases; ++i) {
     if (!trackers_[i]) continue;  // a server given by address, or a lease given back
     if (via == nullptr) via = trackers_[i].get();
     report.lease_tokens.push_back(devices_[i].lease_token);

@@ -33,6 +33,7 @@
 // lease is pushed as "" and refused from then on.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <msgpack.hpp>
@@ -160,8 +161,10 @@ struct ReleaseLease {
   MSGPACK_DEFINE(lease_token, outcome, message)
 };
 
-// A tune run's progress. Bounded by the tracker (tracker/tune_runs.h: ids and names, at most 16
-// leases and 16 error kinds); every lease named must be active (a token is its holder's secret).
+// A tune run's progress. Bounded by the tracker (tracker/tune_runs.h: ids and names, at most
+// kMaxTuneProgressLeases leases and 16 error kinds); every lease named must be active (a token is
+// its holder's secret). A run on more devices names some of its leases.
+inline constexpr size_t kMaxTuneProgressLeases = 16;
 struct TuneProgress {
   std::string run_id;
   std::vector<std::string> lease_tokens;  // the run's leases
