@@ -1,7 +1,9 @@
-# Builds crosstune-server for the ARM boards as part of the host build: this same source tree,
+# Builds crosstune-server for the boards as part of the host build: this same source tree,
 # configured again with cmake/<arch>.cmake, CROSSTUNE_SERVER_ONLY=ON and no tests. The results,
 #   <build>/cross/aarch64/rpc_server/crosstune-server
 #   <build>/cross/armhf/rpc_server/crosstune-server
+#   <build>/cross/riscv64/rpc_server/crosstune-server  (when riscv64-linux-gnu-g++ and
+#                                                       qemu-riscv64 are present)
 # run under qemu-user as remote boards in the qemu tests and in scripts/demo.sh.
 #
 # Sets CROSSTUNE_CROSS_SERVER_<arch> (the binary's path) and CROSSTUNE_QEMU_<arch> for each
@@ -12,6 +14,8 @@ find_program(CROSSTUNE_AARCH64_CXX aarch64-linux-gnu-g++)
 find_program(CROSSTUNE_ARMHF_CXX arm-linux-gnueabihf-g++)
 find_program(CROSSTUNE_QEMU_AARCH64 qemu-aarch64)
 find_program(CROSSTUNE_QEMU_ARMHF qemu-arm)
+find_program(CROSSTUNE_RISCV64_CXX riscv64-linux-gnu-g++)
+find_program(CROSSTUNE_QEMU_RISCV64 qemu-riscv64)
 
 set(_ct_cross_default OFF)
 if(CROSSTUNE_AARCH64_CXX AND CROSSTUNE_ARMHF_CXX AND CROSSTUNE_QEMU_AARCH64 AND CROSSTUNE_QEMU_ARMHF)
@@ -32,8 +36,16 @@ else()
   set(_ct_cross_sysroot /opt/crosstune/cross)
 endif()
 
-# arch name, Debian arch of the OpenSSL sysroot
-foreach(pair "aarch64;arm64" "armhf;armhf")
+# arch name:Debian arch of the OpenSSL sysroot
+set(_ct_cross_arches aarch64:arm64 armhf:armhf)
+if(CROSSTUNE_RISCV64_CXX AND CROSSTUNE_QEMU_RISCV64)
+  list(APPEND _ct_cross_arches riscv64:riscv64)
+else()
+  message(STATUS "Cross servers: no riscv64 server (needs riscv64-linux-gnu-g++ and "
+                 "qemu-riscv64; scripts/install-deps.sh installs them)")
+endif()
+foreach(pair ${_ct_cross_arches})
+  string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 arch)
   list(GET pair 1 deb_arch)
   if(NOT EXISTS ${_ct_cross_sysroot}/${deb_arch}/usr/include/openssl/sha.h)

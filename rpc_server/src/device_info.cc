@@ -23,8 +23,9 @@ std::string Trim(const std::string& s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-// The value of the first "key : value" line of /proc/cpuinfo whose key is `key`.
-std::string CpuInfoField(const std::string& key) {
+// The value of the first "key : value" line of /proc/cpuinfo whose key is `key` (unused where
+// nothing of the CPU is read from there, e.g. riscv64).
+[[maybe_unused]] std::string CpuInfoField(const std::string& key) {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
   while (std::getline(f, line)) {

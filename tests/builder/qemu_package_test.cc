@@ -1,7 +1,7 @@
-// Builder packages on the emulated ARM boards: crosstune-server cross-built for aarch64 / armhf
-// runs under qemu-user; the builder compiles the kernel for the board's target in-process, packages
-// it, and the board verifies, loads and runs it with checked answers. Skips with a message when
-// qemu or a cross server is absent.
+// Builder packages on the emulated boards: crosstune-server cross-built for aarch64 / armhf /
+// riscv64 runs under qemu-user; the builder compiles the kernel for the board's target in-process,
+// packages it, and the board verifies, loads and runs it with checked answers. Skips with a message
+// when qemu or a cross server is absent.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
-// Whole models cross-deployed: crosstune-server cross-built for aarch64 and armhf runs under
-// qemu-user as a remote board; ResNet-50 (width 16) is compiled here for the target the board
+// Whole models cross-deployed: crosstune-server cross-built for aarch64, armhf and riscv64 runs
+// under qemu-user as a remote board; ResNet-50 (width 16) is compiled here for the target the board
 // reports (NEON templates and generated kernels in one library), uploaded, run by the board's graph
 // executor, and its logits checked against onnxruntime's on this machine. Skips with a message when
 // qemu or a cross server is absent. qemu's speed is emulation speed: only answers are checked.

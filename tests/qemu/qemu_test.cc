@@ -1,5 +1,5 @@
-// Cross-deployment for real: crosstune-server cross-built for aarch64 and armhf runs under
-// qemu-user as a remote board; kernels are cross-compiled for it here (clang freestanding +
+// Cross-deployment for real: crosstune-server cross-built for aarch64, armhf and riscv64 runs
+// under qemu-user as a remote board; kernels are cross-compiled for it here (clang freestanding +
 // ld.lld -shared), uploaded, run, and their results checked against a host reference.
 #include <gtest/gtest.h>
 #include <spawn.h>

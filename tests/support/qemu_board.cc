@@ -20,6 +20,14 @@ std::vector<QemuBoard> QemuBoards() {
        "armv7l",
        "armv7-neon",
        {"--target=armv7a-linux-gnueabihf", "-mfloat-abi=hard", "-mfpu=neon"}},
+      // No vector extension reported: the kernel templates take their generic vector path.
+      {"riscv64",
+       CT_QEMU_RISCV64,
+       "/usr/riscv64-linux-gnu",
+       CT_SERVER_RISCV64,
+       "riscv64",
+       "riscv64",
+       {"--target=riscv64-linux-gnu", "-march=rv64gc", "-mabi=lp64d", "-mno-relax"}},
   };
 }
 

@@ -1,8 +1,9 @@
-// The conv2d, depthwise_conv2d and dense templates' NEON code on the emulated ARM boards:
-// crosstune-server cross-built for aarch64 / armhf under qemu-user, the target asked from the
-// board (auto), configs (the default, the extremes of each knob, random samples) built in-process
-// for it and checked against the reference there. Skips with a message when qemu or a cross
-// server is absent. qemu's timings are emulation speed, so only answers are checked.
+// The conv2d, depthwise_conv2d and dense templates' NEON (riscv64: generic vector) code on the
+// emulated boards: crosstune-server cross-built for aarch64 / armhf / riscv64 under qemu-user, the
+// target asked from the board (auto), configs (the default, the extremes of each knob, random
+// samples) built in-process for it and checked against the reference there. Skips with a message
+// when qemu or a cross server is absent. qemu's timings are emulation speed, so only answers are
+// checked.
 #include <gtest/gtest.h>
 
 #include "crosstune/builder/builder.h"

@@ -1,6 +1,6 @@
-// The emulated boards the qemu tests run on: crosstune-server cross-built for aarch64 and armhf
-// (cmake/CrossServers.cmake) under qemu-user, with what each test needs to know about the board.
-// qemu_board_test.h turns these into a GoogleTest fixture.
+// The emulated boards the qemu tests run on: crosstune-server cross-built for aarch64, armhf and
+// riscv64 (cmake/CrossServers.cmake) under qemu-user, with what each test needs to know about the
+// board. qemu_board_test.h turns these into a GoogleTest fixture.
 #pragma once
 
 #include <chrono>
@@ -13,7 +13,7 @@
 namespace crosstune::testing {
 
 struct QemuBoard {
-  std::string name;                       // "aarch64", "armhf": the test parameter's name
+  std::string name;                       // "aarch64", "armhf", "riscv64": the test's name
   std::string qemu;                       // the qemu-user binary found at configure time
   std::string sysroot;                    // the cross compiler's sysroot (qemu's -L)
   std::string server;                     // the cross-built crosstune-server
@@ -22,7 +22,7 @@ struct QemuBoard {
   std::vector<std::string> clang_target;  // clang flags that select the board's target
 };
 
-// Both boards, whether or not this build can run them.
+// Every board, whether or not this build can run them.
 std::vector<QemuBoard> QemuBoards();
 
 // Why `board` cannot run here (no qemu-user, no cross-built server), or "" when it can.
