@@ -44,6 +44,7 @@ else()
   message(STATUS "Cross servers: no riscv64 server (needs riscv64-linux-gnu-g++ and "
                  "qemu-riscv64; scripts/install-deps.sh installs them)")
 endif()
+set(CROSSTUNE_CROSS_DEBS)
 foreach(pair ${_ct_cross_arches})
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 arch)
@@ -75,4 +76,17 @@ foreach(pair ${_ct_cross_arches})
     EXCLUDE_FROM_ALL FALSE)
   string(TOUPPER ${arch} ARCH)
   set(CROSSTUNE_CROSS_SERVER_${ARCH} ${server})
+  # The board's .deb (Debian has arm64 and armhf archives, so their dependencies resolve; riscv64
+  # has none in Debian 12): <build>/cross/<arch>/debs, built on demand by the host's `debs`
+  # target (cmake/CrosstuneDebian.cmake).
+  if(NOT arch STREQUAL "riscv64")
+    ExternalProject_Add_Step(crosstune-server-${arch} debs
+      COMMAND ${CMAKE_COMMAND} --build ${bin_dir} --target debs
+      DEPENDEES build
+      ALWAYS TRUE
+      EXCLUDE_FROM_MAIN TRUE
+      USES_TERMINAL TRUE)
+    ExternalProject_Add_StepTargets(crosstune-server-${arch} debs)
+    list(APPEND CROSSTUNE_CROSS_DEBS crosstune-server-${arch}-debs)
+  endif()
 endforeach()

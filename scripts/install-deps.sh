@@ -42,6 +42,30 @@ for arch in arm64 armhf; do
   [ -f "$CROSS_SYSROOT/$arch/.complete" ] || cross_missing+=("$arch")
 done
 
+# The boards' C and C++ runtime packages (libc6, libstdc++6, libgcc-s1 for arm64 and armhf), for
+# dpkg-shlibdeps only: the board .debs' Depends come from their symbols files
+# (cmake/CrosstuneDebian.cmake). Unpacked with their control files (dpkg-deb -R) into
+# $CROSS_SYSROOT/<arch>/runtime/<package>, never installed: a multiarch libc6:arm64 on this
+# machine is found by the cross sysroot's loader under qemu (through /etc/ld.so.cache) and
+# breaks the qemu servers.
+BOARD_RUNTIME=(libc6 libstdc++6 libgcc-s1)
+unpack_board_runtime() {
+  local arch tmp deb
+  for arch in arm64 armhf; do
+    [ -f "$CROSS_SYSROOT/$arch/runtime/.complete" ] && continue
+    echo "install-deps: unpacking the $arch runtime packages into $CROSS_SYSROOT/$arch/runtime"
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -qq "${BOARD_RUNTIME[@]/%/:$arch}")
+    $SUDO rm -rf "$CROSS_SYSROOT/$arch/runtime"
+    $SUDO mkdir -p "$CROSS_SYSROOT/$arch/runtime"
+    for deb in "$tmp"/*.deb; do
+      $SUDO dpkg-deb -R "$deb" "$CROSS_SYSROOT/$arch/runtime/$(dpkg-deb -f "$deb" Package)"
+    done
+    $SUDO touch "$CROSS_SYSROOT/$arch/runtime/.complete"
+    rm -rf "$tmp"
+  done
+}
+
 # OpenSSL for the riscv64 server. Debian 12 has no riscv64 archive, so there is no libssl-dev to
 # unpack: Debian's own source package (with Debian's patches) is configured for linux64-riscv64
 # and its libcrypto.a built with the riscv64 cross compiler, once (7 min on 2 busy cores); the stamp
@@ -145,6 +169,7 @@ install_model_venv() {
 
 if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
+  unpack_board_runtime
   build_riscv64_openssl
   install_tvm_venv
   install_python_venv
@@ -176,6 +201,7 @@ for arch in "${cross_missing[@]}"; do
   $SUDO touch "$CROSS_SYSROOT/$arch/.complete"
   rm -rf "$tmp"
 done
+unpack_board_runtime
 build_riscv64_openssl
 install_tvm_venv
 install_python_venv
