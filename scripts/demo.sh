@@ -2,8 +2,8 @@
 # The main job: tune a kernel on a farm of devices, deploy the best, check it.
 #
 # Installs the dependencies, builds crosstune, and starts a local farm: a crosstune-tracker, a
-# crosstune-server on this machine, and the aarch64 and armhf crosstune-servers under qemu-user,
-# each registered with the tracker under its own key. Then, on every device in parallel,
+# crosstune-server on this machine, and the aarch64, armhf and riscv64 crosstune-servers under
+# qemu-user, each registered with the tracker under its own key. Then, on every device in parallel,
 # `crosstune tune matmul --target auto --tracker ... --key DEVICE` searches the matmul template's
 # config space (XGBoost cost model; the template's default config is measured first, so untuned
 # and tuned figures come from the same run), `crosstune export` builds the best config into a
@@ -27,12 +27,12 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # Five build trees (main, fuzz, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 cmake --preset default -B "$BUILD" >/dev/null
-# The ARM servers are built whenever their cross compilers and qemu are present (install-deps.sh
+# The board servers are built whenever their cross compilers and qemu are present (install-deps.sh
 # installs them). The target list is read into a variable first: grep -q on a pipe would close it
 # early and fail the pipeline with SIGPIPE under pipefail.
 targets=(crosstune crosstune-server crosstune-tracker)
 all_targets=$(ninja -C "$BUILD" -t targets all 2>/dev/null || true)
-for arch in aarch64 armhf; do
+for arch in aarch64 armhf riscv64; do
   if grep -q "^crosstune-server-$arch:" <<<"$all_targets"; then
     targets+=("crosstune-server-$arch")
   fi
@@ -98,7 +98,8 @@ start_server() {  # start_server NAME CMD...
 
 NAMES=(local)
 start_server local "$BUILD/rpc_server/crosstune-server"
-for pair in "aarch64 qemu-aarch64 /usr/aarch64-linux-gnu" "armhf qemu-arm /usr/arm-linux-gnueabihf"; do
+for pair in "aarch64 qemu-aarch64 /usr/aarch64-linux-gnu" "armhf qemu-arm /usr/arm-linux-gnueabihf" \
+  "riscv64 qemu-riscv64 /usr/riscv64-linux-gnu"; do
   read -r arch qemu sysroot <<<"$pair"
   server="$BUILD/cross/$arch/rpc_server/crosstune-server"
   if [ -x "$server" ]; then
@@ -118,7 +119,7 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 
-# Tune on every device at once. Under qemu the ARM boards are emulated (slow), so they get a
+# Tune on every device at once. Under qemu the boards are emulated (slow), so they get a
 # smaller matmul and fewer trials; their figures are emulation speed, not a board's.
 declare -A SHAPE TRIALS
 for dev in "${NAMES[@]}"; do
@@ -138,6 +139,30 @@ for dev in "${NAMES[@]}"; do
     --log "$WORK/$dev.jsonl" --json >"$WORK/$dev.tune.json" 2>"$WORK/$dev.tune.log" &
   TUNE_PIDS+=($!)
 done
+HTTP=$(sed -n 's/.* http \([^ ]*\).*/\1/p' "$WORK/tracker.out" | head -n 1)
+echo "demo: watch the tuning on the tracker's status page: http://$HTTP/"
+if [ -n "${CROSSTUNE_DEMO_SCREENSHOT:-}" ]; then
+  # Once enough runs report with a curve of two points or more (or every tune has ended).
+  want=$((${#NAMES[@]} < 3 ? ${#NAMES[@]} : 3))
+  while :; do
+    n=$("$CT" query --tracker "$TRACKER" --json 2>/dev/null | "$PY" -c '
+import json, sys
+runs = json.load(sys.stdin).get("tune_runs", [])
+print(sum(1 for r in runs if not r["finished"] and len(r["curve"]) >= 2))' 2>/dev/null || echo 0)
+    [ "$n" -ge "$want" ] && break
+    running=0
+    for pid in "${TUNE_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
+    [ "$running" = 1 ] || break
+    sleep 0.5
+  done
+  if chromium --headless --disable-gpu --no-sandbox --no-first-run --user-data-dir="$WORK/chromium" \
+    --virtual-time-budget=3000 --window-size=1280,1400 --screenshot="$CROSSTUNE_DEMO_SCREENSHOT" \
+    "http://$HTTP/" >"$WORK/chromium.log" 2>&1; then
+    echo "demo: status page with $n runs tuning saved as $CROSSTUNE_DEMO_SCREENSHOT"
+  else
+    echo "demo: no screenshot (chromium failed: $(tail -n 1 "$WORK/chromium.log"))" >&2
+  fi
+fi
 FAILED=0
 for i in "${!NAMES[@]}"; do
   if ! wait "${TUNE_PIDS[$i]}"; then
