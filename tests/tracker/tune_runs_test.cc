@@ -149,5 +149,17 @@ TEST(UsageHistoryTest, RecordsEachDevicesShareOfEveryBucket) {
   EXPECT_EQ(h.ToJson()["devices"]["a"].size(), UsageHistory::kBuckets);
 }
 
+TEST(UsageHistoryTest, ADeviceBusyInItsFirstBucketShowsIt) {
+  // A device that registers after the tracker's first sample and is leased 12 s of its first
+  // bucket (a short tune run), and one whose count restarts (re-registered) at 6 s.
+  UsageHistory h;
+  auto t = Clock::now();
+  h.Sample(t, {{"old", 50.0}});
+  h.Sample(t + UsageHistory::kBucket, {{"new", 12.0}, {"old", 6.0}});
+  auto j = h.ToJson();
+  EXPECT_DOUBLE_EQ(j["devices"]["new"][0].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(j["devices"]["old"][0].get<double>(), 0.2);
+}
+
 }  // namespace
 }  // namespace crosstune::tracker

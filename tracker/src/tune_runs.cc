@@ -226,8 +226,9 @@ void UsageHistory::Sample(Clock::time_point now, const std::map<std::string, dou
   for (const auto& [name, b] : busy) {
     auto [it, added] = series_.try_emplace(name);
     Series& s = it->second;
-    // A device seen for the first time (or re-registered, its count restarted) starts here.
-    double used = added || b < s.last_busy ? 0 : b - s.last_busy;
+    // A device seen for the first time registered within this bucket, and one whose count
+    // restarted (re-registered) restarted within it: all its count is this bucket's.
+    double used = added || b < s.last_busy ? b : b - s.last_busy;
     s.last_busy = b;
     s.fractions.push_back(std::clamp(used / dt, 0.0, 1.0));
     while (s.fractions.size() > kBuckets) s.fractions.pop_front();
