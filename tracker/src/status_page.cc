@@ -3,23 +3,6 @@
 #include <fmt/format.h>
 
 namespace crosstune::tracker {
-namespace {
-
-// Prometheus label values escape backslash, quote and newline.
-std::string Label(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
 
 nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& history) {
   nlohmann::json j;
@@ -80,6 +63,19 @@ nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& 
   return j;
 }
 
+std::string PrometheusLabel(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 std::string MetricsText(const Snapshot& snap) {
   std::string out;
   auto family = [&](const char* name, const char* type, const char* help) {
@@ -94,14 +90,14 @@ std::string MetricsText(const Snapshot& snap) {
   auto per_key = [&](const char* name, const char* type, const char* help, auto value) {
     family(name, type, help);
     for (const auto& k : snap.keys) {
-      out += fmt::format("{}{{key=\"{}\"}} {}\n", name, Label(k.key), value(k));
+      out += fmt::format("{}{{key=\"{}\"}} {}\n", name, PrometheusLabel(k.key), value(k));
     }
   };
   auto per_device = [&](const char* name, const char* type, const char* help, auto value) {
     family(name, type, help);
     for (const auto& d : snap.devices) {
-      out += fmt::format("{}{{device=\"{}\",key=\"{}\"}} {}\n", name, Label(d.name), Label(d.key),
-                         value(d));
+      out += fmt::format("{}{{device=\"{}\",key=\"{}\"}} {}\n", name, PrometheusLabel(d.name),
+                         PrometheusLabel(d.key), value(d));
     }
   };
 
@@ -115,10 +111,10 @@ std::string MetricsText(const Snapshot& snap) {
           });
   family("crosstune_queue_wait_seconds", "summary", "Time from request to grant, per key.");
   for (const auto& k : snap.keys) {
-    out += fmt::format("crosstune_queue_wait_seconds_sum{{key=\"{}\"}} {}\n", Label(k.key),
-                       k.wait_seconds_sum);
-    out += fmt::format("crosstune_queue_wait_seconds_count{{key=\"{}\"}} {}\n", Label(k.key),
-                       k.grants);
+    out += fmt::format("crosstune_queue_wait_seconds_sum{{key=\"{}\"}} {}\n",
+                       PrometheusLabel(k.key), k.wait_seconds_sum);
+    out += fmt::format("crosstune_queue_wait_seconds_count{{key=\"{}\"}} {}\n",
+                       PrometheusLabel(k.key), k.grants);
   }
   per_key("crosstune_queue_wait_seconds_max", "gauge", "Longest time from request to grant.",
           [](const auto& k) { return k.wait_seconds_max; });
@@ -132,7 +128,7 @@ std::string MetricsText(const Snapshot& snap) {
   for (const auto& d : snap.devices) {
     out += fmt::format(
         "crosstune_device_up{{device=\"{}\",key=\"{}\",state=\"{}\",protocol=\"{}\"}} 1\n",
-        Label(d.name), Label(d.key), d.state, ProtocolName(d.protocol));
+        PrometheusLabel(d.name), PrometheusLabel(d.key), d.state, ProtocolName(d.protocol));
   }
   per_device("crosstune_device_utilisation", "gauge",
              "Fraction of its registered time a device has been leased.",

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "crosstune/text.h"
+#include "crosstune/tracker/status_page.h"
 
 namespace crosstune::tracker {
 namespace {
@@ -27,20 +28,6 @@ Status CheckText(const char* field, const std::string& s, size_t max, bool allow
   }
   if (!IsValidUtf8(s)) return Bad(std::string(field) + " is not UTF-8");
   return Status::Ok();
-}
-
-// Prometheus label values escape backslash, quote and newline.
-std::string Label(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
 }
 
 nlohmann::json RunJson(const std::string& run_id, const std::string& holder, const std::string& key,
@@ -189,8 +176,9 @@ void TuneRuns::AppendMetrics(std::string* out) const {
   auto labels = [](const Run& r) {
     std::string devices;
     for (const auto& d : r.devices) devices += (devices.empty() ? "" : ",") + d;
-    return fmt::format("run=\"{}\",task=\"{}\",key=\"{}\",devices=\"{}\"", Label(r.run_id),
-                       Label(r.task), Label(r.key), Label(devices));
+    return fmt::format("run=\"{}\",task=\"{}\",key=\"{}\",devices=\"{}\"",
+                       PrometheusLabel(r.run_id), PrometheusLabel(r.task), PrometheusLabel(r.key),
+                       PrometheusLabel(devices));
   };
   family("crosstune_tune_trials", "gauge", "Trials of a running tune run's task in its log.");
   for (const auto& [id, r] : running_) {
@@ -207,8 +195,8 @@ void TuneRuns::AppendMetrics(std::string* out) const {
   family("crosstune_tune_errors", "gauge", "A running tune run's failed trials, by kind.");
   for (const auto& [id, r] : running_) {
     for (const auto& [kind, n] : r.errors) {
-      *out +=
-          fmt::format("crosstune_tune_errors{{{},kind=\"{}\"}} {}\n", labels(r), Label(kind), n);
+      *out += fmt::format("crosstune_tune_errors{{{},kind=\"{}\"}} {}\n", labels(r),
+                          PrometheusLabel(kind), n);
     }
   }
 }

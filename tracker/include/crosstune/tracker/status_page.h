@@ -16,6 +16,8 @@ namespace crosstune::tracker {
 
 nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& history);
 std::string MetricsText(const Snapshot& snap);
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string PrometheusLabel(std::string_view v);
 std::string_view StatusPageHtml();
 
 }  // namespace crosstune::tracker
