@@ -110,6 +110,17 @@ for step in "${extra[@]}"; do
   s=$(summary_of "build/$step/ctest-last.log")
   echo "$step: ${s:-no summary}"
 done
+# The names of the tests that failed (ctest lists them after its summary, where a log's tail may
+# cut them off), so the last lines of a run say what broke.
+failed_of() {
+  sed -n '/^The following tests FAILED:/,/^[^[:space:]]/p' "$1" | grep -E '^[[:space:]]+[0-9]+ - ' || true
+}
+for f in "${extra[@]/#/build/}"; do
+  t=$(failed_of "$f/ctest-last.log")
+  [ -n "$t" ] && printf 'test.sh: %s failed:\n%s\n' "${f#build/}" "$t"
+done
+t=$(failed_of "$log")
+[ -n "$t" ] && printf 'test.sh: failed:\n%s\n' "$t"
 summary=$(summary_of "$log")
 [ "$gate" = 1 ] && echo "test.sh: the build hygiene gate failed (warnings, formatting or clang-tidy; see above)"
 echo "${summary:-ctest: no summary (exit $rc)}"
