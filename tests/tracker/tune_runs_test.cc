@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <limits>
 
 namespace crosstune::tracker {
@@ -45,16 +46,44 @@ TEST(TuneRunsTest, KeepsTheBestSoFarCurveOfARun) {
 TEST(TuneRunsTest, RefusesMoreThanOneReportASecondButTakesTheLast) {
   TuneRuns runs;
   auto t0 = Clock::now();
-  ASSERT_TRUE(runs.Update(t0, 0, "a", "k", {"d"}, Report(1, 1)).ok());
-  Status s = runs.Update(t0 + milliseconds(200), 0, "a", "k", {"d"}, Report(2, 1));
+  // A burst of kReportBurst is taken, the next one refused.
+  for (int i = 0; i < static_cast<int>(TuneRuns::kReportBurst); ++i) {
+    ASSERT_TRUE(runs.Update(t0 + milliseconds(10 * i), 0, "a", "k", {"d"}, Report(1 + i, 1)).ok())
+        << i;
+  }
+  Status s = runs.Update(t0 + milliseconds(200), 0, "a", "k", {"d"}, Report(5, 1));
   EXPECT_EQ(s.code(), ErrorCode::kBusy) << s.ToString();
-  auto last = Report(3, 2);
+  // Two a second for a while: the credit runs out, and every other one is refused.
+  int refused = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto at = t0 + milliseconds(1000 + 500 * i);
+    if (runs.Update(at, 0, "a", "k", {"d"}, Report(6 + i, 1)).code() == ErrorCode::kBusy) {
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 8);
+  auto last = Report(30, 2);
   last.finished = true;
-  ASSERT_TRUE(runs.Update(t0 + milliseconds(300), 0, "a", "k", {"d"}, last).ok());
+  ASSERT_TRUE(runs.Update(t0 + milliseconds(11000), 0, "a", "k", {"d"}, last).ok());
   auto j = runs.ToJson(t0);
   ASSERT_EQ(j.size(), 1u);
   EXPECT_TRUE(j[0]["finished"].get<bool>());
-  EXPECT_EQ(j[0]["trials"], 3);
+  EXPECT_EQ(j[0]["trials"], 30);
+}
+
+// A tuner sends once a second by its own clock, each report after the last one's answer; a
+// busy tracker may take one late and the next on time, a few ms apart. None is refused.
+TEST(TuneRunsTest, TakesEveryReportOfARunThatSendsOnceASecondHoweverLateTheyArrive) {
+  TuneRuns runs;
+  auto t0 = Clock::now();
+  // Sent at 0, 1, 2, ... s; report i arrives late by delay[i] (at most until the next is sent).
+  const int delay_ms[] = {0, 950, 0, 990, 0, 0, 999, 0, 700, 20, 999, 1, 998, 0};
+  int trials = 0;
+  for (int i = 0; i < static_cast<int>(std::size(delay_ms)); ++i) {
+    auto arrives = t0 + milliseconds(1000 * i + delay_ms[i]);
+    Status s = runs.Update(arrives, 0, "a", "k", {"d"}, Report(++trials, 1));
+    EXPECT_TRUE(s.ok()) << "report " << i << ": " << s.ToString();
+  }
 }
 
 TEST(TuneRunsTest, ARunIdIsItsRunsOwn) {
@@ -147,6 +176,27 @@ TEST(UsageHistoryTest, RecordsEachDevicesShareOfEveryBucket) {
   for (int i = 2; i < 200; ++i)
     h.Sample(t + UsageHistory::kBucket * i, {{"a", 15.0}, {"b", 100.0}});
   EXPECT_EQ(h.ToJson()["devices"]["a"].size(), UsageHistory::kBuckets);
+}
+
+// The page shows a farm started seconds ago: the open bucket is each device's last entry.
+TEST(UsageHistoryTest, TheOpenBucketShowsEachDevicesShareSoFar) {
+  UsageHistory h;
+  auto t = Clock::now();
+  h.Sample(t, {{"a", 0.0}});
+  h.Sample(t + seconds(10), {{"a", 8.0}});  // a tick within the bucket closes nothing
+  auto j = h.ToJson(t + seconds(10), {{"a", 8.0}, {"new", 2.0}});
+  ASSERT_EQ(j["devices"]["a"].size(), 1u) << j.dump();
+  EXPECT_DOUBLE_EQ(j["devices"]["a"][0].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(j["devices"]["new"][0].get<double>(), 0.2);  // registered since: all its count
+  EXPECT_DOUBLE_EQ(j["open_bucket_seconds"].get<double>(), 10.0);
+  // Once the bucket closes it is the closed one, and the next one opens after it.
+  h.Sample(t + UsageHistory::kBucket, {{"a", 15.0}});
+  j = h.ToJson(t + UsageHistory::kBucket + seconds(5), {{"a", 20.0}});
+  ASSERT_EQ(j["devices"]["a"].size(), 2u) << j.dump();
+  EXPECT_DOUBLE_EQ(j["devices"]["a"][0].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(j["devices"]["a"][1].get<double>(), 1.0);
+  // Under a second open: nothing added.
+  EXPECT_EQ(h.ToJson(t + UsageHistory::kBucket, {{"a", 15.0}})["devices"]["a"].size(), 1u);
 }
 
 TEST(UsageHistoryTest, ADeviceBusyInItsFirstBucketShowsIt) {

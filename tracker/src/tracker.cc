@@ -885,9 +885,12 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     std::vector<HistoryRow> history;
     if (auto h = store->RecentHistory(20); h.ok()) history = std::move(*h);
     auto now = SteadyClock::now();
-    nlohmann::json j = SummaryJson(sched.Snap(now), history);
+    auto snap = sched.Snap(now);
+    std::map<std::string, double> busy;
+    for (const auto& d : snap.devices) busy[d.name] = d.busy_seconds;
+    nlohmann::json j = SummaryJson(snap, history);
     j["tune_runs"] = tune_runs.ToJson(now);
-    j["usage"] = usage.ToJson();
+    j["usage"] = usage.ToJson(now, busy);
     return j;
   }
 

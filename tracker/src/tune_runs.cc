@@ -90,7 +90,7 @@ Status TuneRuns::Update(Clock::time_point now, int64_t unix_ms, const std::strin
     Run run;
     run.run_id = report.run_id;
     run.started_unix_ms = unix_ms;
-    run.last_report = now - kMinInterval;
+    run.last_report = now;
     it = running_.emplace(report.run_id, std::move(run)).first;
   }
   Run& run = it->second;
@@ -102,9 +102,15 @@ Status TuneRuns::Update(Clock::time_point now, int64_t unix_ms, const std::strin
     return Status(ErrorCode::kUnauthorized,
                   "tune progress: the run id is another run's (it names none of its leases)");
   }
-  if (!report.finished && now - run.last_report < kMinInterval) {
-    return Status(ErrorCode::kBusy, "tune progress: at most one report a second per run");
+  double credit =
+      std::min(kReportBurst,
+               run.report_credit + std::chrono::duration<double>(now - run.last_report).count());
+  if (!report.finished && credit < 1) {
+    return Status(ErrorCode::kBusy,
+                  fmt::format("tune progress: at most one report a second per run (bursts of {})",
+                              kReportBurst));
   }
+  run.report_credit = std::max(0.0, credit - 1);
   run.last_report = now;
   run.updated_unix_ms = unix_ms;
   run.holder = holder;
@@ -243,6 +249,23 @@ nlohmann::json UsageHistory::ToJson() const {
     devices[name] = std::vector<double>(s.fractions.begin(), s.fractions.end());
   }
   return {{"bucket_seconds", kBucket.count()}, {"devices", devices}};
+}
+
+nlohmann::json UsageHistory::ToJson(Clock::time_point now,
+                                    const std::map<std::string, double>& busy) const {
+  nlohmann::json j = ToJson();
+  double dt = started_ ? std::chrono::duration<double>(now - last_).count() : 0;
+  if (dt < 1) return j;  // too short a share to mean anything
+  for (const auto& [name, b] : busy) {
+    auto it = series_.find(name);
+    // As Sample counts it: a device not yet in a closed bucket, or one whose count restarted,
+    // has all its count in the open bucket.
+    double used = it == series_.end() || b < it->second.last_busy ? b : b - it->second.last_busy;
+    if (!j["devices"].contains(name)) j["devices"][name] = nlohmann::json::array();
+    j["devices"][name].push_back(std::clamp(used / dt, 0.0, 1.0));
+  }
+  j["open_bucket_seconds"] = dt;
+  return j;
 }
 
 }  // namespace crosstune::tracker

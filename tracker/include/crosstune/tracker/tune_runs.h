@@ -2,7 +2,8 @@
 // finished tune run (its progress and best-so-far curve, from the run's own reports), and each
 // device's utilisation over the last hour (sampled from the scheduler's busy time).
 //
-// Reports are bounded (ValidateTuneProgress) and come at most once a second per run; a run is
+// Reports are bounded (ValidateTuneProgress) and come once a second per run on average (short
+// bursts allowed: kReportBurst); a run is
 // identified by its run id and the leases it names, each of which must be active (a lease token
 // is the holder's secret, so a run can report only on leases it holds). A running run's id is
 // its own: a later report must name one of the leases of its last report, so nobody who learns
@@ -36,8 +37,13 @@ class TuneRuns {
   static constexpr size_t kMaxFinished = 16;
   // A run that stops reporting for this long counts as finished.
   static constexpr std::chrono::seconds kSilentAfter{60};
-  // Reports closer together than this (per run) are refused, the final one excepted.
-  static constexpr std::chrono::milliseconds kMinInterval{900};
+  // A run reports at most once a second on average, in bursts of up to kReportBurst (a token
+  // bucket: one credit a second, kReportBurst at most); a report with no credit left is refused,
+  // the final one excepted. A tuner that sends once a second by its own clock, each report after
+  // the last one's answer, never needs more than 2 credits however late its reports arrive (a
+  // report delayed in a busy tracker, then the next sent on time: two within a few ms); a minimum
+  // gap between arrivals refused such a tuner whenever one report took over 0.1 s to arrive.
+  static constexpr double kReportBurst = 3;
 
   // Takes a validated report of `holder` whose leases are on `devices` (of `key`).
   Status Update(Clock::time_point now, int64_t unix_ms, const std::string& holder,
@@ -61,6 +67,7 @@ class TuneRuns {
     std::map<std::string, uint32_t> errors;
     std::vector<std::pair<uint32_t, double>> curve;  // (trials, best GFLOP/s so far)
     Clock::time_point last_report;
+    double report_credit = kReportBurst;  // at last_report
     int64_t started_unix_ms = 0, updated_unix_ms = 0;
     bool finished = false;
   };
@@ -77,8 +84,13 @@ class UsageHistory {
 
   // Called often (every tracker tick); closes a bucket once kBucket has passed since the last.
   void Sample(Clock::time_point now, const std::map<std::string, double>& busy_seconds);
-  // {"bucket_seconds": 30, "devices": {"NAME": [fraction, ...oldest first]}}
+  // {"bucket_seconds": 30, "devices": {"NAME": [fraction, ...oldest first]}}: the closed buckets.
   nlohmann::json ToJson() const;
+  // The same with the bucket still open as each device's last entry (its share so far, given
+  // the devices' busy seconds now), and "open_bucket_seconds": how long it has been open. So a
+  // farm started a few seconds ago shows its devices at once rather than after 30 s.
+  nlohmann::json ToJson(Clock::time_point now,
+                        const std::map<std::string, double>& busy_seconds) const;
 
  private:
   struct Series {
