@@ -323,9 +323,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     tvm->Tick(now);
     sched.Tick(now);
     tune_runs.Expire(now);
-    std::map<std::string, double> busy;
-    for (const auto& d : sched.Snap(now).devices) busy[d.name] = d.busy_seconds;
-    usage.Sample(now, busy);
+    usage.Sample(now, BusySeconds(sched.Snap(now)));
     Drain();
   }
 
@@ -875,6 +873,13 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
 
   // --- views ------------------------------------------------------------------------------------
 
+  // Each device's leased seconds since it registered, by name (what UsageHistory samples).
+  static std::map<std::string, double> BusySeconds(const Snapshot& snap) {
+    std::map<std::string, double> busy;
+    for (const auto& d : snap.devices) busy[d.name] = d.busy_seconds;
+    return busy;
+  }
+
   // Strings reach the summary from the wire and from the database (which may hold rows older
   // than the wire's UTF-8 check): bytes that are not UTF-8 are shown as U+FFFD, never thrown.
   static std::string DumpJson(const nlohmann::json& j, int indent = -1) {
@@ -886,11 +891,9 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     if (auto h = store->RecentHistory(20); h.ok()) history = std::move(*h);
     auto now = SteadyClock::now();
     auto snap = sched.Snap(now);
-    std::map<std::string, double> busy;
-    for (const auto& d : snap.devices) busy[d.name] = d.busy_seconds;
     nlohmann::json j = SummaryJson(snap, history);
     j["tune_runs"] = tune_runs.ToJson(now);
-    j["usage"] = usage.ToJson(now, busy);
+    j["usage"] = usage.ToJson(now, BusySeconds(snap));
     return j;
   }
 

@@ -207,6 +207,12 @@ void TuneRuns::AppendMetrics(std::string* out) const {
   }
 }
 
+double UsageHistory::UsedSince(const Series* s, double busy) {
+  // A device seen for the first time registered within this bucket, and one whose count
+  // restarted (re-registered) restarted within it: all its count is this bucket's.
+  return s == nullptr || busy < s->last_busy ? busy : busy - s->last_busy;
+}
+
 void UsageHistory::Sample(Clock::time_point now, const std::map<std::string, double>& busy) {
   if (!started_) {
     started_ = true;
@@ -218,11 +224,9 @@ void UsageHistory::Sample(Clock::time_point now, const std::map<std::string, dou
   if (dt < static_cast<double>(kBucket.count())) return;
   last_ = now;
   for (const auto& [name, b] : busy) {
-    auto [it, added] = series_.try_emplace(name);
-    Series& s = it->second;
-    // A device seen for the first time registered within this bucket, and one whose count
-    // restarted (re-registered) restarted within it: all its count is this bucket's.
-    double used = added || b < s.last_busy ? b : b - s.last_busy;
+    auto it = series_.find(name);
+    double used = UsedSince(it == series_.end() ? nullptr : &it->second, b);
+    Series& s = series_[name];
     s.last_busy = b;
     s.fractions.push_back(std::clamp(used / dt, 0.0, 1.0));
     while (s.fractions.size() > kBuckets) s.fractions.pop_front();
@@ -258,9 +262,7 @@ nlohmann::json UsageHistory::ToJson(Clock::time_point now,
   if (dt < 1) return j;  // too short a share to mean anything
   for (const auto& [name, b] : busy) {
     auto it = series_.find(name);
-    // As Sample counts it: a device not yet in a closed bucket, or one whose count restarted,
-    // has all its count in the open bucket.
-    double used = it == series_.end() || b < it->second.last_busy ? b : b - it->second.last_busy;
+    double used = UsedSince(it == series_.end() ? nullptr : &it->second, b);
     if (!j["devices"].contains(name)) j["devices"][name] = nlohmann::json::array();
     j["devices"][name].push_back(std::clamp(used / dt, 0.0, 1.0));
   }

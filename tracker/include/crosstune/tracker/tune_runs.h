@@ -97,6 +97,8 @@ class UsageHistory {
     double last_busy = 0;
     std::deque<double> fractions;
   };
+  // The busy seconds of a device (its series, or null if it has none yet) in the open bucket.
+  static double UsedSince(const Series* s, double busy_seconds);
   bool started_ = false;
   Clock::time_point last_;
   std::map<std::string, Series> series_;
