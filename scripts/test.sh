@@ -121,6 +121,31 @@ for f in "${extra[@]/#/build/}"; do
 done
 t=$(failed_of "$log")
 [ -n "$t" ] && printf 'test.sh: failed:\n%s\n' "$t"
+# And the last lines each failed test printed (ctest keeps every test's output in LastTest.log),
+# for at most three of them, and the last line of each skipped one (its reason): why, where the
+# tail of a CI log still shows it.
+output_tail() {  # output_tail BUILD_DIR LINES NAME...: "name: line" for each test's last LINES
+  local dir=$1 lines=$2 name
+  shift 2
+  for name in "$@"; do
+    awk -v name="$name" -v keep="$lines" '
+      index($0, "\"" name "\" start time:") == 1 { found = 1; next }
+      found && /^Output:$/ { out = 1; getline; next }
+      found && out && /^<end of output>$/ { exit }
+      found && out && NF { kept[n++] = $0 }
+      END { for (i = (n > keep ? n - keep : 0); i < n; i++) print name ": " substr(kept[i], 1, 240) }
+    ' "$dir/Testing/Temporary/LastTest.log"
+  done
+}
+for d in "${extra[@]/#/build/}" build/default; do
+  [ -f "$d/Testing/Temporary/LastTest.log" ] || continue
+  mapfile -t names < <(failed_of "$d/ctest-last.log" | sed -E 's/^[[:space:]]*[0-9]+ - (.*) \([^)]*\)$/\1/' |
+    head -n 3)
+  output_tail "$d" 4 "${names[@]}"
+  mapfile -t names < <(sed -n '/^The following tests did not run:/,/^[^[:space:]]/p' "$d/ctest-last.log" |
+    sed -n -E 's/^[[:space:]]*[0-9]+ - (.*) \(Skipped\)$/\1/p' | head -n 3)
+  output_tail "$d" 1 "${names[@]}"
+done
 summary=$(summary_of "$log")
 [ "$gate" = 1 ] && echo "test.sh: the build hygiene gate failed (warnings, formatting or clang-tidy; see above)"
 echo "${summary:-ctest: no summary (exit $rc)}"

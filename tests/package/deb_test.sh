@@ -21,10 +21,29 @@ fail() {
   exit 1
 }
 step() { echo "deb_test: $* ($(date +%T))"; }
-[ "$(id -u)" = 0 ] || fail "needs root (chroot, and the packages' system users)"
+# What the machine cannot do is a skip (exit 77, ctest's SKIP_RETURN_CODE), said on the last line:
+# not root, a root that may not mount (a container without CAP_SYS_ADMIN), no Debian mirror.
+skip() {
+  echo "deb_test: SKIP: $*"
+  exit 77
+}
+[ "$(id -u)" = 0 ] || skip "needs root (chroot, mount, and the packages' system users); ran as uid $(id -u)"
 for tool in lintian mmdebstrap systemd-analyze dpkg-deb; do
   command -v "$tool" >/dev/null || fail "$tool is missing; run scripts/install-deps.sh"
 done
+probe=$(mktemp -d "$build/deb-mount-probe.XXXXXX")
+if ! mount -t tmpfs probe "$probe" 2>"$probe.err"; then
+  why=$(tr -s "\n\t" "  " <"$probe.err" | head -c 200)
+  rm -rf "$probe" "$probe.err"
+  skip "root may not mount here (the throwaway root needs /proc): $why"
+fi
+umount "$probe"
+if ! chroot --userspec=65534:65534 / true 2>"$probe.err"; then
+  why=$(tr -s "\n\t" "  " <"$probe.err" | head -c 200)
+  rm -rf "$probe" "$probe.err"
+  skip "root may not chroot to another user here (the units' users): $why"
+fi
+rm -rf "$probe" "$probe.err"
 
 step "building the .debs"
 cmake --build "$build" --target debs >"$build/debs-build.log" 2>&1 ||
@@ -57,14 +76,29 @@ done
 deps=$(for deb in "${host_debs[@]}"; do dpkg-deb -f "$deb" Depends; echo ,; done |
   tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/[[:space:]]//g' |
   grep -v -e '^$' -e '^crosstune' | sort -u | paste -sd, -)
-cache=${CROSSTUNE_DEB_ROOT_CACHE:-$HOME/.cache/crosstune/deb-root}
+cache=${CROSSTUNE_DEB_ROOT_CACHE:-${HOME:-$build}/.cache/crosstune/deb-root}
 suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
 image="$cache/$suite-$(echo "$deps" | sha256sum | cut -c1-16).tar"
 if [ ! -f "$image" ]; then
   step "mmdebstrap $suite with $deps (once; cached as $image)"
   mkdir -p "$cache"
-  mmdebstrap --quiet --variant=apt --format=tar --include="$deps" "$suite" "$image.part" ||
-    fail "mmdebstrap could not make a $suite root"
+  # The mirrors and apt settings this machine's own apt uses (install-deps.sh installed through
+  # them), not mmdebstrap's defaults: a machine may reach Debian only through its configured ones.
+  mapfile -t mirrors < <(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(COMPONENT)' \
+    'Created-By: Packages' 2>/dev/null | sort -u | sed 's/^/deb /')
+  aptopts=()
+  for f in /etc/apt/apt.conf.d/*; do [ -f "$f" ] && aptopts+=("--aptopt=$f"); done
+  if ! mmdebstrap --variant=apt --format=tar --include="$deps" "${aptopts[@]}" "$suite" \
+    "$image.part" "${mirrors[@]}" >"$cache/mmdebstrap.log" 2>&1; then
+    cat "$cache/mmdebstrap.log"
+    rm -f "$image.part"
+    # No way to the mirror is the machine's; anything else (a Depends naming no package) is ours.
+    if grep -qE 'Failed to fetch|Could not resolve|Temporary failure resolving|Could not connect|Network is unreachable' \
+      "$cache/mmdebstrap.log"; then
+      skip "mmdebstrap could not reach the Debian mirror for the throwaway root: $(grep -m1 -E 'Failed to fetch|Could not' "$cache/mmdebstrap.log" | head -c 200)"
+    fi
+    fail "mmdebstrap could not make a $suite root (above)"
+  fi
   mv "$image.part" "$image"
 fi
 # The throwaway root lives in the build folder (nothing is left in /tmp); a run killed halfway
