@@ -149,10 +149,11 @@ install_python_venv() {
   echo "${PY_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
 }
 
-# onnx (writes the test models: scripts/make-model.py), onnxruntime (the reference outputs) and
-# numpy, pinned, in a virtual environment of their own. ~100 MB.
+# onnx (writes the test models: scripts/make-model.py), onnxruntime (the reference outputs),
+# openvino (the second baseline of crosstune-bench-model) and numpy, pinned, in a virtual
+# environment of their own. ~300 MB.
 MODEL_VENV=${CROSSTUNE_MODEL_VENV:-/opt/crosstune/model-venv}
-MODEL_PINS=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.3.5)
+MODEL_PINS=(onnx==1.23.2 onnxruntime==1.32.0 openvino==2026.4.1 numpy==2.3.5)
 install_model_venv() {
   local stamp="$MODEL_VENV/.crosstune-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${MODEL_PINS[*]}" ]; then
@@ -163,7 +164,7 @@ install_model_venv() {
   $SUDO mkdir -p "$(dirname "$MODEL_VENV")"
   $SUDO /usr/bin/python3 -m venv "$MODEL_VENV"
   $SUDO "$MODEL_VENV/bin/pip" install -q "${MODEL_PINS[@]}"
-  "$MODEL_VENV/bin/python" -c "import onnx, onnxruntime, numpy" >/dev/null
+  "$MODEL_VENV/bin/python" -c "import onnx, onnxruntime, openvino, numpy" >/dev/null
   echo "${MODEL_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
 }
 

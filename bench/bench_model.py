@@ -1,0 +1,290 @@
+"""crosstune-bench-model: ResNet-50 batch 1 fp32 end to end, crosstune against onnxruntime and
+OpenVINO, in one run.
+
+Writes the model (scripts/make-model.py, seeded weights), starts a local crosstune-server, tunes
+the model's tasks with `crosstune tune --model` under a trial budget (or reuses --log; with neither,
+every task runs its default config), compiles it for each thread count and then times, alternating
+round by round so that the machine's drift falls on all three alike:
+  crosstune    the package on the local server's graph executor (`crosstune bench-model`)
+  onnxruntime  CPU provider, sequential, intra-op threads = N (spinning off above one thread)
+  openvino     CPU, latency hint, N inference threads, f32 inference precision
+at each N of --threads. Nothing else of the benchmark runs while one of them is timed. Prints one
+JSON object: each one's median and min ms per N, the ratios to onnxruntime and OpenVINO, this run's
+FMA peak (crosstune-bench-peak) and each result's fraction of it, the executor's overhead
+(end-to-end median minus the sum of its nodes' medians), the activation MB, the logits' max error
+against onnxruntime, and the tuning wall time and trials.
+
+Run through the build's wrapper, build/default/bench/crosstune-bench-model, which names the
+binaries and the model venv's python; --help lists the options.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def log(msg):
+    print(f"bench-model: {msg}", file=sys.stderr, flush=True)
+
+
+def run_json(cmd, what):
+    """Runs a crosstune command that prints one JSON object; a failure names the command."""
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"bench-model: {what} failed (exit {p.returncode}): {' '.join(cmd)}\n"
+                 f"{p.stderr.strip()[-2000:]}")
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError:
+        sys.exit(f"bench-model: {what} printed no JSON: {p.stdout[-500:]}")
+
+
+class LocalServer:
+    """A crosstune-server on loopback, port from the kernel, stopped on exit."""
+
+    def __init__(self, binary, threads, work):
+        self.out = open(os.path.join(work, "server.log"), "w+")
+        self.proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", "0",
+                                      "--threads", str(threads)],
+                                     stdout=self.out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        self.address = None
+        while self.address is None:
+            if self.proc.poll() is not None:
+                self.out.seek(0)
+                sys.exit(f"bench-model: crosstune-server exited: {self.out.read()[-1000:]}")
+            if time.monotonic() > deadline:
+                self.stop()
+                sys.exit("bench-model: crosstune-server did not listen within 60 s")
+            self.out.seek(0)
+            m = re.search(r"listening on (\S+):(\d+)", self.out.read())
+            if m:
+                self.address = f"127.0.0.1:{m.group(2)}"
+            else:
+                time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def ort_session(ort, model, threads):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if threads > 1:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def ov_request(core, model, threads):
+    compiled = core.compile_model(model, "CPU", {
+        "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_NUM_THREADS": threads,
+        "INFERENCE_PRECISION_HINT": "f32",
+        "NUM_STREAMS": 1,
+    })
+    return compiled.create_infer_request()
+
+
+def timed_runs(fn, count):
+    fn()  # warm-up, as the server's evaluator does
+    out = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def stats(seconds):
+    return {"median_ms": statistics.median(seconds) * 1e3, "min_ms": min(seconds) * 1e3,
+            "samples": len(seconds)}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--crosstune", required=True, help="the crosstune CLI")
+    p.add_argument("--server-bin", required=True, help="crosstune-server")
+    p.add_argument("--peak-bin", required=True, help="crosstune-bench-peak")
+    p.add_argument("--make-model", required=True, help="scripts/make-model.py")
+    p.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    p.add_argument("--trials", type=int, default=0,
+                   help="trials of `tune --model` per thread count (0: no tuning)")
+    p.add_argument("--log", action="append", default=[],
+                   help="reuse a tuning log: N=FILE for thread count N, or FILE for all "
+                        "(no tuning then)")
+    p.add_argument("--width", type=int, default=64, help="the model's base width (64: ResNet-50)")
+    p.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
+    p.add_argument("--runs", type=int, default=5, help="timed runs of each per round (default 5)")
+    p.add_argument("--work", help="folder for the model, logs and packages (default: a temporary "
+                                  "one, removed at the end)")
+    p.add_argument("--workers", type=int, default=0, help="build processes (0: one per core)")
+    a = p.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    if not threads or min(threads) < 1:
+        sys.exit("bench-model: --threads takes positive counts, e.g. 1,2")
+    if a.rounds < 1 or a.runs < 1:
+        sys.exit("bench-model: --rounds and --runs must be at least 1")
+    logs = {}
+    for spec in a.log:
+        n, sep, f = spec.partition("=")
+        if sep and n.isdigit():
+            logs[int(n)] = f
+        else:
+            logs.update({t: spec for t in threads})
+    for f in logs.values():
+        if not os.path.isfile(f):
+            sys.exit(f"bench-model: --log {f}: no such file")
+
+    import onnxruntime as ort
+    import openvino as ov
+
+    work = a.work or tempfile.mkdtemp(prefix="crosstune-bench-model-")
+    os.makedirs(work, exist_ok=True)
+    server = None
+    try:
+        onnx_path = os.path.join(work, f"resnet50-w{a.width}.onnx")
+        if not os.path.isfile(onnx_path):
+            log(f"writing the model ({onnx_path})")
+            subprocess.run([sys.executable, a.make_model, "resnet50", "--width", str(a.width),
+                            "-o", onnx_path], check=True, stdout=subprocess.DEVNULL)
+
+        # The peak first, with nothing else running.
+        peak = run_json([a.peak_bin, "--threads", ",".join(map(str, threads))], "crosstune-bench-peak")
+        peak_of = {e["threads"]: e["gflops"] for e in peak["per_threads"]}
+
+        server = LocalServer(a.server_bin, max(threads), work)
+        log(f"local server {server.address}")
+        ct = [a.crosstune]
+        where = ["--server", server.address]
+        tuning = {}
+        packages = {}
+        for t in threads:
+            log_file = logs.get(t)
+            if log_file is None and a.trials > 0:
+                log_file = os.path.join(work, f"tune-t{t}.jsonl")
+                log(f"tuning {a.trials} trials at {t} thread(s) into {log_file}")
+                t0 = time.monotonic()
+                report = run_json(ct + ["tune", "--model", onnx_path, *where, "--threads", str(t),
+                                        "--trials", str(a.trials), "--log", log_file,
+                                        "--workers", str(a.workers), "--json"], "tune --model")
+                tuning[t] = {"wall_s": time.monotonic() - t0, "trials": a.trials,
+                             "log": log_file, "report": report}
+            elif log_file is not None:
+                tuning[t] = {"log": log_file, "reused": True}
+            pkg = os.path.join(work, f"resnet50-t{t}.ctpkg")
+            cmd = ct + ["compile", onnx_path, *where, "--threads", str(t), "-o", pkg,
+                        "--workers", str(a.workers), "--json"]
+            if log_file is not None:
+                cmd += ["--log", log_file]
+            log(f"compiling for {t} thread(s)")
+            packages[t] = {"path": pkg, "compile": run_json(cmd, "compile")}
+
+        x = np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)
+        x_path = os.path.join(work, "input.npy")
+        np.save(x_path, x)
+        core = ov.Core()
+        ov_model = core.read_model(onnx_path)
+        sessions = {t: ort_session(ort, onnx_path, t) for t in threads}
+        requests = {t: ov_request(core, ov_model, t) for t in threads}
+        in_name = sessions[threads[0]].get_inputs()[0].name
+
+        # The logits: ours against onnxruntime's on the same input, and OpenVINO's too.
+        ref = sessions[threads[0]].run(None, {in_name: x})[0]
+        errors = {}
+        for t in threads:
+            y_path = os.path.join(work, f"logits-t{t}.npy")
+            run_json(ct + ["run-model", packages[t]["path"], *where, "--threads", str(t),
+                           "--input", f"{in_name}={x_path}", "--out", y_path, "--json"],
+                     "run-model")
+            y = np.load(y_path)
+            errors[t] = float(np.max(np.abs(y.astype(np.float64) - ref.astype(np.float64))))
+        ov_out = requests[threads[0]].infer({0: x})
+        ov_error = float(np.max(np.abs(np.asarray(list(ov_out.values())[0], np.float64) - ref)))
+
+        samples = {t: {"crosstune": [], "onnxruntime": [], "openvino": []} for t in threads}
+        model_info = {}
+        for r in range(a.rounds):
+            log(f"round {r + 1} of {a.rounds}")
+            for t in threads:
+                j = run_json(ct + ["bench-model", packages[t]["path"], *where, "--threads", str(t),
+                                   "--number", "1", "--repeat", str(a.runs), "--json"],
+                             "bench-model")
+                samples[t]["crosstune"] += j["seconds_per_run"]
+                model_info = j["model"]
+                s = sessions[t]
+                samples[t]["onnxruntime"] += timed_runs(lambda: s.run(None, {in_name: x}), a.runs)
+                q = requests[t]
+                samples[t]["openvino"] += timed_runs(lambda: q.infer({0: x}), a.runs)
+
+        # Per-node times once per thread count, after the timed rounds: the executor's overhead.
+        profiles = {}
+        for t in threads:
+            j = run_json(ct + ["bench-model", packages[t]["path"], *where, "--threads", str(t),
+                               "--number", "3", "--repeat", "3", "--profile", "--json"],
+                         "bench-model --profile")
+            profiles[t] = j
+
+        flops = model_info.get("flops", 0)
+        results = []
+        for t in threads:
+            row = {"threads": t, "fma_peak_gflops": peak_of[t]}
+            for name in ("crosstune", "onnxruntime", "openvino"):
+                s = stats(samples[t][name])
+                gflops = flops / (s["median_ms"] / 1e3) / 1e9 if flops else 0.0
+                s["gflops"] = gflops
+                s["fraction_of_peak"] = gflops / peak_of[t] if peak_of[t] else 0.0
+                row[name] = s
+            ours = row["crosstune"]["median_ms"]
+            row["ratio_to_onnxruntime"] = ours / row["onnxruntime"]["median_ms"]
+            row["ratio_to_openvino"] = ours / row["openvino"]["median_ms"]
+            prof = profiles[t]
+            row["executor"] = {
+                "end_to_end_median_ms": prof["median_s"] * 1e3,
+                "node_sum_ms": prof["node_sum_s"] * 1e3,
+                "overhead_ms": prof["overhead_s"] * 1e3,
+                "overhead_fraction": prof["overhead_s"] / prof["median_s"] if prof["median_s"] else 0,
+            }
+            row["logits_max_abs_error_vs_onnxruntime"] = errors[t]
+            if t in tuning:
+                row["tuning"] = {k: v for k, v in tuning[t].items() if k != "report"}
+            results.append(row)
+        out = {
+            "benchmark": "crosstune-bench-model",
+            "model": f"resnet50 width {a.width} (make-model.py, seeded), batch 1, fp32",
+            "gflop_per_image": flops / 1e9,
+            "activation_mb": model_info.get("activation_bytes", 0) / 1e6,
+            "params_mb": model_info.get("params_bytes", 0) / 1e6,
+            "fma_peak": peak,
+            "onnxruntime_version": ort.__version__,
+            "openvino_version": ov.get_version(),
+            "openvino_logits_max_abs_error_vs_onnxruntime": ov_error,
+            "rounds": a.rounds,
+            "runs_per_round": a.runs,
+            "results": results,
+        }
+        print(json.dumps(out, indent=2))
+    finally:
+        if server is not None:
+            server.stop()
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
