@@ -122,8 +122,8 @@ done
 t=$(failed_of "$log")
 [ -n "$t" ] && printf 'test.sh: failed:\n%s\n' "$t"
 # And the last lines each failed test printed (ctest keeps every test's output in LastTest.log),
-# for at most three of them, and the last line of each skipped one (its reason): why, where the
-# tail of a CI log still shows it.
+# for at most three of them, and the reason of each skipped one (GoogleTest's line after
+# "Skipped", or the last line): why, where the tail of a CI log still shows it.
 output_tail() {  # output_tail BUILD_DIR LINES NAME...: "name: line" for each test's last LINES
   local dir=$1 lines=$2 name
   shift 2
@@ -132,8 +132,12 @@ output_tail() {  # output_tail BUILD_DIR LINES NAME...: "name: line" for each te
       index($0, "\"" name "\" start time:") == 1 { found = 1; next }
       found && /^Output:$/ { out = 1; getline; next }
       found && out && /^<end of output>$/ { exit }
-      found && out && NF { kept[n++] = $0 }
-      END { for (i = (n > keep ? n - keep : 0); i < n; i++) print name ": " substr(kept[i], 1, 240) }
+      found && out && NF { kept[n++] = $0; if (prev ~ /: Skipped$/) reason = $0 }
+      found && out { prev = $0 }
+      END {
+        if (keep == 1 && reason != "") { print name ": " substr(reason, 1, 240); exit }
+        for (i = (n > keep ? n - keep : 0); i < n; i++) print name ": " substr(kept[i], 1, 240)
+      }
     ' "$dir/Testing/Temporary/LastTest.log"
   done
 }
