@@ -66,6 +66,8 @@ for deb in "${host_debs[@]}" "${arm64_deb[0]}" "${armhf_deb[0]}"; do
   step "lintian $(basename "$deb")"
   if ! lintian --fail-on error,warning --display-info "$deb" >"$lint_cache/last.log" 2>&1; then
     cat "$lint_cache/last.log"
+    # The errors and warnings again, last, where a short tail of the output still shows them.
+    grep -E '^(E|W): ' "$lint_cache/last.log" | tail -n 3 >&2 || true
     fail "lintian: $(basename "$deb")"
   fi
   cat "$lint_cache/last.log"
