@@ -11,8 +11,9 @@ round by round so that the machine's drift falls on all three alike:
 at each N of --threads. Nothing else of the benchmark runs while one of them is timed. Prints one
 JSON object: each one's median and min ms per N, the ratios to onnxruntime and OpenVINO, this run's
 FMA peak (crosstune-bench-peak) and each result's fraction of it, the executor's overhead
-(end-to-end median minus the sum of its nodes' medians), the activation MB, the logits' max error
-against onnxruntime, and the tuning wall time and trials.
+(end-to-end median minus the sum of its nodes' medians), each layer's time against OpenVINO's
+per-layer time (its performance counters: the oneDNN primitive it runs) with sums by conv kind,
+the activation MB, the logits' max error against onnxruntime, and the tuning wall time and trials.
 
 Run through the build's wrapper, build/default/bench/crosstune-bench-model, which names the
 binaries and the model venv's python; --help lists the options.
@@ -91,14 +92,75 @@ def ort_session(ort, model, threads):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-def ov_request(core, model, threads):
-    compiled = core.compile_model(model, "CPU", {
+def ov_request(core, model, threads, perf_count=False):
+    config = {
         "PERFORMANCE_HINT": "LATENCY",
         "INFERENCE_NUM_THREADS": threads,
         "INFERENCE_PRECISION_HINT": "f32",
         "NUM_STREAMS": 1,
-    })
-    return compiled.create_infer_request()
+    }
+    if perf_count:
+        config["PERF_COUNT"] = True
+    return core.compile_model(model, "CPU", config).create_infer_request()
+
+
+def ov_layer_times(request, x, runs):
+    """OpenVINO's per-layer times (its performance counters: oneDNN's primitives on this CPU),
+    the median of `runs` inferences per layer, by layer name; layers that did not run (fused into
+    a neighbour) are left out."""
+    request.infer({0: x})
+    seen = {}
+    for _ in range(runs):
+        request.infer({0: x})
+        for e in request.get_profiling_info():
+            if e.status.name != "EXECUTED":
+                continue
+            row = seen.setdefault(e.node_name, {"type": e.node_type, "kernel": e.exec_type,
+                                                "us": []})
+            row["us"].append(e.real_time.total_seconds() * 1e6)
+    return {name: dict(row, us=statistics.median(row["us"])) for name, row in seen.items()}
+
+
+def conv_kind(shapes):
+    """'RxS' of a conv node from its weight's shape, the second input in our profile's shapes
+    ("1x64x56x56, 64x64x3x3, 64 -> 1x64x56x56"), else ''."""
+    inputs = shapes.split("->")[0].split(",")
+    dims = inputs[1].strip().split("x") if len(inputs) > 1 else []
+    return f"{dims[2]}x{dims[3]}" if len(dims) == 4 else ""
+
+
+def layer_profile(ours, theirs):
+    """Our nodes against OpenVINO's layers of the same name (OpenVINO names a conv's layer after
+    the ONNX node, with '/WithoutBiases' once its bias is folded in): each matched layer's times
+    and ratio, the sums by conv kind (1x1, 3x3, 7x7) and for everything else, and the five layers
+    where we lose the most time."""
+    by_name = {}
+    for name, row in theirs.items():
+        by_name.setdefault(name.split("/")[0], []).append(row)
+    layers, kinds = [], {}
+    for n in ours:
+        kind = conv_kind(n.get("shapes", "")) if "conv" in n["op_type"].lower() else ""
+        match = by_name.pop(n["name"], None)
+        group = kinds.setdefault(kind or "other", {"crosstune_ms": 0.0, "openvino_ms": 0.0,
+                                                   "layers": 0})
+        group["crosstune_ms"] += n["median_us"] / 1e3
+        if match is None:
+            continue
+        ov_us = sum(r["us"] for r in match)
+        group["openvino_ms"] += ov_us / 1e3
+        group["layers"] += 1
+        layers.append({"name": n["name"], "op": n["op_type"], "kind": kind,
+                       "crosstune_us": n["median_us"], "openvino_us": ov_us,
+                       "ratio": n["median_us"] / ov_us if ov_us > 0 else None,
+                       "openvino_kernel": "+".join(r["kernel"] for r in match)})
+    # OpenVINO's layers that match none of ours (reorders, fused pools) count as 'other'.
+    other = kinds.setdefault("other", {"crosstune_ms": 0.0, "openvino_ms": 0.0, "layers": 0})
+    for rows in by_name.values():
+        other["openvino_ms"] += sum(r["us"] for r in rows) / 1e3
+    for g in kinds.values():
+        g["ratio"] = g["crosstune_ms"] / g["openvino_ms"] if g["openvino_ms"] > 0 else None
+    worst = sorted(layers, key=lambda r: r["openvino_us"] - r["crosstune_us"])[:5]
+    return {"by_kind": kinds, "most_time_lost": [r["name"] for r in worst], "layers": layers}
 
 
 def timed_runs(fn, count):
@@ -232,13 +294,16 @@ def main():
                 q = requests[t]
                 samples[t]["openvino"] += timed_runs(lambda: q.infer({0: x}), a.runs)
 
-        # Per-node times once per thread count, after the timed rounds: the executor's overhead.
-        profiles = {}
+        # Per-node times once per thread count, after the timed rounds: the executor's overhead,
+        # and each layer against OpenVINO's (its performance counters, on a request of its own so
+        # that counting never slows the timed one).
+        profiles, ov_layers = {}, {}
         for t in threads:
             j = run_json(ct + ["bench-model", packages[t]["path"], *where, "--threads", str(t),
                                "--number", "3", "--repeat", "3", "--profile", "--json"],
                          "bench-model --profile")
             profiles[t] = j
+            ov_layers[t] = ov_layer_times(ov_request(core, ov_model, t, perf_count=True), x, 5)
 
         flops = model_info.get("flops", 0)
         results = []
@@ -260,6 +325,7 @@ def main():
                 "overhead_ms": prof["overhead_s"] * 1e3,
                 "overhead_fraction": prof["overhead_s"] / prof["median_s"] if prof["median_s"] else 0,
             }
+            row["layers_vs_openvino"] = layer_profile(prof.get("nodes", []), ov_layers[t])
             row["logits_max_abs_error_vs_onnxruntime"] = errors[t]
             if t in tuning:
                 row["tuning"] = {k: v for k, v in tuning[t].items() if k != "report"}

@@ -261,10 +261,12 @@ class Network:
         timeout: float = 0.0,
         threads: int = 0,
     ) -> "Profile":
-        """Times every operator node on its own, in graph order (``bench-model --profile``): a
-        :class:`Profile`, a list of ``{"name", "op_type", "function", "shapes", "median_s",
-        "min_s", "max_s", "number", "flops"}`` that prints as a table
-        (``pandas.DataFrame(net.profile())`` works)."""
+        """Times every operator node on its own, in graph order, and within whole runs
+        (``bench-model --profile``): a :class:`Profile`, a list of ``{"name", "op_type",
+        "function", "shapes", "median_s", "min_s", "max_s", "number", "flops",
+        "in_run_median_s"}`` that prints as a table (``pandas.DataFrame(net.profile())`` works).
+        ``median_s`` is the node run alone, again and again (warm, as the tuner measures it);
+        ``in_run_median_s`` its time within whole runs, with the caches as a run leaves them."""
         nodes, used = self._handle.profile_json(
             number, repeat, min_repeat_ms, cooldown_ms, flush_cache, timeout, threads
         )

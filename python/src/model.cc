@@ -230,13 +230,15 @@ void BindModel(nb::module_& m) {
                              {"min_s", n.min_seconds},
                              {"max_s", n.max_seconds},
                              {"number", n.number},
-                             {"flops", n.flops}});
+                             {"flops", n.flops},
+                             {"in_run_median_s", n.in_run_median_seconds}});
             }
             return std::make_pair(out.dump(), used);
           },
           "number"_a, "repeat"_a, "min_repeat_ms"_a, "cooldown_ms"_a, "flush_cache"_a,
           "timeout_s"_a, "threads"_a,
-          "Times every operator node on its own, in graph order; (nodes JSON, threads).")
+          "Times every operator node within whole runs (in_run_median_s) and on its own, in "
+          "graph order (median_s); (nodes JSON, threads).")
       .def(
           "unload",
           [](client::RemoteModel& model) {

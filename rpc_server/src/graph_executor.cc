@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "crosstune/server/call_slot.h"
@@ -244,14 +245,21 @@ Status GraphExecutor::NodeFailed(const Step& step, int32_t ret) const {
                                              (text.empty() ? "" : ": " + text));
 }
 
-Status GraphExecutor::Run(CallSlot* slot) {
+Status GraphExecutor::Run(CallSlot* slot, double* step_seconds) {
   // Outputs of a run that stopped half way are not a run's outputs.
   has_run_ = false;
   int32_t ret = 0;
-  for (const Step& step : steps_) {
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& step = steps_[k];
     if (slot != nullptr) slot->SetNode(step.label.data(), step.label.size());
+    const auto t0 =
+        step_seconds ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Status s =
         module_->Invoke(step.function, args_.data() + step.first_arg, step.num_args, 1, &ret);
+    if (step_seconds) {
+      step_seconds[k] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (!s.ok()) return s;
     if (ret != 0) return NodeFailed(step, ret);
   }

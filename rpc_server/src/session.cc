@@ -752,6 +752,12 @@ class SessionHandler {
     return ch_.WriteBytes(out.data, out.nbytes, IoDeadline(out.nbytes));
   }
 
+  static double Median(std::vector<double> s) {
+    if (s.empty()) return 0;
+    std::sort(s.begin(), s.end());
+    return s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
+  }
+
   // TimeModel and ProfileModel share the checks of TimeCall.
   Expected<GraphExecutor*> PrepareTiming(const msg::TimeModelRequest& r) {
     CT_RETURN_IF_ERROR(CheckTiming(r.timing));
@@ -803,16 +809,35 @@ class SessionHandler {
     return Reply(f.request_id, reply);
   }
 
-  // Each node timed on its own, in graph order, after the nodes before it have run: its inputs
-  // are then the ones a real run gives it, and running it again rewrites the same outputs.
+  // First whole runs with every node's time clocked within them (as cold as a run leaves the
+  // caches: what the run spends there, so the nodes' medians sum to about a run's time), then each
+  // node timed on its own, in graph order, after the nodes before it have run: its inputs are then
+  // the ones a real run gives it, and running it again rewrites the same outputs.
   Outcome HandleProfileModel(const Frame& f) {
     auto req = f.As<msg::TimeModelRequest>();
     if (!req.ok()) return ReplyError(f.request_id, req.status());
     auto model = PrepareTiming(*req);
     if (!model.ok()) return ReplyError(f.request_id, model.status());
     GraphExecutor* m = *model;
+    const size_t steps = m->steps().size();
+    std::vector<std::vector<double>> in_run(steps);
+    std::vector<double> batch(steps);
+    bool warm_up = true;
+    auto runs = Evaluate(f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
+                         [&](uint64_t n) -> Status {
+                           std::fill(batch.begin(), batch.end(), 0.0);
+                           for (uint64_t i = 0; i < n; ++i) {
+                             CT_RETURN_IF_ERROR(m->Run(slot_, batch.data()));
+                           }
+                           for (size_t k = 0; k < steps && !warm_up && n > 0; ++k) {
+                             in_run[k].push_back(batch[k] / static_cast<double>(n));
+                           }
+                           warm_up = false;
+                           return Status::Ok();
+                         });
+    if (!runs.ok()) return ReplyError(f.request_id, runs.status());
     std::vector<msg::NodeProfile> nodes;
-    nodes.reserve(m->steps().size());
+    nodes.reserve(steps);
     for (size_t k = 0; k < m->steps().size(); ++k) {
       const GraphExecutor::Step& step = m->steps()[k];
       const graph::Node& node = m->graph().nodes[step.node];
@@ -830,12 +855,12 @@ class SessionHandler {
       p.op_type = node.op_type;
       p.function = node.func_name;
       p.shapes = step.shapes;
-      p.median_seconds =
-          s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
-      p.min_seconds = s.front();
-      p.max_seconds = s.back();
+      p.median_seconds = Median(s);
+      p.min_seconds = s.empty() ? 0 : s.front();
+      p.max_seconds = s.empty() ? 0 : s.back();
       p.number = result->number;
       p.flops = node.flops;
+      p.in_run_median_seconds = Median(in_run[k]);
       nodes.push_back(std::move(p));
     }
     // The table can outgrow a frame: it follows the header as bulk bytes.

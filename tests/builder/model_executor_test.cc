@@ -233,6 +233,7 @@ TEST_F(ModelExecutorTest, TimesRunsAndProfilesEveryNode) {
   EXPECT_EQ((*profile)[3].shapes, "1x4 -> 1x2, 1x2");
   for (const auto& p : *profile) {
     EXPECT_GT(p.median_seconds, 0) << p.name;
+    EXPECT_GT(p.in_run_median_seconds, 0) << p.name;  // clocked within whole runs as well
     EXPECT_LE(p.min_seconds, p.median_seconds) << p.name;
     EXPECT_GE(p.number, 3u) << p.name;
   }

@@ -137,9 +137,17 @@ TEST_F(ModelCliTest, BenchModelReportsEndToEndNodesAndOverhead) {
   EXPECT_EQ(j["nodes"][0]["function"], "ct_dense");
   EXPECT_EQ(j["nodes"][0]["shapes"], "1x8, 8x4, 4 -> 1x4");
   EXPECT_TRUE(j["nodes"][0].contains("gflops"));
-  double share = 0;
-  for (const auto& n : j["nodes"]) share += n["share"].get<double>();
+  double share = 0, in_run = 0, alone = 0;
+  for (const auto& n : j["nodes"]) {
+    share += n["share"].get<double>();
+    EXPECT_GT(n["median_us"].get<double>(), 0) << n;  // within whole runs
+    EXPECT_GT(n["alone_median_us"].get<double>(), 0) << n;
+    in_run += n["median_us"].get<double>() * 1e-6;
+    alone += n["alone_median_us"].get<double>() * 1e-6;
+  }
   EXPECT_NEAR(share, 1.0, 1e-9);
+  EXPECT_NEAR(j["node_sum_s"].get<double>(), in_run, 1e-9);
+  EXPECT_NEAR(j["alone_sum_s"].get<double>(), alone, 1e-9);
   EXPECT_NEAR(j["overhead_s"].get<double>(),
               j["median_s"].get<double>() - j["node_sum_s"].get<double>(), 1e-12);
   CommandResult text = Crosstune("bench-model " + Path("net.ctpkg") + " " + server() +

@@ -309,8 +309,12 @@ struct NodeProfile {
   double max_seconds = 0;
   uint64_t number = 0;  // calls per round after growth
   uint64_t flops = 0;
+  // The node's median time inside whole runs of the graph (each node after the one before it, as
+  // a real run goes: weights and activations as cold as a run leaves them); the times above are
+  // of the node run alone, again and again (warm, as the tuner measures a kernel).
+  double in_run_median_seconds = 0;
   MSGPACK_DEFINE(name, op_type, function, shapes, median_seconds, min_seconds, max_seconds, number,
-                 flops)
+                 flops, in_run_median_seconds)
 };
 
 // Reply header of ProfileModel; `body_bytes` follow: a msgpack array of `nodes` NodeProfile.

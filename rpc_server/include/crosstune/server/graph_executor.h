@@ -88,7 +88,8 @@ class GraphExecutor {
 
   // Runs every node once, in order (`slot` may be null). A node's non-zero return stops the run:
   // kKernelError naming the node and the module's message.
-  Status Run(CallSlot* slot);
+  // With `step_seconds` (one per step), adds each step's wall time to its entry (profiling).
+  Status Run(CallSlot* slot, double* step_seconds = nullptr);
   // Runs step `k` `times` times in a row (profiling; the graph's earlier steps must have run).
   Status RunStep(size_t k, uint64_t times, CallSlot* slot);
 
