@@ -50,8 +50,8 @@ fi
 # The fuzz targets (clang, ASan + UBSan; `ctest -L fuzz` runs each for a few seconds on its seeds)
 # and the sanitizer builds run in a full run only: `scripts/test.sh -L unit` and the like skip
 # them. The sanitizer builds leave out what their tests do not need (CMakePresets.json):
-#   asan  ASan + UBSan (halting on the first finding): every unit and integration test of common/,
-#         rpc_server/, host_client/, cli/ and tracker/
+#   asan  clang, ASan + UBSan (halting on the first finding): every unit and integration test
+#         but the qemu, slow and gpu ones and a few the preset names (CUDA template compiles)
 #   tsan  the tracker's tests and the builder's worker pool tests (the builder and the tracker
 #         binaries, the server and the CLI they start; not the rest of the builder's tests)
 extra=()
