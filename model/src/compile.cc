@@ -16,6 +16,7 @@
 #include "crosstune/model/kernels.h"
 #include "crosstune/model/ops.h"
 #include "crosstune/params.h"
+#include "crosstune/tuner/conv_layout.h"
 #include "crosstune/tuner/export.h"
 #include "crosstune/tuner/task.h"
 
@@ -123,13 +124,16 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
   }
   CompileResult result;
   result.graph = std::move(graph);
-  const Graph& g = result.graph;
-  for (int o : g.outputs) {
-    if (g.values[o].is_const()) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "output '" + g.values[o].name + "' is a constant; nothing computes it");
+  for (int o : result.graph.outputs) {
+    if (result.graph.values[o].is_const()) {
+      return Status(ErrorCode::kInvalidArgument, "output '" + result.graph.values[o].name +
+                                                     "' is a constant; nothing computes it");
     }
   }
+  // The plan is made without the target (as ExtractTasks makes it); only the block is its own.
+  CT_RETURN_IF_ERROR(RewriteLayouts(result.graph, PlanLayouts(result.graph, options.layouts),
+                                    tuner::BlockedChannels(options.target)));
+  const Graph& g = result.graph;
   const std::string target_text = options.target.ToString();
   std::vector<tuner::Record> of_target;
   for (const auto& r : options.records) {

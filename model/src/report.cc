@@ -51,6 +51,7 @@ json CompileReport(const std::string& model_path, const std::string& package_pat
           {"package", package_path},
           {"target", options.target.ToString()},
           {"threads", options.threads},
+          {"layouts", LayoutsName(options.layouts)},
           {"nodes", result.nodes.size()},
           {"tasks", result.tuned + result.defaults},
           {"tuned", result.tuned},

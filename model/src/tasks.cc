@@ -19,14 +19,21 @@ bool Uniform(const std::vector<int64_t>& v) {
 }  // namespace
 
 std::optional<NodeTask> TaskOf(const Graph& g, const Node& n) {
+  return TaskOf(g, n, n.Int("layout", 0));
+}
+
+std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layout) {
   if (n.op == "Dense") {
     const auto& x = g.values[n.inputs[0]].shape;
     const auto& w = g.values[n.inputs[1]].shape;
     return NodeTask{"dense", {x[0], x[1], w[0]}};
   }
   if (n.op != "FusedConv") return std::nullopt;
+  // Blocked and NCHW data keep N, H and W at 0, 2 and 3, a packed weight R and S at 2 and 3; a
+  // rewritten conv (layout_plan.h) keeps its C and K in attributes.
   const auto& x = g.values[n.inputs[0]].shape;
   const auto& w = g.values[n.inputs[1]].shape;
+  const int64_t c = n.Int("channels", x[1]), k = n.Int("filters", w[0]);
   const auto strides = n.Ints("strides"), pads = n.Ints("pads");
   if (n.Ints("dilations") != std::vector<int64_t>{1, 1} || !Uniform(strides) || !Uniform(pads)) {
     return std::nullopt;
@@ -35,9 +42,10 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n) {
   const bool relu = n.String("activation", "none") == "relu";
   const int64_t group = n.Int("group", 1);
   if (group == 1) {
-    std::vector<int64_t> shape = {x[0], x[1], x[2], x[3], w[0], w[2], w[3], strides[0], pads[0]};
-    if (residual || !relu) shape.push_back(residual ? 1 : 0);
-    if (!relu) shape.push_back(0);
+    std::vector<int64_t> shape = {x[0], c, x[2], x[3], k, w[2], w[3], strides[0], pads[0]};
+    if (residual || !relu || conv_layout != 0) shape.push_back(residual ? 1 : 0);
+    if (!relu || conv_layout != 0) shape.push_back(relu ? 1 : 0);
+    if (conv_layout != 0) shape.push_back(conv_layout);
     return NodeTask{"conv2d", shape};
   }
   if (group == x[1] && w[0] == x[1] && w[1] == 1 && relu && !residual) {
@@ -46,11 +54,13 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n) {
   return std::nullopt;
 }
 
-std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g) {
+std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g, Layouts layouts) {
+  const LayoutPlan plan = PlanLayouts(g, layouts);
   std::vector<tuner::WorkloadLayer> layers;
   std::map<std::pair<std::string, std::vector<int64_t>>, size_t> index;
-  for (const Node& n : g.nodes) {
-    auto t = TaskOf(g, n);
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    auto t = n.Has("layout") ? TaskOf(g, n) : TaskOf(g, n, plan.conv[k]);
     if (!t) continue;
     auto key = std::make_pair(t->template_name, t->shape);
     if (auto it = index.find(key); it != index.end()) {
@@ -63,9 +73,10 @@ std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g) {
   return layers;
 }
 
-TunableTasks SplitTunableTasks(const Graph& g, const builder::Target& target, int threads) {
+TunableTasks SplitTunableTasks(const Graph& g, const builder::Target& target, int threads,
+                               Layouts layouts) {
   TunableTasks out;
-  for (auto& layer : ExtractTasks(g)) {
+  for (auto& layer : ExtractTasks(g, layouts)) {
     auto task = tuner::MakeTask(layer.template_name, layer.shape, target, {threads});
     if (task.ok()) {
       out.layers.push_back(std::move(layer));
@@ -76,9 +87,9 @@ TunableTasks SplitTunableTasks(const Graph& g, const builder::Target& target, in
   return out;
 }
 
-Expected<std::vector<tuner::WorkloadLayer>> MakeWorkload(const std::string& name) {
+Expected<std::vector<tuner::WorkloadLayer>> MakeWorkload(const std::string& name, Layouts layouts) {
   CT_ASSIGN_OR_RETURN(Graph g, BuiltinGraph(name));
-  return ExtractTasks(g);
+  return ExtractTasks(g, layouts);
 }
 
 }  // namespace crosstune::model

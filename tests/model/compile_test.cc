@@ -103,10 +103,11 @@ TEST_F(CompileTest, EachTaskGetsItsBestRecordForThisTarget) {
   auto g = ImportOnnx(path);
   ASSERT_TRUE(g.ok());
   ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
+  // A conv2d task with a relu, as compile looks it up (with its layout field).
   std::optional<NodeTask> first;
-  for (const Node& n : g->nodes) {
-    if (auto t = TaskOf(*g, n); t && t->template_name == "conv2d" && t->shape.size() <= 10) {
-      first = t;
+  for (const auto& l : ExtractTasks(*g)) {
+    if (l.template_name == "conv2d" && (l.shape.size() <= 10 || l.shape[10] == 1)) {
+      first = NodeTask{l.template_name, l.shape};
       break;
     }
   }
@@ -264,6 +265,39 @@ TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {
   EXPECT_EQ(c["defaults"], 0);
   ExpectClose(RunOnServer(server_->address(), package, SeededInput(path)), ReferenceOutput(path),
               "small, compiled with its tuned log, vs onnxruntime");
+}
+
+// Blocked layouts (the default: weights packed here, activations NCHWc between convs) and NCHW
+// everywhere compute the same network; params.bin holds the packed weights, and the graph's
+// inputs and outputs keep their NCHW shapes.
+TEST_F(CompileTest, BlockedAndNchwLayoutsComputeTheSameNetwork) {
+  const std::string path = MakeModel("small_bn.onnx", "small --bn explicit");
+  ASSERT_FALSE(path.empty());
+  CompileOptions nchw;
+  nchw.layouts = Layouts::kNchw;
+  auto blocked = CompileFile(path, Target(), DefaultPasses(), ".blocked");
+  auto plain = CompileFile(path, Target(), DefaultPasses(), ".nchw", nchw);
+  ASSERT_TRUE(blocked.ok && plain.ok);
+  int packed = 0;
+  for (const Value& v : blocked.result.graph.values) packed += !v.layout.empty();
+  EXPECT_GT(packed, 0) << "the convs of blocked data read packed weights";
+  for (const Value& v : plain.result.graph.values) EXPECT_TRUE(v.layout.empty()) << v.name;
+  auto params = ParamsBin(blocked.result);
+  ASSERT_TRUE(params.ok());
+  auto pf = pkg::ParamsFile::FromBuffer(params->data(), params->size());
+  ASSERT_TRUE(pf.ok()) << pf.status().ToString();
+  int packed_params = 0;
+  for (const auto& t : (*pf)->tensors()) packed_params += t.shape.size() == 5;
+  EXPECT_EQ(packed_params, packed);
+  auto gr = graph::ParseGraph(GraphJson(blocked.result));
+  ASSERT_TRUE(gr.ok());
+  EXPECT_EQ(gr->inputs, std::vector<std::string>{"input"});
+  EXPECT_EQ(gr->outputs, std::vector<std::string>{"probs"});
+  const std::vector<float> x = SeededInput(path);
+  const std::vector<float> a = RunOnServer(server_->address(), blocked.package, x);
+  const std::vector<float> b = RunOnServer(server_->address(), plain.package, x);
+  ExpectClose(a, b, "small explicit BN: blocked layouts vs NCHW");
+  ExpectClose(a, ReferenceOutput(path), "small explicit BN, blocked layouts, vs onnxruntime");
 }
 
 TEST_F(CompileTest, ImportRefusesAnUnsupportedOperatorByNodeName) {

@@ -116,10 +116,19 @@ TEST(PassesTest, ConstantFoldingRemovesShapeArithmetic) {
 // every convolution in network order as N,C,H,W,K,R,S,stride,pad[,residual[,activation]], then
 // the classifier. Written out by hand, not generated, so the workload is checked against it. The
 // projection shortcuts have no ReLU (activation 0; before the built-in graph became the workload,
-// `--workload resnet50` tuned them with one).
-std::vector<std::pair<std::string, std::vector<int64_t>>> ResNet50ByHand() {
+// `--workload resnet50` tuned them with one). With blocked layouts (layout_plan.h) every conv
+// names its layout (residual and activation then always written): the stem reads the NCHW input
+// (layout 2), every other conv blocked data (layout 1; the max-pool keeps it blocked).
+std::vector<std::pair<std::string, std::vector<int64_t>>> ResNet50ByHand(Layouts layouts) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> l;
-  auto conv = [&](std::vector<int64_t> s) { l.push_back({"conv2d", std::move(s)}); };
+  auto conv = [&](std::vector<int64_t> s) {
+    if (layouts == Layouts::kBlocked) {
+      if (s.size() < 10) s.push_back(0);
+      if (s.size() < 11) s.push_back(1);
+      s.push_back(l.empty() ? 2 : 1);
+    }
+    l.push_back({"conv2d", std::move(s)});
+  };
   conv({1, 3, 224, 224, 64, 7, 7, 2, 3});
   // layer1: 56x56, 3 blocks 64 -> 256
   conv({1, 64, 56, 56, 64, 1, 1, 1, 0});
@@ -165,11 +174,13 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ResNet50ByHand() {
   return l;
 }
 
-TEST(BuiltinWorkloadTest, ResNet50HasTheNetworksDistinctLayersAndCounts) {
-  auto layers = MakeWorkload("resnet50");
+class BuiltinWorkloadTest : public ::testing::TestWithParam<Layouts> {};
+
+TEST_P(BuiltinWorkloadTest, ResNet50HasTheNetworksDistinctLayersAndCounts) {
+  auto layers = MakeWorkload("resnet50", GetParam());
   ASSERT_TRUE(layers.ok()) << layers.status().ToString();
   std::map<std::pair<std::string, std::vector<int64_t>>, int> want;
-  for (const auto& [tmpl, shape] : ResNet50ByHand()) ++want[{tmpl, shape}];
+  for (const auto& [tmpl, shape] : ResNet50ByHand(GetParam())) ++want[{tmpl, shape}];
   std::map<std::pair<std::string, std::vector<int64_t>>, int> got;
   int convs = 0;
   for (const auto& l : *layers) {
@@ -185,7 +196,8 @@ TEST(BuiltinWorkloadTest, ResNet50HasTheNetworksDistinctLayersAndCounts) {
   EXPECT_EQ(layers->back().name, "fc");
   bool found = false;
   for (const auto& l : *layers) {
-    if (l.shape == std::vector<int64_t>{1, 128, 56, 56, 128, 3, 3, 2, 1}) {
+    if (std::vector<int64_t>(l.shape.begin(), l.shape.begin() + 9) ==
+        std::vector<int64_t>{1, 128, 56, 56, 128, 3, 3, 2, 1}) {
       EXPECT_EQ(l.name, "layer2.0.conv2");
       found = true;
     }
@@ -193,7 +205,11 @@ TEST(BuiltinWorkloadTest, ResNet50HasTheNetworksDistinctLayersAndCounts) {
   EXPECT_TRUE(found);
 }
 
-TEST(BuiltinWorkloadTest, AnUnknownWorkloadNamesTheKnownOnes) {
+INSTANTIATE_TEST_SUITE_P(Layouts, BuiltinWorkloadTest,
+                         ::testing::Values(Layouts::kBlocked, Layouts::kNchw),
+                         [](const auto& info) { return std::string(LayoutsName(info.param)); });
+
+TEST(BuiltinWorkloadsTest, AnUnknownWorkloadNamesTheKnownOnes) {
   auto w = MakeWorkload("vgg16");
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), ErrorCode::kInvalidArgument);
@@ -206,15 +222,17 @@ TEST(TasksTest, ImportedResNet50HasTheTasksOfTheBuiltInWorkload) {
   auto g = ImportOnnx(path);
   ASSERT_TRUE(g.ok()) << g.status().message();
   ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
-  const auto imported = ExtractTasks(*g);
-  auto builtin = MakeWorkload("resnet50");
-  ASSERT_TRUE(builtin.ok());
-  ASSERT_EQ(imported.size(), builtin->size());
-  for (size_t i = 0; i < imported.size(); ++i) {
-    EXPECT_EQ(imported[i].name, (*builtin)[i].name);
-    EXPECT_EQ(imported[i].template_name, (*builtin)[i].template_name);
-    EXPECT_EQ(imported[i].shape, (*builtin)[i].shape) << imported[i].name;
-    EXPECT_EQ(imported[i].count, (*builtin)[i].count) << imported[i].name;
+  for (Layouts layouts : {Layouts::kBlocked, Layouts::kNchw}) {
+    const auto imported = ExtractTasks(*g, layouts);
+    auto builtin = MakeWorkload("resnet50", layouts);
+    ASSERT_TRUE(builtin.ok());
+    ASSERT_EQ(imported.size(), builtin->size());
+    for (size_t i = 0; i < imported.size(); ++i) {
+      EXPECT_EQ(imported[i].name, (*builtin)[i].name);
+      EXPECT_EQ(imported[i].template_name, (*builtin)[i].template_name);
+      EXPECT_EQ(imported[i].shape, (*builtin)[i].shape) << imported[i].name;
+      EXPECT_EQ(imported[i].count, (*builtin)[i].count) << imported[i].name;
+    }
   }
   const GraphStats s = Stats(*g);
   EXPECT_NEAR(s.params / 1e6, 25.53, 0.01);

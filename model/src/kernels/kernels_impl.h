@@ -21,8 +21,10 @@ Expected<GeneratedKernel> Pool(const Graph&, const Node&, const std::string&);  
 Expected<GeneratedKernel> GlobalAvgPool(const Graph&, const Node&, const std::string&);  // pool.cc
 Expected<GeneratedKernel> Concat(const Graph&, const Node&, const std::string&);     // layout.cc
 Expected<GeneratedKernel> Transpose(const Graph&, const Node&, const std::string&);  // layout.cc
-Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);    // math.cc
-Expected<GeneratedKernel> Lrn(const Graph&, const Node&, const std::string&);        // math.cc
+Expected<GeneratedKernel> LayoutTransform(const Graph&, const Node&,
+                                          const std::string&);                     // layout.cc
+Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);  // math.cc
+Expected<GeneratedKernel> Lrn(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> MatrixProduct(const Graph&, const Node&, const std::string&);  // math.cc
 Expected<GeneratedKernel> DirectConv(const Graph&, const Node&, const std::string&);     // math.cc
 

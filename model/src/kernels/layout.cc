@@ -1,5 +1,7 @@
-// Generated kernels that move data between layouts: Concat (items: outer rows) and Transpose
-// (items: output rows, each input offset from the row's index through permuted strides).
+// Generated kernels that move data between layouts: Concat (items: outer rows), Transpose
+// (items: output rows, each input offset from the row's index through permuted strides) and
+// LayoutTransform (layout_plan.h; items: rows of the blocked side).
+#include "crosstune/model/layout_plan.h"
 #include "kernels/kernels_impl.h"
 
 namespace crosstune::model::kernels {
@@ -48,6 +50,38 @@ Expected<GeneratedKernel> Transpose(const Graph& g, const Node& n, const std::st
       "L; ++j)\n"
       "      for (int b = 0; b < ES; ++b) dst[j * ES + b] = s[(o + j * kS[RANK - 1]) * ES + b];";
   return LoopKernel(name, 1, 1, rows ? rows : 1, defines, body);
+}
+
+Expected<GeneratedKernel> LayoutTransform(const Graph& g, const Node& n, const std::string& name) {
+  const bool to_blocked = n.String("to", "") == kToBlocked;
+  // The blocked side: [N, BLOCKS, H, W, CB].
+  const auto& b = g.values[to_blocked ? n.outputs[0] : n.inputs[0]].shape;
+  const int64_t c = n.Int("channels", 0);
+  if (b.size() != 5 || c < 1) {
+    return Status(ErrorCode::kInvalidArgument,
+                  n.op + " node '" + n.name + "': the blocked side is " + ShapeText(b));
+  }
+  std::ostringstream d;
+  d << "#define BLOCKS " << b[1] << "L\n#define CB " << b[4] << "L\n#define C " << c
+    << "L\n#define H " << b[2] << "L\n#define W " << b[3] << "L\n#define HW (H * W)\n";
+  // Item: one row (W pixels) of one block of one image.
+  std::string body =
+      "    const long y = it % H, blk = it / H % BLOCKS, img = it / H / BLOCKS;\n"
+      "    const long lanes = C - blk * CB < CB ? C - blk * CB : CB;\n";
+  if (to_blocked) {
+    body +=
+        "    float* dst = out0 + (img * BLOCKS + blk) * HW * CB + y * W * CB;\n"
+        "    const float* src = in0 + (img * C + blk * CB) * HW + y * W;\n"
+        "    for (long x = 0; x < W; ++x)\n"
+        "      for (long l = 0; l < CB; ++l) dst[x * CB + l] = l < lanes ? src[l * HW + x] : 0.0f;";
+  } else {
+    body +=
+        "    const float* src = in0 + (img * BLOCKS + blk) * HW * CB + y * W * CB;\n"
+        "    float* dst = out0 + (img * C + blk * CB) * HW + y * W;\n"
+        "    for (long l = 0; l < lanes; ++l)\n"
+        "      for (long x = 0; x < W; ++x) dst[l * HW + x] = src[x * CB + l];";
+  }
+  return LoopKernel(name, 1, 1, b[0] * b[1] * b[2], d.str(), body);
 }
 
 }  // namespace crosstune::model::kernels

@@ -119,16 +119,41 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
     return Status(ErrorCode::kInvalidArgument,
                   n.op + " node '" + n.name + "': a residual needs a bias input");
   }
+  // A conv of the layout plan (layout_plan.h; a task its template refuses): blocked residual and
+  // output (lanes past K written as zeros), blocked data and a packed weight with layout 1.
+  const int64_t layout = n.Int("layout", 0);
+  const int64_t cb = n.Int("block", 1);
+  const int64_t c = n.Int("channels", x[1]), k = n.Int("filters", wt[0]);
+  const int64_t cg = layout ? c : wt[1];
+  if (layout != 0 && group != 1) {
+    return Status(ErrorCode::kInvalidArgument,
+                  n.op + " node '" + n.name + "': a blocked conv must have group 1");
+  }
   const bool relu = n.String("activation", "none") == "relu";
   std::ostringstream d;
-  d << "#define C " << x[1] << "L\n#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define K "
-    << wt[0] << "L\n#define CG " << wt[1] << "L\n#define KG " << wt[0] / group << "L\n#define OH "
-    << w.oh << "L\n#define OW " << w.ow << "L\n#define KH " << w.kh << "L\n#define KW " << w.kw
+  d << "#define C " << c << "L\n#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define K "
+    << k << "L\n#define CG " << cg << "L\n#define KG " << k / group << "L\n#define OH " << w.oh
+    << "L\n#define OW " << w.ow << "L\n#define KH " << w.kh << "L\n#define KW " << w.kw
     << "L\n#define SH " << w.sh << "L\n#define SW " << w.sw << "L\n#define DH " << w.dh
     << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt << "L\n#define PL " << w.pl << "L\n"
+    << "#define CB " << cb << "L\n#define CP " << (layout ? wt[1] : c) << "L\n#define KP "
+    << (layout ? y[1] * cb : k) << "L\n"
     << "#define BIAS " << (bias ? "in2[oc]" : "0.0f") << "\n";
+  // Element offsets of data (b, c, y, x), weight (k, c, r, s) and output (b, k, y, x).
+  d << (layout == 1 ? "#define XI(b, c, y, x) ((((b) * (CP / CB) + (c) / CB) * H + (y)) * W + (x)) "
+                      "* CB + (c) % CB\n"
+                    : "#define XI(b, c, y, x) (((b) * C + (c)) * H + (y)) * W + (x)\n")
+    << (layout == 1 ? "#define WI(k, c, r, s) ((((k) / CB * CP + (c)) * KH + (r)) * KW + (s)) * CB "
+                      "+ (k) % CB\n"
+                    : "#define WI(k, c, r, s) (((k) * CG + (c)) * KH + (r)) * KW + (s)\n")
+    << (layout ? "#define YI(b, k, y, x) ((((b) * (KP / CB) + (k) / CB) * OH + (y)) * OW + (x)) * "
+                 "CB + (k) % CB\n"
+               : "#define YI(b, k, y, x) (((b) * K + (k)) * OH + (y)) * OW + (x)\n");
   std::string body =
-      "    const long oy = it % OH, oc = it / OH % K, b = it / (OH * K), grp = oc / KG;\n"
+      "    const long oy = it % OH, oc = it / OH % KP, b = it / (OH * KP), grp = oc / KG;\n"
+      "    if (oc >= K) {\n"
+      "      for (long ox = 0; ox < OW; ++ox) out0[YI(b, oc, oy, ox)] = 0.0f;\n"
+      "      continue;\n    }\n"
       "    for (long ox = 0; ox < OW; ++ox) {\n"
       "      float sum = BIAS;\n"
       "      for (long ic = 0; ic < CG; ++ic)\n"
@@ -138,14 +163,14 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
       "          for (long s = 0; s < KW; ++s) {\n"
       "            const long ix = ox * SW - PL + s * DW;\n"
       "            if (ix < 0 || ix >= W) continue;\n"
-      "            sum += in0[((b * C + grp * CG + ic) * H + iy) * W + ix] *\n"
-      "                   in1[((oc * CG + ic) * KH + r) * KW + s];\n"
+      "            sum += in0[XI(b, grp * CG + ic, iy, ix)] * in1[WI(oc, ic, r, s)];\n"
       "          }\n        }\n"
-      "      const long o = it * OW + ox;\n";
+      "      const long o = YI(b, oc, oy, ox);\n";
   if (residual) body += "      sum += in3[o];\n";
   if (relu) body += "      if (sum < 0) sum = 0;\n";
   body += std::string("      out0[o] = sum;\n    }");
-  return LoopKernel(name, 2 + bias + residual, 1, y[0] * y[1] * w.oh, d.str(), body);
+  return LoopKernel(name, 2 + bias + residual, 1, x[0] * (layout ? y[1] * cb : k) * w.oh, d.str(),
+                    body);
 }
 
 }  // namespace crosstune::model::kernels

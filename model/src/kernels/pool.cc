@@ -1,11 +1,78 @@
 // Generated pooling kernels: MaxPool, AveragePool (count_include_pad; ceil_mode through the
 // explicit window the import resolved) and GlobalAveragePool. Items are output rows of a plane.
+// MaxPool and GlobalAveragePool of blocked data (layout_plan.h: attribute block) work on a
+// pixel's CB lanes at once, contiguous in memory: the lane loops vectorize.
 #include "../ops/op_defs.h"
 #include "kernels/kernels_impl.h"
 
 namespace crosstune::model::kernels {
+namespace {
+
+// [N, C/cb, H, W, cb] in, [N, C/cb, OH, OW, cb] out; items are output rows of a block. Lanes past
+// C are written as zeros (a window wholly in the padding would leave -inf there).
+Expected<GeneratedKernel> BlockedMaxPool(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const auto& y = g.values[n.outputs[0]].shape;
+  const ops::Window w = ops::WindowOf(n, y);
+  const int64_t c = n.Int("channels", 0);
+  std::ostringstream d;
+  d << "#define BLOCKS " << x[1] << "L\n#define CB " << x[4] << "L\n#define C " << c
+    << "L\n#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define OH " << w.oh
+    << "L\n#define OW " << w.ow << "L\n#define KH " << w.kh << "L\n#define KW " << w.kw
+    << "L\n#define SH " << w.sh << "L\n#define SW " << w.sw << "L\n#define DH " << w.dh
+    << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt << "L\n#define PL " << w.pl << "L\n";
+  const std::string body =
+      "    const long plane = it / OH, oy = it % OH, blk = plane % BLOCKS;\n"
+      "    const float* xp = in0 + plane * H * W * CB;\n"
+      "    float* yp = out0 + (plane * OH + oy) * OW * CB;\n"
+      "    const long lanes = C - blk * CB < CB ? C - blk * CB : CB;\n"
+      "    for (long ox = 0; ox < OW; ++ox) {\n"
+      "      float m[CB];\n"
+      "      for (long l = 0; l < CB; ++l) m[l] = -__builtin_inff();\n"
+      "      for (long r = 0; r < KH; ++r) {\n"
+      "        const long iy = oy * SH - PT + r * DH;\n"
+      "        if (iy < 0 || iy >= H) continue;\n"
+      "        for (long s = 0; s < KW; ++s) {\n"
+      "          const long ix = ox * SW - PL + s * DW;\n"
+      "          if (ix < 0 || ix >= W) continue;\n"
+      "          const float* px = xp + (iy * W + ix) * CB;\n"
+      "          for (long l = 0; l < CB; ++l) m[l] = px[l] > m[l] ? px[l] : m[l];\n"
+      "        }\n      }\n"
+      "      for (long l = 0; l < CB; ++l) yp[ox * CB + l] = l < lanes ? m[l] : 0.0f;\n"
+      "    }";
+  return LoopKernel(name, 1, 1, y[0] * y[1] * w.oh, d.str(), body);
+}
+
+// [N, C/cb, H, W, cb] in, NCHW [N, C, 1, 1] out; items are blocks.
+Expected<GeneratedKernel> BlockedGlobalAvgPool(const Graph& g, const Node& n,
+                                               const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const int64_t c = n.Int("channels", 0);
+  std::ostringstream d;
+  d << "#define BLOCKS " << x[1] << "L\n#define CB " << x[4] << "L\n#define C " << c
+    << "L\n#define HW " << x[2] * x[3] << "L\n";
+  const std::string body =
+      "    const long b = it / BLOCKS, blk = it % BLOCKS;\n"
+      "    const float* xp = in0 + it * HW * CB;\n"
+      "    float sum[CB];\n"
+      "    for (long l = 0; l < CB; ++l) sum[l] = 0;\n"
+      "    for (long p = 0; p < HW; ++p)\n"
+      "      for (long l = 0; l < CB; ++l) sum[l] += xp[p * CB + l];\n"
+      "    for (long l = 0; l < CB && blk * CB + l < C; ++l)\n"
+      "      out0[b * C + blk * CB + l] = sum[l] / (float)HW;";
+  return LoopKernel(name, 1, 1, x[0] * x[1], d.str(), body);
+}
+
+}  // namespace
 
 Expected<GeneratedKernel> Pool(const Graph& g, const Node& n, const std::string& name) {
+  if (n.Has("block")) {
+    if (n.op != "MaxPool") {
+      return Status(ErrorCode::kInvalidArgument,
+                    n.op + " node '" + n.name + "': no kernel pools blocked data");
+    }
+    return BlockedMaxPool(g, n, name);
+  }
   const auto& x = g.values[n.inputs[0]].shape;
   const auto& y = g.values[n.outputs[0]].shape;
   const ops::Window w = ops::WindowOf(n, y);
@@ -60,6 +127,7 @@ Expected<GeneratedKernel> Pool(const Graph& g, const Node& n, const std::string&
 }
 
 Expected<GeneratedKernel> GlobalAvgPool(const Graph& g, const Node& n, const std::string& name) {
+  if (n.Has("block")) return BlockedGlobalAvgPool(g, n, name);
   const auto& x = g.values[n.inputs[0]].shape;
   const int64_t planes = x[0] * x[1], inner = NumElements(x) / planes;
   return LoopKernel(name, 1, 1, planes, "#define INNER " + std::to_string(inner) + "L\n",

@@ -31,6 +31,7 @@ const KernelRow kKernels[] = {
     {"GlobalAveragePool", kernels::GlobalAvgPool},
     {"Concat", kernels::Concat},
     {"Transpose", kernels::Transpose},
+    {"LayoutTransform", kernels::LayoutTransform},
     {"Softmax", kernels::Softmax},
     {"LRN", kernels::Lrn},
     {"Gemm", kernels::MatrixProduct},

@@ -2,9 +2,12 @@
 //
 // FusedConv: inputs data [N,C,H,W], weight [K,C/group,R,S], bias [K] (optional), residual
 // [N,K,OH,OW] (optional); attributes as Conv's after import (explicit pads) plus activation
-// ("none" or "relu").
+// ("none" or "relu"). After RewriteLayouts (layout_plan.h) a conv2d conv may hold blocked data,
+// residual and output and a packed weight (attributes layout, block, channels, filters): the
+// host evaluates it through NCHW copies.
 #include <algorithm>
 
+#include "crosstune/tuner/conv_layout.h"
 #include "ops/op_defs.h"
 
 namespace crosstune::model {
@@ -45,7 +48,35 @@ Status InferConvLike(OpContext& ctx) {
   return Status::Ok();
 }
 
+// A conv of layout 1 or 2 (tuner::ConvLayout): unpacked, run, its output blocked again.
+Status EvalBlockedConv(OpContext& ctx) {
+  const Node& n = ctx.node();
+  const int64_t cb = n.Int("block", 1), c = n.Int("channels", 0), k = n.Int("filters", 0);
+  const bool packed = n.Int("layout", 0) == static_cast<int64_t>(tuner::ConvLayout::kBlocked);
+  const Value& xv = ctx.in(0);
+  const Value& wv = ctx.in(1);
+  const int64_t batch = xv.shape[0], h = xv.shape[2], w = xv.shape[3];
+  const int64_t r = wv.shape[2], s = wv.shape[3];
+  const int64_t oh = ctx.out(0).shape[2], ow = ctx.out(0).shape[3];
+  std::vector<ops::PlainTensor> in(4);
+  in[0] = {{batch, c, h, w},
+           packed ? tuner::FromBlocked(ops::FloatsOf(xv), batch, c, h * w, cb) : ops::FloatsOf(xv)};
+  in[1] = {{k, c, r, s},
+           packed ? tuner::UnpackWeight(ops::FloatsOf(wv), k, c, r, s, cb) : ops::FloatsOf(wv)};
+  if (ctx.has_input(2)) {
+    in[2] = {{k}, std::vector<float>(ctx.InFloats(2), ctx.InFloats(2) + k)};
+  }
+  if (ctx.has_input(3)) {
+    in[3] = {{batch, k, oh, ow},
+             tuner::FromBlocked(ops::FloatsOf(ctx.in(3)), batch, k, oh * ow, cb)};
+  }
+  CT_ASSIGN_OR_RETURN(std::vector<float> y, ops::EvalPlain(ctx, std::move(in), {batch, k, oh, ow}));
+  ctx.OutFloats(0) = tuner::ToBlocked(y, batch, k, oh * ow, cb);
+  return Status::Ok();
+}
+
 Status EvalConvLike(OpContext& ctx) {
+  if (ctx.node().Has("layout")) return EvalBlockedConv(ctx);
   const Value& xv = ctx.in(0);
   const Value& wv = ctx.in(1);
   const float* x = xv.floats();

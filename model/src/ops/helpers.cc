@@ -137,4 +137,29 @@ Window WindowOf(const Node& n, const std::vector<int64_t>& out_shape) {
   return wd;
 }
 
+Expected<std::vector<float>> EvalPlain(OpContext& ctx, std::vector<PlainTensor> inputs,
+                                       const std::vector<int64_t>& out_shape) {
+  Graph tmp;
+  tmp.opset = ctx.opset();
+  Node n = ctx.node();
+  for (const char* key : {"layout", "block", "channels", "filters"}) n.attrs.erase(key);
+  n.inputs.clear();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    n.inputs.push_back(
+        inputs[i].shape.empty()
+            ? -1
+            : tmp.AddFloatConstant("in" + std::to_string(i), inputs[i].shape, inputs[i].data));
+  }
+  Value y;
+  y.name = "out";
+  y.shape = out_shape;
+  n.outputs = {tmp.AddValue(std::move(y))};
+  CT_RETURN_IF_ERROR(EvalNode(tmp, n));
+  return FloatsOf(tmp.values[n.outputs[0]]);
+}
+
+std::vector<float> FloatsOf(const Value& v) {
+  return std::vector<float>(v.floats(), v.floats() + v.elements());
+}
+
 }  // namespace crosstune::model::ops

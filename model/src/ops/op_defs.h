@@ -19,6 +19,7 @@ extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;  // shape_ops.cc
 extern const OpDef kConstant, kConstantOfShape, kShape;        // constant.cc
 extern const OpDef kGemm, kMatMul, kDense;                     // gemm.cc
 extern const OpDef kSoftmax;                                   // softmax.cc
+extern const OpDef kLayoutTransform;                           // layout_transform.cc
 
 namespace ops {
 
@@ -43,8 +44,20 @@ struct Window {
 // computes the output size. Errors through ctx.
 Status ResolveWindow(OpContext& ctx, int64_t h, int64_t w, std::vector<int64_t> kernel,
                      Window* out);
-// From the explicit attributes ResolveWindow wrote and the output's NCHW shape.
+// From the explicit attributes ResolveWindow wrote and the output's NCHW (or blocked) shape.
 Window WindowOf(const Node& n, const std::vector<int64_t>& out_shape);
+
+// A node of blocked tensors (layout_plan.h) evaluated the plain way: a copy of the node without
+// its layout attributes runs its operator's eval on these NCHW inputs (an empty shape: an input
+// left out) and returns its output 0 of `out_shape`, for the caller to block again.
+struct PlainTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+Expected<std::vector<float>> EvalPlain(OpContext& ctx, std::vector<PlainTensor> inputs,
+                                       const std::vector<int64_t>& out_shape);
+// A float32 value's elements.
+std::vector<float> FloatsOf(const Value& v);
 
 }  // namespace ops
 }  // namespace crosstune::model

@@ -1,7 +1,11 @@
 // MaxPool, AveragePool (count_include_pad, ceil_mode) and GlobalAveragePool on NCHW float32.
+// After RewriteLayouts (layout_plan.h) a MaxPool may read and write blocked tensors and a
+// GlobalAveragePool read one (attributes block, channels): the host evaluates them through NCHW
+// copies.
 #include <algorithm>
 #include <cfloat>
 
+#include "crosstune/tuner/conv_layout.h"
 #include "ops/op_defs.h"
 
 namespace crosstune::model {
@@ -39,7 +43,25 @@ void ForEachWindow(OpContext& ctx, F f) {
       }
 }
 
+// A pool of blocked data: unblocked, run, its output blocked again when `blocked_out`.
+Status EvalBlockedPool(OpContext& ctx, bool blocked_out) {
+  const int64_t cb = ctx.node().Int("block", 1), c = ctx.node().Int("channels", 0);
+  const Value& xv = ctx.in(0);
+  const auto& x = xv.shape;
+  const auto& y = ctx.out(0).shape;
+  const std::vector<int64_t> plain_y = {y[0], c, y[2], y[3]};
+  CT_ASSIGN_OR_RETURN(
+      std::vector<float> out,
+      ops::EvalPlain(ctx,
+                     {{{x[0], c, x[2], x[3]},
+                       tuner::FromBlocked(ops::FloatsOf(xv), x[0], c, x[2] * x[3], cb)}},
+                     plain_y));
+  ctx.OutFloats(0) = blocked_out ? tuner::ToBlocked(out, y[0], c, y[2] * y[3], cb) : out;
+  return Status::Ok();
+}
+
 Status EvalMaxPool(OpContext& ctx) {
+  if (ctx.node().Has("block")) return EvalBlockedPool(ctx, true);
   ForEachWindow(
       ctx, [](const float* x, int64_t h, int64_t w, const ops::Window& wd, int64_t oy, int64_t ox) {
         float m = -FLT_MAX;
@@ -91,6 +113,7 @@ Status InferGlobalAvgPool(OpContext& ctx) {
 }
 
 Status EvalGlobalAvgPool(OpContext& ctx) {
+  if (ctx.node().Has("block")) return EvalBlockedPool(ctx, false);
   const Value& xv = ctx.in(0);
   const int64_t planes = xv.shape[0] * xv.shape[1], inner = xv.elements() / planes;
   std::vector<float>& y = ctx.OutFloats(0);

@@ -8,10 +8,12 @@
 // node a generated kernel (kernels.h). Each node is its own translation unit with its own
 // statics, compiled on the builder's pool to an object; one more source holds the library's
 // module table, one uniquely named function per node ("ct_n12_conv2d"), and links them all into
-// ONE shared library. The values live in a liveness-based storage plan (storage_plan.h); the
-// weights go to params.bin as each kernel reads them (the plain layout of their shape today;
-// Value::layout names another when a pass repacks them for a blocked kernel). graph.json follows
-// common/graph.h, with each node's provenance (task, config index, record time, or default).
+// ONE shared library. Before that the graph is rewritten to the layout plan (layout_plan.h):
+// activations blocked between convs, each conv's weight packed once here. The values live in a
+// liveness-based storage plan (storage_plan.h); the weights go to params.bin as each kernel reads
+// them (packed convs' weights with Value::layout naming their order). The graph's inputs and
+// outputs keep their names and NCHW shapes. graph.json follows common/graph.h, with each node's
+// provenance (task, config index, record time, or default).
 //
 // Thread-safety: CompileModel may run on any thread; it uses the builder's pool.
 #pragma once
@@ -24,6 +26,7 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/target.h"
 #include "crosstune/model/graph.h"
+#include "crosstune/model/layout_plan.h"
 #include "crosstune/model/storage_plan.h"
 #include "crosstune/model/tasks.h"
 #include "crosstune/status.h"
@@ -41,6 +44,10 @@ struct CompileOptions {
   // key can differ), else the best of any device.
   std::string device_kind;
   std::string name = "model";  // the library's file stem in the package
+  // Activations blocked between convs (the layout plan, layout_plan.h, with the target's block
+  // tuner::BlockedChannels) or NCHW everywhere. Tasks tuned for one do not serve the other: tune
+  // with the same choice (ExtractTasks' layouts).
+  Layouts layouts = Layouts::kBlocked;
 };
 
 struct CompiledNode {

@@ -2,9 +2,12 @@
 // dense), with the same shapes `crosstune tune <template> --shape` takes, so records carry over
 // between `tune --workload`, `tune --model` and `compile`.
 //
-//   FusedConv, groups 1, square stride, equal pads  conv2d N,C,H,W,K,R,S,stride,pad[,res[,act]]
+//   FusedConv, groups 1, square stride, equal pads  conv2d N,C,H,W,K,R,S,stride,pad[,res[,act
+//                                                   [,layout]]]
 //        res: 1 with a residual add; act: 0 for no activation (the relu default is left out, so
-//        "1,64,56,56,64,3,3,1,1" names the task it always named)
+//        "1,64,56,56,64,3,3,1,1" names the task it always named); layout: the conv's
+//        tuner::ConvLayout under the layout plan (layout_plan.h), written only when nonzero (then
+//        res and act are always there: "1,64,56,56,64,3,3,1,1,0,1,1")
 //   FusedConv, depthwise, relu, no residual         depthwise_conv2d N,C,H,W,R,S,stride,pad
 //   Dense                                           dense B,IN,OUT
 // Every other node is a generated kernel with no knobs.
@@ -22,6 +25,7 @@
 
 #include "crosstune/builder/target.h"
 #include "crosstune/model/graph.h"
+#include "crosstune/model/layout_plan.h"
 #include "crosstune/status.h"
 #include "crosstune/tuner/workload.h"
 
@@ -32,12 +36,17 @@ struct NodeTask {
   std::vector<int64_t> shape;
 };
 
-// The task node `n` is compiled as, or nullopt for a generated kernel.
+// The task node `n` is compiled as, or nullopt for a generated kernel: a conv rewritten by
+// RewriteLayouts with its layout field.
 std::optional<NodeTask> TaskOf(const Graph& g, const Node& n);
+// The same for a node of a graph not rewritten yet, a conv2d compiled with `conv_layout`
+// (LayoutPlan::conv).
+std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layout);
 
 // The graph's distinct tasks in the order they first occur, with how often each occurs; a
-// layer's name is its first node's.
-std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g);
+// layer's name is its first node's. Convs carry the layout the plan for `layouts` gives them:
+// the tasks CompileModel with the same CompileOptions::layouts looks up, for any CPU target.
+std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g, Layouts layouts = Layouts::kBlocked);
 
 // The tasks `tune --model` tunes: ExtractTasks less those no template takes for this target and
 // thread count (a size past a template's limits: compile gives them generated kernels). Each
@@ -46,13 +55,15 @@ struct TunableTasks {
   std::vector<tuner::WorkloadLayer> layers;
   std::vector<std::string> left_out;
 };
-TunableTasks SplitTunableTasks(const Graph& g, const builder::Target& target, int threads);
+TunableTasks SplitTunableTasks(const Graph& g, const builder::Target& target, int threads,
+                               Layouts layouts = Layouts::kBlocked);
 
 // Built-in networks ("resnet50": ResNet-50 v1.5, batch 1, 224x224, fp32, the graph
 // scripts/make-model.py writes, without weights), after the default passes.
 const std::vector<std::string>& BuiltinNetworks();
 Expected<Graph> BuiltinGraph(const std::string& name);
 // ExtractTasks(BuiltinGraph(name)); kInvalidArgument listing the known names.
-Expected<std::vector<tuner::WorkloadLayer>> MakeWorkload(const std::string& name);
+Expected<std::vector<tuner::WorkloadLayer>> MakeWorkload(const std::string& name,
+                                                         Layouts layouts = Layouts::kBlocked);
 
 }  // namespace crosstune::model

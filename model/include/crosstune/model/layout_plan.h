@@ -1,0 +1,62 @@
+// The layout plan: which activations stay blocked ("NCHWc", tuner/conv_layout.h) between layers,
+// shared by task extraction (tasks.h) and the compiler (compile.h), so both name the same conv2d
+// tasks (their layout field).
+//
+//   FusedConv that TaskOf makes a conv2d task   outputs blocked: layout 1 (ConvLayout::kBlocked)
+//   (its weight and bias constants)             when its data is blocked, else 2 (kNchwToBlocked);
+//                                               a residual is read blocked
+//   MaxPool (4-D) of blocked data               outputs blocked
+//   GlobalAveragePool (4-D) of blocked data     reads blocked, writes NCHW [N, C, 1, 1]
+//   every other node                            reads and writes NCHW
+//
+// Where a producer and a consumer disagree, one LayoutTransform node (attributes "to": "blocked"
+// or "nchw", "block": cb) converts the value once for all its consumers; a blocked graph output
+// is converted back before it leaves. The decisions never depend on the block cb, so tasks
+// extracted without a target are those a compile for any CPU target looks up.
+//
+// RewriteLayouts applies a plan for one cb: blocked values get values of their own
+// (BlockedShape, named "<name>.blocked"), each conv's weight becomes a new constant packed with
+// PackWeight (layout 1; Value::layout "packed:cb") and its bias is padded to PaddedChannels(K);
+// the graph's input and output values keep their names and NCHW shapes. Rewritten nodes carry
+// attributes the host interpreter and the kernels read:
+//   FusedConv   layout (1 or 2), block, channels (C), filters (K)
+//   MaxPool     block, channels          (blocked in and out)
+//   GlobalAveragePool  block, channels   (blocked in, NCHW out)
+//
+// Thread-safety: free functions, no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "crosstune/model/graph.h"
+#include "crosstune/status.h"
+
+namespace crosstune::model {
+
+// Whether the compiler keeps activations blocked (the plan above) or NCHW everywhere (every conv
+// layout 0, no transforms: the compiler before blocked layouts, to compare against).
+enum class Layouts { kBlocked, kNchw };
+// "blocked" / "nchw"; kInvalidArgument naming both for anything else.
+Expected<Layouts> ParseLayouts(const std::string& text);
+const char* LayoutsName(Layouts l);
+
+struct LayoutPlan {
+  std::vector<bool> blocked;      // per value: computed (and stored) blocked
+  std::vector<int64_t> conv;      // per node: its tuner::ConvLayout (0 for every non-conv2d node)
+  std::vector<bool> reads_block;  // per node: reads its data input blocked
+};
+
+// The plan for a graph after its passes; with kNchw nothing is blocked.
+LayoutPlan PlanLayouts(const Graph& g, Layouts layouts = Layouts::kBlocked);
+
+// Rewrites the graph to the plan with block cb (see above). kInvalidArgument when a value the
+// plan blocks is not 4-D float32.
+Status RewriteLayouts(Graph& g, const LayoutPlan& plan, int64_t cb);
+
+// The LayoutTransform nodes' attribute "to".
+inline constexpr const char* kToBlocked = "blocked";
+inline constexpr const char* kToNchw = "nchw";
+
+}  // namespace crosstune::model
