@@ -105,11 +105,13 @@ struct CompileFlags {
   int threads = 1;
   std::string out;
   int workers = 0;
+  std::string layouts = "blocked";
   ConnectFlags connect;
   bool json_out = false;
 };
 
 void RunCompile(const CompileFlags& f) {
+  const model::Layouts layouts = Check(model::ParseLayouts(f.layouts));
   model::Graph g = LoadModel(f.model, f.shapes);
   // Workers are processes: the builder comes before any thread.
   auto builder = Check(builder::Builder::Create({.workers = f.workers}));
@@ -130,6 +132,7 @@ void RunCompile(const CompileFlags& f) {
   o.target = target;
   o.threads = f.threads;
   o.device_kind = device_kind;
+  o.layouts = layouts;
   if (!f.log.empty()) {
     auto log = Check(tuner::ReadLog(f.log));
     for (const auto& w : log.warnings) std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());
@@ -201,6 +204,11 @@ void RegisterCompileCommand(CLI::App& app) {
   cmd->add_option("-o,--out", f->out, "the .ctpkg to write")->required();
   cmd->add_option("--workers", f->workers, "build processes (0: one per core)")
       ->capture_default_str();
+  cmd->add_option("--layouts", f->layouts,
+                  "blocked: activations NCHWc between convs, weights packed here; nchw: NCHW "
+                  "everywhere (tune with the same --layouts: the conv tasks differ)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"blocked", "nchw"}));
   AddConnectOptions(cmd, &f->connect);
   cmd->add_flag("--json", f->json_out, "one JSON object");
   cmd->callback([f] { RunCompile(*f); });

@@ -67,7 +67,8 @@ std::string ErrorsText(const std::map<tuner::TrialError, int>& errors) {
 struct TuneFlags {
   int threads = 1;
   std::string workload;
-  std::string model;  // an ONNX file: its tasks are the workload
+  std::string model;                // an ONNX file: its tasks are the workload
+  std::string layouts = "blocked";  // the conv layouts of the network's tasks (compile's)
   int round = 16;
   std::string template_name;
   // A template's sizes (one value), or with --model NAME=DIMS for a model's inputs.
@@ -283,8 +284,8 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
   std::vector<tuner::WorkloadLayer> layers;
   if (f.workload.empty()) {
     // The model's tasks (the same compile takes), less those no template takes yet.
-    model::TunableTasks tasks =
-        model::SplitTunableTasks(LoadModel(f.model, f.shapes), target, f.threads);
+    model::TunableTasks tasks = model::SplitTunableTasks(
+        LoadModel(f.model, f.shapes), target, f.threads, Check(model::ParseLayouts(f.layouts)));
     layers = std::move(tasks.layers);
     if (!tasks.left_out.empty() && !f.quiet) {
       std::string refused;
@@ -296,7 +297,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
     }
     if (layers.empty()) Fail(f.model + ": the model has no task a template takes");
   } else {
-    layers = Check(model::MakeWorkload(f.workload));
+    layers = Check(model::MakeWorkload(f.workload, Check(model::ParseLayouts(f.layouts))));
   }
   tuner::WorkloadTuneOptions wo;
   wo.name = name;
@@ -370,6 +371,11 @@ void RegisterTune(CLI::App& app) {
                   "tune an ONNX model's distinct tasks (those `crosstune compile` looks up in "
                   "--log) under one budget, as --workload does")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--layouts", f->layouts,
+                  "with --workload or --model: the conv tasks of `crosstune compile --layouts` "
+                  "(blocked: NCHWc between convs; nchw)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"blocked", "nchw"}));
   cmd->add_option("--round", f->round,
                   "with --workload or --model: trials per round for the chosen task")
       ->capture_default_str()

@@ -123,6 +123,7 @@ def compile(
     threads: int = 1,
     out: Optional[PathLike] = None,
     workers: int = 0,
+    layouts: str = "blocked",
 ) -> ModelPackage:
     """Compiles a model into one package for one target (``crosstune compile``).
 
@@ -131,7 +132,9 @@ def compile(
     other node a generated kernel. ``target`` is a target string or preset, a :class:`Device`,
     or ``"auto"``: the target of ``device``. The package goes to ``out``, or to a temporary
     file that lasts as long as this process. ``workers`` build processes (0: one per core).
-    Unreadable log lines are skipped with a warning.
+    Unreadable log lines are skipped with a warning. ``layouts``: ``"blocked"`` keeps
+    activations in blocked channels (NCHWc) between convs with their weights packed here,
+    ``"nchw"`` keeps NCHW everywhere (their conv tasks differ: tune with the same choice).
     """
     import warnings
 
@@ -157,6 +160,7 @@ def compile(
         device_kind,
         workers,
         path,
+        layouts=layouts,
     )
     for w in skipped:
         warnings.warn(w, RuntimeWarning, stacklevel=2)

@@ -110,9 +110,10 @@ void BindModel(nb::module_& m) {
       "compile_model",
       [](const ImportedModel& model, const std::string& target, int threads, const std::string& log,
          const std::string& device_kind, int workers, const std::string& out,
-         const std::string& lib_name) {
+         const std::string& lib_name, const std::string& layouts) {
         nb::gil_scoped_release release;
         model::CompileOptions o;
+        o.layouts = Unwrap(model::ParseLayouts(layouts));
         o.target = Unwrap(builder::ParseTarget(target));
         o.threads = threads;
         o.device_kind = device_kind;
@@ -131,7 +132,7 @@ void BindModel(nb::module_& m) {
                                warnings);
       },
       "model"_a, "target"_a, "threads"_a, "log"_a, "device_kind"_a, "workers"_a, "out"_a,
-      "lib_name"_a = "",
+      "lib_name"_a = "", "layouts"_a = "blocked",
       "Compiles a model into a package at `out`; returns (manifest JSON, summary JSON, the log's "
       "warnings).");
 
