@@ -22,7 +22,9 @@ builder::Target Avx512() {
 
 TEST(Conv2dTaskTest, RefusesWrongShapesWithTheUsage) {
   for (std::vector<int64_t> bad : {std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1},
-                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 1, 0},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 1, 0, 0},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 1, 3},
+                                   {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 1, -1},
                                    {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 2},
                                    {0, 64, 56, 56, 64, 3, 3, 1, 1},
                                    {1, 64, 56, 56, 64, 3, 3, 0, 1},
@@ -34,7 +36,7 @@ TEST(Conv2dTaskTest, RefusesWrongShapesWithTheUsage) {
     ASSERT_FALSE(task.ok());
     EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(task.status().message().find(
-                  "conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual[,activation]]"),
+                  "conv2d takes --shape N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]"),
               std::string::npos)
         << task.status().message();
   }
@@ -103,13 +105,58 @@ TEST(Conv2dTaskTest, ATrailingActivationIsPartOfTheShapeAndTheKey) {
   EXPECT_EQ((*both)->args()[3].name, "residual");
 }
 
+// Layout 1 (blocked tensors, the weight packed, the bias padded to whole channel blocks) and 2
+// (NCHW data and weight, blocked out) are the last shape field and part of the key; CUDA takes
+// NCHW only.
+TEST(Conv2dTaskTest, BlockedLayoutsAreTheLastShapeFieldAndShapeTheArguments) {
+  auto blocked = MakeTask("conv2d", {1, 20, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1}, Avx512());
+  ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
+  EXPECT_EQ((*blocked)->id().Key(), "conv2d 1,20,9,9,33,3,3,1,1,1,1,1 float32");
+  auto args = (*blocked)->args();
+  ASSERT_EQ(args.size(), 5u);
+  EXPECT_EQ(args[0].shape, (std::vector<int64_t>{1, 2, 9, 9, 16}));
+  EXPECT_EQ(args[1].shape, (std::vector<int64_t>{3, 32, 3, 3, 16}));
+  EXPECT_EQ(args[2].shape, (std::vector<int64_t>{48}));
+  EXPECT_EQ(args[3].shape, (std::vector<int64_t>{1, 3, 9, 9, 16}));
+  EXPECT_EQ(args[4].shape, (std::vector<int64_t>{1, 3, 9, 9, 16}));
+  EXPECT_DOUBLE_EQ((*blocked)->flops(), 2.0 * 33 * 81 * 20 * 9);
+  // Whole channel blocks a tile: 3 output blocks take 1 or 3 vectors, never 2; no matrix product.
+  EXPECT_EQ((*blocked)->space().FindKnob("oc_vectors")->values,
+            (std::vector<nlohmann::json>{1, 3}));
+  EXPECT_EQ((*blocked)->space().FindKnob("algorithm")->size(), 1u);
+  EXPECT_TRUE((*blocked)->space().IsValid((*blocked)->DefaultConfig()));
+
+  auto stem = MakeTask("conv2d", {1, 3, 224, 224, 64, 7, 7, 2, 3, 0, 1, 2}, Avx512());
+  ASSERT_TRUE(stem.ok());
+  EXPECT_EQ((*stem)->id().Key(), "conv2d 1,3,224,224,64,7,7,2,3,0,1,2 float32");
+  args = (*stem)->args();
+  EXPECT_EQ(args[0].shape, (std::vector<int64_t>{1, 3, 224, 224}));
+  EXPECT_EQ(args[1].shape, (std::vector<int64_t>{64, 3, 7, 7}));
+  EXPECT_EQ(args[3].shape, (std::vector<int64_t>{1, 4, 112, 112, 16}));
+  // NCHW given as 0 is the key it always was.
+  auto plain = MakeTask("conv2d", {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 1, 0}, Avx512());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->id().Key(), "conv2d 1,64,56,56,64,3,3,1,1 float32");
+
+  auto cuda = builder::ParseTarget("cuda -arch=sm_80");
+  ASSERT_TRUE(cuda.ok());
+  auto on_gpu = MakeTask("conv2d", {1, 16, 8, 8, 16, 3, 3, 1, 1, 0, 1, 1}, *cuda);
+  ASSERT_FALSE(on_gpu.ok());
+  EXPECT_NE(on_gpu.status().message().find("blocked layouts are for CPU targets"),
+            std::string::npos)
+      << on_gpu.status().message();
+}
+
 TEST(Conv2dTaskTest, DefaultConfigIsValidAndFeaturesHaveOneLength) {
   for (std::string target : {"x86-avx512", "x86-avx2", "x86-64", "aarch64", "armv7-neon"}) {
     auto t = builder::ParseTarget(target);
     ASSERT_TRUE(t.ok()) << target;
     for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3, 1, 1},
                                        {1, 3, 224, 224, 64, 7, 7, 2, 3},
-                                       {1, 1, 1, 1, 1, 1, 1, 1, 0}}) {
+                                       {1, 1, 1, 1, 1, 1, 1, 1, 0},
+                                       {1, 64, 56, 56, 64, 3, 3, 1, 1, 0, 1, 1},
+                                       {1, 256, 14, 14, 1024, 1, 1, 1, 0, 1, 1, 1},
+                                       {1, 3, 224, 224, 64, 7, 7, 2, 3, 0, 1, 2}}) {
       auto task = MakeTask("conv2d", shape, *t);
       ASSERT_TRUE(task.ok()) << task.status().ToString();
       Config d = (*task)->DefaultConfig();
@@ -241,6 +288,25 @@ TEST_F(Conv2dOnServerTest, ScratchFromTheCallerMatchesTheReference) {
   CheckScratchArg("conv2d", {2, 17, 10, 12, 33, 3, 3, 1, 1, 1}, 1);
   CheckScratchArg("conv2d", {1, 16, 9, 7, 20, 1, 1, 1, 0}, 1);
   if (info_.cores >= 2) CheckScratchArg("conv2d", {1, 5, 17, 19, 33, 7, 7, 2, 3}, 2);
+}
+
+// Blocked layouts: channel counts that fill no block (zero lanes past C and K in the tensors and
+// the packed weight, the padded bias), padded layers (a zero-bordered copy of the blocked rows)
+// and unpadded ones (read in place), strides, residuals, no activation; NCHW data into blocked
+// out (the network's first layer). Also split into tasks and with the caller's scratch.
+TEST_F(Conv2dOnServerTest, BlockedLayoutsMatchTheReference) {
+  Check({1, 20, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1}, 4);
+  Check({2, 32, 14, 14, 48, 1, 1, 1, 0, 0, 0, 1}, 4);
+  Check({1, 16, 15, 15, 32, 1, 1, 2, 0, 1, 0, 1}, 3);
+  Check({1, 16, 15, 13, 16, 3, 3, 2, 1, 0, 1, 1}, 3);
+  Check({1, 3, 23, 21, 20, 7, 7, 2, 3, 0, 1, 2}, 4);
+  Check({1, 5, 11, 9, 16, 3, 3, 1, 1, 1, 0, 2}, 3);
+  CheckSplit("conv2d", {2, 17, 11, 13, 20, 3, 3, 1, 1, 1, 1, 1}, 3);
+  CheckSplit("conv2d", {1, 3, 13, 11, 5, 3, 3, 2, 1, 0, 1, 2}, 7);
+  CheckScratchArg("conv2d", {1, 20, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1}, 1);
+  CheckScratchArg("conv2d", {1, 32, 8, 8, 32, 1, 1, 1, 0, 0, 1, 1}, 1);
+  CheckScratchArg("conv2d", {1, 3, 13, 11, 5, 3, 3, 2, 1, 0, 1, 2}, 1);
+  if (info_.cores >= 2) CheckThreads("conv2d", {1, 32, 30, 30, 48, 3, 3, 1, 1, 1, 1, 1}, 2);
 }
 
 // Two threads on the server's pool: each with its own items and scratch at the same time.

@@ -114,6 +114,7 @@ class SplitIntoTasks final : public Task {
     return "#define CT_TASKS " + std::to_string(tasks_) + "\n" + inner_.Generate(c);
   }
   void Reference(HostArgs& args) const override { inner_.Reference(args); }
+  void ZeroPadding(HostArgs& args) const override { inner_.ZeroPadding(args); }
   double rtol() const override { return inner_.rtol(); }
   double atol() const override { return inner_.atol(); }
 
@@ -148,6 +149,12 @@ class WithScratchArg final : public Task {
     std::vector<float> scratch = std::move(args.back());
     args.pop_back();
     inner_.Reference(args);
+    args.push_back(std::move(scratch));
+  }
+  void ZeroPadding(HostArgs& args) const override {
+    std::vector<float> scratch = std::move(args.back());
+    args.pop_back();
+    inner_.ZeroPadding(args);
     args.push_back(std::move(scratch));
   }
   double rtol() const override { return inner_.rtol(); }

@@ -56,6 +56,7 @@ HostArgs MakeInputs(const Task& task, uint64_t seed) {
     }
     args.push_back(std::move(data));
   }
+  task.ZeroPadding(args);
   return args;
 }
 

@@ -24,6 +24,14 @@
 // knob value for the others. A 1x1 stride-1 unpadded layer may read full panels from the input
 // planes in place.
 //
+// Layouts (the shape's layout field, conv_layout.h): 0 NCHW as above; 1 blocked, the network
+// layout the model compiler keeps between layers: data, residual and out [N, C/VW, H, W, VW] and
+// the weight packed at compile time as [K/VW, C, R, S, VW], so a call packs nothing (a padded
+// layer copies its input rows into a zero-bordered buffer, no transposes) and stores its register
+// tiles as they are, one vector a pixel and channel block; 2 NCHW data (packed in the call, as
+// layout 0) with blocked out, for a network's first layer. Blocked layouts use the direct
+// algorithm with the channel block VW; the KV vectors of a tile are KV neighbouring channel blocks.
+//
 // The work is a list of items (image, output-channel block, output rows; for gemm: image, pixel
 // panel), split into contiguous ranges by task, so the kernel runs unchanged on one thread or
 // many; packing is split likewise.
@@ -39,6 +47,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "crosstune/tuner/conv_layout.h"
 #include "crosstune/tuner/task.h"
 #include "templates/common.h"
 #include "templates/cuda.h"
@@ -56,12 +65,18 @@ struct Conv2dShape {
   int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, k_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
   int64_t oh_ = 0, ow_ = 0;
   bool residual_ = false;
-  bool relu_ = true;  // the epilogue's activation: relu, or none
+  bool relu_ = true;    // the epilogue's activation: relu, or none
+  int64_t layout_ = 0;  // ConvLayout
   int vw_ = 4;
   int regs_ = 16;
   Expected<ConfigSpace> BuildSpace() const;
   // 1x1, stride 1, no padding: the input planes are the matrix product's right-hand side.
   bool PlainMatrix() const { return r_ == 1 && s_ == 1 && pad_ == 0 && stride_ == 1; }
+  bool BlockedIn() const { return layout_ == 1; }
+  bool BlockedOut() const { return layout_ != 0; }
+  // Channel blocks of VW in blocked tensors: of the input (layout 1) and of the output.
+  int64_t InBlocks() const { return CeilDiv(c_, vw_); }
+  int64_t OutBlocks() const { return CeilDiv(k_, vw_); }
 };
 
 class Conv2dTask final : public Task, private Conv2dShape {
@@ -73,9 +88,9 @@ class Conv2dTask final : public Task, private Conv2dShape {
                                               const builder::Target& target,
                                               const TaskOptions& options) {
     const std::string usage = templates::ShapeUsage("conv2d");
-    if (shape.size() < 9 || shape.size() > 11) {
+    if (shape.size() < 9 || shape.size() > 12) {
       return Status(ErrorCode::kInvalidArgument,
-                    usage + " (9 to 11 values, got " + std::to_string(shape.size()) + ")");
+                    usage + " (9 to 12 values, got " + std::to_string(shape.size()) + ")");
     }
     const int64_t limit = int64_t{1} << 16;
     for (size_t i = 0; i < 8; ++i) {
@@ -94,11 +109,22 @@ class Conv2dTask final : public Task, private Conv2dShape {
       return Status(ErrorCode::kInvalidArgument,
                     usage + ": activation is 0 (none) or 1 (relu, the default)");
     }
+    if (shape.size() > 11 && (shape[11] < 0 || shape[11] > 2)) {
+      return Status(ErrorCode::kInvalidArgument,
+                    usage + ": layout is 0 (NCHW), 1 (blocked) or 2 (NCHW data, blocked out)");
+    }
     if (shape[5] > shape[2] + 2 * pad || shape[6] > shape[3] + 2 * pad) {
       return Status(ErrorCode::kInvalidArgument,
                     usage + ": the filter (R,S) is larger than the padded input");
     }
-    if (target.is_cuda()) return MakeCudaConv2dTask(shape, target, options);
+    if (target.is_cuda()) {
+      if (shape.size() > 11 && shape[11] != 0) {
+        return Status(ErrorCode::kInvalidArgument,
+                      usage + ": blocked layouts are for CPU targets; " + target.ToString() +
+                          " takes NCHW (layout 0)");
+      }
+      return MakeCudaConv2dTask(shape, target, options);
+    }
     const templates::ConvShape g = templates::ConvShapeOf(shape);
     Conv2dShape s;
     s.n_ = g.n;
@@ -112,6 +138,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
     s.pad_ = g.pad;
     s.residual_ = g.residual;
     s.relu_ = g.relu;
+    s.layout_ = g.layout;
     s.oh_ = g.oh;
     s.ow_ = g.ow;
     s.vw_ = templates::VectorWidth(target);
@@ -123,10 +150,24 @@ class Conv2dTask final : public Task, private Conv2dShape {
   std::string function() const override { return "conv2d"; }
 
   std::vector<ArgSpec> args() const override {
-    std::vector<ArgSpec> a = {
-        {"data", {n_, c_, h_, w_}}, {"weight", {k_, c_, r_, s_}}, {"bias", {k_}}};
-    if (residual_) a.push_back({"residual", {n_, k_, oh_, ow_}});
-    a.push_back({"out", {n_, k_, oh_, ow_}, {kDLFloat, 32, 1}, true});
+    if (!BlockedOut()) {
+      std::vector<ArgSpec> a = {
+          {"data", {n_, c_, h_, w_}}, {"weight", {k_, c_, r_, s_}}, {"bias", {k_}}};
+      if (residual_) a.push_back({"residual", {n_, k_, oh_, ow_}});
+      a.push_back({"out", {n_, k_, oh_, ow_}, {kDLFloat, 32, 1}, true});
+      return a;
+    }
+    const std::vector<int64_t> out = BlockedShape({n_, k_, oh_, ow_}, vw_);
+    std::vector<ArgSpec> a;
+    if (BlockedIn()) {
+      a = {{"data", BlockedShape({n_, c_, h_, w_}, vw_)},
+           {"weight", PackedWeightShape({k_, c_, r_, s_}, vw_)}};
+    } else {
+      a = {{"data", {n_, c_, h_, w_}}, {"weight", {k_, c_, r_, s_}}};
+    }
+    a.push_back({"bias", {PaddedChannels(k_, vw_)}});
+    if (residual_) a.push_back({"residual", out});
+    a.push_back({"out", out, {kDLFloat, 32, 1}, true});
     return a;
   }
 
@@ -135,7 +176,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
   Config DefaultConfig() const override {
     // Two channel vectors where K has them, and the widest pixel tile the registers hold, made
     // narrower while that keeps the number of tiles per row (fewer wasted remainder pixels).
-    const int64_t kv = k_ > vw_ ? 2 : 1;
+    const int64_t kv = k_ > vw_ && (!BlockedIn() || OutBlocks() % 2 == 0) ? 2 : 1;
     const int64_t tmax = std::max<int64_t>(1, std::min<int64_t>(ow_, (regs_ - 1 - kv) / kv));
     int64_t t = tmax;
     while (t > 1 && CeilDiv(ow_, t - 1) == CeilDiv(ow_, tmax)) --t;
@@ -155,7 +196,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
     // the direct algorithm on ResNet-50's layers: faster on the 1x1 layers of 56x56 and 28x28
     // pixels, slower on those of 14x14 and 7x7 (few pixels: lanes past the last one are wasted,
     // while the direct tile's lanes are output channels) and on every 3x3 layer.
-    if (r_ == 1 && s_ == 1 && pad_ == 0 && oh_ * ow_ >= 32 * vw_) {
+    if (!BlockedOut() && r_ == 1 && s_ == 1 && pad_ == 0 && oh_ * ow_ >= 32 * vw_) {
       // Pixel vectors: the fewest padded lanes, within 10%, with the most vectors a panel.
       const int64_t p = oh_ * ow_;
       auto padded = [&](int64_t nv) { return CeilDiv(p, nv * vw_) * nv * vw_; };
@@ -221,6 +262,14 @@ class Conv2dTask final : public Task, private Conv2dShape {
       << (b.in_place ? 1 : 0) << "\n#define CRS " << c_ * r_ * s_ << "L\n"
       << "#define KC " << b.kc << "L\n#define NCHUNK " << CeilDiv(c_ * r_ * s_, b.kc)
       << "\n#define KR " << RoundUp(k_, b.mr) << "L\n"
+      << "#define IN_BLOCKED " << (BlockedIn() ? 1 : 0) << "\n#define OUT_BLOCKED "
+      << (BlockedOut() ? 1 : 0) << "\n#define IN_DIRECT " << (InDirect() ? 1 : 0)
+      << "\n#define KBO " << OutBlocks()
+      << "L\n"
+      // The weight a tile reads: channel rows WROW apart, its KV vectors WVS apart (the packed
+      // weight of layout 1, or the call's copy of a KVW-channel block).
+      << "#define WROW " << (BlockedIn() ? vw_ : b.kv * vw_) << "\n#define WVS "
+      << (BlockedIn() ? b.cbn * b.cb * r_ * s_ * vw_ : vw_) << "L\n"
       << templates::KernelPrelude(vw_);
     if (!b.gemm) {
       o << TileFunction("tile_full", b.t);
@@ -230,7 +279,8 @@ class Conv2dTask final : public Task, private Conv2dShape {
     if (b.gemm) {
       phases = {{"conv_gemm", "N_ * PB"}};
     } else {
-      phases = {{"pack_input", "N_ * CBN * H_"}, {"conv_rows", "KB * N_ * OHN"}};
+      if (!InDirect()) phases.push_back({"pack_input", "N_ * CBN * H_"});
+      phases.push_back({"conv_rows", "KB * N_ * OHN"});
     }
     const auto scratch = Scratch(b);
     o << templates::KernelArgsStruct(args(), scratch, threads()) << kKernelBody
@@ -246,8 +296,37 @@ class Conv2dTask final : public Task, private Conv2dShape {
   void Reference(HostArgs& args) const override {
     templates::ConvShape g{n_, c_, h_, w_, k_, r_, s_, stride_, pad_, residual_, oh_, ow_};
     g.relu = relu_;
-    templates::Conv2dReference(g, args[0], args[1], args[2], residual_ ? &args[3] : nullptr,
-                               args.back());
+    if (!BlockedOut()) {
+      templates::Conv2dReference(g, args[0], args[1], args[2], residual_ ? &args[3] : nullptr,
+                                 args.back());
+      return;
+    }
+    // The NCHW reference on unblocked copies, its output blocked.
+    const std::vector<float> data =
+        BlockedIn() ? FromBlocked(args[0], n_, c_, h_ * w_, vw_) : args[0];
+    const std::vector<float> weight =
+        BlockedIn() ? UnpackWeight(args[1], k_, c_, r_, s_, vw_) : args[1];
+    const std::vector<float> bias(args[2].begin(), args[2].begin() + k_);
+    std::vector<float> residual;
+    if (residual_) residual = FromBlocked(args[3], n_, k_, oh_ * ow_, vw_);
+    std::vector<float> out(static_cast<size_t>(n_ * k_ * oh_ * ow_));
+    templates::Conv2dReference(g, data, weight, bias, residual_ ? &residual : nullptr, out);
+    args.back() = ToBlocked(out, n_, k_, oh_ * ow_, vw_);
+  }
+
+  // Blocked tensors hold zeros past the last channel, the packed weight zero rows and lanes past
+  // C and K, the padded bias zeros past K: as the model compiler's packing writes them.
+  void ZeroPadding(HostArgs& args) const override {
+    if (!BlockedOut()) return;
+    auto reblock = [](std::vector<float>& t, int64_t n, int64_t c, int64_t hw, int64_t cb) {
+      t = ToBlocked(FromBlocked(t, n, c, hw, cb), n, c, hw, cb);
+    };
+    if (BlockedIn()) {
+      reblock(args[0], n_, c_, h_ * w_, vw_);
+      args[1] = PackWeight(UnpackWeight(args[1], k_, c_, r_, s_, vw_), k_, c_, r_, s_, vw_);
+    }
+    std::fill(args[2].begin() + k_, args[2].end(), 0.0f);
+    if (residual_) reblock(args[3], n_, k_, oh_ * ow_, vw_);
   }
 
   // fp32 sums of C*R*S products in another order than the reference's (double) sum.
@@ -295,6 +374,9 @@ class Conv2dTask final : public Task, private Conv2dShape {
   }
 
  private:
+  // Layout 1 without padding reads its input where it is: no packed copy.
+  bool InDirect() const { return BlockedIn() && pad_ == 0; }
+
   struct Blocks {
     int64_t t, kv, cb, cbn, kb;
     bool gemm, in_place;
@@ -324,9 +406,15 @@ class Conv2dTask final : public Task, private Conv2dShape {
               {"sums", "KR * NRP", RoundUp(k_, b.mr) * b.nv * vw_, true}};
     }
     const int64_t hp = h_ + 2 * pad_, wp = w_ + 2 * pad_;
-    return {{"in", "N_ * CBN * HP * WP * CB", n_ * b.cbn * hp * wp * b.cb, false},
-            {"wt", "CBN * R_ * S_ * CB * KVW", b.cbn * r_ * s_ * b.cb * b.kv * vw_, true},
-            {"rows", "OHB * OWP * KVW", b.ohb * RoundUp(ow_, vw_) * b.kv * vw_, true}};
+    std::vector<templates::ScratchBuffer> out;
+    if (!InDirect()) {
+      out.push_back({"in", "N_ * CBN * HP * WP * CB", n_ * b.cbn * hp * wp * b.cb, false});
+    }
+    if (!BlockedIn()) {
+      out.push_back({"wt", "CBN * R_ * S_ * CB * KVW", b.cbn * r_ * s_ * b.cb * b.kv * vw_, true});
+    }
+    out.push_back({"rows", "OHB * OWP * KVW", b.ohb * RoundUp(ow_, vw_) * b.kv * vw_, true});
+    return out;
   }
 
   uint64_t ScratchFloats(const Config& c) const {
@@ -334,8 +422,9 @@ class Conv2dTask final : public Task, private Conv2dShape {
     const uint64_t tasks = static_cast<uint64_t>(threads());
     if (b.gemm) return tasks * (c_ * r_ * s_ + RoundUp(k_, b.mr)) * b.nv * vw_;
     const uint64_t in =
-        static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
-    const uint64_t w = tasks * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
+        InDirect() ? 0
+                   : static_cast<uint64_t>(n_) * b.cbn * (h_ + 2 * pad_) * (w_ + 2 * pad_) * b.cb;
+    const uint64_t w = BlockedIn() ? 0 : tasks * b.cbn * r_ * s_ * b.cb * b.kv * vw_;
     const uint64_t rows = tasks * c.Int("oh_rows") * RoundUp(ow_, vw_) * b.kv * vw_;
     return in + w + rows;
   }
@@ -362,17 +451,26 @@ Expected<ConfigSpace> Conv2dShape::BuildSpace() const {
   for (int64_t t = 1; t <= std::min<int64_t>(ow_, regs_ - 2); ++t) tiles.push_back(t);
   CT_RETURN_IF_ERROR(space.AddCategorical("ow_tile", tiles));
   std::vector<int64_t> kvs;
-  for (int64_t v = 1; v <= 4 && (v - 1) * vw_ < k_; ++v) kvs.push_back(v);
+  for (int64_t v = 1; v <= 4 && (v - 1) * vw_ < k_; ++v) {
+    // Blocked: a tile's KV channel blocks are whole blocks of the packed weight.
+    if (!BlockedIn() || OutBlocks() % v == 0) kvs.push_back(v);
+  }
   CT_RETURN_IF_ERROR(space.AddCategorical("oc_vectors", kvs));
+  // A blocked input comes in blocks of VW channels.
   CT_RETURN_IF_ERROR(space.AddCategorical(
-      "ic_block", templates::CandidatesUpTo({1, 2, 4, 8, 16, 32, 64}, std::min<int64_t>(c_, 64))));
+      "ic_block", BlockedIn() ? std::vector<int64_t>{vw_}
+                              : templates::CandidatesUpTo({1, 2, 4, 8, 16, 32, 64},
+                                                          std::min<int64_t>(c_, 64))));
   CT_RETURN_IF_ERROR(space.AddReorder("order", {"ow", "cb"}));
   CT_RETURN_IF_ERROR(space.AddCategorical(
       "oh_rows", templates::CandidatesUpTo({1, 2, 4}, std::min<int64_t>(oh_, 4))));
   CT_RETURN_IF_ERROR(space.AddCategorical("unroll_c", {1, 2, 4, 8}));
   const int regs = regs_;
   {
-    CT_RETURN_IF_ERROR(space.AddCategoricalJson("algorithm", {"direct", "gemm"}));
+    // The matrix product reads and writes NCHW: no algorithm of the blocked layouts.
+    CT_RETURN_IF_ERROR(space.AddCategoricalJson(
+        "algorithm", BlockedOut() ? std::vector<nlohmann::json>{"direct"}
+                                  : std::vector<nlohmann::json>{"direct", "gemm"}));
     std::vector<int64_t> rows;
     for (int64_t m = 1; m <= std::min<int64_t>(k_, 14); ++m) rows.push_back(m);
     CT_RETURN_IF_ERROR(space.AddCategorical("gemm_rows", rows));
@@ -421,15 +519,15 @@ const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
     for (int v = 0; v < KV; ++v) acc[i][v] = first ? (vf){0} : *(const vf*)(rb + i * KVW + v * VW);
   for (long cb = 0; cb < ncb; ++cb) {
     const float* ib = ip + cb * (HP * WP * CB);
-    const float* wb = wp + cb * ((long)R_ * S_ * CB * KVW);
+    const float* wb = wp + cb * ((long)R_ * S_ * CB * WROW);
     for (int r = 0; r < R_; ++r)
       for (int s = 0; s < S_; ++s) {
         const float* ir = ib + (r * WP + s) * CB;
-        const float* wr = wb + (r * S_ + s) * KVW;
+        const float* wr = wb + (r * S_ + s) * WROW;
 #pragma clang loop unroll_count(UNROLL)
         for (int c = 0; c < CB; ++c) {
           vf w[KV];
-          for (int v = 0; v < KV; ++v) w[v] = *(const vf*)(wr + c * R_ * S_ * KVW + v * VW);
+          for (int v = 0; v < KV; ++v) w[v] = *(const vfu*)(wr + c * R_ * S_ * WROW + v * WVS);
           for (int i = 0; i < TW; ++i) {
             const float x = ir[i * ST * CB + c];
             for (int v = 0; v < KV; ++v) acc[i][v] += x * w[v];
@@ -592,6 +690,7 @@ static int32_t conv_gemm(int32_t task, int32_t num_tasks, void* closure) {
    back), and its output `rows`. The kernel writes every element it reads: zeros for the padding
    and for channels past C (scratch holds anything when a call begins). */
 
+#if !IN_DIRECT
 /* Items: (image, channel block, input row); the first and last rows write the padding rows. */
 static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
   const kernel_args* a = (const kernel_args*)closure;
@@ -606,6 +705,11 @@ static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
     float* dst = plane + (h + PAD) * WP * CB + PAD * CB;
     zero_floats(dst - PAD * CB, PAD * CB);
     zero_floats(dst + W_ * CB, PAD * CB);
+#if IN_BLOCKED
+    /* The row as it is (CB is VW): the padded copy only adds the zero border. */
+    const float* src = a->data + ((n * CBN + cb) * H_ + h) * W_ * CB;
+    for (long j = 0; j < W_ * CB; j += VW) *(vfu*)(dst + j) = *(const vfu*)(src + j);
+#else
     const float* src = a->data + ((n * C_ + cb * CB) * H_ + h) * W_;
     const long cn = MIN(CB, C_ - cb * CB);
     long w = 0;
@@ -625,16 +729,23 @@ static int32_t pack_input(int32_t task, int32_t num_tasks, void* closure) {
       for (; c < cn; ++c) dst[w * CB + c] = src[c * H_ * W_ + w];
       for (; c < CB; ++c) dst[w * CB + c] = 0;
     }
+#endif
   }
   return 0;
 }
+#endif
 
 /* Output-channel block kb of the weight into dst: the weight's (c, r, s) order with KVW channels
    an element, so the transposed vectors are written in sequence. Lanes of channels past K keep
    what was there (they only reach outputs that are not stored); rows of channels past C are
    zero. */
+#if !IN_BLOCKED
 static void pack_weight_block(const kernel_args* a, float* restrict dst, long kb) {
   const long crs = C_ * R_ * S_;
+#if OUT_BLOCKED
+  /* Blocked outputs store whole vectors: the lanes of channels past K must sum to zero. */
+  zero_floats(dst, CBN * CB * R_ * S_ * KVW);
+#endif
   for (long kk = 0; kk < KVW; kk += VW) {
     const long k0 = kb * KVW + kk;
     if (k0 >= K_) break;
@@ -654,7 +765,27 @@ static void pack_weight_block(const kernel_args* a, float* restrict dst, long kb
   }
   zero_floats(dst + crs * KVW, (CBN * CB - C_) * R_ * S_ * KVW);
 }
+#endif
 
+#if OUT_BLOCKED
+/* The row buffer to the blocked output with the epilogue: vector kbo of a pixel is its channels
+   [kbo * VW, kbo * VW + VW), the buffer's layout already. */
+static void store_row(const kernel_args* a, const float* rb, long n, long kb, long oh) {
+  for (int v = 0; v < KV; ++v) {
+    const long kbo = kb * KV + v;
+    if (kbo >= KBO) break;
+    const vf bias = *(const vfu*)(a->bias + kbo * VW);
+    const long o = ((n * KBO + kbo) * OH + oh) * OW * VW;
+    for (long ow = 0; ow < OW; ++ow) {
+      vf y = *(const vf*)(rb + ow * KVW + v * VW) + bias;
+#if RESIDUAL
+      y += *(const vfu*)(a->residual + o + ow * VW);
+#endif
+      *(vfu*)(a->out + o + ow * VW) = ACT(y);
+    }
+  }
+}
+#else
 /* The row buffer (pixel-major, KVW channels a pixel) back to NCHW with the epilogue. */
 static void store_row(const kernel_args* a, const float* rb, long n, long kb, long oh) {
   for (int v = 0; v < KV; ++v) {
@@ -688,27 +819,39 @@ static void store_row(const kernel_args* a, const float* rb, long n, long kb, lo
     }
   }
 }
+#endif
 
 /* Items: (output-channel block, image, block of OHB output rows). */
 static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
   const kernel_args* a = (const kernel_args*)closure;
   float* rows = a->scratch->rows[task];
   long begin, end;
+#if !IN_BLOCKED
   float* wp = a->scratch->wt[task];
   long packed = -1;
+#endif
   task_range(KB * N_ * OHN, task, num_tasks, &begin, &end);
   for (long item = begin; item < end; ++item) {
     const long oh0 = item % OHN * OHB, n = item / OHN % N_, kb = item / (OHN * N_);
+#if IN_BLOCKED
+    /* The packed weight's blocks kb * KV ... (its vectors WVS apart). */
+    const float* wp = a->weight + kb * KV * WVS;
+#else
     if (kb != packed) {
       pack_weight_block(a, wp, kb);
       packed = kb;
     }
+#endif
     const long nrows = MIN(OHB, OH - oh0);
+#if IN_DIRECT
+    const float* ip = a->data + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
+#else
     const float* ip = a->scratch->in + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
+#endif
 #if CB_OUTER
     /* A channel block's weights stay in L1 while every tile of the rows goes by. */
     for (long cb = 0; cb < CBN; ++cb) {
-      const float* wc = wp + cb * R_ * S_ * CB * KVW;
+      const float* wc = wp + cb * R_ * S_ * CB * WROW;
       for (long y = 0; y < nrows; ++y) {
         const float* ic = ip + cb * HP * WP * CB + y * ST * WP * CB;
         float* rb = rows + y * OWP * KVW;

@@ -16,9 +16,10 @@ struct Entry {
 constexpr Entry kTemplates[] = {
     {"matmul", "M,N,K", "C = A·B, fp32, row-major A [M, K] and B [K, N] (CPU; CUDA)",
      templates::MakeMatmulTask},
-    {"conv2d", "N,C,H,W,K,R,S,stride,pad[,residual[,activation]]",
+    {"conv2d", "N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]",
      "out = act(conv(data, weight) + bias (+ residual)), act 1 relu (the default) or 0 none, fp32 "
-     "NCHW, weight [K, C, R, S] (CPU; CUDA)",
+     "NCHW, weight [K, C, R, S] (CPU; CUDA); layout 1: blocked NCHWc tensors and a packed "
+     "weight, 2: NCHW data, blocked out (CPU)",
      templates::MakeConv2dTask},
     {"depthwise_conv2d", "N,C,H,W,R,S,stride,pad",
      "out = relu(depthwise conv(data, weight) + bias), fp32 NCHW, weight [C, 1, R, S] (CPU)",

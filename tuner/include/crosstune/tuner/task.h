@@ -72,6 +72,9 @@ class Task {
   virtual int64_t ScratchBytes(const Config& /*config*/) const { return 0; }
   // Fills the output arguments of `args` from its inputs.
   virtual void Reference(HostArgs& args) const = 0;
+  // Makes random inputs ones the kernel can be given: zeros where its layouts hold padding (the
+  // lanes past the last channel of a blocked tensor). MakeInputs calls it.
+  virtual void ZeroPadding(HostArgs& /*args*/) const {}
   // |got - want| <= atol + rtol * |want| for every element of every output.
   virtual double rtol() const { return 1e-4; }
   virtual double atol() const { return 1e-4; }
@@ -134,7 +137,8 @@ Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vec
 // ("C[3,17] = 1.5, reference 2.25 (18 of 262144 elements differ)").
 Status CompareOutputs(const Task& task, const HostArgs& got, const HostArgs& want);
 
-// Random inputs (uniform in [-1, 1), fixed by `seed`), outputs zeroed.
+// Random inputs (uniform in [-1, 1), fixed by `seed`; zero where Task::ZeroPadding says),
+// outputs zeroed.
 HostArgs MakeInputs(const Task& task, uint64_t seed);
 
 }  // namespace crosstune::tuner
