@@ -207,6 +207,8 @@ TEST(LayoutPlanTest, RewriteInsertsOneTransformPerDisagreementAndKeepsTheGraphsE
   EXPECT_EQ(g.values[conv2->inputs[1]].shape, tuner::PackedWeightShape({20, 20, 3, 3}, 8));
   EXPECT_EQ(g.values[conv2->inputs[1]].layout, "KCRS8k");
   EXPECT_EQ(NodeNamed(g, "dw")->Has("layout"), false);
+  // The network's work is the same (padded lanes are not counted).
+  EXPECT_DOUBLE_EQ(Stats(g).flops, Stats(original).flops);
   // The original weights of packed convs are gone: params.bin holds the packed ones only.
   for (const Value& v : g.values) EXPECT_NE(v.name, "conv2.weight");
   // The tasks of the rewritten graph are those extracted before.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 
+#include "crosstune/model/layout_plan.h"
 #include "crosstune/model/onnx_import.h"
 #include "crosstune/model/ops.h"
 #include "crosstune/model/storage_plan.h"
@@ -95,6 +96,18 @@ TEST(PassesTest, ResNet50Width16MatchesOnnxRuntimeBeforeAndAfterThePasses) {
   auto got = Interpret(fused, {x});
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_LE(Compare((*got)[0], ref, "resnet50 w16, passes run, vs onnxruntime"), 1.0);
+  // Blocked layouts as compile rewrites them (AVX2's block of 8): every conv blocked, no transform
+  // (the max-pool keeps the stem's output blocked, the global pool reads the last block's).
+  Graph blocked = fused;
+  ASSERT_TRUE(RewriteLayouts(blocked, PlanLayouts(blocked), 8).ok());
+  EXPECT_EQ(Ops(blocked).count("LayoutTransform"), 0u);
+  int layouts = 0;
+  for (const Node& n : blocked.nodes) layouts += n.Has("layout");
+  EXPECT_EQ(layouts, 53);
+  auto got_blocked = Interpret(blocked, {x});
+  ASSERT_TRUE(got_blocked.ok()) << got_blocked.status().message();
+  EXPECT_LE(Compare((*got_blocked)[0], ref, "resnet50 w16, blocked layouts, vs onnxruntime"), 1.0);
+  EXPECT_EQ((*got_blocked)[0], (*got)[0]) << "the blocked graph computes the same sums";
 }
 
 TEST(PassesTest, ConstantFoldingRemovesShapeArithmetic) {

@@ -118,6 +118,10 @@ Status EvalConvLike(OpContext& ctx) {
 double ConvFlops(const Graph& g, const Node& n) {
   const auto& w = g.values[n.inputs[1]].shape;
   const auto& y = g.values[n.outputs[0]].shape;
+  if (n.Has("layout")) {
+    // Blocked: the lanes past K and C are no work of the network's.
+    return 2.0 * y[0] * n.Int("filters", 0) * y[2] * y[3] * n.Int("channels", 0) * w[2] * w[3];
+  }
   return 2.0 * NumElements(y) * w[1] * w[2] * w[3];
 }
 

@@ -125,13 +125,18 @@ Status EvalGlobalAvgPool(OpContext& ctx) {
   return Status::Ok();
 }
 
+// Of a blocked tensor, the elements of its NCHW form (lanes past C are no work).
+double NchwElements(const Graph& g, const Node& n, int v) {
+  const auto& s = g.values[v].shape;
+  if (!n.Has("block") || s.size() != 5) return static_cast<double>(NumElements(s));
+  return static_cast<double>(s[0]) * n.Int("channels", 0) * s[2] * s[3];
+}
+
 double PoolFlops(const Graph& g, const Node& n) {
   const auto k = n.Ints("kernel_shape", {1, 1});
-  return static_cast<double>(g.values[n.outputs[0]].elements()) * k[0] * k[1];
+  return NchwElements(g, n, n.outputs[0]) * k[0] * k[1];
 }
-double GlobalPoolFlops(const Graph& g, const Node& n) {
-  return static_cast<double>(g.values[n.inputs[0]].elements());
-}
+double GlobalPoolFlops(const Graph& g, const Node& n) { return NchwElements(g, n, n.inputs[0]); }
 
 }  // namespace
 
