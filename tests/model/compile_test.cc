@@ -278,6 +278,9 @@ TEST_F(CompileTest, BlockedAndNchwLayoutsComputeTheSameNetwork) {
   auto blocked = CompileFile(path, Target(), DefaultPasses(), ".blocked");
   auto plain = CompileFile(path, Target(), DefaultPasses(), ".nchw", nchw);
   ASSERT_TRUE(blocked.ok && plain.ok);
+  // The conv2d template takes every blocked conv (none falls back to a generated kernel).
+  EXPECT_EQ(blocked.result.untemplated, 0);
+  EXPECT_EQ(blocked.result.defaults, plain.result.defaults);
   int packed = 0;
   for (const Value& v : blocked.result.graph.values) packed += !v.layout.empty();
   EXPECT_GT(packed, 0) << "the convs of blocked data read packed weights";
