@@ -38,6 +38,7 @@
 #include "crosstune/guarded_main.h"
 #include "crosstune/kernel_abi.h"
 #include "crosstune/server/parallel_pool.h"
+#include "crosstune/tuner/conv_layout.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
@@ -208,12 +209,34 @@ struct TaskArgs {
   }
 };
 
+// A conv2d task's inputs as oneDNN takes them here, NCHW/KCRS: a blocked layout's (block cb)
+// unblocked, its packed weight unpacked, its bias cut to K.
+tuner::HostArgs NchwInputs(const std::vector<int64_t>& shape, const tuner::HostArgs& in,
+                           int64_t cb) {
+  const int64_t layout = shape.size() > 11 ? shape[11] : 0;
+  if (layout == 0) return in;
+  const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3], k = shape[4];
+  const int64_t r = shape[5], s = shape[6];
+  const int64_t ohw =
+      ((h + 2 * shape[8] - r) / shape[7] + 1) * ((w + 2 * shape[8] - s) / shape[7] + 1);
+  tuner::HostArgs out = in;
+  if (layout == 1) {
+    out[0] = tuner::FromBlocked(in[0], n, c, h * w, cb);
+    out[1] = tuner::UnpackWeight(in[1], k, c, r, s, cb);
+  }
+  out[2].resize(static_cast<size_t>(k));
+  if (shape.size() > 9 && shape[9] != 0) out[3] = tuner::FromBlocked(in[3], n, k, ohw, cb);
+  out.back() = tuner::FromBlocked(in.back(), n, k, ohw, cb);
+  return out;
+}
+
 // One ResNet-50 convolution through oneDNN: its own choice of algorithm and of blocked layouts
 // (inputs reordered once, outside the timing), bias and ReLU (and the residual sum) as post-ops,
 // as a framework that keeps activations in oneDNN's layout would run it.
 class OneDnnConv {
  public:
-  // shape: N,C,H,W,K,R,S,stride,pad[,residual]; inputs in NCHW/KCRS, as the template takes them.
+  // shape: N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]; inputs in NCHW/KCRS (see
+  // NchwInputs for a blocked layout's).
   OneDnnConv(const std::vector<int64_t>& shape, const tuner::HostArgs& inputs)
       : eng_(dnnl::engine::kind::cpu, 0), stream_(eng_) {
     using dnnl::memory;
@@ -222,6 +245,7 @@ class OneDnnConv {
     const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3], k = shape[4],
                   r = shape[5], s = shape[6], stride = shape[7], pad = shape[8];
     residual_ = shape.size() > 9 && shape[9] != 0;
+    const bool relu = shape.size() < 11 || shape[10] != 0;
     const int64_t oh = (h + 2 * pad - r) / stride + 1, ow = (w + 2 * pad - s) / stride + 1;
     memory::dims src{n, c, h, w}, wei{k, c, r, s}, bia{k}, dst{n, k, oh, ow};
     memory::dims strides{stride, stride}, padding{pad, pad};
@@ -231,7 +255,7 @@ class OneDnnConv {
         memory::desc(bia, dt::f32, tag::x), any(dst), strides, padding, padding);
     dnnl::post_ops ops;
     if (residual_) ops.append_sum(1.0f);
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, eng_);
@@ -293,15 +317,17 @@ static int BenchMain(int argc, char** argv) {
   std::string shape_text = "1024,1024,1024", tuner_name = "xgb", server_bin = CT_DEFAULT_SERVER;
   std::string log_path;
   int trials = 40, conv_trials = 60;
-  std::vector<std::string> conv_layers = {"1,64,56,56,64,3,3,1,1", "1,128,56,56,128,3,3,2,1",
-                                          "1,256,56,56,64,1,1,1,0"};
+  // ResNet-50 layers as its compiled network runs them (blocked layout 1, conv_layout.h).
+  std::vector<std::string> conv_layers = {"1,64,56,56,64,3,3,1,1,0,1,1",
+                                          "1,128,56,56,128,3,3,2,1,0,1,1",
+                                          "1,256,56,56,64,1,1,1,0,0,1,1"};
   std::vector<int> thread_counts = {1, 2};
   app.add_option("--shape", shape_text, "matmul M,N,K")->capture_default_str();
   app.add_option("--trials", trials, "trials per task (the default config included)")
       ->capture_default_str();
   app.add_option("--threads", thread_counts, "thread counts to compare")->capture_default_str();
   app.add_option("--conv-trials", conv_trials, "trials per conv2d layer")->capture_default_str();
-  app.add_option("--conv", conv_layers, "conv2d layers N,C,H,W,K,R,S,stride,pad (none: skip)")
+  app.add_option("--conv", conv_layers, "conv2d layers as conv2d's --shape (none: skip)")
       ->capture_default_str();
   app.add_option("--tuner", tuner_name, "search strategy")->capture_default_str();
   app.add_option("--log", log_path, "tuning records: appended, and reused by a later run");
@@ -539,7 +565,10 @@ static int BenchMain(int argc, char** argv) {
     LocalModule tuned(built[0].library, (*task)->function(), &pool, dir, "conv_tuned");
     LocalModule untuned(built[1].library, (*task)->function(), &pool, dir, "conv_default");
     TaskArgs args(**task, 11);
-    OneDnnConv theirs(ShapeOrDie(layer), args.data);
+    const int64_t cb = tuner::BlockedChannels(*target);
+    // oneDNN keeps a pointer to the bias: its inputs live as long as it does.
+    const tuner::HostArgs nchw_inputs = NchwInputs(ShapeOrDie(layer), args.data, cb);
+    OneDnnConv theirs(ShapeOrDie(layer), nchw_inputs);
     auto ours = [&] {
       if (tuned.Call(args.args) != 0) Die("the tuned conv2d failed");
     };
@@ -558,7 +587,7 @@ static int BenchMain(int argc, char** argv) {
     ours();
     theirs.Run();
     const std::vector<float>& want = theirs.Output();
-    const std::vector<float>& got = args.data.back();
+    const std::vector<float> got = NchwInputs(ShapeOrDie(layer), args.data, cb).back();
     double max_diff = 0;
     for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
       max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - want[i])));

@@ -301,6 +301,7 @@ TEST_F(Conv2dOnServerTest, BlockedLayoutsMatchTheReference) {
   Check({1, 16, 15, 13, 16, 3, 3, 2, 1, 0, 1, 1}, 3);
   Check({1, 3, 23, 21, 20, 7, 7, 2, 3, 0, 1, 2}, 4);
   Check({1, 5, 11, 9, 16, 3, 3, 1, 1, 1, 0, 2}, 3);
+  Check({1, 3, 13, 11, 33, 3, 3, 2, 1, 0, 1, 2}, 4);  // a tile's second block past K
   CheckSplit("conv2d", {2, 17, 11, 13, 20, 3, 3, 1, 1, 1, 1, 1}, 3);
   CheckSplit("conv2d", {1, 3, 13, 11, 5, 3, 3, 2, 1, 0, 1, 2}, 7);
   CheckScratchArg("conv2d", {1, 20, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1}, 1);

@@ -271,6 +271,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
       << "#define WROW " << (BlockedIn() ? vw_ : b.kv * vw_) << "\n#define WVS "
       << (BlockedIn() ? b.cbn * b.cb * r_ * s_ * vw_ : vw_) << "L\n"
       << templates::KernelPrelude(vw_);
+    o << kActivation;
     if (!b.gemm) {
       o << TileFunction("tile_full", b.t);
       if (ow_ % b.t) o << TileFunction("tile_rem", ow_ % b.t);
@@ -435,13 +436,15 @@ class Conv2dTask final : public Task, private Conv2dShape {
     std::ostringstream o;
     o << "\nstatic inline __attribute__((always_inline)) void " << name
       << "(const float* restrict ip, const float* restrict wp, float* restrict rb, long ncb,\n"
-      << "    int first) {\n"
+      << "    int first, int last, float* restrict op, const float* restrict rp,\n"
+      << "    const float* restrict bp, long nv) {\n"
       << "  enum { TW = " << t << " };\n"
       << kTileBody;
     return o.str();
   }
 
   static const char* const kTileBody;
+  static const char* const kActivation;
   static const char* const kKernelBody;
 };
 
@@ -512,8 +515,10 @@ Expected<ConfigSpace> Conv2dShape::BuildSpace() const {
 
 // ip: packed input at (channel block 0, the item's first input row, the tile's first input
 // column); wp: the item's packed weights at channel block 0; rb: the row buffer at the tile's
-// first pixel. Loops with constant bounds over TW and KV are unrolled by clang, so the
-// accumulators stay in registers.
+// first pixel. Blocked out: `last` (the sums are whole) stores the tile with the epilogue to op,
+// the output at the tile's first pixel and channel block (blocks OVS apart), rp the residual
+// there, bp the bias of the block, nv the blocks that exist (past K there are none). Loops with
+// constant bounds over TW and KV are unrolled by clang, so the accumulators stay in registers.
 const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
   for (int i = 0; i < TW; ++i)
     for (int v = 0; v < KV; ++v) acc[i][v] = first ? (vf){0} : *(const vf*)(rb + i * KVW + v * VW);
@@ -535,12 +540,28 @@ const char* const Conv2dTask::kTileBody = R"KERNEL(  vf acc[TW][KV];
         }
       }
   }
+#if OUT_BLOCKED
+  if (last) {
+    for (int v = 0; v < KV; ++v) {
+      if (v >= nv) break;
+      const vf b = *(const vfu*)(bp + v * VW);
+      for (int i = 0; i < TW; ++i) {
+        vf y = acc[i][v] + b;
+#if RESIDUAL
+        y += *(const vfu*)(rp + v * OVS + i * VW);
+#endif
+        *(vfu*)(op + v * OVS + i * VW) = ACT(y);
+      }
+    }
+    return;
+  }
+#endif
   for (int i = 0; i < TW; ++i)
     for (int v = 0; v < KV; ++v) *(vf*)(rb + i * KVW + v * VW) = acc[i][v];
 }
 )KERNEL";
 
-const char* const Conv2dTask::kKernelBody = R"KERNEL(
+const char* const Conv2dTask::kActivation = R"KERNEL(
 /* The epilogue's activation on a vector and on one element: relu (NaN becomes 0), or none. */
 #if RELU
 #define ACT(v) relu(v)
@@ -549,7 +570,11 @@ const char* const Conv2dTask::kKernelBody = R"KERNEL(
 #define ACT(v) (v)
 #define ACT1(x) (x)
 #endif
+/* Blocked out: channel blocks of the output are OVS apart. */
+#define OVS (OH * OW * VW)
+)KERNEL";
 
+const char* const Conv2dTask::kKernelBody = R"KERNEL(
 #if GEMM
 /* Scratch x: per-task im2col panels [C*R*S][NRP]: for each (c, r, s), the input under NRP output
    pixels (zero where the window is over the padding). Lanes past the last pixel hold whatever
@@ -767,25 +792,7 @@ static void pack_weight_block(const kernel_args* a, float* restrict dst, long kb
 }
 #endif
 
-#if OUT_BLOCKED
-/* The row buffer to the blocked output with the epilogue: vector kbo of a pixel is its channels
-   [kbo * VW, kbo * VW + VW), the buffer's layout already. */
-static void store_row(const kernel_args* a, const float* rb, long n, long kb, long oh) {
-  for (int v = 0; v < KV; ++v) {
-    const long kbo = kb * KV + v;
-    if (kbo >= KBO) break;
-    const vf bias = *(const vfu*)(a->bias + kbo * VW);
-    const long o = ((n * KBO + kbo) * OH + oh) * OW * VW;
-    for (long ow = 0; ow < OW; ++ow) {
-      vf y = *(const vf*)(rb + ow * KVW + v * VW) + bias;
-#if RESIDUAL
-      y += *(const vfu*)(a->residual + o + ow * VW);
-#endif
-      *(vfu*)(a->out + o + ow * VW) = ACT(y);
-    }
-  }
-}
-#else
+#if !OUT_BLOCKED
 /* The row buffer (pixel-major, KVW channels a pixel) back to NCHW with the epilogue. */
 static void store_row(const kernel_args* a, const float* rb, long n, long kb, long oh) {
   for (int v = 0; v < KV; ++v) {
@@ -848,17 +855,37 @@ static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
 #else
     const float* ip = a->scratch->in + n * CBN * HP * WP * CB + oh0 * ST * WP * CB;
 #endif
+#if OUT_BLOCKED
+    /* The tiles store whole sums to the output themselves: blocks kb * KV ..., nv of them. */
+    float* ob = a->out + ((n * KBO + kb * KV) * OH + oh0) * OW * VW;
+#if RESIDUAL
+    const float* rs = a->residual + ((n * KBO + kb * KV) * OH + oh0) * OW * VW;
+#else
+    const float* rs = 0;
+#endif
+    const float* bp = a->bias + kb * KV * VW;
+    const long nv = MIN(KV, KBO - kb * KV);
+#else
+    float* ob = 0;
+    const float* rs = 0;
+    const float* bp = 0;
+    const long nv = 0;
+#endif
 #if CB_OUTER
     /* A channel block's weights stay in L1 while every tile of the rows goes by. */
     for (long cb = 0; cb < CBN; ++cb) {
       const float* wc = wp + cb * R_ * S_ * CB * WROW;
+      const int last = OUT_BLOCKED && cb == CBN - 1;
       for (long y = 0; y < nrows; ++y) {
         const float* ic = ip + cb * HP * WP * CB + y * ST * WP * CB;
         float* rb = rows + y * OWP * KVW;
+        const long oy = y * OW * VW;
         for (long t = 0; t < NT; ++t)
-          tile_full(ic + t * T * ST * CB, wc, rb + t * T * KVW, 1, cb == 0);
+          tile_full(ic + t * T * ST * CB, wc, rb + t * T * KVW, 1, cb == 0, last,
+                    ob + oy + t * T * VW, rs + oy + t * T * VW, bp, nv);
 #if REM
-        tile_rem(ic + NT * T * ST * CB, wc, rb + NT * T * KVW, 1, cb == 0);
+        tile_rem(ic + NT * T * ST * CB, wc, rb + NT * T * KVW, 1, cb == 0, last,
+                 ob + oy + NT * T * VW, rs + oy + NT * T * VW, bp, nv);
 #endif
       }
     }
@@ -866,13 +893,19 @@ static int32_t conv_rows(int32_t task, int32_t num_tasks, void* closure) {
     for (long y = 0; y < nrows; ++y) {
       const float* iy = ip + y * ST * WP * CB;
       float* rb = rows + y * OWP * KVW;
-      for (long t = 0; t < NT; ++t) tile_full(iy + t * T * ST * CB, wp, rb + t * T * KVW, CBN, 1);
+      const long oy = y * OW * VW;
+      for (long t = 0; t < NT; ++t)
+        tile_full(iy + t * T * ST * CB, wp, rb + t * T * KVW, CBN, 1, OUT_BLOCKED,
+                  ob + oy + t * T * VW, rs + oy + t * T * VW, bp, nv);
 #if REM
-      tile_rem(iy + NT * T * ST * CB, wp, rb + NT * T * KVW, CBN, 1);
+      tile_rem(iy + NT * T * ST * CB, wp, rb + NT * T * KVW, CBN, 1, OUT_BLOCKED,
+               ob + oy + NT * T * VW, rs + oy + NT * T * VW, bp, nv);
 #endif
     }
 #endif
+#if !OUT_BLOCKED
     for (long y = 0; y < nrows; ++y) store_row(a, rows + y * OWP * KVW, n, kb, oh0 + y);
+#endif
   }
   return 0;
 }
