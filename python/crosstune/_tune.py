@@ -191,6 +191,7 @@ def tune(
     run_id: Optional[str] = None,
     progress: Union[bool, ProgressCallback] = True,
     on_record: Optional[Callable[[Record], None]] = None,
+    layouts: str = "blocked",
 ) -> TuneRun:
     """Tunes a kernel template for a shape (or a network's layers) on real devices, as
     ``crosstune tune`` does, and returns the :class:`TuneRun`.
@@ -201,7 +202,9 @@ def tune(
     distinct layers under one budget, ``round`` trials at a time; needs ``log``), or a
     :class:`Model` from :func:`import_onnx` in place of the template (its distinct tunable
     layers, as ``crosstune tune --model``: the records :func:`compile` looks up; needs ``log``). ``threads`` is
-    the task's thread count. ``pins`` holds knobs at one value (``{"unroll_k": 4}``).
+    the task's thread count. ``pins`` holds knobs at one value (``{"unroll_k": 4}``). A workload's
+    or model's conv tasks carry the layout :func:`compile` gives them: ``layouts`` must be the
+    one it compiles with (``"blocked"``, the default, or ``"nchw"``).
 
     Where: ``tracker`` (a :class:`Tracker` or ``"HOST:PORT"``) with ``key``: every free device
     of the key measures in parallel; ``server``: one ``"HOST:PORT"`` or several; neither: a
@@ -308,6 +311,7 @@ def tune(
             callback,
             record,
             warn,
+            layouts=layouts,
         )
     finally:
         if bar is not None:

@@ -167,6 +167,7 @@ struct TuneCall {
   std::vector<int64_t> shape;
   std::string workload;
   const ImportedModel* model = nullptr;
+  model::Layouts layouts = model::Layouts::kBlocked;  // of a workload's or model's conv tasks
   int round = 16;
   int threads = 1;
   std::string target = "auto";
@@ -194,12 +195,13 @@ std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on
                      " needs a log (its tasks resume from it): tune(..., log=PATH)"));
   }
   std::vector<tuner::WorkloadLayer> layers;
-  if (!c.workload.empty()) layers = Unwrap(model::MakeWorkload(c.workload));
+  if (!c.workload.empty()) layers = Unwrap(model::MakeWorkload(c.workload, c.layouts));
   TuneContext ctx = Prepare(c.devices, c.target, c.workers);
   std::unique_ptr<tuner::Task> task;
   if (c.model != nullptr) {
     // The model's tasks (those compile looks up), less those no template takes yet.
-    model::TunableTasks tasks = model::SplitTunableTasks(c.model->graph, ctx.target, c.threads);
+    model::TunableTasks tasks =
+        model::SplitTunableTasks(c.model->graph, ctx.target, c.threads, c.layouts);
     layers = std::move(tasks.layers);
     if (!tasks.left_out.empty() && on_warning) {
       std::string refused;
@@ -311,9 +313,10 @@ void BindTuner(nb::module_& m) {
          const std::vector<std::string>& transfer, const std::string& pins_json, uint32_t number,
          uint32_t repeat, uint32_t min_repeat_ms, uint32_t cooldown_ms, bool flush_cache,
          uint32_t run_timeout_ms, double build_timeout_s, bool check, uint64_t seed,
-         const std::string& objective, ProgressFn on_progress, TextFn on_record,
-         TextFn on_warning) {
+         const std::string& objective, ProgressFn on_progress, TextFn on_record, TextFn on_warning,
+         const std::string& layouts) {
         TuneCall c;
+        c.layouts = Unwrap(model::ParseLayouts(layouts));
         c.template_name = template_name;
         c.shape = shape;
         c.workload = workload;
@@ -359,6 +362,7 @@ void BindTuner(nb::module_& m) {
       "pins_json"_a, "number"_a, "repeat"_a, "min_repeat_ms"_a, "cooldown_ms"_a, "flush_cache"_a,
       "run_timeout_ms"_a, "build_timeout_s"_a, "check"_a, "seed"_a, "objective"_a,
       "on_progress"_a = nb::none(), "on_record"_a = nb::none(), "on_warning"_a = nb::none(),
+      "layouts"_a = "blocked",
       "Runs a tuning search (crosstune.tune gives it its defaults); returns the report as JSON.");
 
   m.def(

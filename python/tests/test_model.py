@@ -38,6 +38,23 @@ def test_import_errors_are_named(small_model: ModelFiles, tmp_root: str) -> None
         ct.import_onnx(unsupported.onnx)
 
 
+def test_blocked_and_nchw_layouts_compute_the_same(dev: ct.Device, small_model: ModelFiles) -> None:
+    model = ct.import_onnx(small_model.onnx)
+    blocked = ct.compile(model, device=dev)
+    nchw = ct.compile(model, device=dev, layouts="nchw")
+    assert blocked.report["layouts"] == "blocked" and nchw.report["layouts"] == "nchw"
+    x = small_model.input("input")
+    outputs = []
+    for pkg in (blocked, nchw):
+        with dev.load_model(pkg) as net:
+            (y,) = net(x)
+            outputs.append(y)
+    np.testing.assert_allclose(outputs[0], small_model.reference("probs"), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-7)
+    with pytest.raises(ct.InvalidArgument, match="layouts"):
+        ct.compile(model, device=dev, layouts="nhwc")
+
+
 def test_runs_a_compiled_model_like_onnxruntime(dev: ct.Device, small_model: ModelFiles) -> None:
     model = ct.import_onnx(small_model.onnx)
     pkg = ct.compile(model, device=dev)
