@@ -8,7 +8,9 @@ round by round so that the machine's drift falls on all three alike:
   crosstune    the package on the local server's graph executor (`crosstune bench-model`)
   onnxruntime  CPU provider, sequential, intra-op threads = N (spinning off above one thread)
   openvino     CPU, latency hint, N inference threads, f32 inference precision
-at each N of --threads. Nothing else of the benchmark runs while one of them is timed. Prints one
+at each N of --threads. With --layouts blocked,nchw the package is compiled (and tuned) once per
+layout plan, and each after the first is timed too, as `crosstune_nchw` beside `crosstune`: the
+activations kept blocked between layers against every conv taking NCHW. Nothing else of the benchmark runs while one of them is timed. Prints one
 JSON object: each one's median and min ms per N, the ratios to onnxruntime and OpenVINO, this run's
 FMA peak (crosstune-bench-peak) and each result's fraction of it, the executor's overhead
 (end-to-end median minus the sum of its nodes' medians), each layer's time against OpenVINO's
@@ -196,7 +198,16 @@ def main():
     p.add_argument("--work", help="folder for the model, logs and packages (default: a temporary "
                                   "one, removed at the end)")
     p.add_argument("--workers", type=int, default=0, help="build processes (0: one per core)")
+    p.add_argument("--layouts", default="blocked",
+                   help="layout plans to compile, tune and time, the first one as `crosstune` "
+                        "(default blocked; blocked,nchw times the NCHW plan beside it)")
     a = p.parse_args()
+    layouts = a.layouts.split(",")
+    if not layouts or any(l not in ("blocked", "nchw") for l in layouts) or \
+            len(set(layouts)) != len(layouts):
+        sys.exit("bench-model: --layouts takes blocked and/or nchw, e.g. blocked,nchw")
+    # The names the results go by: the first plan is `crosstune`.
+    ours_names = {l: ("crosstune" if i == 0 else f"crosstune_{l}") for i, l in enumerate(layouts)}
     threads = [int(t) for t in a.threads.split(",")]
     if not threads or min(threads) < 1:
         sys.exit("bench-model: --threads takes positive counts, e.g. 1,2")
@@ -237,25 +248,30 @@ def main():
         tuning = {}
         packages = {}
         for t in threads:
+            # One log per thread count holds every layout plan's tasks (their keys differ).
             log_file = logs.get(t)
-            if log_file is None and a.trials > 0:
+            tune_now = log_file is None and a.trials > 0
+            if tune_now:
                 log_file = os.path.join(work, f"tune-t{t}.jsonl")
-                log(f"tuning {a.trials} trials at {t} thread(s) into {log_file}")
-                t0 = time.monotonic()
-                report = run_json(ct + ["tune", "--model", onnx_path, *where, "--threads", str(t),
-                                        "--trials", str(a.trials), "--log", log_file,
-                                        "--workers", str(a.workers), "--json"], "tune --model")
-                tuning[t] = {"wall_s": time.monotonic() - t0, "trials": a.trials,
-                             "log": log_file, "report": report}
             elif log_file is not None:
-                tuning[t] = {"log": log_file, "reused": True}
-            pkg = os.path.join(work, f"resnet50-t{t}.ctpkg")
-            cmd = ct + ["compile", onnx_path, *where, "--threads", str(t), "-o", pkg,
-                        "--workers", str(a.workers), "--json"]
-            if log_file is not None:
-                cmd += ["--log", log_file]
-            log(f"compiling for {t} thread(s)")
-            packages[t] = {"path": pkg, "compile": run_json(cmd, "compile")}
+                tuning[(t, layouts[0])] = {"log": log_file, "reused": True}
+            for lay in layouts:
+                if tune_now:
+                    log(f"tuning {a.trials} trials at {t} thread(s), {lay} layouts, into {log_file}")
+                    t0 = time.monotonic()
+                    report = run_json(ct + ["tune", "--model", onnx_path, *where, "--threads",
+                                            str(t), "--layouts", lay, "--trials", str(a.trials),
+                                            "--log", log_file, "--workers", str(a.workers),
+                                            "--json"], "tune --model")
+                    tuning[(t, lay)] = {"wall_s": time.monotonic() - t0, "trials": a.trials,
+                                        "log": log_file, "report": report}
+                pkg = os.path.join(work, f"resnet50-t{t}-{lay}.ctpkg")
+                cmd = ct + ["compile", onnx_path, *where, "--threads", str(t), "--layouts", lay,
+                            "-o", pkg, "--workers", str(a.workers), "--json"]
+                if log_file is not None:
+                    cmd += ["--log", log_file]
+                log(f"compiling for {t} thread(s), {lay} layouts")
+                packages[(t, lay)] = {"path": pkg, "compile": run_json(cmd, "compile")}
 
         x = np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)
         x_path = os.path.join(work, "input.npy")
@@ -270,25 +286,30 @@ def main():
         ref = sessions[threads[0]].run(None, {in_name: x})[0]
         errors = {}
         for t in threads:
-            y_path = os.path.join(work, f"logits-t{t}.npy")
-            run_json(ct + ["run-model", packages[t]["path"], *where, "--threads", str(t),
-                           "--input", f"{in_name}={x_path}", "--out", y_path, "--json"],
-                     "run-model")
-            y = np.load(y_path)
-            errors[t] = float(np.max(np.abs(y.astype(np.float64) - ref.astype(np.float64))))
+            for lay in layouts:
+                y_path = os.path.join(work, f"logits-t{t}-{lay}.npy")
+                run_json(ct + ["run-model", packages[(t, lay)]["path"], *where, "--threads", str(t),
+                               "--input", f"{in_name}={x_path}", "--out", y_path, "--json"],
+                         "run-model")
+                y = np.load(y_path)
+                errors[(t, lay)] = float(np.max(np.abs(y.astype(np.float64) -
+                                                       ref.astype(np.float64))))
         ov_out = requests[threads[0]].infer({0: x})
         ov_error = float(np.max(np.abs(np.asarray(list(ov_out.values())[0], np.float64) - ref)))
 
-        samples = {t: {"crosstune": [], "onnxruntime": [], "openvino": []} for t in threads}
+        samples = {t: {**{ours_names[l]: [] for l in layouts}, "onnxruntime": [], "openvino": []}
+                   for t in threads}
         model_info = {}
         for r in range(a.rounds):
             log(f"round {r + 1} of {a.rounds}")
             for t in threads:
-                j = run_json(ct + ["bench-model", packages[t]["path"], *where, "--threads", str(t),
-                                   "--number", "1", "--repeat", str(a.runs), "--json"],
-                             "bench-model")
-                samples[t]["crosstune"] += j["seconds_per_run"]
-                model_info = j["model"]
+                for lay in layouts:
+                    j = run_json(ct + ["bench-model", packages[(t, lay)]["path"], *where,
+                                       "--threads", str(t), "--number", "1", "--repeat",
+                                       str(a.runs), "--json"], "bench-model")
+                    samples[t][ours_names[lay]] += j["seconds_per_run"]
+                    if lay == layouts[0]:
+                        model_info = j["model"]
                 s = sessions[t]
                 samples[t]["onnxruntime"] += timed_runs(lambda: s.run(None, {in_name: x}), a.runs)
                 q = requests[t]
@@ -299,7 +320,8 @@ def main():
         # that counting never slows the timed one).
         profiles, ov_layers = {}, {}
         for t in threads:
-            j = run_json(ct + ["bench-model", packages[t]["path"], *where, "--threads", str(t),
+            j = run_json(ct + ["bench-model", packages[(t, layouts[0])]["path"], *where,
+                               "--threads", str(t),
                                "--number", "3", "--repeat", "3", "--profile", "--json"],
                          "bench-model --profile")
             profiles[t] = j
@@ -309,7 +331,7 @@ def main():
         results = []
         for t in threads:
             row = {"threads": t, "fma_peak_gflops": peak_of[t]}
-            for name in ("crosstune", "onnxruntime", "openvino"):
+            for name in samples[t]:
                 s = stats(samples[t][name])
                 gflops = flops / (s["median_ms"] / 1e3) / 1e9 if flops else 0.0
                 s["gflops"] = gflops
@@ -318,6 +340,10 @@ def main():
             ours = row["crosstune"]["median_ms"]
             row["ratio_to_onnxruntime"] = ours / row["onnxruntime"]["median_ms"]
             row["ratio_to_openvino"] = ours / row["openvino"]["median_ms"]
+            for lay in layouts[1:]:
+                other = row[ours_names[lay]]["median_ms"]
+                row[f"ratio_to_{ours_names[lay]}"] = ours / other
+                row[ours_names[lay]]["logits_max_abs_error_vs_onnxruntime"] = errors[(t, lay)]
             prof = profiles[t]
             row["executor"] = {
                 "end_to_end_median_ms": prof["median_s"] * 1e3,
@@ -326,9 +352,12 @@ def main():
                 "overhead_fraction": prof["overhead_s"] / prof["median_s"] if prof["median_s"] else 0,
             }
             row["layers_vs_openvino"] = layer_profile(prof.get("nodes", []), ov_layers[t])
-            row["logits_max_abs_error_vs_onnxruntime"] = errors[t]
-            if t in tuning:
-                row["tuning"] = {k: v for k, v in tuning[t].items() if k != "report"}
+            row["logits_max_abs_error_vs_onnxruntime"] = errors[(t, layouts[0])]
+            row["layouts"] = layouts[0]
+            for lay in layouts:
+                if (t, lay) in tuning:
+                    key = "tuning" if lay == layouts[0] else f"tuning_{lay}"
+                    row[key] = {k: v for k, v in tuning[(t, lay)].items() if k != "report"}
             results.append(row)
         out = {
             "benchmark": "crosstune-bench-model",

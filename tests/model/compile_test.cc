@@ -244,11 +244,19 @@ TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return r.exit_code == 0 ? json::parse(r.out) : json();
   };
-  const json first = tune(10);
+  const json first = tune(14);  // more than one round of 2 for some of its tasks
   ASSERT_TRUE(first.is_object());
   EXPECT_EQ(first["workload"], "small");
   EXPECT_GE(first["tasks"].size(), 2u);
   EXPECT_EQ(first["measured"], first["trials_in_log"]) << "a new log: every trial is measured";
+  // Each task's search (tuner, cost model, records, reference) is opened once and kept for all
+  // of its rounds.
+  int rounds = 0;
+  for (const auto& t : first["tasks"]) {
+    rounds += t["rounds"].get<int>();
+    EXPECT_EQ(t["opened"], 1) << t.dump();
+  }
+  EXPECT_GT(rounds, static_cast<int>(first["tasks"].size())) << first.dump();
   const int before = first["trials_in_log"];
   const json second = tune(before + 4);
   ASSERT_TRUE(second.is_object());

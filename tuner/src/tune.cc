@@ -7,6 +7,7 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -139,77 +140,146 @@ Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins) {
   return out;
 }
 
-Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
-                           builder::Builder& builder, const TuneOptions& options) {
-  const auto t_start = Clock::now();
-  TuneSummary sum;
-  // The space the tuner searches: the task's, less what the pins exclude (same numbering).
+// What a search keeps between runs (TuneJob): the space it searches, the task's records, the
+// tuner with its cost model, the log writer and, once a run needed it, the reference data.
+struct TuneJob::State {
+  State(const Task& t, builder::Builder& b, TuneOptions o)
+      : task(t), builder(b), options(std::move(o)) {}
+  const Task& task;
+  builder::Builder& builder;
+  TuneOptions options;
   ConfigSpace pinned;
+  const ConfigSpace* space = nullptr;
+  std::string target;
+  std::vector<Record> task_records;
+  std::unordered_set<uint64_t> done;
+  int stale = 0;
+  std::vector<std::string> log_warnings;
+  std::unique_ptr<RecordWriter> writer;
+  std::unique_ptr<Tuner> tuner;
+  std::optional<ReferenceData> reference;
+  std::unordered_map<std::string, int> transfer_groups;  // other task key -> group
+  int runs = 0;
+  void Warn(const std::string& w) const {
+    if (options.on_warning) options.on_warning(w);
+  }
+};
+
+TuneJob::TuneJob(std::unique_ptr<State> state) : s_(std::move(state)) {}
+TuneJob::~TuneJob() = default;
+
+int TuneJob::trials_in_log() const { return static_cast<int>(s_->task_records.size()); }
+
+Expected<std::unique_ptr<TuneJob>> TuneJob::Open(const Task& task, builder::Builder& builder,
+                                                 const TuneOptions& options) {
+  auto st = std::make_unique<State>(task, builder, options);
+  State& s = *st;
+  // The space the tuner searches: the task's, less what the pins exclude (same numbering).
   if (!options.pins.empty()) {  // null and {} hold nothing
     if (!options.pins.is_object()) {
       return Status(ErrorCode::kInvalidArgument, "pins must be a JSON object {\"knob\": value}");
     }
-    pinned = task.space();
+    s.pinned = task.space();
     for (const auto& [knob, value] : options.pins.items()) {
-      CT_RETURN_IF_ERROR(pinned.Pin(knob, value));
+      CT_RETURN_IF_ERROR(s.pinned.Pin(knob, value));
     }
   }
-  const ConfigSpace& space = pinned.knobs().empty() ? task.space() : pinned;
-  const std::string target = task.target().ToString();
-  auto warn = [&](const std::string& w) {
-    if (options.on_warning) options.on_warning(w);
-  };
+  s.space = s.pinned.knobs().empty() ? &task.space() : &s.pinned;
+  const ConfigSpace& space = *s.space;
+  s.target = task.target().ToString();
 
   // --- Resume: what the log already holds for this task and target.
-  std::vector<Record> task_records;
-  std::unordered_set<uint64_t> done;
   std::vector<TrialResult> resumed;
   if (!options.log_path.empty()) {
     auto log = ReadLog(options.log_path);
     if (log.ok()) {
-      for (const auto& w : log->warnings) warn(w);
-      sum.log_warnings = log->warnings;
+      for (const auto& w : log->warnings) s.Warn(w);
+      s.log_warnings = log->warnings;
       for (const auto& r : log->records) {
-        if (!(r.task == task.id()) || r.target != target) continue;
+        if (!(r.task == task.id()) || r.target != s.target) continue;
         // Measured on code the template no longer generates for this config: not this config.
         if (!MadeByThisGenerator(task, r)) {
-          ++sum.stale;
+          ++s.stale;
           continue;
         }
         // Match on the knob values, so a log stays usable if the index order ever changes.
         auto c = space.FromJson(r.config_values);
         uint64_t index = c.ok() ? c->index() : r.config_index;
-        if (!done.insert(index).second) continue;
-        task_records.push_back(r);
+        if (!s.done.insert(index).second) continue;
+        s.task_records.push_back(r);
         resumed.push_back(ToTrial(index, r));
       }
     } else if (log.status().code() != ErrorCode::kNotFound) {
       return log.status();
     }
   }
-  sum.resumed = static_cast<int>(task_records.size());
-  if (sum.stale > 0) {
-    warn(std::to_string(sum.stale) + " record(s) of " + task.id().Key() + " in " +
-         options.log_path +
-         " measured code the template now generates differently (another generator): not "
-         "resumed, their configs are measured again");
+  if (s.stale > 0) {
+    s.Warn(std::to_string(s.stale) + " record(s) of " + task.id().Key() + " in " +
+           options.log_path +
+           " measured code the template now generates differently (another generator): not "
+           "resumed, their configs are measured again");
   }
 
-  std::unique_ptr<RecordWriter> writer;
   if (!options.log_path.empty()) {
-    CT_ASSIGN_OR_RETURN(writer, RecordWriter::Open(options.log_path));
+    CT_ASSIGN_OR_RETURN(s.writer, RecordWriter::Open(options.log_path));
   }
 
   TunerOptions topt = options.tuner_options;
   if (!topt.features) topt.features = [&task](const Config& c) { return task.Features(c); };
-  CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> tuner, MakeTuner(options.tuner, space, topt));
-  if (!resumed.empty()) tuner->Update(resumed);
+  CT_ASSIGN_OR_RETURN(s.tuner, MakeTuner(options.tuner, space, topt));
+  if (!resumed.empty()) s.tuner->Update(resumed);
   if (!options.transfer_logs.empty()) {
     std::vector<std::string> notes;
     auto samples = ReadTransfer(task, options.transfer_logs, &notes);
-    for (const auto& n : notes) warn(n);
-    if (!samples.empty()) tuner->AddTransfer(samples);
+    for (const auto& n : notes) s.Warn(n);
+    if (!samples.empty()) s.tuner->AddTransfer(samples);
   }
+  return std::unique_ptr<TuneJob>(new TuneJob(std::move(st)));
+}
+
+void TuneJob::AddTransfer(const Task& other, const std::vector<Record>& records) {
+  State& s = *s_;
+  if (other.id().template_name != s.task.id().template_name || &other == &s.task) return;
+  const std::string key = other.id().Key() + "|" + other.target().ToString();
+  // Groups after those ReadTransfer numbered (1..): one per other task, kept across calls.
+  auto [it, added] =
+      s.transfer_groups.emplace(key, 1000 + static_cast<int>(s.transfer_groups.size()));
+  (void)added;
+  std::vector<TransferSample> samples;
+  for (const auto& r : records) {
+    if (!(r.task == other.id()) || r.target != other.target().ToString()) continue;
+    auto config = other.space().FromJson(r.config_values);
+    if (!config.ok()) continue;
+    TransferSample t;
+    t.features = other.Features(*config);
+    t.ok = r.ok() && r.mean > 0;
+    t.cost = t.ok ? r.mean : std::numeric_limits<double>::infinity();
+    t.group = it->second;
+    samples.push_back(std::move(t));
+  }
+  if (!samples.empty()) s.tuner->AddTransfer(samples);
+}
+
+Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int trials,
+                                   bool include_default) {
+  State& s = *s_;
+  const Task& task = s.task;
+  const ConfigSpace& space = *s.space;
+  const std::string& target = s.target;
+  Tuner* tuner = s.tuner.get();
+  builder::Builder& builder = s.builder;
+  std::vector<Record>& task_records = s.task_records;
+  std::unordered_set<uint64_t>& done = s.done;
+  TuneOptions options = s.options;
+  options.trials = trials;
+  options.include_default = include_default;
+  auto warn = [&](const std::string& w) { s.Warn(w); };
+  const auto t_start = Clock::now();
+  TuneSummary sum;
+  sum.stale = s.stale;
+  sum.log_warnings = s.log_warnings;
+  sum.resumed = static_cast<int>(task_records.size());
+  ++s.runs;
 
   TuneProgress progress;
   progress.total = options.trials;
@@ -242,8 +312,7 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
   if (progress.done >= options.trials) return finish();
 
   // --- Devices. Connected first: a task whose tensors a device cannot hold is refused there,
-  // before the host allocates the inputs and computes the reference.
-  ReferenceData reference;  // outlives the runners, which point at it
+  // before the host allocates the inputs and computes the reference (once per job).
   std::vector<std::unique_ptr<DeviceRunner>> runners;
   std::string open_errors;
   Status too_big;
@@ -262,13 +331,13 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
     }
   }
   if (!runners.empty()) {
-    reference = ReferenceData::Make(task, options.measure.input_seed);
+    if (!s.reference) s.reference = ReferenceData::Make(task, options.measure.input_seed);
     std::vector<std::unique_ptr<DeviceRunner>> started;
     for (auto& r : runners) {
-      if (Status s = r->Start(reference); s.ok()) {
+      if (Status st = r->Start(*s.reference); st.ok()) {
         started.push_back(std::move(r));
       } else {
-        drop(r->spec(), s);
+        drop(r->spec(), st);
       }
     }
     runners = std::move(started);
@@ -397,8 +466,8 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
           r.run_s = m.run_s;
           r.timestamp = UtcTimestamp();
           r.workload = options.workload;
-          if (writer) {
-            if (Status s = writer->Append(r); !s.ok()) warn(s.ToString());
+          if (s.writer) {
+            if (Status st = s.writer->Append(r); !st.ok()) warn(st.ToString());
           }
           finished.emplace_back(r, ToTrial(m.index, r));
           cv.notify_all();
@@ -487,6 +556,12 @@ Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devi
     }
   }
   return finish();
+}
+
+Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
+                           builder::Builder& builder, const TuneOptions& options) {
+  CT_ASSIGN_OR_RETURN(std::unique_ptr<TuneJob> job, TuneJob::Open(task, builder, options));
+  return job->Run(devices, options.trials, options.include_default);
 }
 
 }  // namespace crosstune::tuner

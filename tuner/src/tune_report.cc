@@ -71,6 +71,8 @@ json WorkloadReport(const WorkloadTuneOptions& options, const builder::Target& t
                      {"best_ms", Milliseconds(t.best_seconds)},
                      {"share", t.share},
                      {"gflops", t.has_best ? t.best.gflops() : 0.0},
+                     {"rounds", t.rounds},
+                     {"opened", t.opened},
                      {"error", t.error}});
   }
   return {{"workload", options.name},

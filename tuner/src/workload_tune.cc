@@ -36,6 +36,8 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
     tasks.push_back(std::move(task).value());
   }
   TaskScheduler scheduler(sched_tasks, options.scheduler);
+  // Each task's search, opened at its first round and kept for the next ones.
+  std::vector<std::unique_ptr<TuneJob>> jobs(tasks.size());
 
   WorkloadSummary summary;
   summary.tasks.resize(layers.size());
@@ -63,6 +65,7 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
     }
   }
 
+  std::vector<Record> fresh;
   while (total < options.trials) {
     if (options.tune.stop && options.tune.stop->load()) {
       summary.stopped = true;
@@ -77,7 +80,28 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
     o.include_default = result.trials == 0;
     o.transfer_logs = {options.tune.log_path};
     o.workload = {{"name", options.name}, {"layer", layers[i].name}, {"count", layers[i].count}};
-    auto run = Tune(*tasks[i], devices, builder, o);
+    // This round's records, for the other tasks' cost models (`fresh` outlives the jobs, which
+    // keep the callback).
+    fresh.clear();
+    o.on_record = [&](const Record& r) {
+      fresh.push_back(r);
+      if (options.tune.on_record) options.tune.on_record(r);
+    };
+    Expected<TuneSummary> run = Status(ErrorCode::kInternal, "not run");
+    if (!jobs[i]) {
+      auto job = TuneJob::Open(*tasks[i], builder, o);
+      ++result.opened;
+      if (job.ok()) {
+        jobs[i] = std::move(job).value();
+      } else {
+        run = job.status();
+      }
+    }
+    if (jobs[i]) run = jobs[i]->Run(devices, o.trials, o.include_default);
+    ++result.rounds;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (j != i && jobs[j]) jobs[j]->AddTransfer(*tasks[i], fresh);
+    }
     double best = TaskScheduler::kNoTime;
     int now = o.trials;
     if (run.ok()) {

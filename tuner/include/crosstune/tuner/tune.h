@@ -106,6 +106,37 @@ Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins);
 Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
                            builder::Builder& builder, const TuneOptions& options);
 
+// A task's search kept open between runs, as a network's tuning gives each task many short
+// rounds: the tuner with its cost model (the genetic tuner's population), the task's records, the
+// log writer and the reference data stay from one run to the next; devices are opened for each
+// run and closed after it, so no lease is held between rounds. Tune() is Open() and one Run().
+//
+// Thread-safety: one thread at a time, as Tune().
+class TuneJob {
+ public:
+  // Reads what the log holds for the task (resume), makes the tuner and reads the transfer logs
+  // (options.transfer_logs) once. options.trials and include_default are Run()'s arguments.
+  static Expected<std::unique_ptr<TuneJob>> Open(const Task& task, builder::Builder& builder,
+                                                 const TuneOptions& options);
+  ~TuneJob();
+  TuneJob(const TuneJob&) = delete;
+  TuneJob& operator=(const TuneJob&) = delete;
+  // Searches until `trials` configs of the task are in the log, as Tune() does. The summary's
+  // measured, build_s, device_busy_s and wall_s are this run's; the rest cover every record of
+  // the task.
+  Expected<TuneSummary> Run(const std::vector<DeviceSpec>& devices, int trials,
+                            bool include_default);
+  // Records of `other` (another task of the same template) as transfer samples for the cost
+  // model: what a network's other tasks measured since this job opened. Others are ignored.
+  void AddTransfer(const Task& other, const std::vector<Record>& records);
+  int trials_in_log() const;
+
+ private:
+  struct State;
+  explicit TuneJob(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
 // The run as `crosstune tune --json` prints it: the task, target, tuner and log, the counts and
 // errors by kind, the wall time and how busy the devices were, the default config's and the best
 // record's figures.
@@ -142,6 +173,8 @@ struct WorkloadTaskResult {
   bool has_best = false;
   Record best;
   std::string error;  // why it has no time, if it has none
+  int rounds = 0;     // of this run that the scheduler gave the task
+  int opened = 0;     // times its search was opened (TuneJob): 1 for every task that ran
 };
 
 struct WorkloadSummary {
