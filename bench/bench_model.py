@@ -125,10 +125,11 @@ def ov_layer_times(request, x, runs):
 
 def conv_kind(shapes):
     """'RxS' of a conv node from its weight's shape, the second input in our profile's shapes
-    ("1x64x56x56, 64x64x3x3, 64 -> 1x64x56x56"), else ''."""
+    ("1x64x56x56, 64x64x3x3, 64 -> 1x64x56x56"; a blocked conv's packed weight is K/cb x C x R x
+    S x cb), else ''."""
     inputs = shapes.split("->")[0].split(",")
     dims = inputs[1].strip().split("x") if len(inputs) > 1 else []
-    return f"{dims[2]}x{dims[3]}" if len(dims) == 4 else ""
+    return f"{dims[2]}x{dims[3]}" if len(dims) in (4, 5) else ""
 
 
 def layer_profile(ours, theirs):
