@@ -176,6 +176,25 @@ TEST(Conv2dTaskTest, DefaultConfigIsValidAndFeaturesHaveOneLength) {
   Config d = (*task)->DefaultConfig();
   EXPECT_EQ(d.Int("ow_tile"), 14);
   EXPECT_EQ(d.Int("oc_vectors"), 2);
+  EXPECT_EQ(d.Int("oh_rows"), 1);
+  EXPECT_EQ(d.Int("unroll_c"), 1);
+  // A row of 7 pixels is narrower than that tile: items of 4 rows, the channel loop unrolled 4
+  // times, in blocked layouts (also the 7x7 output of a stride-2 layer); NCHW keeps 1 and 1.
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 512, 7, 7, 512, 3, 3, 1, 1, 0, 1, 1},
+                                     {1, 512, 14, 14, 512, 3, 3, 2, 1, 0, 1, 1},
+                                     {1, 512, 7, 7, 2048, 1, 1, 1, 0, 1, 1, 1}}) {
+    auto narrow = MakeTask("conv2d", shape, Avx512());
+    ASSERT_TRUE(narrow.ok());
+    Config n = (*narrow)->DefaultConfig();
+    SCOPED_TRACE((*narrow)->id().Key());
+    EXPECT_EQ(n.Int("ow_tile"), 7);
+    EXPECT_EQ(n.Int("oh_rows"), 4);
+    EXPECT_EQ(n.Int("unroll_c"), 4);
+  }
+  auto nchw = MakeTask("conv2d", {1, 512, 7, 7, 512, 3, 3, 1, 1}, Avx512());
+  ASSERT_TRUE(nchw.ok());
+  EXPECT_EQ((*nchw)->DefaultConfig().Int("oh_rows"), 1);
+  EXPECT_EQ((*nchw)->DefaultConfig().Int("unroll_c"), 1);
 }
 
 TEST(Conv2dTaskTest, RefusesScratchOverAQuarterOfTheDeviceMemory) {
