@@ -15,7 +15,8 @@ JSON object: each one's median and min ms per N, the ratios to onnxruntime and O
 FMA peak (crosstune-bench-peak) and each result's fraction of it, the executor's overhead
 (end-to-end median minus the sum of its nodes' medians), each layer's time against OpenVINO's
 per-layer time (its performance counters: the oneDNN primitive it runs) with sums by conv kind,
-the activation MB, the logits' max error against onnxruntime, and the tuning wall time and trials.
+the activation MB, the logits' max error against onnxruntime, and the tuning wall time and trials,
+with the wall time the tuning took to bring its network estimate within 5% of its final one.
 
 Run through the build's wrapper, build/default/bench/crosstune-bench-model, which names the
 binaries and the model venv's python; --help lists the options.
@@ -48,6 +49,44 @@ def run_json(cmd, what):
         return json.loads(p.stdout)
     except json.JSONDecodeError:
         sys.exit(f"bench-model: {what} printed no JSON: {p.stdout[-500:]}")
+
+
+def convergence(log_file):
+    """Per tuning run in a log (its `run` id): the network estimate the records give (each task's
+    best mean so far times its count in the network, once every task has a result) and the wall
+    time and trials it took to come within 5% of the run's final estimate. The wall time counts
+    from the first record's build; it is the tuner's estimate of the network, not a timed run."""
+    from datetime import datetime
+    runs = {}
+    for line in open(log_file):
+        r = json.loads(line)
+        runs.setdefault(r.get("run", ""), []).append(r)
+    out = []
+    for run, records in runs.items():
+        records.sort(key=lambda r: r["timestamp"])
+        when = [datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")).timestamp()
+                for r in records]
+        start = when[0] - records[0].get("build_s", 0) - records[0].get("run_s", 0)
+        tasks = {json.dumps(r["task"], sort_keys=True): r.get("workload", {}).get("count", 1)
+                 for r in records}
+        best = {}
+        curve = []  # (seconds, trials, estimate)
+        for i, r in enumerate(records):
+            if r.get("error") == "ok":
+                key = json.dumps(r["task"], sort_keys=True)
+                best[key] = min(best.get(key, float("inf")), r["mean"])
+            if len(best) == len(tasks):
+                curve.append((when[i] - start, i + 1, sum(tasks[k] * best[k] for k in tasks)))
+        entry = {"run": run, "trials": len(records), "tasks": len(tasks),
+                 "wall_s": when[-1] - start}
+        if curve:
+            final = curve[-1][2]
+            first = next(c for c in curve if c[2] <= 1.05 * final)
+            entry.update({"estimate_ms": final * 1e3, "all_tasks_measured_s": curve[0][0],
+                          "estimate_at_all_tasks_ms": curve[0][2] * 1e3,
+                          "to_within_5pct_s": first[0], "to_within_5pct_trials": first[1]})
+        out.append(entry)
+    return out
 
 
 class LocalServer:
@@ -359,6 +398,8 @@ def main():
                 if (t, lay) in tuning:
                     key = "tuning" if lay == layouts[0] else f"tuning_{lay}"
                     row[key] = {k: v for k, v in tuning[(t, lay)].items() if k != "report"}
+                    if os.path.exists(tuning[(t, lay)]["log"]):
+                        row[key]["convergence"] = convergence(tuning[(t, lay)]["log"])
             results.append(row)
         out = {
             "benchmark": "crosstune-bench-model",
