@@ -19,7 +19,9 @@
 #include <regex>
 #include <thread>
 
+#include "build_wire.h"
 #include "crosstune/builder/backend.h"
+#include "crosstune/builder/build_cache.h"
 #include "crosstune/builder/compiler.h"
 #include "crosstune/channel.h"
 #include "crosstune/cpus.h"
@@ -29,104 +31,12 @@
 namespace crosstune::builder {
 namespace {
 
-namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
-
-// What travels between the caller and a worker over their socketpair (and sits in the cache).
-struct WireFunction {
-  std::string name, signature, symbol;
-  std::vector<std::string> grid, block;
-  uint32_t shared_mem_bytes = 0;
-  MSGPACK_DEFINE(name, signature, symbol, grid, block, shared_mem_bytes)
-};
-
-struct WireRequest {
-  std::string source;
-  uint8_t kind = 0;  // TargetKind
-  std::string triple, cpu, cuda_arch;
-  std::vector<std::string> attrs, flags;
-  std::string name;
-  uint8_t debug_action = 0;
-  std::string source_name;
-  bool object_only = false;
-  std::vector<std::string> link_objects;
-  MSGPACK_DEFINE(source, kind, triple, cpu, cuda_arch, attrs, flags, name, debug_action,
-                 source_name, object_only, link_objects)
-};
-
-struct WireResult {
-  uint8_t code = 0;
-  std::string message, diagnostics, library, ptx;
-  std::vector<WireFunction> functions;
-  std::vector<std::string> features;
-  double seconds = 0;
-  MSGPACK_DEFINE(code, message, diagnostics, library, ptx, functions, features, seconds)
-};
-
-constexpr uint32_t kMaxWorkerFrame = 1u << 30;
-
-WireRequest ToWire(const BuildRequest& r) {
-  WireRequest w;
-  w.source = r.source;
-  w.kind = static_cast<uint8_t>(r.target.kind);
-  w.triple = r.target.triple;
-  w.cpu = r.target.cpu;
-  w.cuda_arch = r.target.cuda_arch;
-  w.attrs = r.target.attrs;
-  w.flags = r.flags;
-  w.name = r.name;
-  w.debug_action = static_cast<uint8_t>(r.debug_action);
-  w.source_name = r.source_name;
-  w.object_only = r.object_only;
-  w.link_objects = r.link_objects;
-  return w;
-}
-
-BuildRequest FromWire(const WireRequest& w) {
-  BuildRequest r;
-  r.source = w.source;
-  r.target.kind = static_cast<TargetKind>(w.kind);
-  r.target.triple = w.triple;
-  r.target.cpu = w.cpu;
-  r.target.cuda_arch = w.cuda_arch;
-  r.target.attrs = w.attrs;
-  r.flags = w.flags;
-  r.name = w.name;
-  r.debug_action = static_cast<BuildRequest::DebugAction>(w.debug_action);
-  r.source_name = w.source_name;
-  r.object_only = w.object_only;
-  r.link_objects = w.link_objects;
-  return r;
-}
-
-WireResult ToWire(const BuildResult& r) {
-  WireResult w;
-  w.code = static_cast<uint8_t>(r.status.code());
-  w.message = r.status.message();
-  w.diagnostics = r.diagnostics;
-  w.library = r.library;
-  w.ptx = r.ptx;
-  for (const auto& f : r.functions) {
-    w.functions.push_back({f.name, f.signature, f.symbol, f.grid, f.block, f.shared_mem_bytes});
-  }
-  w.features = r.required_features;
-  w.seconds = r.build_seconds;
-  return w;
-}
-
-BuildResult FromWire(WireResult w) {
-  BuildResult r;
-  r.status = w.code == 0 ? Status::Ok() : Status(static_cast<ErrorCode>(w.code), w.message);
-  r.diagnostics = std::move(w.diagnostics);
-  r.library = std::move(w.library);
-  r.ptx = std::move(w.ptx);
-  for (auto& f : w.functions) {
-    r.functions.push_back({f.name, f.signature, f.symbol, f.grid, f.block, f.shared_mem_bytes});
-  }
-  r.required_features = std::move(w.features);
-  r.build_seconds = w.seconds;
-  return r;
-}
+using wire::FromWire;
+using wire::kMaxWorkerFrame;
+using wire::ToWire;
+using wire::WireRequest;
+using wire::WireResult;
 
 BuildResult Failed(Status st) {
   BuildResult r;
@@ -190,44 +100,6 @@ void WorkerMain(int fd) {
     BuildResult result = BuildInProcess(r);
     if (!ch.Send(Opcode::kResult, frame->request_id, ToWire(result), NoDeadline()).ok()) ::_exit(0);
   }
-}
-
-// --- cache --------------------------------------------------------------------------------------
-
-std::string CachePath(const std::string& dir, const std::string& key) {
-  return dir + "/" + key.substr(0, 2) + "/" + key + ".msgpack";
-}
-
-bool CacheLoad(const std::string& dir, const std::string& key, BuildResult* out) {
-  std::ifstream f(CachePath(dir, key), std::ios::binary);
-  if (!f) return false;
-  std::string bytes((std::istreambuf_iterator<char>(f)), {});
-  try {
-    msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
-    WireResult w;
-    oh.get().convert(w);
-    *out = FromWire(std::move(w));
-    return out->ok();
-  } catch (const std::exception&) {
-    return false;  // a damaged entry is a miss; the next build overwrites it
-  }
-}
-
-void CacheStore(const std::string& dir, const std::string& key, const BuildResult& r) {
-  std::string path = CachePath(dir, key);
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "_" +
-                    std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, ToWire(r));
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (!f) return;
-  }
-  fs::rename(tmp, path, ec);  // atomic: readers see the old entry or the whole new one
-  if (ec) fs::remove(tmp, ec);
 }
 
 }  // namespace
@@ -345,6 +217,9 @@ class Builder::Pool {
   }
 
   Status Start() {
+    if (!options_.cache_dir.empty() && options_.cache_max_bytes > 0) {
+      cache_bytes_ = TrimBuildCache(options_.cache_dir, options_.cache_max_bytes).bytes;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     for (Worker& w : workers_) CT_RETURN_IF_ERROR(SpawnLocked(&w));
     return Status::Ok();
@@ -363,9 +238,11 @@ class Builder::Pool {
     std::string key = BuildCacheKey(request);
     bool use_cache =
         !options_.cache_dir.empty() && request.debug_action == BuildRequest::DebugAction::kNone;
+    std::string damaged;
     if (use_cache) {
       BuildResult hit;
-      if (CacheLoad(options_.cache_dir, key, &hit)) {
+      CacheRead read = LoadCachedBuild(options_.cache_dir, key, &hit, &damaged);
+      if (read == CacheRead::kHit) {
         hit.cache_hit = true;
         hit.cache_key = key;
         hit.build_seconds = 0;
@@ -373,6 +250,11 @@ class Builder::Pool {
         ++stats_.builds;
         ++stats_.cache_hits;
         return hit;
+      }
+      if (read == CacheRead::kDamaged) {
+        damaged = "build cache: " + damaged + "; rebuilt";
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.cache_damaged;
       }
     }
     auto timeout = request.timeout.count() > 0 ? request.timeout : options_.default_timeout;
@@ -384,7 +266,10 @@ class Builder::Pool {
       ++stats_.builds;
     }
     result.cache_key = key;
-    if (use_cache && result.ok()) CacheStore(options_.cache_dir, key, result);
+    result.cache_warning = std::move(damaged);
+    // Failures are built again next time: a timeout or a crash may pass, and a compile error
+    // costs no more to find again than to read back.
+    if (use_cache && result.ok()) Store(key, &result);
     return result;
   }
 
@@ -394,6 +279,24 @@ class Builder::Pool {
     Channel ch;
     bool busy = false;
   };
+
+  // Stores a fresh build, and keeps the cache within its budget: what this builder stored is
+  // added to what the last trim left; past the budget, a trim brings it to 90% of it.
+  void Store(const std::string& key, BuildResult* result) {
+    Expected<uint64_t> stored = StoreCachedBuild(options_.cache_dir, key, *result);
+    if (!stored.ok()) {
+      if (!store_warned_.exchange(true) && result->cache_warning.empty()) {
+        result->cache_warning = "build cache: cannot store: " + stored.status().message();
+      }
+      return;
+    }
+    if (options_.cache_max_bytes == 0) return;
+    std::lock_guard<std::mutex> lock(trim_mu_);
+    cache_bytes_ += *stored;
+    if (cache_bytes_ > options_.cache_max_bytes) {
+      cache_bytes_ = TrimBuildCache(options_.cache_dir, options_.cache_max_bytes / 10 * 9).bytes;
+    }
+  }
 
   Worker* Acquire() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -501,7 +404,10 @@ class Builder::Pool {
   std::condition_variable cv_;
   std::vector<Worker> workers_;
   BuilderStats stats_;
-  WorkerSpawner spawner_;  // destroyed after ~Pool() has stopped the workers
+  std::atomic<bool> store_warned_{false};
+  std::mutex trim_mu_;
+  uint64_t cache_bytes_ = 0;  // guarded by trim_mu_ (after Start)
+  WorkerSpawner spawner_;     // destroyed after ~Pool() has stopped the workers
 };
 
 Builder::Builder(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}
@@ -539,7 +445,7 @@ std::string BuildCacheKey(const BuildRequest& r) {
     h.Update(&n, sizeof(n));  // length-prefixed, so field boundaries cannot shift
     h.Update(s.data(), s.size());
   };
-  add("crosstune-build-v1");
+  add("crosstune-build-v2");  // v2: entries in build_cache.h's checked envelope
   add(kCrosstuneVersion);
   const TargetBackend& backend = r.target.backend();
   add(std::string(backend.compiler()) + " " + backend.compiler_version());

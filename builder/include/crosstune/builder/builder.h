@@ -58,6 +58,9 @@ struct BuildResult {
   double build_seconds = 0;  // wall time in the worker (0 for cache hits)
   bool cache_hit = false;
   std::string cache_key;  // SHA-256 hex
+  // Set when the cache was used but not cleanly: a damaged entry was found and rebuilt, or the
+  // first store that failed (later failures of the same builder are not repeated).
+  std::string cache_warning;
   bool ok() const { return status.ok(); }
 };
 
@@ -68,13 +71,17 @@ std::string DefaultCacheDir();
 struct BuilderOptions {
   int workers = 0;        // 0: one per core (per CPU of `cpus` when given)
   std::vector<int> cpus;  // the CPUs the workers run on; empty: wherever this process may run
-  std::string cache_dir;  // empty: no cache (DefaultCacheDir() is the usual one)
+  std::string cache_dir;  // empty: no cache (DefaultCacheDir() is the usual one); build_cache.h
+  // The cache's budget: past it, the least recently used entries are removed (at Create and as
+  // builds are stored). 0: unbounded.
+  uint64_t cache_max_bytes = 0;
   std::chrono::milliseconds default_timeout{60'000};
 };
 
 struct BuilderStats {
   uint64_t builds = 0;
   uint64_t cache_hits = 0;
+  uint64_t cache_damaged = 0;    // entries that failed their checks (then rebuilt)
   uint64_t worker_restarts = 0;  // crashes and timeouts
 };
 
@@ -98,7 +105,8 @@ class Builder {
   std::unique_ptr<Pool> pool_;
 };
 
-// The cache key of a request: SHA-256 over source, target, flags, name and compiler versions.
+// The cache key of a request: SHA-256 over source, target, flags, name and compiler versions
+// (build_cache.h lists what it covers).
 std::string BuildCacheKey(const BuildRequest& request);
 
 // Builds in this process, without the pool (what a worker runs).
