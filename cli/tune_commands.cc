@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "commands.h"
 #include "compiler_module.h"
 #include "connect.h"
+#include "crosstune/builder/build_cache.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/cpus.h"
@@ -81,6 +83,9 @@ struct TuneFlags {
   double timeout_s = 60;
   tuner::TuneOptions tune;
   int workers = 0;
+  std::string build_cache;  // a build cache directory (build_cache.h); empty: none
+  double build_cache_max_mb = 1024;
+  CLI::Option* build_cache_max_flag = nullptr;
   double build_timeout_s = 30;
   bool no_check = false;
   bool no_default = false;
@@ -93,6 +98,50 @@ struct TuneFlags {
 
 void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
                  tuner::DevicePool& pool, builder::Builder& builder);
+
+// The builder's options for --build-cache and --build-cache-max-mb (checked here).
+builder::BuilderOptions BuildCacheOptions(const TuneFlags& f) {
+  builder::BuilderOptions o;
+  if (f.build_cache.empty()) {
+    if (f.build_cache_max_flag->count() > 0) Fail("--build-cache-max-mb needs --build-cache DIR");
+    return o;
+  }
+  if (!(f.build_cache_max_mb >= 0) || f.build_cache_max_mb > 1e9) {
+    Fail(fmt::format("--build-cache-max-mb {}: give 0 (unbounded) or a size in MB",
+                     f.build_cache_max_mb));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(f.build_cache, ec);
+  if (ec || !std::filesystem::is_directory(f.build_cache)) {
+    Fail("--build-cache " + f.build_cache + ": " +
+         (ec ? ec.message() : std::string("not a directory")));
+  }
+  o.cache_dir = f.build_cache;
+  o.cache_max_bytes = static_cast<uint64_t>(f.build_cache_max_mb * 1024 * 1024);
+  return o;
+}
+
+// The build cache's part of a report: the run's hits (already there) plus the directory, what
+// it holds now and its budget.
+void AddBuildCacheUsage(const TuneFlags& f, nlohmann::json* report) {
+  if (f.build_cache.empty()) return;
+  const builder::BuildCacheUsage u = builder::ReadBuildCacheUsage(f.build_cache);
+  nlohmann::json& j = (*report)["build_cache"];
+  j["dir"] = f.build_cache;
+  j["entries"] = u.entries;
+  j["bytes"] = u.bytes;
+  j["max_bytes"] = static_cast<uint64_t>(f.build_cache_max_mb * 1024 * 1024);
+}
+
+void PrintBuildCacheLine(const TuneFlags& f, int builds, int hits) {
+  if (f.build_cache.empty()) return;
+  const builder::BuildCacheUsage u = builder::ReadBuildCacheUsage(f.build_cache);
+  std::printf(
+      "build cache %s: %d of %d builds were hits (%.0f%%); it holds %llu entries, %.1f MB%s\n",
+      f.build_cache.c_str(), hits, builds, builds > 0 ? 100.0 * hits / builds : 0.0,
+      static_cast<unsigned long long>(u.entries), u.bytes / 1048576.0,
+      f.build_cache_max_mb > 0 ? fmt::format(" of {:g} MB", f.build_cache_max_mb).c_str() : "");
+}
 
 void RunTune(const TuneFlags& f) {
   const int sources = !f.template_name.empty() + !f.workload.empty() + !f.model.empty();
@@ -118,7 +167,10 @@ void RunTune(const TuneFlags& f) {
   if (local && (!overlap_given || f.overlap)) split = tuner::SplitLocalCpus(f.threads);
   const bool pinned = !split.build.empty();
   // Workers are forked: the builder comes before any thread (server output, lease renewal).
-  auto builder = Check(builder::Builder::Create({.workers = f.workers, .cpus = split.build}));
+  builder::BuilderOptions bo = BuildCacheOptions(f);
+  bo.workers = f.workers;
+  bo.cpus = split.build;
+  auto builder = Check(builder::Builder::Create(bo));
 
   // Devices: a tracker's free devices of the key, given servers, or a server started here.
   std::string secret;
@@ -247,6 +299,7 @@ void RunTune(const TuneFlags& f) {
   const tuner::TuneSummary& s = *result;
   if (f.json_out) {
     nlohmann::json report = tuner::TuneReport(*task, options, s);
+    AddBuildCacheUsage(f, &report);
     report["overlap"] = options.overlap;
     if (pinned) {
       report["cpus"] = {{"kernel", FormatCpuList(split.kernel)},
@@ -273,6 +326,7 @@ void RunTune(const TuneFlags& f) {
               s.device_busy_fraction() * 100,
               s.stopped ? " (stopped by Ctrl-C after the batch)"
                         : (s.early_stopped ? " (early stop)" : ""));
+  PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
 }
 
 void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
@@ -324,7 +378,9 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
   if (!result.ok()) Fail(name + ": " + result.status().message());
   const tuner::WorkloadSummary& s = *result;
   if (f.json_out) {
-    PrintJson(tuner::WorkloadReport(wo, target, s));
+    nlohmann::json report = tuner::WorkloadReport(wo, target, s);
+    AddBuildCacheUsage(f, &report);
+    PrintJson(report);
     return;
   }
   std::printf("%-22s %-8s %-34s %5s %6s %10s %7s %8s\n", "layer", "template", "shape", "count",
@@ -348,6 +404,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
               net(s.network_seconds).c_str(), net(s.untuned_network_seconds).c_str());
   std::printf("%d trials in the log (%d measured now), %.1f s%s\n", s.trials_in_log, s.measured,
               s.wall_s, s.stopped ? " (stopped by Ctrl-C)" : "");
+  PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
 }
 
 void RegisterTune(CLI::App& app) {
@@ -433,6 +490,13 @@ void RegisterTune(CLI::App& app) {
   cmd->add_option("--run-timeout-ms", f->tune.measure.run_timeout_ms, "limit per kernel call")
       ->capture_default_str()
       ->check(CLI::Range(1, 3'600'000));
+  cmd->add_option("--build-cache", f->build_cache,
+                  "build cache directory, local or shared by a farm's tuners: a config built "
+                  "before for the same target and compiler is not compiled again");
+  f->build_cache_max_flag =
+      cmd->add_option("--build-cache-max-mb", f->build_cache_max_mb,
+                      "the cache's budget: past it, least recently used entries go (0: none)")
+          ->capture_default_str();
   cmd->add_option("--build-timeout", f->build_timeout_s, "seconds per build")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));

@@ -43,6 +43,7 @@ TEST(Records, RoundTripKeepsEveryField) {
   r.build_s = 1.25;
   r.run_s = 0.0625;
   r.generator = "0123456789abcdef";
+  r.build_cached = true;
   r.workload = {{"name", "resnet50"}, {"layer", "layer1.0.conv2"}, {"count", 3}};
   auto back = Record::FromJson(nlohmann::json::parse(
       r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
@@ -78,6 +79,27 @@ TEST(Records, IntegerFieldsRefuseFloatsAndOutOfRangeValues) {
   refused(P("/task/threads"), 9223372036854775807LL);
   refused(P("/v"), 1.0);
   refused(P("/v"), 18446744073709551615ULL);
+}
+
+// build_cached: written when a build happened, absent in logs from before it (and for configs
+// refused before any build); anything but true or false is refused by name.
+TEST(Records, BuildCachedIsOptionalAndBoolean) {
+  Record r = Sample(3, 1e-3);
+  EXPECT_FALSE(r.ToJson().contains("build_cached"));
+  auto old = Record::FromJson(r.ToJson());
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->build_cached.has_value());
+  r.build_cached = false;
+  EXPECT_EQ(r.ToJson()["build_cached"], false);
+  auto back = Record::FromJson(r.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->build_cached, std::optional<bool>(false));
+  nlohmann::json j = r.ToJson();
+  j["build_cached"] = "yes";
+  auto bad = Record::FromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("build_cached"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(Records, EveryErrorNameParsesBack) {

@@ -98,6 +98,8 @@ std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& ta
     Candidate& c = out[slot[r]];
     builder::BuildResult& b = results[r];
     c.build_s = b.build_seconds;
+    c.build_cached = b.cache_hit;
+    c.cache_warning = std::move(b.cache_warning);
     if (b.ok() && task.target().backend().loads_from_package()) {
       // The module needs its manifest (a CUDA module's launch geometry): send the whole package.
       auto bytes = PackageBytes(requests[r], b);
@@ -209,6 +211,7 @@ Measurement DeviceRunner::Measure(const Candidate& candidate) {
   Measurement m;
   m.index = candidate.index;
   m.build_s = candidate.build_s;
+  m.build_cached = candidate.build_cached;
   if (candidate.error != TrialError::kOk) {
     m.error = candidate.error;
     m.message = candidate.message;
@@ -235,6 +238,7 @@ Measurement DeviceRunner::Measure(const Candidate& candidate) {
   }
   m.run_s = Since(t0);
   m.build_s = candidate.build_s;
+  m.build_cached = candidate.build_cached;
   // A crash or a time-out ends the server's session. Open the next one now, so that a device
   // that is really gone shows as lost here rather than on the next candidate.
   const bool session_over = m.error == TrialError::kRemoteCrash ||

@@ -77,6 +77,7 @@ nlohmann::json Record::ToJson() const {
   j["message"] = message;
   j["build_s"] = build_s;
   j["run_s"] = run_s;
+  if (build_cached) j["build_cached"] = *build_cached;
   j["timestamp"] = timestamp;
   if (!workload.is_null()) j["workload"] = workload;
   return j;
@@ -148,6 +149,13 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
     r.message = j.value("message", "");
     r.build_s = j.value("build_s", 0.0);
     r.run_s = j.value("run_s", 0.0);
+    if (auto c = j.find("build_cached"); c != j.end()) {
+      if (!c->is_boolean()) {
+        return Status(ErrorCode::kInvalidArgument,
+                      "not a record (build_cached " + JsonExcerpt(*c) + " is not true or false)");
+      }
+      r.build_cached = c->get<bool>();
+    }
     r.timestamp = j.value("timestamp", "");
     if (auto w = j.find("workload"); w != j.end() && w->is_object()) r.workload = *w;
     return r;

@@ -395,6 +395,9 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
   for (;;) {
     std::vector<Candidate> batch = building.get();
     if (batch.empty()) break;
+    for (const auto& c : batch) {
+      if (!c.cache_warning.empty()) warn(c.cache_warning);
+    }
     bool stop_now = options.stop && options.stop->load();
     bool early = options.early_stop > 0 && since_best >= options.early_stop;
     std::vector<uint64_t> next;
@@ -464,6 +467,7 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
           r.message = m.message;
           r.build_s = m.build_s;
           r.run_s = m.run_s;
+          r.build_cached = m.build_cached;
           r.timestamp = UtcTimestamp();
           r.workload = options.workload;
           if (s.writer) {
@@ -515,6 +519,10 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
 
     std::vector<TrialResult> results;
     for (auto& [r, t] : finished) {
+      if (r.build_cached) {
+        ++sum.builds;
+        sum.build_cache_hits += *r.build_cached;
+      }
       done.insert(t.index);
       results.push_back(t);
       if (t.ok && t.cost < best_mean) {

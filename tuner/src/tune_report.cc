@@ -19,6 +19,13 @@ json Milliseconds(double seconds) {
   return seconds == TaskScheduler::kNoTime ? json(nullptr) : json(seconds * 1e3);
 }
 
+// A run's builds and how many the build cache served; hit_rate is null when nothing was built.
+json BuildCacheJson(int builds, int hits) {
+  return {{"builds", builds},
+          {"hits", hits},
+          {"hit_rate", builds > 0 ? json(static_cast<double>(hits) / builds) : json(nullptr)}};
+}
+
 }  // namespace
 
 double TuneSummary::device_busy_fraction() const {
@@ -40,6 +47,7 @@ json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary&
             {"wall_s", s.wall_s},
             {"devices", s.devices},
             {"device_busy_fraction", s.device_busy_fraction()},
+            {"build_cache", BuildCacheJson(s.builds, s.build_cache_hits)},
             {"stopped", s.stopped},
             {"early_stopped", s.early_stopped},
             {"log", options.log_path}};
@@ -83,6 +91,7 @@ json WorkloadReport(const WorkloadTuneOptions& options, const builder::Target& t
           {"network_ms", Milliseconds(s.network_seconds)},
           {"untuned_network_ms", Milliseconds(s.untuned_network_seconds)},
           {"wall_s", s.wall_s},
+          {"build_cache", BuildCacheJson(s.builds, s.build_cache_hits)},
           {"stopped", s.stopped},
           {"tasks", tasks},
           {"log", options.tune.log_path}};

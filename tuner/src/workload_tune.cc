@@ -107,6 +107,8 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
     if (run.ok()) {
       now = run->trials_in_log;
       summary.measured += run->measured;
+      summary.builds += run->builds;
+      summary.build_cache_hits += run->build_cache_hits;
       if (run->has_best) best = run->best.mean;
       if (run->stopped) summary.stopped = true;
     } else if (run.status().code() == ErrorCode::kDisconnected ||

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct Candidate {
   std::string
       library;  // the module's bytes (a CUDA task's: its .ctpkg, which holds the launch geometry)
   double build_s = 0;
+  // Whether its build came from the builder's cache; unset when it never reached the builder.
+  std::optional<bool> build_cached;
+  std::string cache_warning;  // BuildResult::cache_warning
 };
 
 struct Measurement {
@@ -65,6 +69,7 @@ struct Measurement {
   double mean = 0;
   double build_s = 0;
   double run_s = 0;
+  std::optional<bool> build_cached;  // Candidate::build_cached
 };
 
 // The task's inputs and the reference outputs, computed once on the host.

@@ -5,7 +5,7 @@
 //    "target":"llvm -mtriple=x86_64-linux-gnu -mcpu=...","device":{"name":"local","arch":"x86_64",
 //    "cpu":"znver4","key":""},"config":{"index":123,"values":{"mr":6,...}},"flops":268435456,
 //    "costs":[0.0012,...],"mean":0.0012,"error":"ok","message":"","build_s":0.02,"run_s":0.4,
-//    "timestamp":"2026-11-30T10:00:00.123Z"}
+//    "build_cached":false,"timestamp":"2026-11-30T10:00:00.123Z"}
 //
 // `error` is "ok" or one of the TrialError names; `message` then holds the whole text (compiler
 // diagnostics, the signal and function of a crash). Each record is written with one write(2) on
@@ -81,6 +81,9 @@ struct Record {
   std::string message;
   double build_s = 0;
   double run_s = 0;
+  // Whether the build came from the build cache (`build_cached`); unset for a config refused
+  // before any build, and in logs from before the field (then not written).
+  std::optional<bool> build_cached;
   std::string timestamp;  // UTC ISO 8601
   // GeneratorHash of the code that was measured (16 hex digits); empty in logs from before it.
   // A record whose config the template now generates differently is not that config any more.

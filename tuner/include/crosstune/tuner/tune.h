@@ -87,6 +87,8 @@ struct TuneSummary {
   double wall_s = 0;
   double device_busy_s = 0;  // summed over devices: time spent measuring
   double build_s = 0;        // summed build time of this run
+  int builds = 0;            // this run's measured trials that reached the builder
+  int build_cache_hits = 0;  // of those, the builds that came from the build cache
   int devices = 0;
   bool stopped = false;  // by options.stop
   bool early_stopped = false;
@@ -138,8 +140,9 @@ class TuneJob {
 };
 
 // The run as `crosstune tune --json` prints it: the task, target, tuner and log, the counts and
-// errors by kind, the wall time and how busy the devices were, the default config's and the best
-// record's figures.
+// errors by kind, the wall time and how busy the devices were, the build cache's hits
+// ("build_cache": {"builds", "hits", "hit_rate"}), the default config's and the best record's
+// figures.
 nlohmann::json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary& summary);
 
 // "all N trials failed; commonest: KIND (count): message" for a task's records, or Ok when one
@@ -183,6 +186,8 @@ struct WorkloadSummary {
   double untuned_network_seconds = TaskScheduler::kNoTime;  // the same with default configs
   int trials_in_log = 0;
   int measured = 0;  // by this run
+  int builds = 0;    // by this run, and of them the build cache's hits (TuneSummary's)
+  int build_cache_hits = 0;
   double wall_s = 0;
   bool stopped = false;
 };
