@@ -179,8 +179,11 @@ class TemplateOnServerTest : public ::testing::Test {
     builder_ = nullptr;
   }
   void SetUp() override {
-    Status s = server_.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0"},
-                             std::chrono::seconds(20));
+    // --exit-with-parent: a test binary killed mid-run (SIGPIPE into `head`, a timeout) does not
+    // leave its server running.
+    Status s =
+        server_.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"},
+                      std::chrono::seconds(20));
     ASSERT_TRUE(s.ok()) << s.ToString();
     device_.name = "local";
     device_.server = server_.address();
