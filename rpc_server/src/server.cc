@@ -21,6 +21,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -104,6 +106,36 @@ void SweepStaleWorkspaces(const std::string& work_dir) {
       spdlog::warn("cannot remove stale workspace {}: {}", e.path().string(), rec.message());
     } else {
       spdlog::info("removed stale workspace {}", e.path().string());
+    }
+  }
+}
+
+// A server given no --work-dir makes $TMPDIR/crosstune-server-<pid>-<hex> and removes it when it
+// stops; SIGKILL (the OOM killer, a power cut before /tmp is cleared) leaves it, with every upload
+// in it. A starting server removes those of servers that no longer run: directories (never a
+// symlink) of that name owned by this user whose pid runs nothing. A pid reused by another
+// process keeps its folder until a later start; another user's folders are never touched.
+void SweepDeadServerDirs(const std::string& base) {
+  static constexpr std::string_view kPrefix = "crosstune-server-";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + kPrefix.size(), &end, 10);
+    if (!end || *end != '-' || pid <= 0 || pid == ::getpid()) continue;
+    struct stat st {};
+    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+      continue;
+    }
+    if (ProcessRuns(static_cast<pid_t>(pid))) continue;
+    std::error_code rec;
+    std::filesystem::remove_all(e.path(), rec);
+    if (rec) {
+      spdlog::warn("cannot remove the work dir of a server that is gone, {}: {}",
+                   e.path().string(), rec.message());
+    } else {
+      spdlog::info("removed the work dir of a server that is gone: {}", e.path().string());
     }
   }
 }
@@ -288,7 +320,9 @@ class Server::Impl {
           base + "/crosstune-server-" + std::to_string(::getpid()) + "-" + RandomHex(4);
       owns_work_dir_ = true;
       // Made with the first session's workspace, so a server killed before it served anyone
-      // (SIGKILL skips the cleanup) leaves nothing behind.
+      // (SIGKILL skips the cleanup) leaves nothing behind; those left by servers killed later
+      // go now.
+      SweepDeadServerDirs(base);
       return Status::Ok();
     }
     std::filesystem::create_directories(options_.work_dir, ec);

@@ -44,7 +44,7 @@ class CliTest : public ::testing::Test {
     std::filesystem::create_directories(work_ + "/server");
     server_ = new ServerProcess();
     Status s = server_->Start(
-        {CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--work-dir", work_ + "/server"},
+        {CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent", "--work-dir", work_ + "/server"},
         std::chrono::seconds(20));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
@@ -157,7 +157,7 @@ TEST_F(CliTest, RunRefusesTensorsTheDeviceCannotHoldBeforeAllocatingThem) {
             "server's limit of 8.0 GiB per session (--max-tensor-bytes 8589934592)\n");
   // With the server's limit out of the way, the device's memory is the limit.
   ServerProcess roomy;
-  Status s = roomy.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+  Status s = roomy.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent", "--work-dir",
                           work_ + "/roomy", "--max-tensor-bytes", "1152921504606846976"},
                          std::chrono::seconds(20));
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -498,7 +498,7 @@ TEST(CliAuthTest, ReadsTheSecretFromCrosstuneAuthTokenFile) {
   testing::WriteFile(dir + "/wrong", "guess\n");
   std::filesystem::create_directories(dir + "/ws");
   ServerProcess server;
-  Status s = server.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--work-dir",
+  Status s = server.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent", "--work-dir",
                            dir + "/ws", "--auth-token-file", dir + "/secret"},
                           std::chrono::seconds(20));
   ASSERT_TRUE(s.ok()) << s.ToString();

@@ -11,12 +11,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "crosstune/channel.h"
+#include "crosstune/client/local_server.h"
+#include "crosstune/client/session.h"
 #include "crosstune/handshake.h"
 #include "crosstune/testing/support.h"
 #include "test_util.h"
@@ -129,6 +134,69 @@ TEST(ServerHardeningTest, SessionsDieWithAServerKilledBySigkillAndTheNextServerS
   ExpectServerAnswers(*next);
   std::error_code ec;
   std::filesystem::remove_all(work_dir, ec);
+}
+
+// The folders in `base` named crosstune-server-<pid>-*.
+std::vector<std::filesystem::path> ServerDirsOf(const std::string& base, pid_t pid) {
+  std::vector<std::filesystem::path> out;
+  const std::string prefix = "crosstune-server-" + std::to_string(pid) + "-";
+  for (const auto& e : std::filesystem::directory_iterator(base)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+  }
+  return out;
+}
+
+TEST(ServerHardeningTest, AServerWithoutAWorkDirRemovesThoseOfServersKilledBeforeIt) {
+  if (ForeignServer()) GTEST_SKIP() << "starts the host's server with its own TMPDIR";
+  const std::string base = MakeTempDir();
+  const char* old = std::getenv("TMPDIR");
+  const std::string old_tmpdir = old ? old : "";
+  ::setenv("TMPDIR", base.c_str(), 1);  // the servers below make their work dirs in `base`
+  const std::vector<std::string> argv = {CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0",
+                                         "--exit-with-parent"};
+  client::LocalServer first;
+  Status started = first.Start(argv, seconds(30));
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  {
+    auto s = client::Session::Connect({.server = first.address(), .peer_name = "rpc-test"});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_TRUE((*s)->Ping().ok());
+  }
+  const pid_t first_pid = first.pid();
+  ASSERT_EQ(ServerDirsOf(base, first_pid).size(), 1u) << "its work dir, made with the session";
+  const std::filesystem::path left = ServerDirsOf(base, first_pid).front();
+  first.Kill(SIGKILL);
+  ASSERT_TRUE(std::filesystem::exists(left)) << "SIGKILL skips the cleanup";
+
+  // Beside it: the folder of a process that runs (this test), and a symlink named for a process
+  // that is gone, pointing at a folder of ours.
+  const std::filesystem::path live =
+      std::filesystem::path(base) / ("crosstune-server-" + std::to_string(::getpid()) + "-beef");
+  std::filesystem::create_directories(live);
+  std::ofstream(live / "upload.so") << "x";
+  const std::filesystem::path keep = std::filesystem::path(base) / "keep";
+  std::filesystem::create_directories(keep);
+  std::ofstream(keep / "data") << "x";
+  const std::filesystem::path link =
+      std::filesystem::path(base) / ("crosstune-server-" + std::to_string(first_pid) + "-cafe");
+  std::filesystem::create_directory_symlink(keep, link);
+
+  client::LocalServer second;
+  started = second.Start(argv, seconds(30));
+  if (old) {
+    ::setenv("TMPDIR", old_tmpdir.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  // The sweep runs before the server listens.
+  EXPECT_FALSE(std::filesystem::exists(left)) << "the killed server's work dir is still there";
+  EXPECT_TRUE(std::filesystem::exists(live / "upload.so")) << "a live pid's folder was removed";
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_TRUE(std::filesystem::exists(keep / "data")) << "the sweep followed a symlink";
+  second.Stop();
+  std::error_code ec;
+  std::filesystem::remove_all(base, ec);
 }
 
 TEST(ServerHardeningTest, IdleSessionEndsAfterTheIdleTimeout) {

@@ -22,7 +22,9 @@ std::unique_ptr<ServerProcess> ServerProcess::Start(const std::vector<std::strin
     std::istringstream words(prefix);
     for (std::string w; words >> w;) argv.push_back(w);
   }
-  argv.insert(argv.end(), {bin, "--host", "127.0.0.1"});
+  // --exit-with-parent: a test binary killed mid-run (a ctest time-out, SIGPIPE) takes its
+  // servers with it.
+  argv.insert(argv.end(), {bin, "--host", "127.0.0.1", "--exit-with-parent"});
   auto given = std::find(args.begin(), args.end(), "--work-dir");
   if (given == args.end()) {
     argv.insert(argv.end(), {"--work-dir", p->work_dir_});
