@@ -64,6 +64,16 @@ std::string ErrorsText(const std::map<tuner::TrialError, int>& errors) {
   return s.empty() ? "none" : s;
 }
 
+// The tuner's planning in one line: its cost per proposal, its share of the wall time, and how
+// much of it no device measured beside (what the devices waited for).
+std::string PlanningLine(const tuner::PlanningTime& p, double wall_s) {
+  return fmt::format(
+      "planning: {:.2f} ms per proposal ({} proposed; refit {:.2f} s, propose {:.2f} s), {:.1f}% "
+      "of wall time; devices waited {:.2f} s for it",
+      p.ms_per_proposal(), p.proposed, p.refit_s, p.propose_s,
+      wall_s > 0 ? 100 * p.seconds() / wall_s : 0.0, p.waited_s);
+}
+
 // --- tune ----------------------------------------------------------------------------------------
 
 struct TuneFlags {
@@ -201,6 +211,15 @@ void RunTune(const TuneFlags& f) {
     }
   }
   const builder::Target target = Check(tuner::ResolveTarget(f.target, pool->devices().front()));
+  // A batch smaller than the devices leaves some idle in every batch: kept, as asked, but said.
+  const int device_count = static_cast<int>(pool->devices().size());
+  if (f.tune.batch > 0 && f.tune.batch < device_count) {
+    std::fprintf(stderr,
+                 "crosstune: warning: --batch %d is smaller than the %d devices: %d of them idle "
+                 "in every batch (leave --batch out for %d)\n",
+                 f.tune.batch, device_count, device_count - f.tune.batch,
+                 tuner::ChooseBatch(0, device_count));
+  }
   std::unique_ptr<tuner::Task> task;
   if (!network) task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
 
@@ -326,6 +345,7 @@ void RunTune(const TuneFlags& f) {
               s.device_busy_fraction() * 100,
               s.stopped ? " (stopped by Ctrl-C after the batch)"
                         : (s.early_stopped ? " (early stop)" : ""));
+  std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
 }
 
@@ -404,6 +424,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
               net(s.network_seconds).c_str(), net(s.untuned_network_seconds).c_str());
   std::printf("%d trials in the log (%d measured now), %.1f s%s\n", s.trials_in_log, s.measured,
               s.wall_s, s.stopped ? " (stopped by Ctrl-C)" : "");
+  std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
 }
 
@@ -464,8 +485,9 @@ void RegisterTune(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 10'000'000));
   cmd->add_option("--tuner", f->tune.tuner, "random, grid, ga or xgb")->capture_default_str();
-  cmd->add_option("--batch", f->tune.batch, "configs per batch")
-      ->capture_default_str()
+  cmd->add_option("--batch", f->tune.batch,
+                  "configs per batch (default: 8, or twice the devices when that is more, "
+                  "rounded up to a multiple of them)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--early-stop", f->tune.early_stop, "stop after N trials without a better config")
       ->check(CLI::Range(0, 10'000'000));

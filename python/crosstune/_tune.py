@@ -165,7 +165,7 @@ def tune(
     key: Optional[str] = None,
     log: Optional[PathLike] = None,
     tuner: str = "xgb",
-    batch: int = 8,
+    batch: int = 0,
     early_stop: int = 0,
     threads: int = 1,
     round: int = 16,
@@ -213,7 +213,8 @@ def tune(
 
     How: ``tuner`` (``"xgb"``, ``"ga"``, ``"random"``, ``"grid"``), ``trials`` in all for the
     task in the log (a second run with the same ``log`` resumes and measures only the rest),
-    ``batch``, ``early_stop``, the time evaluator's ``number``, ``repeat``, ``min_repeat_ms``,
+    ``batch`` (0: 8, or twice the devices when that is more, as ``crosstune tune`` without
+    ``--batch``), ``early_stop``, the time evaluator's ``number``, ``repeat``, ``min_repeat_ms``,
     ``cooldown_ms``, ``flush_cache``, and per-candidate limits (``run_timeout_ms``,
     ``build_timeout`` in seconds). ``check=False`` skips the comparison with the reference.
 

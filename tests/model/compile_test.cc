@@ -257,6 +257,13 @@ TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {
     EXPECT_EQ(t["opened"], 1) << t.dump();
   }
   EXPECT_GT(rounds, static_cast<int>(first["tasks"].size())) << first.dump();
+  // The tuner's planning summed over the rounds: every trial but each task's default config was
+  // proposed by it; one device, the default batch.
+  EXPECT_EQ(first["planning"]["proposed"].get<int>(),
+            first["measured"].get<int>() - static_cast<int>(first["tasks"].size()))
+      << first.dump();
+  EXPECT_GT(first["planning"]["seconds"].get<double>(), 0) << first.dump();
+  EXPECT_EQ(first["batch"], 8) << first.dump();
   const int before = first["trials_in_log"];
   const json second = tune(before + 4);
   ASSERT_TRUE(second.is_object());

@@ -286,6 +286,8 @@ TEST(TuneReportTest, SaysWhatTheRunDidAsJson) {
   s.devices = 2;
   s.has_best = true;
   s.best = Make({64, 64, 64}, 7, 0.001);
+  s.batch = 9;
+  s.planning = {.proposed = 8, .refit_s = 0.5, .propose_s = 1.5, .waited_s = 0.25};
   nlohmann::json j = TuneReport(**task, options, s);
   EXPECT_EQ(j["task"]["template"], "matmul");
   EXPECT_EQ(j["target"], (*task)->target().ToString());
@@ -295,6 +297,15 @@ TEST(TuneReportTest, SaysWhatTheRunDidAsJson) {
   EXPECT_EQ(j["best"]["index"], 7);
   EXPECT_FALSE(j.contains("default"));
   EXPECT_EQ(j["log"], "mm.jsonl");
+  EXPECT_EQ(j["batch"], 9);
+  const nlohmann::json& p = j["planning"];
+  EXPECT_EQ(p["proposed"], 8);
+  EXPECT_DOUBLE_EQ(p["refit_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(p["propose_s"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(p["seconds"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(p["ms_per_proposal"].get<double>(), 250);
+  EXPECT_DOUBLE_EQ(p["wall_fraction"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(p["waited_s"].get<double>(), 0.25);
 }
 
 TEST(TuneReportTest, AWorkloadWithoutATimeReportsNull) {
@@ -312,6 +323,21 @@ TEST(TuneReportTest, AWorkloadWithoutATimeReportsNull) {
   EXPECT_TRUE(j["tasks"][0]["best_ms"].is_null());
   EXPECT_EQ(j["tasks"][0]["count"], 3);
   EXPECT_EQ(j["log"], "net.jsonl");
+  // Nothing proposed: no cost per proposal.
+  EXPECT_EQ(j["planning"]["proposed"], 0);
+  EXPECT_TRUE(j["planning"]["ms_per_proposal"].is_null());
+}
+
+TEST(TuneReportTest, AWorkloadsPlanningIsItsRoundsSummed) {
+  PlanningTime sum;
+  sum.Add({.proposed = 15, .refit_s = 0.25, .propose_s = 0.5, .waited_s = 0.25});
+  sum.Add({.proposed = 16, .refit_s = 0.5, .propose_s = 0.75, .waited_s = 0});
+  EXPECT_EQ(sum.proposed, 31);
+  EXPECT_DOUBLE_EQ(sum.refit_s, 0.75);
+  EXPECT_DOUBLE_EQ(sum.propose_s, 1.25);
+  EXPECT_DOUBLE_EQ(sum.seconds(), 2.0);
+  EXPECT_DOUBLE_EQ(sum.waited_s, 0.25);
+  EXPECT_DOUBLE_EQ(sum.ms_per_proposal(), 2000.0 / 31);
 }
 
 }  // namespace

@@ -18,9 +18,8 @@ namespace crosstune::tuner {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Since(Clock::time_point t0) { return Seconds(Clock::now() - t0); }
 
 TrialResult ToTrial(uint64_t index, const Record& r) {
   TrialResult t;
@@ -115,6 +114,20 @@ Status AllFailedStatus(const std::vector<Record>& records) {
                     std::to_string(f->count) + "): " + f->first_message);
 }
 
+int ChooseBatch(int batch, int devices) {
+  if (batch > 0) return batch;
+  devices = std::max(devices, 1);
+  const int want = std::max(kDefaultBatch, 2 * devices);
+  return (want + devices - 1) / devices * devices;
+}
+
+void PlanningTime::Add(const PlanningTime& other) {
+  proposed += other.proposed;
+  refit_s += other.refit_s;
+  propose_s += other.propose_s;
+  waited_s += other.waited_s;
+}
+
 // A pin's value (a knob's choice) as text, at most.
 constexpr size_t kMaxPinBytes = 64 << 10;
 
@@ -157,6 +170,9 @@ struct TuneJob::State {
   std::vector<std::string> log_warnings;
   std::unique_ptr<RecordWriter> writer;
   std::unique_ptr<Tuner> tuner;
+  // Measured, not yet given to the tuner (Update): overlapped, the last batch's results wait for
+  // the next proposal, which may be the next Run's.
+  std::vector<TrialResult> unheard;
   std::optional<ReferenceData> reference;
   std::unordered_map<std::string, int> transfer_groups;  // other task key -> group
   int runs = 0;
@@ -226,7 +242,8 @@ Expected<std::unique_ptr<TuneJob>> TuneJob::Open(const Task& task, builder::Buil
 
   TunerOptions topt = options.tuner_options;
   if (!topt.features) topt.features = [&task](const Config& c) { return task.Features(c); };
-  CT_ASSIGN_OR_RETURN(s.tuner, MakeTuner(options.tuner, space, topt));
+  CT_ASSIGN_OR_RETURN(s.tuner, options.make_tuner ? options.make_tuner(space, topt)
+                                                  : MakeTuner(options.tuner, space, topt));
   if (!resumed.empty()) s.tuner->Update(resumed);
   if (!options.transfer_logs.empty()) {
     std::vector<std::string> notes;
@@ -352,63 +369,114 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
   std::vector<bool> alive(runners.size(), true);
 
   // --- The loop: build batch i+1 while batch i runs.
+  sum.batch = ChooseBatch(options.batch, static_cast<int>(runners.size()));
+  const std::string tuner_name = tuner->name();  // for records, while the tuner plans beside them
   // Everything measured, in the pipeline, or put in by us (the default config): a tuner that
   // proposes one of these again (it hears of results a batch late) is not measured twice.
   std::unordered_set<uint64_t> planned_set(done.begin(), done.end());
-  auto propose = [&](int n) -> std::vector<uint64_t> {
-    std::vector<uint64_t> out;
-    for (int round = 0; round < 4 && static_cast<int>(out.size()) < n; ++round) {
-      auto batch = tuner->NextBatch(n - static_cast<int>(out.size()));
-      for (const auto& w : tuner->TakeWarnings()) warn(w);
+  int planned = progress.done;  // trials measured or in the pipeline
+  // One planning step: the tuner hears of `heard` and, asked for n > 0 configs, refits and
+  // proposes up to n new ones. One step at a time, on this thread or (overlapped) beside the
+  // device threads, which never touch the tuner, planned_set or planned; its warnings are said
+  // on this thread (account).
+  struct Plan {
+    std::vector<uint64_t> indices;
+    std::vector<std::string> warnings;
+    PlanningTime time;
+    Clock::time_point start, end;
+  };
+  auto plan = [&](const std::vector<TrialResult>& heard, int n) {
+    Plan p;
+    p.start = Clock::now();
+    if (!heard.empty()) tuner->Update(heard);
+    if (n > 0) tuner->Refit();
+    const auto refitted = Clock::now();
+    for (int round = 0; round < 4 && static_cast<int>(p.indices.size()) < n; ++round) {
+      auto batch = tuner->NextBatch(n - static_cast<int>(p.indices.size()));
       if (batch.empty()) break;
       for (uint64_t i : batch) {
-        if (planned_set.insert(i).second) out.push_back(i);
+        if (planned_set.insert(i).second) p.indices.push_back(i);
       }
     }
-    return out;
+    p.warnings = tuner->TakeWarnings();
+    p.end = Clock::now();
+    p.time.proposed = static_cast<int>(p.indices.size());
+    p.time.refit_s = Seconds(refitted - p.start);
+    p.time.propose_s = Seconds(p.end - refitted);
+    planned += p.time.proposed;
+    return p;
+  };
+  // A plan's time into the summary, `waited_s` of it while no device measured.
+  auto account = [&](const Plan& p, double waited_s) {
+    for (const auto& w : p.warnings) warn(w);
+    PlanningTime t = p.time;
+    t.waited_s = std::clamp(waited_s, 0.0, t.seconds());
+    sum.planning.Add(t);
+  };
+  // A batch ready to measure and, overlapped, the plan that chose it.
+  struct Prepared {
+    std::vector<Candidate> batch;
+    std::optional<Plan> plan;
   };
   auto build_async = [&](std::vector<uint64_t> indices) {
     return std::async(std::launch::async, [&, indices = std::move(indices)] {
-      return BuildCandidates(builder, task, indices, limits, options.measure);
+      return Prepared{BuildCandidates(builder, task, indices, limits, options.measure), {}};
     });
   };
-  int planned = progress.done;  // trials measured or in the pipeline
+  // Overlapped: plan beside the devices, then build what it proposed.
+  auto plan_and_build_async = [&](std::vector<TrialResult> heard, int n) {
+    return std::async(std::launch::async, [&, heard = std::move(heard), n] {
+      Prepared out;
+      out.plan = plan(heard, n);
+      out.batch = BuildCandidates(builder, task, out.plan->indices, limits, options.measure);
+      return out;
+    });
+  };
+  auto nothing_more = [] { return std::async(std::launch::deferred, [] { return Prepared{}; }); };
   const uint64_t default_index = task.DefaultConfig().index();
   std::vector<uint64_t> first;
   if (options.include_default && space.IsValid(space.Get(default_index)) &&
       planned_set.insert(default_index).second) {
     first.push_back(default_index);
   }
-  for (uint64_t i : propose(std::min(options.batch, options.trials - planned) -
-                            static_cast<int>(first.size()))) {
-    first.push_back(i);
+  const int put_in = static_cast<int>(first.size());  // the default config, when measured
+  {  // The first batch: the devices wait for its plan.
+    Plan p =
+        plan(std::exchange(s.unheard, {}), std::min(sum.batch, options.trials - planned) - put_in);
+    account(p, p.time.seconds());
+    first.insert(first.end(), p.indices.begin(), p.indices.end());
   }
-  planned += static_cast<int>(first.size());
-  std::future<std::vector<Candidate>> building = build_async(std::move(first));
+  planned += put_in;
+  std::future<Prepared> building = build_async(std::move(first));
   double best_mean = std::numeric_limits<double>::infinity();
   for (const auto& r : task_records) {
     if (r.ok() && r.mean > 0) best_mean = std::min(best_mean, r.mean);
   }
   int since_best = 0;
   Status lost;
+  Clock::time_point batch_end = Clock::now();  // when the devices finished the last batch
 
   for (;;) {
-    std::vector<Candidate> batch = building.get();
+    Prepared prepared = building.get();
+    if (prepared.plan) {
+      // Planned beside the last batch: the devices waited for what outlasted it.
+      const Plan& p = *prepared.plan;
+      account(p, Seconds(p.end - std::max(p.start, batch_end)));
+    }
+    const std::vector<Candidate> batch = std::move(prepared.batch);
     if (batch.empty()) break;
     for (const auto& c : batch) {
       if (!c.cache_warning.empty()) warn(c.cache_warning);
     }
     bool stop_now = options.stop && options.stop->load();
     bool early = options.early_stop > 0 && since_best >= options.early_stop;
-    std::vector<uint64_t> next;
-    if (!stop_now && !early) next = propose(std::min(options.batch, options.trials - planned));
-    planned += static_cast<int>(next.size());
-    // Overlapped: the next batch builds while this one runs; serial: after it.
+    const int next_n = stop_now || early ? 0 : std::min(sum.batch, options.trials - planned);
+    // Taking turns: the next batch is planned now, before this one runs, and built after it.
     std::vector<uint64_t> after_run;
-    if (options.overlap) {
-      building = build_async(std::move(next));
-    } else {
-      after_run = std::move(next);
+    if (!options.overlap && next_n > 0) {
+      Plan p = plan(std::exchange(s.unheard, {}), next_n);
+      account(p, p.time.seconds());
+      after_run = std::move(p.indices);
     }
 
     // Devices pull candidates; a lost device's candidate goes back for another.
@@ -453,7 +521,7 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
           Record r;
           r.tool = "";
           r.run_id = options.run_id;
-          r.tuner = tuner->name();
+          r.tuner = tuner_name;
           r.task = task.id();
           r.target = target;
           r.device = runner.id();
@@ -477,6 +545,12 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
           cv.notify_all();
         }
       });
+    }
+    // Overlapped: while the devices measure, the tuner hears of the batch before this one and
+    // plans the next, which then builds; its plan knows what it would know taking turns.
+    if (options.overlap) {
+      building =
+          next_n > 0 ? plan_and_build_async(std::exchange(s.unheard, {}), next_n) : nothing_more();
     }
     // Progress while the batch runs, from this thread.
     {
@@ -515,16 +589,18 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
       }
     }
     for (auto& t : threads) t.join();
-    if (!options.overlap) building = build_async(std::move(after_run));
+    batch_end = Clock::now();
+    if (!options.overlap) {
+      building = next_n > 0 ? build_async(std::move(after_run)) : nothing_more();
+    }
 
-    std::vector<TrialResult> results;
     for (auto& [r, t] : finished) {
       if (r.build_cached) {
         ++sum.builds;
         sum.build_cache_hits += *r.build_cached;
       }
       done.insert(t.index);
-      results.push_back(t);
+      s.unheard.push_back(t);  // the next plan's news
       if (t.ok && t.cost < best_mean) {
         best_mean = t.cost;
         since_best = 0;
@@ -535,8 +611,6 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
     }
     sum.measured += static_cast<int>(finished.size());
     for (const auto& c : batch) sum.build_s += c.build_s;
-    tuner->Update(results);
-    for (const auto& w : tuner->TakeWarnings()) warn(w);
 
     progress.measured = sum.measured;
     progress.done = static_cast<int>(done.size());

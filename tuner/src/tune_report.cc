@@ -26,6 +26,17 @@ json BuildCacheJson(int builds, int hits) {
           {"hit_rate", builds > 0 ? json(static_cast<double>(hits) / builds) : json(nullptr)}};
 }
 
+// The tuner's planning time of a run (or a network's rounds) of `wall_s` seconds.
+json PlanningJson(const PlanningTime& p, double wall_s) {
+  return {{"proposed", p.proposed},
+          {"refit_s", p.refit_s},
+          {"propose_s", p.propose_s},
+          {"seconds", p.seconds()},
+          {"ms_per_proposal", p.proposed > 0 ? json(p.ms_per_proposal()) : json(nullptr)},
+          {"wall_fraction", wall_s > 0 ? p.seconds() / wall_s : 0.0},
+          {"waited_s", p.waited_s}};
+}
+
 }  // namespace
 
 double TuneSummary::device_busy_fraction() const {
@@ -47,6 +58,8 @@ json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary&
             {"wall_s", s.wall_s},
             {"devices", s.devices},
             {"device_busy_fraction", s.device_busy_fraction()},
+            {"batch", s.batch},
+            {"planning", PlanningJson(s.planning, s.wall_s)},
             {"build_cache", BuildCacheJson(s.builds, s.build_cache_hits)},
             {"stopped", s.stopped},
             {"early_stopped", s.early_stopped},
@@ -91,6 +104,8 @@ json WorkloadReport(const WorkloadTuneOptions& options, const builder::Target& t
           {"network_ms", Milliseconds(s.network_seconds)},
           {"untuned_network_ms", Milliseconds(s.untuned_network_seconds)},
           {"wall_s", s.wall_s},
+          {"batch", s.batch},
+          {"planning", PlanningJson(s.planning, s.wall_s)},
           {"build_cache", BuildCacheJson(s.builds, s.build_cache_hits)},
           {"stopped", s.stopped},
           {"tasks", tasks},

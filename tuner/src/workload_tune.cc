@@ -1,4 +1,5 @@
 // TuneWorkload: a network's tasks under one trial budget, steered by the TaskScheduler.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -109,6 +110,8 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
       summary.measured += run->measured;
       summary.builds += run->builds;
       summary.build_cache_hits += run->build_cache_hits;
+      summary.batch = std::max(summary.batch, run->batch);
+      summary.planning.Add(run->planning);
       if (run->has_best) best = run->best.mean;
       if (run->stopped) summary.stopped = true;
     } else if (run.status().code() == ErrorCode::kDisconnected ||

@@ -50,7 +50,7 @@ class XgbTuner final : public Tuner {
     std::vector<uint64_t> batch;
     if (n <= 0) return batch;
     if (ModelWanted()) {
-      Status s = dirty_ ? Refit() : Status::Ok();
+      Status s = dirty_ ? FitMembers() : Status::Ok();
       if (s.ok()) {
         dirty_ = false;
         std::vector<int> slots = Slots(n);
@@ -80,6 +80,11 @@ class XgbTuner final : public Tuner {
       sampler_.Exclude(r.index);
       dirty_ = true;
     }
+  }
+
+  // NextBatch refits when Refit could not (the model failed): it warns there.
+  void Refit() override {
+    if (dirty_ && ModelWanted() && FitMembers().ok()) dirty_ = false;
   }
 
   void AddTransfer(const std::vector<TransferSample>& samples) override {
@@ -125,7 +130,7 @@ class XgbTuner final : public Tuner {
     return Status::Ok();
   }
 
-  Status Refit() {
+  Status FitMembers() {
     for (auto& m : members_) CT_RETURN_IF_ERROR(Fit(*m));
     return Status::Ok();
   }

@@ -1,7 +1,10 @@
 // One tuning run of one task: the search loop over the measure pipeline.
 //
 //   builder -> batch i+1 compiles while the devices measure batch i
-//   tuner   -> proposes batch i+1 from every result up to batch i-1 (the model lags one batch)
+//   tuner   -> proposes batch i+1 from every result up to batch i-1 (the model lags one batch);
+//              overlapped (TuneOptions::overlap), it hears of batch i-1 (Update, the xgb refit)
+//              and proposes while the devices measure batch i, so they never wait for it unless
+//              planning outlasts the batch; taking turns, it plans between two batches
 //   devices -> each pulls candidates from the batch's queue; a lost device's candidate goes back
 //              to the queue for another; the caller hears of it (on_device_lost) to return leases
 //
@@ -43,13 +46,22 @@ struct TuneProgress {
   bool batch_end = false;
 };
 
+// The batch when TuneOptions::batch is 0, with few devices.
+constexpr int kDefaultBatch = 8;
+
+// The batch a run uses: `batch` when it is above 0, else at least kDefaultBatch and twice the
+// devices, rounded up to a whole number of candidates per device, so every device has work in
+// every batch and a batch's tail (devices idle while the last candidates run) is a small share.
+int ChooseBatch(int batch, int devices);
+
 struct TuneOptions {
   std::string tuner = "xgb";
-  int trials = 100;  // total for the task in the log
-  int batch = 8;
+  int trials = 100;    // total for the task in the log
+  int batch = 0;       // configs per batch; 0: ChooseBatch's, from the devices opened
   int early_stop = 0;  // stop after this many trials without a better config; 0: never
-  // Build the next batch while the devices measure this one (the default). Off: one after the
-  // other, the baseline that crosstune-bench-tune compares against.
+  // Build the next batch, and let the tuner plan it, while the devices measure this one (the
+  // default). Off: one after the other, nothing beside a timed kernel (servers on this machine's
+  // CPUs), the baseline that crosstune-bench-tune compares against.
   bool overlap = true;
   // Measure the template's default (untuned) config first, so the gain from tuning is visible
   // in the same run. It counts as a trial.
@@ -72,6 +84,23 @@ struct TuneOptions {
   std::function<void(const Record&)> on_record;
   std::function<void(const std::string&)> on_warning;
   std::function<void(const DeviceSpec&, const Status&)> on_device_lost;
+  // Makes the tuner instead of MakeTuner(tuner, space, options) (tests: a tuner that watches
+  // when it is called). The space and options are those MakeTuner would get.
+  std::function<Expected<std::unique_ptr<Tuner>>(const ConfigSpace&, const TunerOptions&)>
+      make_tuner;
+};
+
+// Time the tuner spent planning: hearing of results (Update and the cost model's refit) and
+// proposing configs (NextBatch), and how much of it no measurement ran beside (the devices
+// waited for it, or the run's wall time did).
+struct PlanningTime {
+  int proposed = 0;      // configs the tuner proposed (the default config is not one)
+  double refit_s = 0;    // Update() and Refit()
+  double propose_s = 0;  // NextBatch()
+  double waited_s = 0;   // of refit_s + propose_s, while no device measured
+  double seconds() const { return refit_s + propose_s; }
+  double ms_per_proposal() const { return proposed > 0 ? seconds() * 1e3 / proposed : 0; }
+  void Add(const PlanningTime& other);
 };
 
 struct TuneSummary {
@@ -90,6 +119,8 @@ struct TuneSummary {
   int builds = 0;            // this run's measured trials that reached the builder
   int build_cache_hits = 0;  // of those, the builds that came from the build cache
   int devices = 0;
+  int batch = 0;  // configs per batch (ChooseBatch's)
+  PlanningTime planning;
   bool stopped = false;  // by options.stop
   bool early_stopped = false;
   std::vector<std::string> log_warnings;
@@ -124,8 +155,9 @@ class TuneJob {
   TuneJob(const TuneJob&) = delete;
   TuneJob& operator=(const TuneJob&) = delete;
   // Searches until `trials` configs of the task are in the log, as Tune() does. The summary's
-  // measured, build_s, device_busy_s and wall_s are this run's; the rest cover every record of
-  // the task.
+  // measured, build_s, device_busy_s, planning and wall_s are this run's; the rest cover every
+  // record of the task. Overlapped, the tuner hears of the run's last batch at the next Run's
+  // first proposal (so a single Tune() never pays for a refit nothing uses).
   Expected<TuneSummary> Run(const std::vector<DeviceSpec>& devices, int trials,
                             bool include_default);
   // Records of `other` (another task of the same template) as transfer samples for the cost
@@ -140,9 +172,10 @@ class TuneJob {
 };
 
 // The run as `crosstune tune --json` prints it: the task, target, tuner and log, the counts and
-// errors by kind, the wall time and how busy the devices were, the build cache's hits
-// ("build_cache": {"builds", "hits", "hit_rate"}), the default config's and the best record's
-// figures.
+// errors by kind, the wall time and how busy the devices were, the batch, the tuner's planning
+// time ("planning": {"proposed", "refit_s", "propose_s", "seconds", "ms_per_proposal",
+// "wall_fraction", "waited_s"}), the build cache's hits ("build_cache": {"builds", "hits",
+// "hit_rate"}), the default config's and the best record's figures.
 nlohmann::json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary& summary);
 
 // "all N trials failed; commonest: KIND (count): message" for a task's records, or Ok when one
@@ -188,6 +221,8 @@ struct WorkloadSummary {
   int measured = 0;  // by this run
   int builds = 0;    // by this run, and of them the build cache's hits (TuneSummary's)
   int build_cache_hits = 0;
+  int batch = 0;          // the largest batch of a round
+  PlanningTime planning;  // summed over the rounds
   double wall_s = 0;
   bool stopped = false;
 };
@@ -205,7 +240,7 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
 
 // A network's run as `crosstune tune --workload --json` prints it: per task its layer, trials,
 // best time (ms, null when none), share and GFLOP/s; the estimated network times tuned and
-// untuned (null while a task has none).
+// untuned (null while a task has none); the batch and the planning time summed over the rounds.
 nlohmann::json WorkloadReport(const WorkloadTuneOptions& options, const builder::Target& target,
                               const WorkloadSummary& summary);
 

@@ -82,6 +82,11 @@ class Tuner {
   virtual std::vector<uint64_t> NextBatch(int n) = 0;
   // Results of measured points (from this run or an earlier one).
   virtual void Update(const std::vector<TrialResult>& results) = 0;
+  // Brings the model up to date with every result and transfer sample so far (the xgb tuner
+  // refits its cost models), work the next NextBatch() would otherwise start with; a caller calls
+  // it to time the refit apart from the proposal. Optional; a failure shows in the next
+  // NextBatch(). Default: nothing to do.
+  virtual void Refit() {}
   // Measured points of related tasks (transfer learning); ignored by tuners without a model.
   virtual void AddTransfer(const std::vector<TransferSample>& samples) { (void)samples; }
   // Warnings since the last call (e.g. "cost model failed: ...; random batch"); the caller
