@@ -132,8 +132,8 @@ void SweepDeadServerDirs(const std::string& base) {
     std::error_code rec;
     std::filesystem::remove_all(e.path(), rec);
     if (rec) {
-      spdlog::warn("cannot remove the work dir of a server that is gone, {}: {}",
-                   e.path().string(), rec.message());
+      spdlog::warn("cannot remove the work dir of a server that is gone, {}: {}", e.path().string(),
+                   rec.message());
     } else {
       spdlog::info("removed the work dir of a server that is gone: {}", e.path().string());
     }

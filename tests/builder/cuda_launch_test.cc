@@ -24,8 +24,8 @@ TEST(CudaLaunchTest, RunsVaddOnTheGpuWithCheckedAnswers) {
   fs::create_directories(dir / "work");
   ServerProcess server;
   ASSERT_TRUE(server
-                  .Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent", "--work-dir",
-                          (dir / "work").string()},
+                  .Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent",
+                          "--work-dir", (dir / "work").string()},
                          std::chrono::seconds(20))
                   .ok());
   client::ConnectOptions o;

@@ -43,9 +43,9 @@ class CliTest : public ::testing::Test {
     work_ = ::testing::TempDir() + "/crosstune_cli_test_" + std::to_string(getpid());
     std::filesystem::create_directories(work_ + "/server");
     server_ = new ServerProcess();
-    Status s = server_->Start(
-        {CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent", "--work-dir", work_ + "/server"},
-        std::chrono::seconds(20));
+    Status s = server_->Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0",
+                               "--exit-with-parent", "--work-dir", work_ + "/server"},
+                              std::chrono::seconds(20));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   static void TearDownTestSuite() {
@@ -157,9 +157,10 @@ TEST_F(CliTest, RunRefusesTensorsTheDeviceCannotHoldBeforeAllocatingThem) {
             "server's limit of 8.0 GiB per session (--max-tensor-bytes 8589934592)\n");
   // With the server's limit out of the way, the device's memory is the limit.
   ServerProcess roomy;
-  Status s = roomy.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent", "--work-dir",
-                          work_ + "/roomy", "--max-tensor-bytes", "1152921504606846976"},
-                         std::chrono::seconds(20));
+  Status s =
+      roomy.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent",
+                   "--work-dir", work_ + "/roomy", "--max-tensor-bytes", "1152921504606846976"},
+                  std::chrono::seconds(20));
   ASSERT_TRUE(s.ok()) << s.ToString();
   r = Crosstune("run --server " + roomy.address() + call);
   EXPECT_EQ(r.exit_code, 1) << r.out;
@@ -498,8 +499,8 @@ TEST(CliAuthTest, ReadsTheSecretFromCrosstuneAuthTokenFile) {
   testing::WriteFile(dir + "/wrong", "guess\n");
   std::filesystem::create_directories(dir + "/ws");
   ServerProcess server;
-  Status s = server.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent", "--work-dir",
-                           dir + "/ws", "--auth-token-file", dir + "/secret"},
+  Status s = server.Start({CT_SERVER, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent",
+                           "--work-dir", dir + "/ws", "--auth-token-file", dir + "/secret"},
                           std::chrono::seconds(20));
   ASSERT_TRUE(s.ok()) << s.ToString();
   const std::string info = std::string(CT_CLI) + " info --json --server " + server.address();

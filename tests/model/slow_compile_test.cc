@@ -17,8 +17,8 @@ TEST(SlowCompileTest, FullWidthResNet50MatchesOnnxRuntime) {
   const crosstune::testing::TempDir temp("crosstune-slow-model");
   const std::string& dir = temp.path();
   ServerProcess server;
-  Status st = server.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent",
-                            "--work-dir", dir},
+  Status st = server.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0",
+                            "--exit-with-parent", "--work-dir", dir},
                            std::chrono::seconds(30));
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto c = testing::CompileFile(path, testing::TargetOf(server.address()), DefaultPasses(), "");

@@ -152,8 +152,8 @@ TEST(ServerHardeningTest, AServerWithoutAWorkDirRemovesThoseOfServersKilledBefor
   const char* old = std::getenv("TMPDIR");
   const std::string old_tmpdir = old ? old : "";
   ::setenv("TMPDIR", base.c_str(), 1);  // the servers below make their work dirs in `base`
-  const std::vector<std::string> argv = {CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0",
-                                         "--exit-with-parent"};
+  const std::vector<std::string> argv = {CT_SERVER_BIN, "--host", "127.0.0.1",
+                                         "--port",      "0",      "--exit-with-parent"};
   client::LocalServer first;
   Status started = first.Start(argv, seconds(30));
   ASSERT_TRUE(started.ok()) << started.ToString();

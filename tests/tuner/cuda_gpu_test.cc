@@ -17,7 +17,8 @@ class CudaGpuTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(
         server_
-            .Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"}, std::chrono::seconds(20))
+            .Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"},
+                   std::chrono::seconds(20))
             .ok());
     device_.name = "local";
     device_.server = server_.address();

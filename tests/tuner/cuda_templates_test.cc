@@ -303,7 +303,9 @@ TEST(CudaTemplatesTest, CheckedConfigsFitTheRegisterFileOnSm90) {
 TEST(CudaTemplatesTest, ADeviceWithoutAGpuIsRefusedByNameAndKeepsServing) {
   ServerProcess server;
   ASSERT_TRUE(
-      server.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"}, std::chrono::seconds(20))
+      server
+          .Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"},
+                 std::chrono::seconds(20))
           .ok());
   client::ConnectOptions co;
   co.server = server.address();
