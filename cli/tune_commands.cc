@@ -100,7 +100,8 @@ struct TuneFlags {
   bool no_check = false;
   bool no_default = false;
   bool overlap = false;
-  CLI::Option* overlap_flag = nullptr;  // given: --overlap or --no-overlap; else by the devices
+  CLI::Option* overlap_flag = nullptr;     // given: --overlap or --no-overlap; else by the devices
+  std::vector<CLI::Option*> timing_flags;  // --number, --repeat, ...: given, they decide the timing
   std::vector<std::string> pins;
   bool json_out = false;
   bool quiet = false;
@@ -224,6 +225,9 @@ void RunTune(const TuneFlags& f) {
   if (!network) task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
 
   tuner::TuneOptions options = f.tune;
+  const bool timing_given = std::any_of(f.timing_flags.begin(), f.timing_flags.end(),
+                                        [](const CLI::Option* o) { return o->count() > 0; });
+  if (network && !timing_given) options.measure.timing = tuner::NetworkTiming();
   // Builds beside the timed kernels when those run elsewhere or on CPUs of their own; servers
   // given on this machine (loopback) share CPUs with the builds we cannot steer: take turns.
   options.overlap =
@@ -509,6 +513,10 @@ void RegisterTune(CLI::App& app) {
                                   "are left beside the kernel's, which it then gets to itself; no "
                                   "for servers given on this machine)");
   AddTimingFlags(cmd, &f->tune.measure.timing, "calls");
+  for (const char* name :
+       {"--number", "--repeat", "--min-repeat-ms", "--cooldown-ms", "--flush-cache"}) {
+    f->timing_flags.push_back(cmd->get_option(name));
+  }
   cmd->add_option("--run-timeout-ms", f->tune.measure.run_timeout_ms, "limit per kernel call")
       ->capture_default_str()
       ->check(CLI::Range(1, 3'600'000));

@@ -174,11 +174,11 @@ def tune(
     include_default: bool = True,
     check: bool = True,
     overlap: bool = True,
-    number: int = 1,
-    repeat: int = 3,
-    min_repeat_ms: int = 50,
-    cooldown_ms: int = 0,
-    flush_cache: bool = False,
+    number: Optional[int] = None,
+    repeat: Optional[int] = None,
+    min_repeat_ms: Optional[int] = None,
+    cooldown_ms: Optional[int] = None,
+    flush_cache: Optional[bool] = None,
     run_timeout_ms: int = 10_000,
     build_timeout: float = 30.0,
     max_devices: int = 0,
@@ -216,7 +216,10 @@ def tune(
     ``batch`` (0: 8, or twice the devices when that is more, as ``crosstune tune`` without
     ``--batch``), ``early_stop``, the time evaluator's ``number``, ``repeat``, ``min_repeat_ms``,
     ``cooldown_ms``, ``flush_cache``, and per-candidate limits (``run_timeout_ms``,
-    ``build_timeout`` in seconds). ``check=False`` skips the comparison with the reference.
+    ``build_timeout`` in seconds). ``check=False`` skips the comparison with the reference. With
+    none of the timing arguments given, a template is timed warm (1, 3, 50, 0, False) and a model's
+    or workload's layers cold (1, 5, 0, 0, True: the caches flushed before each single call, as a
+    layer finds them in the network), as ``crosstune tune`` does.
 
     Progress: ``progress=True`` shows a bar (tqdm where installed, a plain line otherwise);
     a callable gets a dict after each measurement (done, total, measured, errors,
@@ -271,6 +274,13 @@ def tune(
             bar.interrupt()
         warnings.warn(message, RuntimeWarning, stacklevel=2)
 
+    given = (number, repeat, min_repeat_ms, cooldown_ms, flush_cache)
+    cold = template is None and all(v is None for v in given)
+    number = 1 if number is None else number
+    repeat = (5 if cold else 3) if repeat is None else repeat
+    min_repeat_ms = (0 if cold else 50) if min_repeat_ms is None else min_repeat_ms
+    cooldown_ms = 0 if cooldown_ms is None else cooldown_ms
+    flush_cache = cold if flush_cache is None else flush_cache
     try:
         report = _core.tune(
             template or "",

@@ -143,6 +143,14 @@ def test_tunes_a_model_and_compiles_it_with_the_records(
     assert run.report["workload"] == "small"
     assert len(run.records) == 6
     assert {r["workload"]["name"] for r in run.records} == {"small"}
+    assert run.report["timing"] == {"number": 1, "repeat": 1, "min_repeat_ms": 0, "cooldown_ms": 0,
+                                    "flush_cache": False}
+    # No timing given: a network's layers are timed cold (caches flushed before each call).
+    cold = ct.tune(model, trials=1, round=1, server=dev.server, tuner="random", progress=False,
+                   log=os.path.join(tmp_root, "small-model-cold.jsonl"))
+    assert cold.report["measured"] == 1
+    assert cold.report["timing"] == {"number": 1, "repeat": 5, "min_repeat_ms": 0, "cooldown_ms": 0,
+                                     "flush_cache": True}
     pkg = ct.compile(model, log=log, target=dev)
     assert pkg.tuned == 2  # two rounds of 3 trials: two tasks
     saved = pkg.save(pathlib.Path(tmp_root) / "small-tuned.ctpkg")

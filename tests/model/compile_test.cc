@@ -236,11 +236,11 @@ TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {
   ASSERT_FALSE(path.empty());
   const std::string cli = CT_CLI;
   const std::string log = *dir_ + "/small.jsonl";
-  auto tune = [&](int trials) {
-    auto r =
-        crosstune::testing::RunCommand(cli + " tune --model " + path + " --trials " +
-                                       std::to_string(trials) + " --round 2 --tuner random --log " +
-                                       log + " --server " + server_->address() + " --json --quiet");
+  auto tune = [&](int trials, const std::string& more = "") {
+    auto r = crosstune::testing::RunCommand(
+        cli + " tune --model " + path + " --trials " + std::to_string(trials) +
+        " --round 2 --tuner random --log " + log + " --server " + server_->address() +
+        " --json --quiet" + more);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return r.exit_code == 0 ? json::parse(r.out) : json();
   };
@@ -264,9 +264,23 @@ TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {
       << first.dump();
   EXPECT_GT(first["planning"]["seconds"].get<double>(), 0) << first.dump();
   EXPECT_EQ(first["batch"], 8) << first.dump();
+  // A network's layers are timed cold unless the timing is given: caches flushed before each of
+  // five single calls.
+  EXPECT_EQ(first["timing"], json({{"number", 1},
+                                   {"repeat", 5},
+                                   {"min_repeat_ms", 0},
+                                   {"cooldown_ms", 0},
+                                   {"flush_cache", true}}))
+      << first.dump();
   const int before = first["trials_in_log"];
-  const json second = tune(before + 4);
+  const json second = tune(before + 4, " --repeat 2");
   ASSERT_TRUE(second.is_object());
+  EXPECT_EQ(second["timing"], json({{"number", 1},
+                                    {"repeat", 2},
+                                    {"min_repeat_ms", 50},
+                                    {"cooldown_ms", 0},
+                                    {"flush_cache", false}}))
+      << "a timing flag given: the others keep their (template) defaults; " << second.dump();
   EXPECT_EQ(second["trials_in_log"], before + 4);
   EXPECT_EQ(second["measured"], 4) << "the trials in the log are not measured again";
 

@@ -1,6 +1,7 @@
 // The results of Tune() and TuneWorkload() as JSON objects (`crosstune tune --json`).
 #include <algorithm>
 
+#include "crosstune/timing.h"
 #include "crosstune/tuner/tune.h"
 
 namespace crosstune::tuner {
@@ -37,6 +38,15 @@ json PlanningJson(const PlanningTime& p, double wall_s) {
           {"waited_s", p.waited_s}};
 }
 
+// How the candidates were timed (the time evaluator's options).
+json TimingJson(const TimingOptions& t) {
+  return {{"number", t.number},
+          {"repeat", t.repeat},
+          {"min_repeat_ms", t.min_repeat_ms},
+          {"cooldown_ms", t.cooldown_ms},
+          {"flush_cache", t.flush_cache}};
+}
+
 }  // namespace
 
 double TuneSummary::device_busy_fraction() const {
@@ -59,6 +69,7 @@ json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary&
             {"devices", s.devices},
             {"device_busy_fraction", s.device_busy_fraction()},
             {"batch", s.batch},
+            {"timing", TimingJson(options.measure.timing)},
             {"planning", PlanningJson(s.planning, s.wall_s)},
             {"build_cache", BuildCacheJson(s.builds, s.build_cache_hits)},
             {"stopped", s.stopped},
@@ -105,6 +116,7 @@ json WorkloadReport(const WorkloadTuneOptions& options, const builder::Target& t
           {"untuned_network_ms", Milliseconds(s.untuned_network_seconds)},
           {"wall_s", s.wall_s},
           {"batch", s.batch},
+          {"timing", TimingJson(options.tune.measure.timing)},
           {"planning", PlanningJson(s.planning, s.wall_s)},
           {"build_cache", BuildCacheJson(s.builds, s.build_cache_hits)},
           {"stopped", s.stopped},
