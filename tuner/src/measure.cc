@@ -66,7 +66,7 @@ TrialError TrialErrorFromStatus(const Status& status, TrialError otherwise) {
   }
 }
 
-std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& task,
+std::vector<Candidate> BuildCandidates(builder::BuildService& builder, const Task& task,
                                        const std::vector<uint64_t>& indices,
                                        const msg::DeviceInfo& device,
                                        const MeasureOptions& options) {

@@ -156,10 +156,10 @@ Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins) {
 // What a search keeps between runs (TuneJob): the space it searches, the task's records, the
 // tuner with its cost model, the log writer and, once a run needed it, the reference data.
 struct TuneJob::State {
-  State(const Task& t, builder::Builder& b, TuneOptions o)
+  State(const Task& t, builder::BuildService& b, TuneOptions o)
       : task(t), builder(b), options(std::move(o)) {}
   const Task& task;
-  builder::Builder& builder;
+  builder::BuildService& builder;
   TuneOptions options;
   ConfigSpace pinned;
   const ConfigSpace* space = nullptr;
@@ -186,7 +186,7 @@ TuneJob::~TuneJob() = default;
 
 int TuneJob::trials_in_log() const { return static_cast<int>(s_->task_records.size()); }
 
-Expected<std::unique_ptr<TuneJob>> TuneJob::Open(const Task& task, builder::Builder& builder,
+Expected<std::unique_ptr<TuneJob>> TuneJob::Open(const Task& task, builder::BuildService& builder,
                                                  const TuneOptions& options) {
   auto st = std::make_unique<State>(task, builder, options);
   State& s = *st;
@@ -284,7 +284,7 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
   const ConfigSpace& space = *s.space;
   const std::string& target = s.target;
   Tuner* tuner = s.tuner.get();
-  builder::Builder& builder = s.builder;
+  builder::BuildService& builder = s.builder;
   std::vector<Record>& task_records = s.task_records;
   std::unordered_set<uint64_t>& done = s.done;
   TuneOptions options = s.options;
@@ -641,7 +641,7 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
 }
 
 Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
-                           builder::Builder& builder, const TuneOptions& options) {
+                           builder::BuildService& builder, const TuneOptions& options) {
   CT_ASSIGN_OR_RETURN(std::unique_ptr<TuneJob> job, TuneJob::Open(task, builder, options));
   return job->Run(devices, options.trials, options.include_default);
 }

@@ -17,7 +17,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
                                        const builder::Target& target,
                                        const std::vector<DeviceSpec>& devices,
-                                       builder::Builder& builder,
+                                       builder::BuildService& builder,
                                        const WorkloadTuneOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (options.tune.log_path.empty()) {

@@ -64,6 +64,20 @@ struct BuildResult {
   bool ok() const { return status.ok(); }
 };
 
+// Where builds run: the seam between the measure pipeline and whatever compiles its candidates.
+// The Builder below (a local pool of worker processes) is one; a service that spreads builds over
+// remote build workers too, or one that stands in for them in a simulation, are others.
+// Build and BuildMany may be called from any number of threads at once.
+class BuildService {
+ public:
+  virtual ~BuildService() = default;
+  virtual BuildResult Build(const BuildRequest& request) = 0;
+  // Builds every request, in parallel where the service can; results[i] answers requests[i].
+  virtual std::vector<BuildResult> BuildMany(const std::vector<BuildRequest>& requests) = 0;
+  // How many builds it runs at once.
+  virtual int slots() const = 0;
+};
+
 // The user's build cache: $XDG_CACHE_HOME/crosstune/builds, else ~/.cache/crosstune/builds; empty
 // when neither variable is set.
 std::string DefaultCacheDir();
@@ -85,18 +99,19 @@ struct BuilderStats {
   uint64_t worker_restarts = 0;  // crashes and timeouts
 };
 
-class Builder {
+class Builder : public BuildService {
  public:
   static Expected<std::unique_ptr<Builder>> Create(const BuilderOptions& options = {});
-  ~Builder();  // stops the workers
+  ~Builder() override;  // stops the workers
   Builder(const Builder&) = delete;
   Builder& operator=(const Builder&) = delete;
 
-  BuildResult Build(const BuildRequest& request);
+  BuildResult Build(const BuildRequest& request) override;
   // Builds all requests in parallel on the pool; results[i] answers requests[i].
-  std::vector<BuildResult> BuildMany(const std::vector<BuildRequest>& requests);
+  std::vector<BuildResult> BuildMany(const std::vector<BuildRequest>& requests) override;
 
   int workers() const;
+  int slots() const override { return workers(); }
   BuilderStats stats() const;
 
  private:

@@ -121,7 +121,7 @@ class DeviceRunner {
 
 // Builds candidates on the pool; refused configs (constraints, device limits) never reach the
 // compiler and come back as kInvalidConfig.
-std::vector<Candidate> BuildCandidates(builder::Builder& builder, const Task& task,
+std::vector<Candidate> BuildCandidates(builder::BuildService& builder, const Task& task,
                                        const std::vector<uint64_t>& indices,
                                        const msg::DeviceInfo& device,
                                        const MeasureOptions& options);

@@ -138,7 +138,7 @@ Expected<nlohmann::json> ParsePins(const std::vector<std::string>& pins);
 // task failed (the message names the commonest error kind and its text, e.g. "all 64 trials
 // failed; commonest: BuildError (64): matmul_3.c:7: error: ..."). The records are kept either way.
 Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,
-                           builder::Builder& builder, const TuneOptions& options);
+                           builder::BuildService& builder, const TuneOptions& options);
 
 // A task's search kept open between runs, as a network's tuning gives each task many short
 // rounds: the tuner with its cost model (the genetic tuner's population), the task's records, the
@@ -150,7 +150,7 @@ class TuneJob {
  public:
   // Reads what the log holds for the task (resume), makes the tuner and reads the transfer logs
   // (options.transfer_logs) once. options.trials and include_default are Run()'s arguments.
-  static Expected<std::unique_ptr<TuneJob>> Open(const Task& task, builder::Builder& builder,
+  static Expected<std::unique_ptr<TuneJob>> Open(const Task& task, builder::BuildService& builder,
                                                  const TuneOptions& options);
   ~TuneJob();
   TuneJob(const TuneJob&) = delete;
@@ -246,7 +246,7 @@ struct WorkloadSummary {
 Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
                                        const builder::Target& target,
                                        const std::vector<DeviceSpec>& devices,
-                                       builder::Builder& builder,
+                                       builder::BuildService& builder,
                                        const WorkloadTuneOptions& options);
 
 // A network's run as `crosstune tune --workload --json` prints it: per task its layer, trials,
