@@ -89,6 +89,22 @@ TEST(BuildWorker, BuildsTheSamePackageBytesAsTheLocalPool) {
         << there[i].library.size() << " there";
   }
   EXPECT_GT(built, 0);
+
+  // And the packages written from the two results, byte for byte.
+  builder::BuildRequest req;
+  req.source = (*task)->Generate((*task)->space().Get(indices[0]));
+  req.target = m.target;
+  req.name = "matmul_0";
+  builder::BuildResult a = (*local)->Build(req);
+  builder::BuildResult b = remote->Build(req);
+  ASSERT_TRUE(a.ok()) << a.status.ToString();
+  ASSERT_TRUE(b.ok()) << b.status.ToString();
+  Farm dir;  // a scratch directory
+  ASSERT_TRUE(builder::WriteBuildPackage(req, a, dir.Path("here.ctpkg")).ok());
+  ASSERT_TRUE(builder::WriteBuildPackage(req, b, dir.Path("there.ctpkg")).ok());
+  const std::string here_pkg = testing::ReadFile(dir.Path("here.ctpkg"));
+  EXPECT_FALSE(here_pkg.empty());
+  EXPECT_TRUE(here_pkg == testing::ReadFile(dir.Path("there.ctpkg")));
   EXPECT_FALSE(remote->lost());
 }
 
