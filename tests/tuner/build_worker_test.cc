@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "../tracker/farm.h"
+#include "crosstune/build_job.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/session.h"
+#include "crosstune/crypto.h"
+#include "crosstune/handshake.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/remote_builder.h"
@@ -157,6 +160,45 @@ TEST(BuildWorker, AWrongSecretIsRefusedByNameAndTheWorkerGoesOnServing) {
 
   Machine m = Describe(worker.address(), "right-secret");
   auto remote = ConnectWorker(worker.address(), "right-secret");
+  ASSERT_TRUE(remote);
+  builder::BuildRequest req;
+  req.source = "int x;";
+  req.target = m.target;
+  req.object_only = true;
+  EXPECT_TRUE(remote->Build(req).ok());
+}
+
+TEST(BuildWorker, RefusesBadRequestsByNameAndGoesOnServing) {
+  ServerProcess worker;
+  ASSERT_TRUE(worker.Start(WorkerArgv({}), std::chrono::seconds(30)).ok());
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(Channel::ParseHostPort(worker.address(), &host, &port).ok());
+  const Deadline soon = DeadlineIn(std::chrono::seconds(10));
+  auto ch = Channel::Connect(host, port, soon);
+  ASSERT_TRUE(ch.ok());
+  ASSERT_TRUE(ClientHandshake(*ch, msg::Hello{}, "", soon).ok());
+
+  // Bytes that are not a build request (their hash right): a named error, the session goes on.
+  auto garbage = CallBuildJob(*ch, "not msgpack \xc1", 1000, soon);
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_EQ(garbage.status().code(), ErrorCode::kProtocolError) << garbage.status().ToString();
+  EXPECT_NE(garbage.status().message().find("build request"), std::string::npos);
+  // A device's request: refused here, the session goes on.
+  auto listing = ch->Call<msg::Empty>(Opcode::kListFiles, msg::Empty{}, soon);
+  ASSERT_FALSE(listing.ok());
+  EXPECT_EQ(listing.status().code(), ErrorCode::kProtocolError) << listing.status().ToString();
+  EXPECT_TRUE(ch->Call<msg::Empty>(Opcode::kPing, msg::Empty{}, soon).ok());
+
+  // A request announced past the limit: refused before a byte is read (the session then ends).
+  msg::BuildJob huge{Limits::kMaxBuildJobBytes + 1, Sha256Hex(""), 0};
+  auto refused = ch->Call<msg::BuildJobReply>(Opcode::kBuild, huge, soon);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kLimitExceeded) << refused.status().ToString();
+
+  // The worker goes on serving.
+  Machine m = Describe(worker.address());
+  auto remote = ConnectWorker(worker.address());
   ASSERT_TRUE(remote);
   builder::BuildRequest req;
   req.source = "int x;";
