@@ -4,6 +4,7 @@
 // registers with a real tracker under its build key and is leased like a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -222,6 +223,11 @@ TEST(BuildWorker, RegistersUnderItsBuildKeyAndIsLeasedLikeADevice) {
   EXPECT_EQ(d["key"], "builders");
   EXPECT_EQ(d["state"], "free");
   EXPECT_EQ(d["tags"]["role"], "build-worker") << d.dump(2);
+  EXPECT_EQ(d["cores"], 2) << "the builds it runs at once";
+  ASSERT_TRUE(d["build_targets"].is_array()) << d.dump(2);
+  EXPECT_NE(std::find(d["build_targets"].begin(), d["build_targets"].end(), "cpu"),
+            d["build_targets"].end())
+      << d.dump(2);
 
   // Without the lease token the worker refuses (it serves only its lease holder).
   RemoteBuilderOptions o;
