@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   DecodeAs<msg::Hello, msg::HelloReply, msg::Auth, msg::Error, msg::UploadRequest, msg::FileRef,
            msg::FileEntry, msg::FileList, msg::LoadModuleRequest, msg::ModuleInfo, msg::ModuleRef,
            msg::CallRequest, msg::CallReply, msg::TimeRequest, msg::TimeReply,
-           msg::TensorAllocRequest, msg::TensorRef, msg::TensorCopy, msg::DeviceInfo>(*f);
+           msg::TensorAllocRequest, msg::TensorRef, msg::TensorCopy, msg::DeviceInfo, msg::BuildJob,
+           msg::BuildJobReply>(*f);
   DecodeAs<msg::Register, msg::RegisterReply, msg::ServerHeartbeat, msg::SetLease, msg::LeaseRef,
            msg::SessionEnded, msg::DeviceRequest, msg::QueueUpdate, msg::Grant, msg::CancelRequest,
            msg::RenewLease, msg::LeaseInfo, msg::ReleaseLease, msg::QueryReply, msg::AdminRequest>(

@@ -56,7 +56,7 @@ int WorkerMain(int argc, char** argv) {
       ->check(crosstune::IntegerIn<int>(0, 4096));
   app.add_option("--target", o.targets,
                  "a target kind this worker builds, named to the tracker (repeatable; default: "
-                 "llvm and cuda)");
+                 "cpu and cuda, the builder's backends)");
   app.add_option("--build-timeout", build_timeout_s,
                  "seconds a build may run when its request gives no limit")
       ->capture_default_str()

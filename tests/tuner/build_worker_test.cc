@@ -4,12 +4,16 @@
 // registers with a real tracker under its build key and is leased like a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "../tracker/farm.h"
+#include "crosstune/build_job.h"
 #include "crosstune/builder/builder.h"
 #include "crosstune/client/session.h"
+#include "crosstune/crypto.h"
+#include "crosstune/handshake.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/remote_builder.h"
@@ -89,6 +93,22 @@ TEST(BuildWorker, BuildsTheSamePackageBytesAsTheLocalPool) {
         << there[i].library.size() << " there";
   }
   EXPECT_GT(built, 0);
+
+  // And the packages written from the two results, byte for byte.
+  builder::BuildRequest req;
+  req.source = (*task)->Generate((*task)->space().Get(indices[0]));
+  req.target = m.target;
+  req.name = "matmul_0";
+  builder::BuildResult a = (*local)->Build(req);
+  builder::BuildResult b = remote->Build(req);
+  ASSERT_TRUE(a.ok()) << a.status.ToString();
+  ASSERT_TRUE(b.ok()) << b.status.ToString();
+  Farm dir;  // a scratch directory
+  ASSERT_TRUE(builder::WriteBuildPackage(req, a, dir.Path("here.ctpkg")).ok());
+  ASSERT_TRUE(builder::WriteBuildPackage(req, b, dir.Path("there.ctpkg")).ok());
+  const std::string here_pkg = testing::ReadFile(dir.Path("here.ctpkg"));
+  EXPECT_FALSE(here_pkg.empty());
+  EXPECT_TRUE(here_pkg == testing::ReadFile(dir.Path("there.ctpkg")));
   EXPECT_FALSE(remote->lost());
 }
 
@@ -149,6 +169,45 @@ TEST(BuildWorker, AWrongSecretIsRefusedByNameAndTheWorkerGoesOnServing) {
   EXPECT_TRUE(remote->Build(req).ok());
 }
 
+TEST(BuildWorker, RefusesBadRequestsByNameAndGoesOnServing) {
+  ServerProcess worker;
+  ASSERT_TRUE(worker.Start(WorkerArgv({}), std::chrono::seconds(30)).ok());
+  std::string host;
+  uint16_t port = 0;
+  ASSERT_TRUE(Channel::ParseHostPort(worker.address(), &host, &port).ok());
+  const Deadline soon = DeadlineIn(std::chrono::seconds(10));
+  auto ch = Channel::Connect(host, port, soon);
+  ASSERT_TRUE(ch.ok());
+  ASSERT_TRUE(ClientHandshake(*ch, msg::Hello{}, "", soon).ok());
+
+  // Bytes that are not a build request (their hash right): a named error, the session goes on.
+  auto garbage = CallBuildJob(*ch, "not msgpack \xc1", 1000, soon);
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_EQ(garbage.status().code(), ErrorCode::kProtocolError) << garbage.status().ToString();
+  EXPECT_NE(garbage.status().message().find("build request"), std::string::npos);
+  // A device's request: refused here, the session goes on.
+  auto listing = ch->Call<msg::Empty>(Opcode::kListFiles, msg::Empty{}, soon);
+  ASSERT_FALSE(listing.ok());
+  EXPECT_EQ(listing.status().code(), ErrorCode::kProtocolError) << listing.status().ToString();
+  EXPECT_TRUE(ch->Call<msg::Empty>(Opcode::kPing, msg::Empty{}, soon).ok());
+
+  // A request announced past the limit: refused before a byte is read (the session then ends).
+  msg::BuildJob huge{Limits::kMaxBuildJobBytes + 1, Sha256Hex(""), 0};
+  auto refused = ch->Call<msg::BuildJobReply>(Opcode::kBuild, huge, soon);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kLimitExceeded) << refused.status().ToString();
+
+  // The worker goes on serving.
+  Machine m = Describe(worker.address());
+  auto remote = ConnectWorker(worker.address());
+  ASSERT_TRUE(remote);
+  builder::BuildRequest req;
+  req.source = "int x;";
+  req.target = m.target;
+  req.object_only = true;
+  EXPECT_TRUE(remote->Build(req).ok());
+}
+
 TEST(BuildWorker, RegistersUnderItsBuildKeyAndIsLeasedLikeADevice) {
   Farm farm;
   ASSERT_TRUE(farm.StartTracker());
@@ -164,6 +223,11 @@ TEST(BuildWorker, RegistersUnderItsBuildKeyAndIsLeasedLikeADevice) {
   EXPECT_EQ(d["key"], "builders");
   EXPECT_EQ(d["state"], "free");
   EXPECT_EQ(d["tags"]["role"], "build-worker") << d.dump(2);
+  EXPECT_EQ(d["cores"], 2) << "the builds it runs at once";
+  ASSERT_TRUE(d["build_targets"].is_array()) << d.dump(2);
+  EXPECT_NE(std::find(d["build_targets"].begin(), d["build_targets"].end(), "cpu"),
+            d["build_targets"].end())
+      << d.dump(2);
 
   // Without the lease token the worker refuses (it serves only its lease holder).
   RemoteBuilderOptions o;

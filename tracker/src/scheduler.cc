@@ -403,6 +403,8 @@ Snapshot Scheduler::Snap(TimePoint now) const {
     v.arch = d.info.arch;
     v.triple = d.info.triple;
     v.cpu = d.info.cpu_model;
+    v.cores = d.info.cores;
+    v.build_targets = d.info.build_targets;
     v.sessions = d.sessions;
     if (const Health* h = devices_.FindHealth(name)) {
       v.draining = h->draining;

@@ -19,6 +19,8 @@ nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& 
                             {"arch", d.arch},
                             {"triple", d.triple},
                             {"cpu", d.cpu},
+                            {"cores", d.cores},
+                            {"build_targets", d.build_targets},
                             {"tags", d.tags},
                             {"protocol", ProtocolName(d.protocol)},
                             // TVM's tracker protocol has no authentication.

@@ -86,7 +86,7 @@ struct DeviceInfo {
   // Bytes of tensors one session may hold (the server's --max-tensor-bytes); 0: not reported
   // (an older server). Clients refuse larger arguments before they allocate anything.
   uint64_t max_tensor_bytes = 0;
-  // A build worker (crosstune-build-worker): the target kinds it builds ("llvm", "cuda"); `cores`
+  // A build worker (crosstune-build-worker): the target kinds it builds ("cpu", "cuda"); `cores`
   // is then the builds it runs at once. Empty for a device.
   std::vector<std::string> build_targets;
   MSGPACK_DEFINE(arch, triple, cpu_model, cpu_features, cores, memory_bytes, os, gpus, version,

@@ -36,7 +36,7 @@ struct BuildWorkerOptions {
   // Builds at once, which is the sessions served at once (a few more are let in for pings and
   // the tracker's checks); 0: the CPUs this process may run on.
   int cores = 0;
-  // The target kinds Info and the tracker name; empty: every backend's ("llvm", "cuda").
+  // The target kinds Info and the tracker name; empty: every backend's kind ("cpu", "cuda").
   std::vector<std::string> targets;
   // A build's limit when its job gives none.
   std::chrono::milliseconds default_timeout{60'000};

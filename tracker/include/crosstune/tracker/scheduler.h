@@ -69,6 +69,9 @@ struct Snapshot {
     uint64_t infra_failures = 0, sessions = 0;
     int64_t lease_remaining_ms = 0;
     double busy_seconds = 0, utilisation = 0;
+    uint32_t cores = 0;
+    // A build worker's target kinds (DeviceInfo::build_targets); empty for a device.
+    std::vector<std::string> build_targets;
   };
   struct WaiterView {
     std::string holder;
