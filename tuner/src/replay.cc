@@ -133,11 +133,19 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::LoadRecordLog(const std::str
       p.values = r.config_values;
     }
     if (r.ok() && r.mean > 0) {
-      if (!p.ok || r.mean < p.cost) p.cost = r.mean;
+      if (!p.ok || r.mean < p.cost) {
+        // The trial that gave the cost gives the recorded times too.
+        p.cost = r.mean;
+        p.kernel_s = r.mean;
+        p.build_s = r.build_s;
+        p.run_s = r.run_s;
+      }
       p.ok = true;
       p.failure.clear();
     } else if (!p.ok && p.failure.empty()) {
       p.failure = std::string(r.ok() ? "NoTime" : TrialErrorName(r.error));
+      p.build_s = r.build_s;
+      p.run_s = r.run_s;
     }
   }
   std::vector<ReplayPoint> points;
