@@ -5,3 +5,12 @@ if(NOT TARGET crosstune::tuner OR NOT TARGET crosstune-tracker)
 endif()
 add_executable(crosstune-sim-device ${CMAKE_CURRENT_LIST_DIR}/sim_device.cc)
 target_link_libraries(crosstune-sim-device PRIVATE crosstune::server crosstune::tuner)
+
+add_executable(crosstune-bench-farm ${CMAKE_CURRENT_LIST_DIR}/bench_farm.cc)
+target_link_libraries(crosstune-bench-farm PRIVATE crosstune::tuner)
+add_dependencies(crosstune-bench-farm crosstune-sim-device crosstune-tracker)
+# The shared Kernel Tuner space lives beside the project, never copied into it.
+target_compile_definitions(crosstune-bench-farm PRIVATE
+  CT_DEFAULT_TRACKER="$<TARGET_FILE:crosstune-tracker>"
+  CT_DEFAULT_SIM_DEVICE="$<TARGET_FILE:crosstune-sim-device>"
+  CT_DEFAULT_KT_SPACE="${PROJECT_SOURCE_DIR}/../shared/tuning-spaces/benchmark_hub-pnpoly-RTX_3090.json.gz")

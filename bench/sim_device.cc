@@ -69,13 +69,12 @@ class SimModule final : public crosstune::server::Module {
  public:
   SimModule(const ReplayPoint& point, uint64_t index) : point_(point) {
     call_ = Seconds(point.kernel_s.value_or(point.cost));
-    if (!point.ok) error_ = "recorded failure of point " + std::to_string(index) + ": " + point.failure;
+    if (!point.ok)
+      error_ = "recorded failure of point " + std::to_string(index) + ": " + point.failure;
   }
   std::string_view kind() const override { return "sim"; }
   const std::string& target() const override { return target_; }
-  const std::vector<crosstune::msg::FunctionInfo>& functions() const override {
-    return functions_;
-  }
+  const std::vector<crosstune::msg::FunctionInfo>& functions() const override { return functions_; }
 
   Status Invoke(size_t /*index*/, const ct_arg* args, int32_t num_args, uint64_t times,
                 int32_t* ret) override {
@@ -147,8 +146,8 @@ class SimLoader final : public crosstune::server::ModuleLoader {
                                               table_.source());
     }
     if (options_.trial_seconds > 0) {
-      double calls = point->ok ? options_.calls_per_trial * point->kernel_s.value_or(point->cost)
-                               : 0;
+      double calls =
+          point->ok ? options_.calls_per_trial * point->kernel_s.value_or(point->cost) : 0;
       SleepUntil(start + Seconds(std::max(0.0, options_.trial_seconds - calls)));
     }
     return std::unique_ptr<crosstune::server::Module>(new SimModule(*point, *index));
@@ -263,7 +262,8 @@ static int SimDeviceMain(int argc, char** argv) {
   if (!link.tracker.empty()) {
     link.end_session = [&running](int pid) {
       if (running) {
-        running->EndSession(pid, Status(ErrorCode::kUnauthorized, "the lease ended at the tracker"));
+        running->EndSession(pid,
+                            Status(ErrorCode::kUnauthorized, "the lease ended at the tracker"));
       }
     };
     link.health = [&running]() { return running ? running->CanStartSessions() : Status::Ok(); };
