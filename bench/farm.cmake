@@ -14,3 +14,12 @@ target_compile_definitions(crosstune-bench-farm PRIVATE
   CT_DEFAULT_TRACKER="$<TARGET_FILE:crosstune-tracker>"
   CT_DEFAULT_SIM_DEVICE="$<TARGET_FILE:crosstune-sim-device>"
   CT_DEFAULT_KT_SPACE="${PROJECT_SOURCE_DIR}/../shared/tuning-spaces/benchmark_hub-pnpoly-RTX_3090.json.gz")
+if(BUILD_TESTING)
+  # Three boards, twelve short trials on the tests' small Kernel Tuner cache: the JSON must come
+  # out with every figure (bench/check_farm_json.cmake; no timing asserts).
+  add_test(NAME bench_farm_smoke
+    COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:crosstune-bench-farm>
+            -DSPACE=${PROJECT_SOURCE_DIR}/tests/tuner/data/matmul-kt-cache.json
+            -P ${CMAKE_CURRENT_LIST_DIR}/check_farm_json.cmake)
+  set_tests_properties(bench_farm_smoke PROPERTIES LABELS slow TIMEOUT 120)
+endif()
