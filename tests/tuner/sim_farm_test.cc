@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "../tracker/farm.h"
@@ -13,6 +14,7 @@
 #include "crosstune/tuner/replay.h"
 #include "crosstune/tuner/replay_task.h"
 #include "crosstune/tuner/tune.h"
+#include "crosstune/tuner/tuner.h"
 
 namespace crosstune::tuner {
 namespace {
@@ -103,6 +105,131 @@ TEST(SimFarm, BoardsAnswerTheRecordedCostsAndFailuresThroughTheTrackerAndTheTune
     }
   }
   EXPECT_EQ(summary->errors[TrialError::kRuntimeError], 1);
+}
+
+// A tuner that notes the size of every batch it is asked for and how many results it had been
+// told of by then.
+class CountingTuner final : public Tuner {
+ public:
+  CountingTuner(std::unique_ptr<Tuner> inner, std::vector<int>* asked,
+                std::vector<int>* heard = nullptr)
+      : inner_(std::move(inner)), asked_(asked), heard_(heard) {}
+  std::string name() const override { return inner_->name(); }
+  std::vector<uint64_t> NextBatch(int n) override {
+    asked_->push_back(n);
+    if (heard_) heard_->push_back(told_);
+    return inner_->NextBatch(n);
+  }
+  void Update(const std::vector<TrialResult>& results) override {
+    told_ += static_cast<int>(results.size());
+    inner_->Update(results);
+  }
+
+ private:
+  std::unique_ptr<Tuner> inner_;
+  std::vector<int>* asked_;
+  std::vector<int>* heard_;
+  int told_ = 0;  // results given to Update
+};
+
+// Sixteen devices (sessions on one board) make ChooseBatch's batch 32; with no batch given the
+// run starts as one device's would and grows (RampBatch); a batch that is given is kept.
+TEST(SimFarm, ManyDevicesRampTheBatchUpFromOneDevicesUnlessOneIsGiven) {
+  EXPECT_EQ(RampBatch(128, 0), 8);
+  EXPECT_EQ(RampBatch(128, 8), 8);
+  EXPECT_EQ(RampBatch(128, 16), 16);
+  EXPECT_EQ(RampBatch(128, 63), 32);
+  EXPECT_EQ(RampBatch(128, 64), 64);
+  EXPECT_EQ(RampBatch(128, 1000), 128);
+  EXPECT_EQ(RampBatch(9, 0), 9) << "under two default batches: never ramped";
+  EXPECT_EQ(RampBatch(130, 0), 9) << "halved rounding up: 130, 65, 33, 17, 9";
+
+  testing::TempDir dir;
+  nlohmann::json table_json = {{"tune_params_keys", {"b"}}, {"cache", nlohmann::json::object()}};
+  for (int b = 0; b < 64; ++b) {
+    table_json["tune_params"]["b"].push_back(b);
+    table_json["cache"][std::to_string(b)] = {{"b", b}, {"time", 0.1 + b * 0.01}};
+  }
+  const std::string space = testing::WriteFile(dir.path() + "/table.json", table_json.dump());
+  auto loaded = ReplayTable::Load(space);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  std::shared_ptr<const ReplayTable> table = std::move(loaded).value();
+  std::vector<std::string> argv = SimArgs(space, "");
+  argv.insert(argv.end(), {"--max-sessions", "32"});
+  ServerProcess board;
+  ASSERT_TRUE(board.Start(argv, std::chrono::seconds(10)).ok());
+  std::vector<DeviceSpec> devices(16);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    devices[i].name = "board-session" + std::to_string(i);
+    devices[i].server = board.address();
+  }
+  auto target = ResolveTarget("auto", devices.front());
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  auto task = ReplayTask::Make(table, *target);
+  auto b = builder::Builder::Create({.workers = 2});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+
+  auto run = [&](int batch, std::vector<int>* asked) {
+    TuneOptions o;
+    o.trials = 64;
+    o.batch = batch;
+    o.include_default = false;
+    o.measure.timing = TimingOptions{.number = 1, .repeat = 1, .min_repeat_ms = 0};
+    o.make_tuner = [asked](const ConfigSpace& s,
+                           const TunerOptions& topt) -> Expected<std::unique_ptr<Tuner>> {
+      CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> inner, MakeTuner("random", s, topt));
+      return std::unique_ptr<Tuner>(new CountingTuner(std::move(inner), asked));
+    };
+    return Tune(*task, devices, **b, o);
+  };
+  std::vector<int> ramped;
+  auto r = run(0, &ramped);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batch, 32);
+  EXPECT_EQ(r->measured, 64);
+  EXPECT_EQ(ramped, (std::vector<int>{8, 8, 16, 32}));
+  std::vector<int> given;
+  auto g = run(32, &given);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(given, (std::vector<int>{32, 32}));
+}
+
+// The replay makes the batches Tune() makes and, with `lag`, tells the tuner of each batch only
+// after it has proposed the next, as the overlapped pipeline does.
+TEST(SimFarm, TheReplayRampsAndLagsAsThePipelineDoes) {
+  testing::TempDir dir;
+  nlohmann::json table_json = {{"tune_params_keys", {"b"}}, {"cache", nlohmann::json::object()}};
+  for (int b = 0; b < 256; ++b) {
+    table_json["tune_params"]["b"].push_back(b);
+    // Grid order reaches the points within 95% of the best (b >= 216) only in the last batch.
+    table_json["cache"][std::to_string(b)] = {{"b", b}, {"time", 1000.0 - b}};
+  }
+  const std::string space = testing::WriteFile(dir.path() + "/table.json", table_json.dump());
+  auto table = ReplayTable::Load(space);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  auto replay = [&](bool ramp, bool lag, std::vector<int>* asked, std::vector<int>* heard) {
+    ReplayOptions o;
+    o.batch = 128;
+    o.ramp = ramp;
+    o.lag = lag;
+    o.make_tuner = [asked, heard](const ConfigSpace& s,
+                                  const TunerOptions& topt) -> Expected<std::unique_ptr<Tuner>> {
+      CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> inner, MakeTuner("grid", s, topt));
+      return std::unique_ptr<Tuner>(new CountingTuner(std::move(inner), asked, heard));
+    };
+    auto r = RunReplay(**table, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->trials, 256u);
+  };
+  std::vector<int> asked, heard;
+  replay(true, true, &asked, &heard);
+  EXPECT_EQ(asked, (std::vector<int>{8, 8, 16, 32, 64, 128}));
+  EXPECT_EQ(heard, (std::vector<int>{0, 0, 8, 16, 32, 64})) << "one batch late";
+  asked.clear();
+  heard.clear();
+  replay(false, false, &asked, &heard);
+  EXPECT_EQ(asked, (std::vector<int>{128, 128}));
+  EXPECT_EQ(heard, (std::vector<int>{0, 128}));
 }
 
 // A file that is no simulated kernel is refused by name, and the board goes on serving.
