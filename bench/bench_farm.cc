@@ -19,7 +19,11 @@
 // Prints one JSON object: {"devices", "trial_seconds", "space", "baseline": {run}, "quality":
 // {...}, "cpu": ...}; a run is {"wall_s", "trials", "trials_per_s", "capacity_per_s",
 // "fraction_of_capacity", "device_busy_mean", "device_busy_min", "build_queue": [[t, queued],
-// ...], "planning": {...}, "batch", "best_cost", ...}.
+// ...], "planning": {...}, "batch", "best_cost", "tuner_process_cpu_s", "farm_processes_cpu_s"
+// (the tracker's and boards' CPU, start-up included), ...}; with --compare-slots, "enough_slots":
+// the same run with that many simulated build slots on this host, a stand-in for remote build
+// workers (not yet in this build) that shows what the pipeline does when builds keep up.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -62,7 +66,8 @@ struct Flags {
   int build_workers = 0;
   std::string space = CT_DEFAULT_KT_SPACE;
   std::string task;
-  int trials = 0;  // 0: 4 per device (at least 64)
+  int trials = 0;  // 0: 16 per device (at least 64)
+  int compare_slots = 0;
   double trial_seconds = 0.5;
   double build_seconds = 0;  // 0: the table's recorded build time, else kDefaultBuildSeconds
   int host_slots = 2;
@@ -160,6 +165,14 @@ class SimBuildService final : public builder::BuildService {
   int running_ = 0;
 };
 
+// CPU seconds (user + system) of this process, or of its children reaped so far.
+double CpuSeconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 // The first port on a program's "listening on 127.0.0.1:PORT" line.
 Expected<std::string> ListeningAddress(const client::LocalServer& p) {
   if (p.port() == 0) return Status(ErrorCode::kInternal, "no port in: " + p.listening_line());
@@ -245,7 +258,7 @@ Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::
 
   tuner::TuneOptions o;
   o.tuner = f.tuner;
-  o.trials = f.trials > 0 ? f.trials : std::max(64, 4 * f.devices);
+  o.trials = f.trials > 0 ? f.trials : std::max(64, 16 * f.devices);
   o.batch = f.batch;
   o.include_default = false;
   // A trial's calls: the checked call, the time evaluator's warm-up and one round of one call
@@ -268,7 +281,9 @@ Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
   });
+  const double cpu0 = CpuSeconds(RUSAGE_SELF);
   auto summary = tuner::Tune(*task, pool->devices(), builds, o);
+  const double tuner_cpu = CpuSeconds(RUSAGE_SELF) - cpu0;
   done = true;
   sampler.join();
   if (!summary.ok()) return summary.status();
@@ -310,6 +325,10 @@ Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::
       {"planning", planning},
       {"batch", summary->batch},
       {"best_cost", summary->has_best ? summary->best.mean : 0},
+      // This process during Tune(): the tuner's planning, its device threads' RPCs, the
+      // simulated builds' threads (sleeping), over the run's wall time.
+      {"tuner_process_cpu_s", tuner_cpu},
+      {"tuner_process_cpu_fraction", wall > 0 ? tuner_cpu / wall : 0},
   };
 }
 
@@ -386,7 +405,7 @@ int Main(int argc, char** argv) {
   app.add_option("--space", f.space, "the recorded table: a Kernel Tuner cache or one of our logs")
       ->capture_default_str();
   app.add_option("--task", f.task, "the log's task (default: its first)");
-  app.add_option("--trials", f.trials, "trials of the run (0: 4 per board, at least 64)")
+  app.add_option("--trials", f.trials, "trials of a run (0: 16 per board, at least 64)")
       ->capture_default_str()
       ->check(IntegerIn<int>(0, 1'000'000));
   app.add_option("--trial-seconds", f.trial_seconds, "seconds a trial keeps a board busy")
@@ -399,6 +418,11 @@ int Main(int argc, char** argv) {
   app.add_option("--host-slots", f.host_slots, "builds the host's local pool runs at once")
       ->capture_default_str()
       ->check(IntegerIn<int>(1, 1024));
+  app.add_option("--compare-slots", f.compare_slots,
+                 "also run with this many simulated build slots on this host (0: no), to show "
+                 "what the pipeline does when builds keep up")
+      ->capture_default_str()
+      ->check(IntegerIn<int>(0, 1024));
   app.add_option("--tuner", f.tuner, "random, ga, xgb")->capture_default_str();
   app.add_option("--batch", f.batch, "configs per batch (0: ChooseBatch's for the boards)")
       ->capture_default_str()
@@ -439,13 +463,31 @@ int Main(int argc, char** argv) {
   int rc = 0;
   if (!f.quality_only) {
     SimBuildService local(table, f.host_slots, f.build_seconds);
+    const double children0 = CpuSeconds(RUSAGE_CHILDREN);
     auto run = RunOnFarm(f, table, local);
     if (run.ok()) {
       out["baseline"] = *run;
+      out["baseline"]["farm_processes_cpu_s"] = CpuSeconds(RUSAGE_CHILDREN) - children0;
       out["baseline"]["what"] = "the host's local pool only (" + std::to_string(f.host_slots) +
                                 " build slots): today's behaviour";
     } else {
       out["baseline"] = {{"error", run.status().ToString()}};
+      rc = 1;
+    }
+  }
+  if (!f.quality_only && f.compare_slots > 0) {
+    SimBuildService slots(table, f.compare_slots, f.build_seconds);
+    const double children0 = CpuSeconds(RUSAGE_CHILDREN);
+    auto run = RunOnFarm(f, table, slots);
+    if (run.ok()) {
+      out["enough_slots"] = *run;
+      out["enough_slots"]["farm_processes_cpu_s"] = CpuSeconds(RUSAGE_CHILDREN) - children0;
+      out["enough_slots"]["what"] =
+          std::to_string(f.compare_slots) +
+          " simulated build slots on this host: no remote build worker, a stand-in for enough of "
+          "them";
+    } else {
+      out["enough_slots"] = {{"error", run.status().ToString()}};
       rc = 1;
     }
   }
