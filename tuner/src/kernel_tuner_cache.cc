@@ -187,9 +187,10 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
     }
     // Kernel Tuner keeps its times in milliseconds. A value that is not a finite, non-negative
     // number is left out: these fields are for replaying a trial's duration only.
-    auto seconds = [&entry](const char* field) -> std::optional<double> {
-      auto f = entry.find(field);
-      if (f == entry.end() || !f->is_number()) return std::nullopt;
+    const nlohmann::json& fields = entry;  // a structured binding cannot be captured (C++17)
+    auto seconds = [&fields](const char* field) -> std::optional<double> {
+      auto f = fields.find(field);
+      if (f == fields.end() || !f->is_number()) return std::nullopt;
       double ms = f->get<double>();
       if (!std::isfinite(ms) || ms < 0) return std::nullopt;
       return ms / 1e3;
