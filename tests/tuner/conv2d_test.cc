@@ -195,6 +195,55 @@ TEST(Conv2dTaskTest, DefaultConfigIsValidAndFeaturesHaveOneLength) {
   ASSERT_TRUE(nchw.ok());
   EXPECT_EQ((*nchw)->DefaultConfig().Int("oh_rows"), 1);
   EXPECT_EQ((*nchw)->DefaultConfig().Int("unroll_c"), 1);
+  // A weight of over 4 MiB is read in memory order (the taps inside the channel loop), in any
+  // layout; smaller ones keep the taps outside, and a 1x1 filter has no taps to move.
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 512, 7, 7, 512, 3, 3, 1, 1, 0, 1, 1},
+                                     {1, 512, 14, 14, 512, 3, 3, 2, 1, 0, 1, 1},
+                                     {1, 512, 7, 7, 512, 3, 3, 1, 1}}) {
+    auto big = MakeTask("conv2d", shape, Avx512());
+    ASSERT_TRUE(big.ok());
+    EXPECT_EQ((*big)->DefaultConfig().Int("taps_inner"), 1) << (*big)->id().Key();
+  }
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 256, 14, 14, 256, 3, 3, 1, 1, 0, 1, 1},
+                                     {1, 256, 28, 28, 256, 3, 3, 2, 1, 0, 1, 1},
+                                     {1, 512, 7, 7, 2048, 1, 1, 1, 0, 1, 1, 1}}) {
+    auto small = MakeTask("conv2d", shape, Avx512());
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ((*small)->DefaultConfig().Int("taps_inner"), 0) << (*small)->id().Key();
+  }
+  auto one_by_one = MakeTask("conv2d", {1, 512, 7, 7, 2048, 1, 1, 1, 0, 1, 1, 1}, Avx512());
+  ASSERT_TRUE(one_by_one.ok());
+  EXPECT_EQ((*one_by_one)->space().FindKnob("taps_inner")->size(), 1u);
+}
+
+// A record made before the taps_inner knob existed (a tuning of ResNet-50 on an AVX-512 AMD
+// EPYC, its target and config as the log holds them) still names its config, and the code made
+// for it now is the code it measured: the same generator hash, so resume and compile keep it.
+TEST(Conv2dTaskTest, RecordsMadeBeforeTheTapsKnobStillNameTheirConfigAndCode) {
+  auto target = builder::ParseTarget(
+      "llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64 -mattr=+adx,+aes,+avx,+avx2,+avx512bf16,"
+      "+avx512bitalg,+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512ifma,+avx512vbmi,"
+      "+avx512vbmi2,+avx512vl,+avx512vnni,+avx512vpopcntdq,+avxvnni,+bmi,+bmi2,+cx16,+f16c,+fma,"
+      "+gfni,+lzcnt,+movbe,+pclmul,+popcnt,+sha,+sse3,+sse4.1,+sse4.2,+ssse3,+vaes,+vpclmulqdq,"
+      "+xsave");
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  auto task = MakeTask("conv2d", {1, 512, 7, 7, 512, 3, 3, 1, 1, 0, 1, 1}, *target);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  auto config = (*task)->space().FromJson(nlohmann::json::parse(
+      R"({"algorithm": "direct", "gemm_chunk": [72, 64], "gemm_pack": 1, "gemm_rows": 1,
+          "gemm_vectors": 1, "ic_block": 16, "oc_vectors": 2, "oh_rows": 2,
+          "order": ["ow", "cb"], "ow_tile": 7, "unroll_c": 2})"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->index(), 181u);
+  EXPECT_EQ(config->Int("taps_inner"), 0);
+  EXPECT_EQ(GeneratorHash(**task, *config), "a7400c4b0775c8f6");
+  // The same config with the taps inside is another point and other code.
+  nlohmann::json inside = config->ToJson();
+  inside["taps_inner"] = 1;
+  auto other = (*task)->space().FromJson(inside);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->index(), config->index());
+  EXPECT_NE(GeneratorHash(**task, *other), "a7400c4b0775c8f6");
 }
 
 TEST(Conv2dTaskTest, RefusesScratchOverAQuarterOfTheDeviceMemory) {
@@ -286,6 +335,7 @@ TEST_F(Conv2dOnServerTest, GemmAlgorithmHandlesPaddingStridesAndRemainders) {
                                {"order", {"ow", "cb"}},
                                {"oh_rows", 1},
                                {"unroll_c", unroll},
+                               {"taps_inner", 0},
                                {"algorithm", "gemm"},
                                {"gemm_rows", rows},
                                {"gemm_vectors", vectors},
@@ -297,6 +347,37 @@ TEST_F(Conv2dOnServerTest, GemmAlgorithmHandlesPaddingStridesAndRemainders) {
     ASSERT_GE(indices.size(), 3u);
     testing::ExpectConfigsMatchReference(*builder_, **task, device_, info_, indices);
   }
+}
+
+// The filter's taps inside the channel loop (the weight read in memory order): NCHW and blocked
+// layouts, padding, strides, the 7x7 first layer, tiles with a remainder, several channel
+// vectors and unrolled channel loops.
+TEST_F(Conv2dOnServerTest, TapsInsideTheChannelLoopMatchTheReference) {
+  size_t checked = 0;
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 3, 13, 11, 5, 3, 3, 2, 1},
+                                     {2, 17, 10, 12, 33, 3, 3, 1, 1, 1},
+                                     {1, 20, 9, 9, 33, 3, 3, 1, 1, 1, 1, 1},
+                                     {1, 32, 7, 7, 64, 3, 3, 1, 1, 0, 1, 1},
+                                     {1, 3, 23, 21, 20, 7, 7, 2, 3, 0, 1, 2}}) {
+    auto task = MakeTask("conv2d", shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    const ConfigSpace& space = (*task)->space();
+    std::vector<uint64_t> indices;
+    for (auto [tile, vectors, unroll] : {std::tuple{1, 1, 1}, {3, 2, 2}, {7, 1, 4}, {4, 2, 1}}) {
+      nlohmann::json values = (*task)->DefaultConfig().ToJson();
+      values["ow_tile"] = tile;
+      values["oc_vectors"] = vectors;
+      values["unroll_c"] = unroll;
+      values["taps_inner"] = 1;
+      auto c = space.FromJson(values);
+      if (c.ok() && space.IsValid(*c)) indices.push_back(c->index());
+    }
+    SCOPED_TRACE((*task)->id().Key());
+    ASSERT_FALSE(indices.empty());
+    checked += indices.size();
+    testing::ExpectConfigsMatchReference(*builder_, **task, device_, info_, indices);
+  }
+  EXPECT_GE(checked, 12u);
 }
 
 // As a model's executor runs it: scratch from the caller, holding other values when the call

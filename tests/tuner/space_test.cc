@@ -52,6 +52,30 @@ TEST(ConfigSpaceTest, ConstraintsDecideValidityAndNameTheFailure) {
   EXPECT_EQ(valid, 3 * 6 * 2 * 3);
 }
 
+// A knob added to a template after records were made: the earlier points keep their indices
+// and text, and a record without the knob means its first choice; any other missing knob is
+// still an error.
+TEST(ConfigSpaceTest, AKnobAddedLaterKeepsEarlierRecordsAndIndices) {
+  const ConfigSpace before = SmallSpace();
+  ConfigSpace s = SmallSpace();
+  ASSERT_TRUE(s.AddCategorical("fast", {0, 1}).ok());
+  EXPECT_EQ(s.MarkAddedLater("tile").code(), ErrorCode::kInvalidArgument);  // not the last
+  ASSERT_TRUE(s.MarkAddedLater("fast").ok());
+  ASSERT_EQ(s.size(), before.size() * 2);
+  for (uint64_t i = 0; i < before.size(); ++i) {
+    const nlohmann::json old = before.Get(i).ToJson();
+    auto c = s.FromJson(old);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->index(), i);
+    EXPECT_EQ(c->Int("fast"), 0);
+    EXPECT_EQ(c->ToString(), before.Get(i).ToString());
+    EXPECT_NE(s.Get(i + before.size()).ToString().find("fast=1"), std::string::npos);
+  }
+  nlohmann::json no_tile = before.Get(0).ToJson();
+  no_tile.erase("tile");
+  EXPECT_EQ(s.FromJson(no_tile).status().code(), ErrorCode::kNotFound);
+}
+
 TEST(ConfigSpaceTest, PinsKeepOnlyTheirValueAndTheNumbering) {
   ConfigSpace s = SmallSpace();
   const ConfigSpace whole = s;

@@ -72,7 +72,10 @@ std::string Config::ToString() const {
   if (!space_) return out;
   const auto& knobs = space_->knobs();
   for (size_t k = 0; k < knobs.size(); ++k) {
-    if (k) out += ' ';
+    // A knob added later, at its first choice, is left out: the text of a config made before
+    // it stays what it was (kernels print it into their source, which records hash).
+    if (choices_[k] == 0 && space_->AddedLater(knobs[k].name)) continue;
+    if (!out.empty()) out += ' ';
     out += knobs[k].name + "=" + knobs[k].values[choices_[k]].dump();
   }
   return out;
@@ -379,6 +382,20 @@ Expected<uint64_t> ConfigSpace::IndexOf(const std::vector<uint32_t>& choices) co
   return index;
 }
 
+Status ConfigSpace::MarkAddedLater(std::string_view name) {
+  if (knobs_.empty() || knobs_.back().name != name) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "a knob added later must be the last one: " + std::string(name));
+  }
+  // Knobs added later, one after another, are the last few.
+  added_later_.emplace_back(name);
+  return Status::Ok();
+}
+
+bool ConfigSpace::AddedLater(std::string_view name) const {
+  return std::find(added_later_.begin(), added_later_.end(), name) != added_later_.end();
+}
+
 Expected<Config> ConfigSpace::FromJson(const nlohmann::json& values) const {
   if (!values.is_object()) {
     return Status(ErrorCode::kInvalidArgument, "config values must be a JSON object");
@@ -386,6 +403,11 @@ Expected<Config> ConfigSpace::FromJson(const nlohmann::json& values) const {
   std::vector<uint32_t> choices(knobs_.size());
   for (size_t k = 0; k < knobs_.size(); ++k) {
     auto it = values.find(knobs_[k].name);
+    if (it == values.end() &&
+        std::find(added_later_.begin(), added_later_.end(), knobs_[k].name) != added_later_.end()) {
+      choices[k] = 0;
+      continue;
+    }
     if (it == values.end()) {
       return Status(ErrorCode::kNotFound, "config has no value for knob '" + knobs_[k].name + "'");
     }

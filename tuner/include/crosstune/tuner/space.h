@@ -82,7 +82,8 @@ class Config {
   const nlohmann::json& Value(std::string_view name) const;
   // {"knob": value, ...} in knob order.
   nlohmann::json ToJson() const;
-  // "tile_k=[4,256] order=[1,0] unroll=4".
+  // "tile_k=[4,256] order=[1,0] unroll=4"; a knob added later (MarkAddedLater) only when it is
+  // not at its first choice.
   std::string ToString() const;
 
  private:
@@ -114,6 +115,12 @@ class ConfigSpace {
   // show it): a constraint named "pin name=value", so the index numbering stays the same.
   // kNotFound naming the knob's choices when the knob or the value is not one of them.
   Status Pin(std::string_view name, const nlohmann::json& value);
+  // Marks knob `name` (the last one added, so its first choice keeps every earlier point's
+  // index) as added to a template after records were made: FromJson reads its absence as its
+  // first choice, so those records still name their config. kInvalidArgument when `name` is not
+  // the last knob.
+  Status MarkAddedLater(std::string_view name);
+  bool AddedLater(std::string_view name) const;
 
   const std::vector<Knob>& knobs() const { return knobs_; }
   const Knob* FindKnob(std::string_view name) const;
@@ -125,7 +132,7 @@ class ConfigSpace {
   // kInvalidArgument when a choice is out of range or the count is wrong.
   Expected<uint64_t> IndexOf(const std::vector<uint32_t>& choices) const;
   // The point whose knob values equal `values` ({"knob": value}); NotFound when a value is not
-  // one of the knob's choices.
+  // one of the knob's choices, or a knob is absent (one MarkAddedLater names takes its first).
   Expected<Config> FromJson(const nlohmann::json& values) const;
 
   bool IsValid(const Config& config) const;
@@ -146,6 +153,7 @@ class ConfigSpace {
  private:
   Status AddKnob(Knob knob);
   std::vector<Knob> knobs_;
+  std::vector<std::string> added_later_;  // MarkAddedLater's knobs
   std::vector<std::pair<std::string, Predicate>> constraints_;
   uint64_t size_ = 1;
   size_t feature_length_ = 0;
