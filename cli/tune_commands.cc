@@ -27,6 +27,7 @@
 #include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/timing.h"
+#include "crosstune/tuner/build_farm.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/export.h"
 #include "crosstune/tuner/log_report.h"
@@ -88,6 +89,7 @@ struct TuneFlags {
   std::string target = "auto";
   std::vector<std::string> servers;
   std::string tracker, key, auth_token_file;
+  std::string build_key;  // the farm's build workers of this key build beside the local pool
   int max_devices = 0;
   double wait_s = 600;
   double timeout_s = 60;
@@ -108,7 +110,19 @@ struct TuneFlags {
 };
 
 void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
-                 tuner::DevicePool& pool, builder::Builder& builder);
+                 tuner::DevicePool& pool, builder::BuildService& builder,
+                 const tuner::BuildFarm* farm_builds);
+
+// Where the builds went, for --build-key runs: "builds: local 40, 127.0.0.1:9290 24".
+void PrintBuildFarmLine(const tuner::BuildFarm* farm) {
+  if (farm == nullptr) return;
+  std::string line = "builds:";
+  for (const auto& s : farm->Report()) {
+    line += fmt::format(" {} {}{}", s["name"].get<std::string>(), s["builds"].get<uint64_t>(),
+                        s["lost"].get<bool>() ? " (lost)" : "");
+  }
+  std::printf("%s\n", line.c_str());
+}
 
 // The builder's options for --build-cache and --build-cache-max-mb (checked here).
 builder::BuilderOptions BuildCacheOptions(const TuneFlags& f) {
@@ -211,6 +225,18 @@ void RunTune(const TuneFlags& f) {
       }
     }
   }
+  // The farm's build workers, when asked for: builds go to them and to the local pool.
+  std::unique_ptr<tuner::BuildFarm> farm_builds;
+  if (!f.build_key.empty()) {
+    if (f.tracker.empty()) Fail("--build-key needs --tracker");
+    client::TrackerOptions to;
+    to.tracker = f.tracker;
+    to.auth_secret = secret;
+    farm_builds = tuner::BuildFarm::Lease(
+        to, f.build_key, secret, *builder,
+        [](const std::string& w) { std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str()); });
+  }
+  builder::BuildService& builds = farm_builds ? farm_builds->service() : *builder;
   const builder::Target target = Check(tuner::ResolveTarget(f.target, pool->devices().front()));
   // A batch smaller than the devices leaves some idle in every batch: kept, as asked, but said.
   const int device_count = static_cast<int>(pool->devices().size());
@@ -244,7 +270,7 @@ void RunTune(const TuneFlags& f) {
   options.stop = &g_stop;
   ::signal(SIGINT, OnInterrupt);
   if (network) {
-    RunWorkload(f, target, options, *pool, *builder);
+    RunWorkload(f, target, options, *pool, builds, farm_builds.get());
     ::signal(SIGINT, SIG_DFL);
     return;
   }
@@ -308,7 +334,7 @@ void RunTune(const TuneFlags& f) {
     pool->Lost(d, why);
   };
 
-  auto result = tuner::Tune(*task, pool->devices(), *builder, options);
+  auto result = tuner::Tune(*task, pool->devices(), builds, options);
   if (result.ok()) {
     last_progress.done = result->trials_in_log;
     last_progress.measured = result->measured;
@@ -323,6 +349,7 @@ void RunTune(const TuneFlags& f) {
   if (f.json_out) {
     nlohmann::json report = tuner::TuneReport(*task, options, s);
     AddBuildCacheUsage(f, &report);
+    if (farm_builds) report["build_workers"] = farm_builds->Report();
     report["overlap"] = options.overlap;
     if (pinned) {
       report["cpus"] = {{"kernel", FormatCpuList(split.kernel)},
@@ -351,10 +378,12 @@ void RunTune(const TuneFlags& f) {
                         : (s.early_stopped ? " (early stop)" : ""));
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
+  PrintBuildFarmLine(farm_builds.get());
 }
 
 void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
-                 tuner::DevicePool& pool, builder::Builder& builder) {
+                 tuner::DevicePool& pool, builder::BuildService& builder,
+                 const tuner::BuildFarm* farm_builds) {
   const std::string name = f.workload.empty() ? ModelName(f.model) : f.workload;
   const char* flag = f.workload.empty() ? "--model" : "--workload";
   if (options.log_path.empty())
@@ -404,6 +433,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
   if (f.json_out) {
     nlohmann::json report = tuner::WorkloadReport(wo, target, s);
     AddBuildCacheUsage(f, &report);
+    if (farm_builds) report["build_workers"] = farm_builds->Report();
     PrintJson(report);
     return;
   }
@@ -430,6 +460,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
               s.wall_s, s.stopped ? " (stopped by Ctrl-C)" : "");
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
+  PrintBuildFarmLine(farm_builds);
 }
 
 void RegisterTune(CLI::App& app) {
@@ -477,6 +508,9 @@ void RegisterTune(CLI::App& app) {
   dev->add_option("--tracker", f->tracker, "crosstune-tracker HOST:PORT")
       ->envname("CROSSTUNE_TRACKER");
   dev->add_option("--key", f->key, "device key: every free device of it measures in parallel");
+  dev->add_option("--build-key", f->build_key,
+                  "also build on every free build worker of this key (crosstune-build-worker "
+                  "registered with --tracker), beside this machine's pool");
   dev->add_option("--devices", f->max_devices, "at most this many devices of the key (0: all)");
   dev->add_option("--wait", f->wait_s, "seconds to wait for the first device")
       ->capture_default_str();

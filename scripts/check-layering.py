@@ -10,6 +10,8 @@
   cli/          all of the above (not tests/ or bench/)
   rpc_server/   common/ only (the server cross-builds for boards with few dependencies)
   tracker/      common/ only
+  build_worker/ common/, builder/, rpc_server/ (the farm's build worker: the server's acceptor
+                serving the builder's builds)
 
 An include ("..." or <crosstune/...>) is resolved as the compiler would: a folder's public headers
 (FOLDER/include/...) and the test helpers (tests/support/...), then beside the including file,
@@ -34,6 +36,7 @@ ALLOWED = {
     "cli": {"common", "builder", "host_client", "tuner", "model", "cli"},
     "rpc_server": {"common", "rpc_server"},
     "tracker": {"common", "tracker"},
+    "build_worker": {"common", "builder", "rpc_server", "build_worker"},
 }
 SOURCES = (".h", ".hpp", ".c", ".cc", ".cpp", ".cu")
 INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<(crosstune/[^>]+)>)', re.M)
@@ -106,6 +109,7 @@ def self_test():
         "cli": "cli/commands.h",
         "rpc_server": "rpc_server/include/crosstune/server/server.h",
         "tracker": "tracker/include/crosstune/tracker/scheduler.h",
+        "build_worker": "build_worker/include/crosstune/build_worker/build_worker.h",
         "tests": "tests/support/crosstune/testing/ports.h",
     }
     name = {k: v.split("/include/", 1)[-1].replace("tests/support/", "") for k, v in headers.items()}

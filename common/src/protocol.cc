@@ -130,6 +130,8 @@ std::string_view OpcodeName(Opcode op) {
       return "CheckLease";
     case Opcode::kTuneProgress:
       return "TuneProgress";
+    case Opcode::kBuild:
+      return "Build";
   }
   return "Unknown";
 }

@@ -43,7 +43,7 @@ constexpr uint64_t kMaxDiscardBytes = uint64_t{256} << 20;
 // Reply sent, or the transport broke (then the session ends).
 using Outcome = Status;
 
-class SessionHandler {
+class SessionHandler : public SessionRequestIo {
  public:
   SessionHandler(Channel channel, Workspace workspace, const SessionOptions& options,
                  CallSlot* slot)
@@ -124,12 +124,6 @@ class SessionHandler {
   }
 
  private:
-  Deadline IoDeadline(uint64_t bytes = 0) const {
-    // The io timeout plus a floor rate of 1 MiB/s for bulk bytes, never past the session's end.
-    Deadline d = Clock::now() + options_.io_timeout + milliseconds(bytes / 1024);
-    return std::min(d, session_deadline_);
-  }
-
   template <typename T>
   Outcome Reply(uint32_t id, const T& value) {
     Status sent = ch_.Send(Opcode::kResult, id, value, IoDeadline());
@@ -157,9 +151,24 @@ class SessionHandler {
     return ch_.Discard(body_bytes, IoDeadline(body_bytes));
   }
 
+  // SessionRequestIo, for SessionOptions::handle_request.
+  Channel& channel() override { return ch_; }
+  Deadline IoDeadline(uint64_t bytes = 0) const override {
+    // The io timeout plus a floor rate of 1 MiB/s for bulk bytes, never past the session's end.
+    Deadline d = Clock::now() + options_.io_timeout + milliseconds(bytes / 1024);
+    return std::min(d, session_deadline_);
+  }
+  void BeginGuarded(uint32_t request_id, const std::string& what, uint32_t limit_ms) override {
+    GuardBegin(request_id, what, limit_ms, 1, false);
+  }
+  void EndGuarded(uint32_t limit_ms) override { GuardEnd(limit_ms); }
+
   Status Dispatch(const Frame& f, bool* done) {
     const uint32_t id = f.request_id;
     if (slot_) slot_->request_id = id;
+    if (options_.handle_request) {
+      if (std::optional<Status> handled = options_.handle_request(f, *this)) return *handled;
+    }
     switch (f.op) {
       case Opcode::kPing:
         return Reply(id, msg::Empty{});
@@ -168,10 +177,30 @@ class SessionHandler {
         return Reply(id, msg::Empty{});
       case Opcode::kInfo:
         if (!info_) {
-          info_ = CollectDeviceInfo();
+          info_ = options_.info ? *options_.info : CollectDeviceInfo();
           info_->max_tensor_bytes = options_.max_tensor_bytes;
         }
         return Reply(id, *info_);
+      default:
+        break;
+    }
+    if (options_.device_requests) return DispatchDeviceRequest(f);
+    return RefuseRequest(f);
+  }
+
+  Outcome RefuseRequest(const Frame& f) {
+    uint16_t op = static_cast<uint16_t>(f.op);
+    std::string what = IsKnownOpcode(op) ? std::string(OpcodeName(f.op)) + " (opcode " +
+                                               std::to_string(op) + ") is not a session request" +
+                                               (options_.device_requests ? "" : " here")
+                                         : "unknown opcode " + std::to_string(op);
+    return ReplyError(f.request_id, Status(ErrorCode::kProtocolError, what));
+  }
+
+  // Files, modules, calls, tensors and models: what a device serves.
+  Status DispatchDeviceRequest(const Frame& f) {
+    const uint32_t id = f.request_id;
+    switch (f.op) {
       case Opcode::kUpload:
         return HandleUpload(f);
       case Opcode::kDownload:
@@ -243,11 +272,7 @@ class SessionHandler {
       default:
         break;
     }
-    uint16_t op = static_cast<uint16_t>(f.op);
-    std::string what = IsKnownOpcode(op) ? std::string(OpcodeName(f.op)) + " (opcode " +
-                                               std::to_string(op) + ") is not a session request"
-                                         : "unknown opcode " + std::to_string(op);
-    return ReplyError(id, Status(ErrorCode::kProtocolError, what));
+    return RefuseRequest(f);
   }
 
   // --- Files ----------------------------------------------------------------------------------

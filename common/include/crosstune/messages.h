@@ -86,8 +86,11 @@ struct DeviceInfo {
   // Bytes of tensors one session may hold (the server's --max-tensor-bytes); 0: not reported
   // (an older server). Clients refuse larger arguments before they allocate anything.
   uint64_t max_tensor_bytes = 0;
+  // A build worker (crosstune-build-worker): the target kinds it builds ("llvm", "cuda"); `cores`
+  // is then the builds it runs at once. Empty for a device.
+  std::vector<std::string> build_targets;
   MSGPACK_DEFINE(arch, triple, cpu_model, cpu_features, cores, memory_bytes, os, gpus, version,
-                 protocol_major, protocol_minor, gpu_status, max_tensor_bytes)
+                 protocol_major, protocol_minor, gpu_status, max_tensor_bytes, build_targets)
 };
 
 // --- Files --------------------------------------------------------------------------------------
@@ -323,6 +326,24 @@ struct ProfileHeader {
   uint64_t body_bytes = 0;
   uint32_t threads = 0;
   MSGPACK_DEFINE(nodes, body_bytes, threads)
+};
+
+// --- Builds (crosstune-build-worker; minor 2) ----------------------------------------------------
+
+// A build job's header; `request_bytes` follow: the builder's request in its own msgpack form
+// (opaque here, for common knows nothing of the builder: build_job.h).
+struct BuildJob {
+  uint64_t request_bytes = 0;
+  std::string request_sha256;  // of those bytes; a mismatch is refused with kBadHash
+  uint32_t timeout_ms = 0;     // the build's limit (0: the worker's default)
+  MSGPACK_DEFINE(request_bytes, request_sha256, timeout_ms)
+};
+
+// The reply header of Build; `result_bytes` follow: the builder's result, the library inside.
+struct BuildJobReply {
+  uint64_t result_bytes = 0;
+  std::string result_sha256;  // of those bytes; the client refuses a mismatch with kBadHash
+  MSGPACK_DEFINE(result_bytes, result_sha256)
 };
 
 }  // namespace crosstune::msg

@@ -19,7 +19,8 @@ namespace crosstune {
 inline constexpr uint32_t kProtocolMagic = 0x4e555443;
 // A different major is refused with kVersionMismatch; minors are compatible both ways.
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 1;  // 1: model opcodes
+// 1: model opcodes; 2: kBuild (crosstune-build-worker serves builds to a tuner on another host).
+inline constexpr uint16_t kProtocolMinor = 2;
 inline constexpr std::string_view kCrosstuneVersion = CROSSTUNE_VERSION_STRING;
 
 enum class Opcode : uint16_t {
@@ -69,6 +70,8 @@ enum class Opcode : uint16_t {
   kSessionEnded = 70,
   kCheckLease = 71,
   kTuneProgress = 72,
+  // Build workers (crosstune-build-worker; minor 2).
+  kBuild = 80,  // header, then `request_bytes` raw bytes; reply header, then `result_bytes`
 };
 
 // Small on purpose: callers decide retries from the code, humans read the message.
@@ -111,6 +114,9 @@ struct Limits {
   // the longest min_repeat_ms and cooldown_ms.
   static constexpr uint32_t kMaxTimeRepeat = 10'000;
   static constexpr uint32_t kMaxTimeRoundMs = 600'000;
+  // A build job's request (kernel source and the objects it links) and its result (the library),
+  // each way; as the builder's own worker frames.
+  static constexpr uint64_t kMaxBuildJobBytes = uint64_t{1} << 30;
 };
 
 enum class PeerRole : uint8_t { kClient = 0, kServer = 1, kTracker = 2, kAdmin = 3 };

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "crosstune/channel.h"
 #include "crosstune/messages.h"
 #include "crosstune/status.h"
 
@@ -15,6 +17,22 @@ namespace crosstune::server {
 
 class LoaderRegistry;
 struct CallSlot;
+
+// What a handler of requests the session does not serve itself (SessionOptions::handle_request)
+// gets from the session: its connection and its watchdog. Valid during the handler's call only.
+class SessionRequestIo {
+ public:
+  virtual ~SessionRequestIo() = default;
+  virtual Channel& channel() = 0;
+  // The deadline for a peer that stalls mid-request: the session's io timeout plus a floor rate
+  // of 1 MiB/s for `bytes` of bulk data, never past the session's end.
+  virtual Deadline IoDeadline(uint64_t bytes = 0) const = 0;
+  // Work between BeginGuarded and EndGuarded runs under the watchdog of a kernel call: past
+  // `limit_ms` (0: none) the session process ends and the client is told it timed out, and a
+  // crash inside is reported naming `what`. The process ends; the server goes on serving.
+  virtual void BeginGuarded(uint32_t request_id, const std::string& what, uint32_t limit_ms) = 0;
+  virtual void EndGuarded(uint32_t limit_ms) = 0;
+};
 
 struct SessionOptions {
   std::string auth_secret;  // empty: no authentication
@@ -45,6 +63,20 @@ struct SessionOptions {
   std::chrono::microseconds busy_poll{50};
   // Kill-on-timeout needs a process to kill: in-process sessions (--no-fork) run calls unguarded.
   bool guard_calls = true;
+  // Requests of a program that serves more than a device's (crosstune-build-worker's Build: the
+  // same acceptor, handshake, auth, limits and tracker link as crosstune-server, one seam). It
+  // sees every request after the handshake, before the session's own dispatch: std::nullopt
+  // leaves the request to the session; otherwise it has sent exactly one reply to the frame's
+  // request id and returns Ok, or the Status that ends the session (the connection broke or fell
+  // out of step). Runs in the session process.
+  std::function<std::optional<Status>(const Frame&, SessionRequestIo&)> handle_request;
+  // false: the session refuses the device's own requests (files, modules, calls, tensors,
+  // models) as a protocol error and serves only Ping, Info, Close and `handle_request`'s; a build
+  // worker runs no uploaded code.
+  bool device_requests = true;
+  // Set: what Info answers instead of this machine's description (a build worker names the
+  // targets it builds and the builds it runs at once).
+  std::optional<msg::DeviceInfo> info;
 };
 
 // Serves one connection on `fd` (owned and closed here) with a workspace at `workspace_dir`.

@@ -1,0 +1,130 @@
+// crosstune-build-worker: builds kernels for others. Two ways to run:
+//  - started by the builder's pool (builder.h) with no arguments and its end of a socket as fd 3:
+//    one worker of a tuner's local pool;
+//  - with flags: a build worker of the farm, serving builds over the network (build_worker.h),
+//    registered with a tracker under a build key when --tracker is given.
+// A thin main over crosstune::build_worker.
+#include <fcntl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "crosstune/build_worker/build_worker.h"
+#include "crosstune/builder/builder.h"
+#include "crosstune/crypto.h"
+#include "crosstune/flag_checks.h"
+#include "crosstune/guarded_main.h"
+#include "crosstune/numbers.h"
+#include "crosstune/server/server.h"
+#include "crosstune/text.h"
+
+namespace {
+
+int Fail(const std::string& what) {
+  std::cerr << "crosstune-build-worker: error: " << what << "\n";
+  return 1;
+}
+
+int WorkerMain(int argc, char** argv) {
+  namespace bw = crosstune::build_worker;
+  CLI::App app{
+      "crosstune-build-worker: serves kernel builds to tuners on other hosts (with no arguments "
+      "and fd 3 open: one worker of a tuner's local build pool)"};
+  bw::BuildWorkerOptions o;
+  o.port = 9290;
+  std::string token_file, tracker_token_file, cache_dir, log_level = "info";
+  std::vector<std::string> tags;
+  double build_timeout_s = 60;
+  bool exit_with_parent = false;
+  app.add_option("--host", o.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", o.port, "port to listen on (0: any free port)")
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<uint16_t>(0, 65535));
+  app.add_option("--work-dir", o.work_dir,
+                 "directory for the sessions' scratch space (default: a fresh one under $TMPDIR)");
+  app.add_option("--cores", o.cores, "builds at once (0: every CPU this process may run on)")
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<int>(0, 4096));
+  app.add_option("--target", o.targets,
+                 "a target kind this worker builds, named to the tracker (repeatable; default: "
+                 "llvm and cuda)");
+  app.add_option("--build-timeout", build_timeout_s,
+                 "seconds a build may run when its request gives no limit")
+      ->capture_default_str()
+      ->check(crosstune::SecondsIn(0.01, 86400));
+  app.add_option("--cache-dir", cache_dir,
+                 "build cache directory (shared with other workers and tuners on a shared file "
+                 "system); default: none");
+  app.add_option("--auth-token-file", token_file,
+                 "file holding a shared secret; clients must answer an HMAC-SHA256 challenge");
+  app.add_option("--tracker", o.tracker,
+                 "register with this tracker (host:port) and accept only sessions holding its "
+                 "current lease token");
+  app.add_option("--tracker-token-file", tracker_token_file,
+                 "the tracker's --server-token-file (default: --auth-token-file)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--key", o.key, "the build key tuners ask the tracker for (e.g. builders)");
+  app.add_option("--tag", tags, "k=v tag for the tracker (repeatable)");
+  app.add_option("--custom-addr", o.custom_addr,
+                 "address clients should dial (host or host:port), when the tracker would see "
+                 "another one");
+  app.add_flag("--exit-with-parent", exit_with_parent,
+               "end (SIGTERM) when the process that started this worker dies, even by SIGKILL");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  CLI11_PARSE(app, argc, argv);
+#ifdef __linux__
+  if (exit_with_parent) {
+    // Asked for before the first thread, and checked once: the parent may be gone already.
+    pid_t parent = ::getppid();
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) return 0;
+  }
+#endif
+  std::signal(SIGPIPE, SIG_IGN);
+  if (!o.tracker.empty() && o.key.empty()) return Fail("--tracker needs --key");
+  for (const auto& t : tags) {
+    auto eq = t.find('=');
+    if (eq == std::string::npos || eq == 0) return Fail("--tag '" + t + "': expected key=value");
+    if (!crosstune::IsValidUtf8(t)) return Fail("--tag is not valid UTF-8");
+    o.tags[t.substr(0, eq)] = t.substr(eq + 1);
+  }
+  if (!crosstune::IsValidUtf8(o.key)) return Fail("--key is not valid UTF-8");
+  if (!token_file.empty()) {
+    auto secret = crosstune::ReadSecretFile(token_file);
+    if (!secret.ok()) return Fail(secret.status().message());
+    o.auth_secret = *secret;
+  }
+  if (!tracker_token_file.empty()) {
+    auto secret = crosstune::ReadSecretFile(tracker_token_file);
+    if (!secret.ok()) return Fail(secret.status().message());
+    o.tracker_secret = *secret;
+  }
+  o.default_timeout = crosstune::SecondsToMs(build_timeout_s);
+
+  auto logger = spdlog::stderr_color_mt("crosstune-build-worker");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern(crosstune::server::kLogPattern);
+  crosstune::Status st = bw::ServeBuilds(o, bw::CompileHere(cache_dir));
+  if (!st.ok()) return Fail(st.message());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The pool's worker: no arguments and its socket as fd 3.
+  if (argc == 1 && ::fcntl(3, F_GETFD) >= 0) crosstune::builder::RunBuildWorker(3);
+  return crosstune::GuardedMain("crosstune-build-worker", [&] { return WorkerMain(argc, argv); });
+}
