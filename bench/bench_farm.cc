@@ -47,6 +47,7 @@
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
+#include "crosstune/tuner/build_farm.h"
 #include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/replay.h"
 #include "crosstune/tuner/replay_task.h"
@@ -76,6 +77,7 @@ struct Flags {
   int quality_seeds = 10;
   std::string tracker_bin = CT_DEFAULT_TRACKER;
   std::string device_bin = CT_DEFAULT_SIM_DEVICE;
+  std::string build_worker_bin = CT_DEFAULT_SIM_BUILD_WORKER;
   std::string log_dir;
   bool quality_only = false;
 };
@@ -165,6 +167,37 @@ class SimBuildService final : public builder::BuildService {
   int running_ = 0;
 };
 
+// Counts the builds handed to a build service and not yet answered, one request at a time (each
+// on its own thread, as a batch's BuildMany hands them over at once), so the queue can be
+// sampled whatever the service is: queued = outstanding less the service's slots.
+class QueueGauge final : public builder::BuildService {
+ public:
+  explicit QueueGauge(builder::BuildService& inner) : inner_(inner) {}
+  builder::BuildResult Build(const builder::BuildRequest& request) override {
+    ++outstanding_;
+    builder::BuildResult r = inner_.Build(request);
+    --outstanding_;
+    return r;
+  }
+  std::vector<builder::BuildResult> BuildMany(
+      const std::vector<builder::BuildRequest>& requests) override {
+    std::vector<builder::BuildResult> out(requests.size());
+    std::vector<std::thread> threads;
+    threads.reserve(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      threads.emplace_back([&, i] { out[i] = Build(requests[i]); });
+    }
+    for (auto& t : threads) t.join();
+    return out;
+  }
+  int slots() const override { return inner_.slots(); }
+  int queued() const { return std::max(0, outstanding_.load() - inner_.slots()); }
+
+ private:
+  builder::BuildService& inner_;
+  std::atomic<int> outstanding_{0};
+};
+
 // CPU seconds (user + system) of this process, or of its children reaped so far.
 double CpuSeconds(int who) {
   rusage u{};
@@ -185,7 +218,8 @@ struct SimFarm {
   std::vector<std::unique_ptr<client::LocalServer>> boards;
   std::string tracker_addr;
 
-  Status Start(const Flags& f, const std::string& key) {
+  static constexpr const char* kBuildKey = "sim-builders";
+  Status Start(const Flags& f, const std::string& key, int build_workers) {
     CT_RETURN_IF_ERROR(tracker.Start({f.tracker_bin, "--host", "127.0.0.1", "--port", "0",
                                       "--startup-grace-s", "0", "--reattach-s", "0"},
                                      std::chrono::seconds(30), Log(f, "tracker.log")));
@@ -210,6 +244,29 @@ struct SimFarm {
       CT_RETURN_IF_ERROR(b->Start(argv, std::chrono::seconds(30), Log(f, "boards.log")));
       boards.push_back(std::move(b));
     }
+    for (int i = 0; i < build_workers; ++i) {
+      auto w = std::make_unique<client::LocalServer>();
+      std::vector<std::string> argv = {f.build_worker_bin,
+                                       "--host",
+                                       "127.0.0.1",
+                                       "--port",
+                                       "0",
+                                       "--tracker",
+                                       tracker_addr,
+                                       "--key",
+                                       kBuildKey,
+                                       "--space",
+                                       f.space,
+                                       "--cores",
+                                       "1",
+                                       "--exit-with-parent"};
+      if (!f.task.empty()) argv.insert(argv.end(), {"--task", f.task});
+      if (f.build_seconds > 0) {
+        argv.insert(argv.end(), {"--build-seconds", std::to_string(f.build_seconds)});
+      }
+      CT_RETURN_IF_ERROR(w->Start(argv, std::chrono::seconds(30), Log(f, "build-workers.log")));
+      boards.push_back(std::move(w));
+    }
     // Every board registered before the pool asks: it takes only those granted at once.
     client::TrackerOptions to;
     to.tracker = tracker_addr;
@@ -221,11 +278,15 @@ struct SimFarm {
         auto q = (*c)->Query();
         if (q.ok()) {
           auto j = nlohmann::json::parse(*q, nullptr, false);
-          if (j.is_object() && j["devices"].size() >= static_cast<size_t>(f.devices)) break;
+          if (j.is_object() &&
+              j["devices"].size() >= static_cast<size_t>(f.devices + build_workers)) {
+            break;
+          }
         }
       }
       if (Clock::now() > deadline) {
-        return Status(ErrorCode::kTimeout, "the boards did not all register in 60 s");
+        return Status(ErrorCode::kTimeout,
+                      "the boards and build workers did not all register in 60 s");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -239,12 +300,26 @@ struct SimFarm {
 
 // One tuning run on the farm with `builds`; the run's figures.
 Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::ReplayTable> table,
-                                   SimBuildService& builds) {
+                                   SimBuildService& local, int build_workers) {
   SimFarm farm;
-  CT_RETURN_IF_ERROR(farm.Start(f, "sim"));
+  CT_RETURN_IF_ERROR(farm.Start(f, "sim", build_workers));
   client::TrackerOptions to;
   to.tracker = farm.tracker_addr;
   to.peer_name = "bench-farm";
+  // The farm's build workers beside the local pool, as `crosstune tune --build-key` takes them.
+  std::vector<std::string> warnings;
+  std::unique_ptr<tuner::BuildFarm> build_farm;
+  if (build_workers > 0) {
+    build_farm = tuner::BuildFarm::Lease(to, SimFarm::kBuildKey, "", local,
+                                         [&](const std::string& w) { warnings.push_back(w); });
+    if (build_farm->workers() != static_cast<size_t>(build_workers)) {
+      return Status(ErrorCode::kInternal, "leased " + std::to_string(build_farm->workers()) +
+                                              " of " + std::to_string(build_workers) +
+                                              " build workers" +
+                                              (warnings.empty() ? "" : ": " + warnings.front()));
+    }
+  }
+  QueueGauge builds(build_farm ? build_farm->service() : local);
   CT_ASSIGN_OR_RETURN(
       auto pool, tuner::DevicePool::FromTracker(to, "sim", f.devices, std::chrono::seconds(30), "",
                                                 std::chrono::seconds(60)));
@@ -329,6 +404,8 @@ Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::
       // simulated builds' threads (sleeping), over the run's wall time.
       {"tuner_process_cpu_s", tuner_cpu},
       {"tuner_process_cpu_fraction", wall > 0 ? tuner_cpu / wall : 0},
+      {"build_services", build_farm ? build_farm->Report() : nlohmann::json(nullptr)},
+      {"warnings", warnings},
   };
 }
 
@@ -398,8 +475,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str()
       ->check(IntegerIn<int>(1, 1024));
   app.add_option("--build-workers", f.build_workers,
-                 "simulated build workers beside the host's pool (not yet: the build worker "
-                 "library is not on main)")
+                 "simulated build workers (crosstune-sim-build-worker) beside the host's pool: "
+                 "a second run, \"farm\" (0: none)")
       ->capture_default_str()
       ->check(IntegerIn<int>(0, 1024));
   app.add_option("--space", f.space, "the recorded table: a Kernel Tuner cache or one of our logs")
@@ -433,15 +510,11 @@ int Main(int argc, char** argv) {
       ->check(IntegerIn<int>(0, 10'000));
   app.add_option("--tracker-bin", f.tracker_bin, "crosstune-tracker")->capture_default_str();
   app.add_option("--device-bin", f.device_bin, "crosstune-sim-device")->capture_default_str();
+  app.add_option("--build-worker-bin", f.build_worker_bin, "crosstune-sim-build-worker")
+      ->capture_default_str();
   app.add_option("--log-dir", f.log_dir, "keep the tracker's and boards' logs here");
   app.add_flag("--quality-only", f.quality_only, "only the search-quality replay (no farm)");
   CLI11_PARSE(app, argc, argv);
-  if (f.build_workers > 0) {
-    std::fprintf(stderr,
-                 "crosstune-bench-farm: error: --build-workers needs the remote build workers "
-                 "(issue 26 part 1), which this build does not have yet\n");
-    return 2;
-  }
 
   auto loaded = tuner::ReplayTable::Load(f.space, f.task);
   if (!loaded.ok()) {
@@ -464,7 +537,7 @@ int Main(int argc, char** argv) {
   if (!f.quality_only) {
     SimBuildService local(table, f.host_slots, f.build_seconds);
     const double children0 = CpuSeconds(RUSAGE_CHILDREN);
-    auto run = RunOnFarm(f, table, local);
+    auto run = RunOnFarm(f, table, local, 0);
     if (run.ok()) {
       out["baseline"] = *run;
       out["baseline"]["farm_processes_cpu_s"] = CpuSeconds(RUSAGE_CHILDREN) - children0;
@@ -475,10 +548,25 @@ int Main(int argc, char** argv) {
       rc = 1;
     }
   }
+  if (!f.quality_only && f.build_workers > 0) {
+    SimBuildService local(table, f.host_slots, f.build_seconds);
+    const double children0 = CpuSeconds(RUSAGE_CHILDREN);
+    auto run = RunOnFarm(f, table, local, f.build_workers);
+    if (run.ok()) {
+      out["farm"] = *run;
+      out["farm"]["farm_processes_cpu_s"] = CpuSeconds(RUSAGE_CHILDREN) - children0;
+      out["farm"]["what"] = std::to_string(f.build_workers) +
+                            " simulated build workers (crosstune-sim-build-worker, 1 core each, "
+                            "leased through the tracker) beside the host's pool";
+    } else {
+      out["farm"] = {{"error", run.status().ToString()}};
+      rc = 1;
+    }
+  }
   if (!f.quality_only && f.compare_slots > 0) {
     SimBuildService slots(table, f.compare_slots, f.build_seconds);
     const double children0 = CpuSeconds(RUSAGE_CHILDREN);
-    auto run = RunOnFarm(f, table, slots);
+    auto run = RunOnFarm(f, table, slots, 0);
     if (run.ok()) {
       out["enough_slots"] = *run;
       out["enough_slots"]["farm_processes_cpu_s"] = CpuSeconds(RUSAGE_CHILDREN) - children0;

@@ -1,12 +1,12 @@
 # Runs crosstune-bench-farm small and short and checks that it prints one JSON object with every
 # figure (no timing asserts): BENCH is the program, SPACE a recorded table.
 execute_process(COMMAND ${BENCH} --space ${SPACE} --devices 3 --trials 12 --trial-seconds 0.05
-                        --build-seconds 0.01 --tuner random --quality-seeds 2
+                        --build-seconds 0.01 --tuner random --quality-seeds 2 --build-workers 1
                 OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "crosstune-bench-farm exited with ${rc}\n${out}")
 endif()
-foreach(key devices build_workers trial_seconds space table_best cpu baseline quality)
+foreach(key devices build_workers trial_seconds space table_best cpu baseline farm quality)
   string(JSON value ERROR_VARIABLE err GET "${out}" ${key})
   if(err)
     message(FATAL_ERROR "no '${key}' in the JSON: ${err}\n${out}")
@@ -20,6 +20,17 @@ foreach(key wall_s trials trials_per_s capacity_per_s fraction_of_capacity devic
   endif()
   message(STATUS "baseline.${key} = ${value}")
 endforeach()
+foreach(key trials_per_s fraction_of_capacity device_busy_mean device_busy_min build_queue)
+  string(JSON value ERROR_VARIABLE err GET "${out}" farm ${key})
+  if(err)
+    message(FATAL_ERROR "no 'farm.${key}' in the JSON: ${err}\n${out}")
+  endif()
+endforeach()
+# The farm run's builds went to the host's pool and the one simulated build worker.
+string(JSON services LENGTH "${out}" farm build_services)
+if(NOT services EQUAL 2)
+  message(FATAL_ERROR "the farm run had ${services} build services, not 2\n${out}")
+endif()
 string(JSON trials GET "${out}" baseline trials)
 if(NOT trials EQUAL 12)
   message(FATAL_ERROR "the run measured ${trials} trials, not 12\n${out}")
