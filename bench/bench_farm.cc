@@ -278,8 +278,8 @@ struct SimFarm {
         auto q = (*c)->Query();
         if (q.ok()) {
           auto j = nlohmann::json::parse(*q, nullptr, false);
-          if (j.is_object() &&
-              j["devices"].size() >= static_cast<size_t>(f.devices + build_workers)) {
+          if (j.is_object() && j["devices"].size() >= static_cast<size_t>(f.devices) +
+                                                          static_cast<size_t>(build_workers)) {
             break;
           }
         }
