@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "crosstune/builder/target.h"
 #include "crosstune/tuner/records.h"
+#include "crosstune/tuner/replay_task.h"
 #include "crosstune/tuner/task.h"
 
 namespace crosstune::tuner {
@@ -294,6 +296,81 @@ TEST_F(KernelTunerCacheTest, ALogOfAKnownTemplateGivesTheModelTheTemplatesFeatur
   EXPECT_FALSE((*u)->features());
   ASSERT_FALSE((*u)->warnings().empty());
   EXPECT_NE((*u)->warnings().front().find("knob values only"), std::string::npos);
+}
+
+// A simulated farm replays what the table recorded about a trial: the call's time in seconds
+// (Kernel Tuner keeps milliseconds), the build's and the benchmark's.
+TEST_F(KernelTunerCacheTest, KeepsTheRecordedCallBuildAndRunSeconds) {
+  auto t = ReplayTable::LoadKernelTunerCache(Write("times.json", R"({
+    "tune_params_keys": ["b"], "tune_params": {"b": [1, 2, 3]},
+    "cache": {
+      "1": {"b": 1, "time": 4.0, "compile_time": 120.0, "benchmark_time": 40.0},
+      "2": {"b": 2, "time": "RuntimeFailedConfig", "compile_time": 90.0},
+      "3": {"b": 3, "time": 2.0}
+    }})"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const ReplayTable& table = **t;
+  auto point = [&](int b) {
+    Config c = table.space().Get(static_cast<uint64_t>(b - 1));
+    return table.Find(c.index());
+  };
+  ASSERT_NE(point(1), nullptr);
+  EXPECT_DOUBLE_EQ(point(1)->kernel_s.value_or(-1), 0.004);
+  EXPECT_DOUBLE_EQ(point(1)->build_s.value_or(-1), 0.12);
+  EXPECT_DOUBLE_EQ(point(1)->run_s.value_or(-1), 0.04);
+  EXPECT_FALSE(point(2)->kernel_s.has_value()) << "a failed point has no call time";
+  EXPECT_DOUBLE_EQ(point(2)->build_s.value_or(-1), 0.09);
+  EXPECT_FALSE(point(3)->build_s.has_value()) << "absent in the file, absent in the point";
+  EXPECT_FALSE(point(3)->run_s.has_value());
+  EXPECT_DOUBLE_EQ(point(3)->kernel_s.value_or(-1), 0.002);
+}
+
+// Our own log gives a point the times of the trial that gave its cost.
+TEST_F(KernelTunerCacheTest, ALogGivesAPointTheTimesOfItsBestTrial) {
+  std::string path = (dir_ / "log.jsonl").string();
+  {
+    auto w = RecordWriter::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (auto [mean, build, run] : {std::tuple{0.5, 1.0, 2.0}, std::tuple{0.25, 3.0, 4.0}}) {
+      Record r;
+      r.task = TaskId{"matmul", {8, 8, 8}};
+      r.config_index = 0;
+      r.config_values = {{"k", 1}};
+      r.mean = mean;
+      r.costs = {mean};
+      r.build_s = build;
+      r.run_s = run;
+      ASSERT_TRUE((*w)->Append(r).ok());
+    }
+  }
+  auto t = ReplayTable::LoadRecordLog(path);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const ReplayPoint* p = (*t)->Find(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_DOUBLE_EQ(p->kernel_s.value_or(-1), 0.25);
+  EXPECT_DOUBLE_EQ(p->build_s.value_or(-1), 3.0);
+  EXPECT_DOUBLE_EQ(p->run_s.value_or(-1), 4.0);
+}
+
+// The replay task's kernel keeps a marker naming its config, which a simulated device reads.
+TEST_F(KernelTunerCacheTest, AReplayTasksSourceNamesItsConfig) {
+  auto t = ReplayTable::LoadKernelTunerCache(Write("mixed.json", kMixedCache));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::shared_ptr<const ReplayTable> table = std::move(t).value();
+  auto target = builder::ParseTarget("llvm -mtriple=x86_64-linux-gnu");
+  ASSERT_TRUE(target.ok());
+  auto task = ReplayTask::Make(table, *target);
+  EXPECT_EQ(task->space().size(), table->space().size());
+  EXPECT_NE(table->Find(task->DefaultConfig().index()), nullptr) << "the default is a point";
+  for (uint64_t i = 0; i < table->space().size(); ++i) {
+    if (!table->Find(i)) continue;
+    std::string source = task->Generate(task->space().Get(i));
+    EXPECT_EQ(FindSimMarker(source), i) << source;
+  }
+  EXPECT_EQ(FindSimMarker("xx crosstune-sim:17;yy"), 17u);
+  EXPECT_EQ(FindSimMarker("crosstune-sim:;crosstune-sim:12x crosstune-sim:3;"), 3u);
+  EXPECT_FALSE(FindSimMarker("crosstune-sim:12").has_value()) << "no closing ';'";
+  EXPECT_FALSE(FindSimMarker("an ELF without one").has_value());
 }
 
 TEST(SharedSpaceTest, ReadsThePnpolyCacheWithItsKnownFacts) {

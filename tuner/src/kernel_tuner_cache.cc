@@ -185,6 +185,19 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
       return Malformed(source,
                        "cache entry '" + key + "' has " + objective + " " + JsonExcerpt(*obj));
     }
+    // Kernel Tuner keeps its times in milliseconds. A value that is not a finite, non-negative
+    // number is left out: these fields are for replaying a trial's duration only.
+    const nlohmann::json& fields = entry;  // a structured binding cannot be captured (C++17)
+    auto seconds = [&fields](const char* field) -> std::optional<double> {
+      auto f = fields.find(field);
+      if (f == fields.end() || !f->is_number()) return std::nullopt;
+      double ms = f->get<double>();
+      if (!std::isfinite(ms) || ms < 0) return std::nullopt;
+      return ms / 1e3;
+    };
+    if (p.ok && objective == "time" && !higher_is_better) p.kernel_s = p.cost / 1e3;
+    p.build_s = seconds("compile_time");
+    p.run_s = seconds("benchmark_time");
     points.push_back(std::move(p));
   }
   if (points.empty()) return Malformed(source, "'cache' holds no entries");

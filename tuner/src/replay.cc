@@ -13,6 +13,7 @@
 #include "crosstune/json_reader.h"
 #include "crosstune/tuner/input_file.h"
 #include "crosstune/tuner/records.h"
+#include "crosstune/tuner/tune.h"
 
 namespace crosstune::tuner {
 
@@ -133,11 +134,19 @@ Expected<std::unique_ptr<ReplayTable>> ReplayTable::LoadRecordLog(const std::str
       p.values = r.config_values;
     }
     if (r.ok() && r.mean > 0) {
-      if (!p.ok || r.mean < p.cost) p.cost = r.mean;
+      if (!p.ok || r.mean < p.cost) {
+        // The trial that gave the cost gives the recorded times too.
+        p.cost = r.mean;
+        p.kernel_s = r.mean;
+        p.build_s = r.build_s;
+        p.run_s = r.run_s;
+      }
       p.ok = true;
       p.failure.clear();
     } else if (!p.ok && p.failure.empty()) {
       p.failure = std::string(r.ok() ? "NoTime" : TrialErrorName(r.error));
+      p.build_s = r.build_s;
+      p.run_s = r.run_s;
     }
   }
   std::vector<ReplayPoint> points;
@@ -247,7 +256,9 @@ Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& opt
   TunerOptions topts = options.tuner_options;
   topts.seed = options.seed;
   if (!topts.features && table.features()) topts.features = table.features();
-  CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> tuner, MakeTuner(options.tuner, table.space(), topts));
+  CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> tuner,
+                      options.make_tuner ? options.make_tuner(table.space(), topts)
+                                         : MakeTuner(options.tuner, table.space(), topts));
   const uint64_t max_trials = options.max_trials == 0
                                   ? table.valid_count()
                                   : std::min(options.max_trials, table.valid_count());
@@ -256,8 +267,11 @@ Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& opt
   run.seed = options.seed;
   std::unordered_set<uint64_t> proposed;
   double best_found = std::numeric_limits<double>::infinity();
+  std::vector<TrialResult> unheard;  // with `lag`: the last batch, told after the next is chosen
   while (run.trials < max_trials && !run.reached) {
-    int n = static_cast<int>(std::min<uint64_t>(options.batch, max_trials - run.trials));
+    const int size =
+        options.ramp ? RampBatch(options.batch, static_cast<int>(run.trials)) : options.batch;
+    int n = static_cast<int>(std::min<uint64_t>(size, max_trials - run.trials));
     std::vector<uint64_t> batch = tuner->NextBatch(n);
     for (std::string& w : tuner->TakeWarnings()) run.warnings.push_back(std::move(w));
     if (batch.empty()) break;
@@ -289,7 +303,12 @@ Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& opt
       }
       results.push_back(r);
     }
-    tuner->Update(results);
+    if (options.lag) {
+      tuner->Update(unheard);
+      unheard = std::move(results);
+    } else {
+      tuner->Update(results);
+    }
   }
   for (std::string& w : tuner->TakeWarnings()) run.warnings.push_back(std::move(w));
   run.best_cost = std::isfinite(best_found) ? best_found : 0;

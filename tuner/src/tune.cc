@@ -121,6 +121,13 @@ int ChooseBatch(int batch, int devices) {
   return (want + devices - 1) / devices * devices;
 }
 
+int RampBatch(int full, int planned) {
+  const int64_t cap = std::max<int64_t>(kDefaultBatch, static_cast<int64_t>(planned));
+  int b = full;
+  while (b > cap && (b + 1) / 2 >= kDefaultBatch) b = (b + 1) / 2;
+  return b;
+}
+
 void PlanningTime::Add(const PlanningTime& other) {
   proposed += other.proposed;
   refit_s += other.refit_s;
@@ -440,9 +447,11 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
     first.push_back(default_index);
   }
   const int put_in = static_cast<int>(first.size());  // the default config, when measured
+  // The next batch's size: the given batch, or ChooseBatch's reached by RampBatch.
+  auto batch_now = [&] { return options.batch > 0 ? sum.batch : RampBatch(sum.batch, planned); };
   {  // The first batch: the devices wait for its plan.
-    Plan p =
-        plan(std::exchange(s.unheard, {}), std::min(sum.batch, options.trials - planned) - put_in);
+    Plan p = plan(std::exchange(s.unheard, {}),
+                  std::min(batch_now(), options.trials - planned) - put_in);
     account(p, p.time.seconds());
     first.insert(first.end(), p.indices.begin(), p.indices.end());
   }
@@ -470,7 +479,7 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
     }
     bool stop_now = options.stop && options.stop->load();
     bool early = options.early_stop > 0 && since_best >= options.early_stop;
-    const int next_n = stop_now || early ? 0 : std::min(sum.batch, options.trials - planned);
+    const int next_n = stop_now || early ? 0 : std::min(batch_now(), options.trials - planned);
     // Taking turns: the next batch is planned now, before this one runs, and built after it.
     std::vector<uint64_t> after_run;
     if (!options.overlap && next_n > 0) {

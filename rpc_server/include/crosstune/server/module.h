@@ -68,6 +68,11 @@ class ModuleLoader {
 class LoaderRegistry {
  public:
   void Add(std::unique_ptr<ModuleLoader> loader) { loaders_.push_back(std::move(loader)); }
+  // Asked before every loader added so far: for a loader that must see files the built-in ones
+  // would take (the CPU loader accepts everything), e.g. a simulated device's.
+  void AddFirst(std::unique_ptr<ModuleLoader> loader) {
+    loaders_.insert(loaders_.begin(), std::move(loader));
+  }
   // The first loader that accepts the file loads it; none: kInvalidArgument naming the file.
   Expected<std::unique_ptr<Module>> Load(const LoadRequest& request);
 

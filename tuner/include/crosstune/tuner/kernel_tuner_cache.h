@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ struct ReplayPoint {
   bool ok = false;
   double cost = 0;      // lower is better; meaningful when ok
   std::string failure;  // when !ok: "RuntimeFailedConfig", "BuildError", ...
+  // What the source recorded about the point's trial, where it has it (a simulated device and
+  // build worker replay them): seconds one call of the kernel took (set only when the cost is a
+  // time: our logs' mean, a Kernel Tuner cache's "time" in ms / 1000), seconds its build took
+  // (our build_s, Kernel Tuner's compile_time) and seconds the device spent on the trial (our
+  // run_s, Kernel Tuner's benchmark_time).
+  std::optional<double> kernel_s;
+  std::optional<double> build_s;
+  std::optional<double> run_s;
 };
 
 struct KernelTunerCache {

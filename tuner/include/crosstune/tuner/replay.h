@@ -91,7 +91,16 @@ struct ReplayOptions {
   int batch = 8;
   uint64_t max_trials = 0;        // 0: the table's size (every seed then reaches the target)
   double target_fraction = 0.95;  // a point with best / cost >= this is "found"
-  TunerOptions tuner_options;     // its seed is replaced by `seed`; empty features: the table's
+  // As Tune() with no batch given: batches grow to `batch` by RampBatch (tune.h).
+  bool ramp = false;
+  // As Tune()'s overlapped pipeline: the tuner hears of each batch only after it has proposed
+  // the next (it proposes batch i+1 from the results up to batch i-1).
+  bool lag = false;
+  TunerOptions tuner_options;  // its seed is replaced by `seed`; empty features: the table's
+  // Makes the tuner instead of MakeTuner(tuner, space, options) (tests: one that watches its
+  // calls), as TuneOptions::make_tuner.
+  std::function<Expected<std::unique_ptr<Tuner>>(const ConfigSpace&, const TunerOptions&)>
+      make_tuner;
 };
 
 struct ReplayRun {

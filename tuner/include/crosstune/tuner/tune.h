@@ -55,6 +55,17 @@ constexpr int kDefaultBatch = 8;
 // every batch and a batch's tail (devices idle while the last candidates run) is a small share.
 int ChooseBatch(int batch, int devices);
 
+// The batch to plan next when ChooseBatch chose `full` (no batch was given) and `planned` trials
+// of the task are measured or in the pipeline: `full` halved (rounding up) while it is above
+// `planned` and its half is still kDefaultBatch or more. A run on many devices therefore starts
+// as a run on one would (8, 8, 16, 32, ... up to `full`: no batch larger than what came before
+// it), so the cost model has results to learn from before a large batch is proposed. Replayed
+// with the pipeline's one-batch lag (crosstune-bench-farm's "quality", xgb, 50 seeds, median
+// trials to 95% of the best against a batch of 8): a fixed batch of 128 needed 1.62x on the
+// pnpoly space and 1.50x on the tests' matmul space, the ramp 1.10x and 1.00x. A batch under
+// 2 x kDefaultBatch is never ramped; a resumed run ramps from what it resumes.
+int RampBatch(int full, int planned);
+
 struct TuneOptions {
   std::string tuner = "xgb";
   int trials = 100;    // total for the task in the log

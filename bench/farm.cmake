@@ -1,0 +1,29 @@
+# crosstune-sim-device (a crosstune-server whose kernels answer from a recorded table) and
+# crosstune-bench-farm (tuning on a simulated farm through the real tracker; issue 26 part 4).
+if(NOT TARGET crosstune::tuner OR NOT TARGET crosstune-tracker OR NOT TARGET crosstune::build_worker)
+  return()
+endif()
+add_executable(crosstune-sim-device ${CMAKE_CURRENT_LIST_DIR}/sim_device.cc)
+target_link_libraries(crosstune-sim-device PRIVATE crosstune::server crosstune::tuner)
+
+add_executable(crosstune-sim-build-worker ${CMAKE_CURRENT_LIST_DIR}/sim_build_worker.cc)
+target_link_libraries(crosstune-sim-build-worker PRIVATE crosstune::build_worker crosstune::tuner)
+
+add_executable(crosstune-bench-farm ${CMAKE_CURRENT_LIST_DIR}/bench_farm.cc)
+target_link_libraries(crosstune-bench-farm PRIVATE crosstune::tuner)
+add_dependencies(crosstune-bench-farm crosstune-sim-device crosstune-sim-build-worker crosstune-tracker)
+# The shared Kernel Tuner space lives beside the project, never copied into it.
+target_compile_definitions(crosstune-bench-farm PRIVATE
+  CT_DEFAULT_TRACKER="$<TARGET_FILE:crosstune-tracker>"
+  CT_DEFAULT_SIM_DEVICE="$<TARGET_FILE:crosstune-sim-device>"
+  CT_DEFAULT_SIM_BUILD_WORKER="$<TARGET_FILE:crosstune-sim-build-worker>"
+  CT_DEFAULT_KT_SPACE="${PROJECT_SOURCE_DIR}/../shared/tuning-spaces/benchmark_hub-pnpoly-RTX_3090.json.gz")
+if(BUILD_TESTING)
+  # Three boards, twelve short trials on the tests' small Kernel Tuner cache: the JSON must come
+  # out with every figure (bench/check_farm_json.cmake; no timing asserts).
+  add_test(NAME bench_farm_smoke
+    COMMAND ${CMAKE_COMMAND} -DBENCH=$<TARGET_FILE:crosstune-bench-farm>
+            -DSPACE=${PROJECT_SOURCE_DIR}/tests/tuner/data/matmul-kt-cache.json
+            -P ${CMAKE_CURRENT_LIST_DIR}/check_farm_json.cmake)
+  set_tests_properties(bench_farm_smoke PROPERTIES LABELS slow TIMEOUT 120)
+endif()
