@@ -16,7 +16,6 @@
 // takes what its calls take.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -219,24 +218,15 @@ static int SimDeviceMain(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   CLI11_PARSE(app, argc, argv);
-  if (exit_with_parent) {
-    pid_t parent = ::getppid();
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) return 0;
-  }
+  if (exit_with_parent && !crosstune::server::ExitWithParent()) return 0;
   std::signal(SIGPIPE, SIG_IGN);
-  if (!link.tracker.empty() && link.key.empty()) {
-    std::cerr << "crosstune-sim-device: error: --tracker needs --key\n";
+  auto parsed_tags =
+      crosstune::server::ParseTrackerFlags(link.tracker, link.key, link.custom_addr, tags);
+  if (!parsed_tags.ok()) {
+    std::cerr << "crosstune-sim-device: error: " << parsed_tags.status().message() << "\n";
     return 1;
   }
-  for (const auto& t : tags) {
-    auto eq = t.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::cerr << "crosstune-sim-device: error: --tag '" << t << "': expected key=value\n";
-      return 1;
-    }
-    link.tags[t.substr(0, eq)] = t.substr(eq + 1);
-  }
+  link.tags = std::move(*parsed_tags);
   // Loaded before Listen(): the session processes are forked from this one and share the table.
   auto loaded = ReplayTable::Load(space, task);
   if (!loaded.ok()) {

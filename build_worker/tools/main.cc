@@ -14,9 +14,6 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "crosstune/build_worker/build_worker.h"
 #include "crosstune/builder/builder.h"
@@ -25,7 +22,7 @@
 #include "crosstune/guarded_main.h"
 #include "crosstune/numbers.h"
 #include "crosstune/server/server.h"
-#include "crosstune/text.h"
+#include "crosstune/server/tracker_link.h"
 
 namespace {
 
@@ -83,23 +80,12 @@ int WorkerMain(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   CLI11_PARSE(app, argc, argv);
-#ifdef __linux__
-  if (exit_with_parent) {
-    // Asked for before the first thread, and checked once: the parent may be gone already.
-    pid_t parent = ::getppid();
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) return 0;
-  }
-#endif
+  // Before the first thread.
+  if (exit_with_parent && !crosstune::server::ExitWithParent()) return 0;
   std::signal(SIGPIPE, SIG_IGN);
-  if (!o.tracker.empty() && o.key.empty()) return Fail("--tracker needs --key");
-  for (const auto& t : tags) {
-    auto eq = t.find('=');
-    if (eq == std::string::npos || eq == 0) return Fail("--tag '" + t + "': expected key=value");
-    if (!crosstune::IsValidUtf8(t)) return Fail("--tag is not valid UTF-8");
-    o.tags[t.substr(0, eq)] = t.substr(eq + 1);
-  }
-  if (!crosstune::IsValidUtf8(o.key)) return Fail("--key is not valid UTF-8");
+  auto parsed_tags = crosstune::server::ParseTrackerFlags(o.tracker, o.key, o.custom_addr, tags);
+  if (!parsed_tags.ok()) return Fail(parsed_tags.status().message());
+  o.tags = std::move(*parsed_tags);
   if (!token_file.empty()) {
     auto secret = crosstune::ReadSecretFile(token_file);
     if (!secret.ok()) return Fail(secret.status().message());

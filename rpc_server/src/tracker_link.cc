@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -372,5 +375,42 @@ void TrackerLink::OnSessionEnd(int pid, const Status& reported) {
 
 std::string TrackerLink::current_token() const { return ReadToken(*impl_->shared); }
 bool TrackerLink::registered() const { return impl_->registered.load(); }
+
+Expected<std::map<std::string, std::string>> ParseTrackerFlags(
+    const std::string& tracker, const std::string& key, const std::string& custom_addr,
+    const std::vector<std::string>& tags) {
+  if (!tracker.empty() && key.empty()) {
+    return Status(ErrorCode::kInvalidArgument, "--tracker needs --key");
+  }
+  if (!IsValidUtf8(key)) return Status(ErrorCode::kInvalidArgument, "--key is not valid UTF-8");
+  if (!IsValidUtf8(custom_addr)) {
+    return Status(ErrorCode::kInvalidArgument, "--custom-addr is not valid UTF-8");
+  }
+  std::map<std::string, std::string> parsed;
+  for (const auto& t : tags) {
+    // Checked first: the message below quotes the tag.
+    if (!IsValidUtf8(t)) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "--tag is not valid UTF-8 (convert it, e.g. with iconv -f latin1)");
+    }
+    auto eq = t.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status(ErrorCode::kInvalidArgument, "--tag '" + t + "': expected key=value");
+    }
+    parsed[t.substr(0, eq)] = t.substr(eq + 1);
+  }
+  return parsed;
+}
+
+bool ExitWithParent() {
+#ifdef __linux__
+  // Checked once after asking: the parent may have died before the request.
+  pid_t parent = ::getppid();
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  return ::getppid() == parent;
+#else
+  return true;
+#endif
+}
 
 }  // namespace crosstune::server

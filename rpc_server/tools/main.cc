@@ -7,10 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <csignal>
-#ifdef __linux__
-#include <sys/prctl.h>
-#include <unistd.h>
-#endif
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +22,6 @@
 #include "crosstune/server/server.h"
 #include "crosstune/server/systemd.h"
 #include "crosstune/server/tracker_link.h"
-#include "crosstune/text.h"
 
 namespace {
 
@@ -182,14 +177,8 @@ static int ServerMain(int argc, char** argv) {
     }
     return 0;
   }
-#ifdef __linux__
-  if (exit_with_parent) {
-    // Asked for before the first thread, and checked once: the parent may be gone already.
-    pid_t parent = ::getppid();
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) return 0;
-  }
-#endif
+  // Before the first thread.
+  if (exit_with_parent && !crosstune::server::ExitWithParent()) return 0;
   if (!cpus.empty()) {
     // Before the first thread, so every thread and child inherits it.
     auto list = crosstune::ParseCpuList(cpus);
@@ -201,33 +190,13 @@ static int ServerMain(int argc, char** argv) {
   }
   // A closed stderr or stdout pipe (the script that started us went away) must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
-  if (!link.tracker.empty() && link.key.empty()) {
-    std::cerr << "crosstune-server: error: --tracker needs --key\n";
+  auto parsed_tags =
+      crosstune::server::ParseTrackerFlags(link.tracker, link.key, link.custom_addr, tags);
+  if (!parsed_tags.ok()) {
+    std::cerr << "crosstune-server: error: " << parsed_tags.status().message() << "\n";
     return 1;
   }
-  for (const auto& t : tags) {
-    auto eq = t.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::cerr << "crosstune-server: error: --tag '" << t << "': expected key=value\n";
-      return 1;
-    }
-    link.tags[t.substr(0, eq)] = t.substr(eq + 1);
-  }
-  // The tracker takes only UTF-8 (a Latin-1 shell's "room=B\xfcro" would be refused there).
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--key", link.key}, {"--custom-addr", link.custom_addr}}) {
-    if (!crosstune::IsValidUtf8(value)) {
-      std::cerr << "crosstune-server: error: " << flag << " is not valid UTF-8\n";
-      return 1;
-    }
-  }
-  for (const auto& t : tags) {
-    if (!crosstune::IsValidUtf8(t)) {
-      std::cerr << "crosstune-server: error: --tag is not valid UTF-8 (convert it, e.g. with "
-                   "iconv -f latin1)\n";
-      return 1;
-    }
-  }
+  link.tags = std::move(*parsed_tags);
 
   // Under systemd (Type=notify) the unit waits for READY=1; find out now, not after start-up, if
   // it could never come.

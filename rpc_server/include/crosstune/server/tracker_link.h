@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "crosstune/messages.h"
 #include "crosstune/status.h"
@@ -75,5 +76,19 @@ class TrackerLink {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The command line of a program that registers with a tracker (crosstune-server,
+// crosstune-build-worker, crosstune-sim-device), checked the same way in each.
+
+// --tracker needs --key; every --tag is key=value with a key; the key, the tags and the custom
+// address are valid UTF-8 (the tracker refuses anything else). Returns the tags as a map (a
+// repeated key: the last one wins), or an error naming the flag.
+Expected<std::map<std::string, std::string>> ParseTrackerFlags(
+    const std::string& tracker, const std::string& key, const std::string& custom_addr,
+    const std::vector<std::string>& tags);
+
+// --exit-with-parent: this process gets SIGTERM when the one that started it dies, even by
+// SIGKILL. Call it before the first thread. False when the parent is gone already (exit then).
+bool ExitWithParent();
 
 }  // namespace crosstune::server
