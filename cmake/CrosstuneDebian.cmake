@@ -5,7 +5,8 @@
 #                      their own, see cmake/CrossServers.cmake)
 #   crosstune-tracker  the tracker, /etc/crosstune/tracker.conf, its unit and user (host builds)
 #   crosstune          the CLI, the libraries, headers, CMake and pkg-config files (host builds;
-#                      the install rules without a component)
+#                      the install rules without a component), and the build worker with
+#                      /etc/crosstune/build-worker.conf, its unit (off until enabled) and user
 # Dependencies come from dpkg-shlibdeps; the version is the project's. The unit files, conffiles,
 # maintainer scripts and lintian overrides live in packaging/.
 set(_ct_pkg ${PROJECT_SOURCE_DIR}/packaging)
@@ -32,12 +33,13 @@ function(_ct_deb_common_files component package)
   endif()
 endfunction()
 
-# Maintainer scripts for a package that runs `units` as the system user of its sysusers file.
-function(_ct_deb_service_package component package units)
-  _ct_deb_common_files(${component} ${package})
-  install(FILES ${_ct_pkg}/${package}.sysusers DESTINATION lib/sysusers.d RENAME ${package}.conf
+# Maintainer scripts for a package that runs `units` as the system user of `sysusers` (a file in
+# packaging/); `enable` (yes/no): whether installing the package enables and starts them.
+function(_ct_deb_unit_scripts component package sysusers units enable)
+  install(FILES ${_ct_pkg}/${sysusers} DESTINATION lib/sysusers.d RENAME ${package}.conf
           COMPONENT ${component} EXCLUDE_FROM_ALL)
   set(PACKAGE ${package})
+  set(ENABLE ${enable})
   string(REPLACE ";" " " UNITS "${units}")
   set(scripts "")
   foreach(script postinst prerm postrm)
@@ -47,6 +49,13 @@ function(_ct_deb_service_package component package units)
     list(APPEND scripts ${_ct_pkg_out}/${package}/${script})
   endforeach()
   set(${component}_SCRIPTS ${scripts} PARENT_SCOPE)
+endfunction()
+
+# A package whose units run at once on install, as its own system user.
+function(_ct_deb_service_package component package units)
+  _ct_deb_common_files(${component} ${package})
+  _ct_deb_unit_scripts(${component} ${package} ${package}.sysusers "${units}" yes)
+  set(${component}_SCRIPTS ${${component}_SCRIPTS} PARENT_SCOPE)
 endfunction()
 
 if(TARGET crosstune-server)
@@ -96,6 +105,19 @@ endif()
 
 if(TARGET crosstune)
   _ct_deb_common_files(Unspecified crosstune)
+  set(_ct_unspecified_control)
+  if(TARGET crosstune-build-worker)
+    # The build worker as a service: shipped off (a developer's machine installs this package
+    # for the CLI), enabled by the admin once /etc/crosstune/build-worker.conf says what to serve.
+    install(FILES ${_ct_pkg}/build-worker.conf DESTINATION /etc/crosstune COMPONENT Unspecified
+            EXCLUDE_FROM_ALL)
+    install(FILES ${_ct_pkg}/crosstune-build-worker.service DESTINATION /lib/systemd/system
+            COMPONENT Unspecified EXCLUDE_FROM_ALL)
+    _ct_deb_unit_scripts(Unspecified crosstune crosstune-build-worker.sysusers
+                         crosstune-build-worker.service no)
+    file(WRITE ${_ct_pkg_out}/crosstune/conffiles "/etc/crosstune/build-worker.conf\n")
+    set(_ct_unspecified_control ${Unspecified_SCRIPTS} ${_ct_pkg_out}/crosstune/conffiles)
+  endif()
   set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_NAME crosstune)
   set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_SECTION devel)
   set(CPACK_DEBIAN_UNSPECIFIED_DESCRIPTION
@@ -108,6 +130,12 @@ if(TARGET crosstune)
   set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_DEPENDS
       "libboost-dev, libmsgpack-cxx-dev, libdlpack-dev, nlohmann-json3-dev, libspdlog-dev, \
 libfmt-dev, libssl-dev")
+  if(_ct_unspecified_control)
+    # deb-systemd-helper in the maintainer scripts; systemd itself only where the service runs.
+    string(APPEND CPACK_DEBIAN_UNSPECIFIED_PACKAGE_DEPENDS ", init-system-helpers (>= 1.52)")
+    set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_SUGGESTS systemd)
+    set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_CONTROL_EXTRA ${_ct_unspecified_control})
+  endif()
   set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_RECOMMENDS "crosstune-server (= ${PROJECT_VERSION})")
   list(APPEND CPACK_COMPONENTS_ALL Unspecified)
 endif()

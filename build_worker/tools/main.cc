@@ -79,6 +79,13 @@ int WorkerMain(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  // Every option may come from a file instead (the Debian package's
+  // /etc/crosstune/build-worker.conf), as crosstune-server's --config: the command line wins,
+  // and an unknown key is an error.
+  app.set_config("--config", "",
+                 "read options from this file (TOML: cache-dir = \"/var/cache/x\"); options on "
+                 "the command line override it");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   CLI11_PARSE(app, argc, argv);
   // Before the first thread.
   if (exit_with_parent && !crosstune::server::ExitWithParent()) return 0;

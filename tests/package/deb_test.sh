@@ -130,11 +130,19 @@ chroot "$root" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 for f in /usr/bin/crosstune-server /usr/bin/crosstune-tracker /usr/bin/crosstune \
   /etc/crosstune/server.conf /etc/crosstune/tracker.conf \
   /lib/systemd/system/crosstune-server.service /lib/systemd/system/crosstune-tracker.service \
-  /usr/lib/cmake/crosstune/crosstuneConfig.cmake; do
+  /lib/systemd/system/crosstune-build-worker.service /etc/crosstune/build-worker.conf \
+  /usr/libexec/crosstune/crosstune-build-worker /usr/lib/cmake/crosstune/crosstuneConfig.cmake; do
   [ -e "$root$f" ] || fail "$f is not installed"
 done
 grep -q '^crosstune:' "$root/etc/passwd" || fail "the postinst made no crosstune user"
 grep -q '^crosstune-tracker:' "$root/etc/passwd" || fail "the postinst made no crosstune-tracker user"
+grep -q '^crosstune-build-worker:' "$root/etc/passwd" ||
+  fail "the postinst made no crosstune-build-worker user"
+chroot "$root" dpkg-query -W -f='${Conffiles}\n' crosstune | grep -q /etc/crosstune/build-worker.conf ||
+  fail "/etc/crosstune/build-worker.conf is not a conffile"
+# Off until the admin enables it: installing the CLI starts no network service.
+[ ! -e "$root/etc/systemd/system/multi-user.target.wants/crosstune-build-worker.service" ] ||
+  fail "crosstune-build-worker.service is enabled on install"
 chroot "$root" dpkg-query -W -f='${Conffiles}\n' crosstune-server | grep -q /etc/crosstune/server.conf ||
   fail "/etc/crosstune/server.conf is not a conffile"
 [ -L "$root/etc/systemd/system/multi-user.target.wants/crosstune-server.service" ] ||
@@ -142,7 +150,7 @@ chroot "$root" dpkg-query -W -f='${Conffiles}\n' crosstune-server | grep -q /etc
 
 step "systemd-analyze verify (the units as installed)"
 for unit in crosstune-server.service crosstune-tracker.service crosstune-server-config.path \
-  crosstune-server-config.service; do
+  crosstune-server-config.service crosstune-build-worker.service; do
   systemd-analyze verify --man=no --root="$root" "$root/lib/systemd/system/$unit" \
     >"$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "systemd-analyze verify $unit"; }
   if [ -s "$work/verify.log" ]; then cat "$work/verify.log"; fail "systemd-analyze verify $unit warns"; fi

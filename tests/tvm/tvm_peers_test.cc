@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace crosstune::tracker {
 namespace {
@@ -386,6 +388,154 @@ TEST(TvmAdmitTest, RefusesTvmPeersUnlessAllowedAndInTheNetworks) {
 
   o.networks = {"10.0.0.0/33"};
   EXPECT_FALSE(TvmPeers(io, sched, o, {}).Init().ok());
+}
+
+// TvmPeers with real port probes over loopback, on the real clock: the tracker as it runs, less
+// its sockets to the peers.
+class TvmProbeTest : public ::testing::Test {
+ protected:
+  void Start(bool allow_custom_addr, const std::string& network) {
+    SchedulerOptions so;
+    so.startup_grace = 0ms;
+    sched_ = std::make_unique<Scheduler>(so, Now());
+    TvmOptions o;
+    o.allow = true;
+    o.allow_custom_addr = allow_custom_addr;
+    o.networks = {network};
+    o.probe_interval = 1ms;
+    o.probe_timeout = 5s;
+    o.probe_failures = 2;
+    TvmPeers::Hooks hooks;
+    hooks.send = [this](uint64_t conn, std::string bytes) { sent_[conn] += bytes; };
+    hooks.close = [this](uint64_t conn, const std::string&) { closed_.insert(conn); };
+    hooks.drain = [this] { Drain(); };
+    tvm_ = std::make_unique<TvmPeers>(io_, *sched_, o, std::move(hooks));
+    ASSERT_TRUE(tvm_->Init().ok());
+  }
+  static TimePoint Now() { return std::chrono::steady_clock::now(); }
+  void Drain() {
+    while (sched_->HasActions()) {
+      for (Action& a : sched_->TakeActions()) {
+        if (tvm_->Execute(Now(), a)) continue;
+        if (a.kind == Action::Kind::kGrant) sent_[a.conn] += tvm_->EncodeGrant(a);
+        if (a.kind == Action::Kind::kCloseConn) closed_.insert(a.conn);
+      }
+    }
+  }
+  // What the tracker does with the peer's message; a refusal closes the connection.
+  void Send(uint64_t conn, const json& msg) {
+    if (closed_.count(conn)) return;
+    std::string bytes = tvm::EncodeMessage(msg);
+    auto used = tvm_->OnInput(Now(), conn, bytes);
+    Drain();
+    if (!used.ok()) closed_.insert(conn);
+  }
+  // One round of port probes, each run to its end.
+  void ProbeRound() {
+    tvm_->Tick(Now() + 1h);
+    io_.restart();
+    io_.run();
+  }
+  std::vector<std::string> Devices() {
+    std::vector<std::string> names;
+    for (const auto& d : sched_->Snap(Now()).devices) names.push_back(d.name);
+    return names;
+  }
+  // A loopback port nothing listens on (bound, then closed).
+  uint16_t ClosedPort() {
+    boost::asio::ip::tcp::acceptor a(io_, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    uint16_t port = a.local_endpoint().port();
+    a.close();
+    return port;
+  }
+
+  boost::asio::io_context io_;
+  std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<TvmPeers> tvm_;
+  std::map<uint64_t, std::string> sent_;
+  std::set<uint64_t> closed_;
+};
+
+// A PUT names a port the tracker then probes: if what the peer sees (replies, its connection
+// closed) told whether the probes passed, any peer could scan the ports of the hosts it may
+// name. Two peers naming a listening and a dead port see the same bytes, whatever the policy.
+TEST_F(TvmProbeTest, APutIsAnsweredTheSameWhetherOrNotItsPortListens) {
+  struct Policy {
+    bool allow_custom_addr;
+    std::string network;
+    bool accepted;
+  };
+  for (const Policy& policy :
+       {Policy{true, "127.0.0.0/8", true}, Policy{false, "127.0.0.0/8", false},
+        Policy{true, "10.0.0.0/8", false}}) {
+    SCOPED_TRACE(std::string(policy.allow_custom_addr ? "custom addresses in " : "no custom ") +
+                 policy.network);
+    sent_.clear();
+    closed_.clear();
+    Start(policy.allow_custom_addr, policy.network);
+    boost::asio::ip::tcp::acceptor listening(io_, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    const uint16_t live = listening.local_endpoint().port(), dead = ClosedPort();
+    // Both from 10.0.0.1, naming 127.0.0.1 as custom_addr.
+    tvm_->Opened(1, boost::asio::ip::make_address("10.0.0.1"), 40001);
+    tvm_->Opened(2, boost::asio::ip::make_address("10.0.0.1"), 40002);
+    for (auto [conn, port] : {std::pair<uint64_t, uint16_t>{1, live}, {2, dead}}) {
+      Send(conn, {5, {{"key", "server:cpu"}, {"addr", {nullptr, port}}}});
+      Send(conn, {3, "cpu", {port, "cpu:1"}, "127.0.0.1"});
+    }
+    // The server polls for its key every 2 s, past the probes that fail for the dead port.
+    for (int round = 0; round < 4; ++round) {
+      ProbeRound();
+      for (uint64_t conn : {uint64_t{1}, uint64_t{2}}) Send(conn, {7});
+    }
+    for (uint64_t conn : {uint64_t{1}, uint64_t{2}}) {
+      Send(conn, {3, "cpu", {conn == 1 ? live : dead, "cpu:2"}, "127.0.0.1"});
+      Send(conn, {7});
+      Send(conn, {1});
+    }
+    EXPECT_EQ(sent_[1], sent_[2]);
+    EXPECT_EQ(closed_.count(1), closed_.count(2));
+    EXPECT_EQ(closed_.count(1), policy.accepted ? 0u : 1u);
+    if (policy.accepted) {
+      // Which is not to say the tracker hands out the dead one: it is out of the pool.
+      EXPECT_EQ(Devices(), std::vector<std::string>{"127.0.0.1:" + std::to_string(live)});
+      // A third peer claiming either address is refused alike, the dead one out of the pool
+      // or not.
+      tvm_->Opened(3, boost::asio::ip::make_address("10.0.0.1"), 40003);
+      tvm_->Opened(4, boost::asio::ip::make_address("10.0.0.1"), 40004);
+      Send(3, {3, "cpu", {live, "cpu:3"}, "127.0.0.1"});
+      Send(4, {3, "cpu", {dead, "cpu:3"}, "127.0.0.1"});
+      EXPECT_EQ(sent_[3], sent_[4]);
+      EXPECT_EQ(closed_.count(3), 1u);
+      EXPECT_EQ(closed_.count(4), 1u);
+    }
+  }
+}
+
+// Out of the pool for a port that stopped answering, a TVM server comes back once it answers
+// again, and is granted.
+TEST_F(TvmProbeTest, AServerWhosePortFailsItsProbesIsOutOfThePoolUntilOnePasses) {
+  Start(false, "127.0.0.0/8");
+  const uint16_t port = ClosedPort();
+  const std::string device = "127.0.0.1:" + std::to_string(port);
+  tvm_->Opened(1, boost::asio::ip::make_address("127.0.0.1"), 40001);
+  Send(1, {3, "cpu", {port, "cpu:1"}, nullptr});
+  EXPECT_EQ(Devices(), std::vector<std::string>{device});
+  ProbeRound();
+  EXPECT_EQ(Devices(), std::vector<std::string>{device});  // one failure is not enough
+  ProbeRound();
+  EXPECT_TRUE(Devices().empty());
+  boost::asio::ip::tcp::acceptor back(io_);
+  back.open(boost::asio::ip::tcp::v4());
+  back.set_option(boost::asio::ip::tcp::acceptor::reuse_address(true));
+  back.bind({boost::asio::ip::make_address("127.0.0.1"), port});
+  back.listen();
+  ProbeRound();
+  EXPECT_EQ(Devices(), std::vector<std::string>{device});
+  tvm_->Opened(2, boost::asio::ip::make_address("127.0.0.1"), 40002);
+  sent_[2].clear();
+  Send(2, {4, "cpu", "client", 0});
+  EXPECT_EQ(sent_[2], tvm::EncodeMessage({0, {"127.0.0.1", port, "cpu:1"}}));
+  EXPECT_TRUE(closed_.empty());
 }
 
 }  // namespace

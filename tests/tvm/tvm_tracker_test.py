@@ -455,7 +455,7 @@ class CrosstuneTvmOnly(unittest.TestCase):
         self.assertRegex(late.line(), r"^failed Cannot request cpu after 5 retry.*queue timeout")
         farm.release("holder")
 
-    def test_port_probe_drops_a_server_whose_port_is_closed(self):
+    def test_port_probe_takes_a_server_whose_port_is_closed_out_of_the_pool(self):
         farm = Farm(self)
         farm.start_crosstune_tracker(["--allow-tvm"])
         # A server whose tracker connection stays open but whose port is gone.
@@ -469,11 +469,24 @@ class CrosstuneTvmOnly(unittest.TestCase):
         self.assertEqual(base.recvjson(t._sock), TrackerCode.SUCCESS)
         base.sendjson(t._sock, [TrackerCode.PUT, "cpu", [dead_port, "cpu:0.5"], None])
         self.assertEqual(base.recvjson(t._sock), TrackerCode.SUCCESS)
-        self.assertEqual(farm.server_ports(), [dead_port])
-        # Two failed probes (one a second) and the tracker drops it and closes its connection.
-        eventually(lambda: farm.server_ports() == [], what="the dead server to be dropped")
-        self.assertEqual(t._sock.recv(1), b"")
-        self.assertIn("does not accept connections", farm.read("tracker.log"))
+        self.assertEqual(farm.queue("cpu")["free"], 1)
+        # Two failed probes (one a second) and it is out of the pool; the peer is not told: its
+        # connection stays open and answers as before (closing it would tell whoever names a
+        # port whether it listens).
+        eventually(lambda: farm.queue("cpu")["free"] == 0, what="the dead server out of the pool")
+        self.assertIn("out of the pool until a probe passes", farm.read("tracker.log"))
+        base.sendjson(t._sock, [TrackerCode.GET_PENDING_MATCHKEYS])
+        self.assertEqual(base.recvjson(t._sock), ["cpu:0.5"])
+        # Its port answers again: back in the pool.
+        back = socket.socket()
+        back.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        back.bind(("127.0.0.1", dead_port))
+        back.listen(8)
+        try:
+            eventually(lambda: farm.queue("cpu")["free"] == 1, what="the server back in the pool")
+            self.assertIn("back in the pool", farm.read("tracker.log"))
+        finally:
+            back.close()
 
     def test_admins_drain_undrain_and_kick_a_tvm_device(self):
         if not BINS["cli"]:

@@ -115,7 +115,8 @@ static int TrackerMain(int argc, char** argv) {
       ->capture_default_str()
       ->check(IntegerIn<int64_t>(0, 7 * 86'400));
   app.add_option("--tvm-probe-s", tvm_probe_s,
-                 "probe an idle TVM server's port this often; two failures drop it")
+                 "probe an idle TVM server's port this often; after two failures in a row it is "
+                 "out of the pool until a probe passes")
       ->capture_default_str()
       ->check(IntegerIn<int64_t>(1, 86'400));
   app.add_flag("--tvm-allow-custom-addr", o.tvm.allow_custom_addr,

@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <stdexcept>
+
+#include "crosstune/crypto.h"
+
 namespace crosstune::tracker {
 
 nlohmann::json SummaryJson(const Snapshot& snap, const std::vector<HistoryRow>& history) {
@@ -322,6 +327,64 @@ setInterval(refresh, 2000);
 </html>
 )html";
   return kPage;
+}
+
+namespace {
+
+// CSP's hash source: "'sha256-" + base64 of the digest of the element's text + "'".
+std::string CspHash(std::string_view text) {
+  static constexpr char kBase64[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const std::string hex = Sha256Hex(text);
+  std::string digest;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    digest += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  std::string out = "'sha256-";
+  for (size_t i = 0; i < digest.size(); i += 3) {
+    uint32_t v = uint32_t{static_cast<unsigned char>(digest[i])} << 16;
+    if (i + 1 < digest.size()) v |= uint32_t{static_cast<unsigned char>(digest[i + 1])} << 8;
+    if (i + 2 < digest.size()) v |= uint32_t{static_cast<unsigned char>(digest[i + 2])};
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < digest.size() ? kBase64[(v >> 6) & 63] : '=';
+    out += i + 2 < digest.size() ? kBase64[v & 63] : '=';
+  }
+  return out + "'";
+}
+
+// The text of the page's one `<tag>` element, exactly as a browser hashes it.
+std::string_view ElementText(std::string_view page, std::string_view tag) {
+  const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
+  const size_t begin = page.find(open), end = page.find(close);
+  if (begin == std::string_view::npos || end == std::string_view::npos || end < begin) {
+    throw std::logic_error("the status page has no " + open + " element");  // a bug
+  }
+  return page.substr(begin + open.size(), end - begin - open.size());
+}
+
+}  // namespace
+
+const std::string& ContentSecurityPolicy() {
+  static const std::string kPolicy =
+      "default-src 'none'; script-src " + CspHash(ElementText(StatusPageHtml(), "script")) +
+      "; style-src " + CspHash(ElementText(StatusPageHtml(), "style")) +
+      "; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+      "frame-ancestors 'none'";
+  return kPolicy;
+}
+
+const std::vector<std::pair<std::string, std::string>>& HttpSecurityHeaders() {
+  static const std::vector<std::pair<std::string, std::string>> kHeaders = {
+      {"Content-Security-Policy", ContentSecurityPolicy()},
+      {"X-Content-Type-Options", "nosniff"},
+      {"X-Frame-Options", "DENY"},
+      {"Referrer-Policy", "no-referrer"},
+      // Other sites' pages may not embed the API's JSON or the metrics (no-cors loads).
+      {"Cross-Origin-Resource-Policy", "same-origin"},
+      {"Cache-Control", "no-store"},
+  };
+  return kHeaders;
 }
 
 }  // namespace crosstune::tracker

@@ -96,6 +96,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  private:
   void Respond() {
     auto res = std::make_shared<http::response<http::string_body>>(handler_(req_));
+    // Here, so that no answer goes without them: the page, the API, errors and 404s alike.
+    for (const auto& [name, value] : HttpSecurityHeaders()) res->set(name, value);
     res->keep_alive(req_.keep_alive());
     res->prepare_payload();
     stream_.expires_after(std::chrono::seconds(15));
@@ -931,7 +933,6 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   http::response<http::string_body> ServeHttp(const http::request<http::string_body>& req) {
     http::response<http::string_body> res(http::status::ok, req.version());
     res.set(http::field::server, "crosstune-tracker");
-    res.set(http::field::cache_control, "no-store");
     std::string target(req.target());
     if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
     if (req.method() != http::verb::get && req.method() != http::verb::head) {

@@ -253,23 +253,27 @@ Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
 
   if (!p.device.empty() && (p.device != address || p.key != key)) {
     // The same connection offers another address or key: a different device.
-    if (conn_by_device_[p.device] == conn) conn_by_device_.erase(p.device);
-    sched_.DeviceDisconnected(now, conn);
-    p.device.clear();
+    Release(now, conn, p);
     p.lease_token.clear();
   }
   if (p.device.empty()) {
-    msg::Register reg;
-    reg.key = key;
-    reg.port = static_cast<uint16_t>(*port);
-    reg.tags = {{"protocol", "tvm"}};
-    reg.info.version = "tvm";
-    auto r = sched_.RegisterDevice(now, conn, reg, address, Protocol::kTvm);
-    if (!r.ok()) return r.status();
-    p.device = r->device;
+    // Another peer's claim refuses the address whether or not that device is in the pool now:
+    // the answer must not tell whether the port passed its probes.
+    if (auto claim = conn_by_device_.find(address);
+        claim != conn_by_device_.end() && claim->second != conn) {
+      return Status(ErrorCode::kBusy, "register: " + address +
+                                          " is registered by another live server; it may "
+                                          "register once that server is gone");
+    }
+    conn_by_device_[address] = conn;
+    p.device = address;
     p.key = key;
-    conn_by_device_[p.device] = conn;
+    p.failed_probes = 0;
     p.next_probe = now + options_.probe_interval;
+    if (Status joined = JoinPool(now, conn, p, /*offer=*/false); !joined.ok()) {
+      Release(now, conn, p);
+      return joined;
+    }
     spdlog::info("tracker: registered TVM server {} key={} (unauthenticated)",
                  EscapeForLog(p.device), EscapeForLog(key));
   } else if (!p.lease_token.empty()) {
@@ -285,9 +289,38 @@ Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
   p.matchkey = msg[2][1].get<std::string>();
   p.handed_out = false;
   p.polls_since_grant = 0;
+  // The same answer whether or not the device is in the pool now: out of it (its port failed
+  // the probes), it stays out until a probe passes, and the peer is not told.
   Reply(conn, tvm::kSuccess);
-  sched_.SetOffered(now, conn, true);
+  if (p.in_pool) sched_.SetOffered(now, conn, true);
   return Status::Ok();
+}
+
+Status TvmPeers::JoinPool(TimePoint now, uint64_t conn, Peer& p, bool offer) {
+  msg::Register reg;
+  reg.key = p.key;
+  reg.port = static_cast<uint16_t>(SplitHostPort(p.device).second);
+  reg.tags = {{"protocol", "tvm"}};
+  reg.info.version = "tvm";
+  auto r = sched_.RegisterDevice(now, conn, reg, p.device, Protocol::kTvm);
+  if (!r.ok()) return r.status();
+  p.in_pool = true;
+  if (offer) sched_.SetOffered(now, conn, true);
+  return Status::Ok();
+}
+
+void TvmPeers::LeavePool(TimePoint now, uint64_t conn, Peer& p) {
+  if (!p.in_pool) return;
+  p.in_pool = false;
+  sched_.DeviceDisconnected(now, conn);
+}
+
+void TvmPeers::Release(TimePoint now, uint64_t conn, Peer& p) {
+  LeavePool(now, conn, p);
+  if (auto d = conn_by_device_.find(p.device); d != conn_by_device_.end() && d->second == conn) {
+    conn_by_device_.erase(d);
+  }
+  p.device.clear();
 }
 
 Expected<std::string> TvmPeers::PutHost(const Peer& p, const json& msg) const {
@@ -320,9 +353,7 @@ void TvmPeers::Closed(TimePoint now, uint64_t conn, const std::string& why) {
   if (!p.device.empty()) {
     spdlog::info("tracker: TVM server {} disconnected: {}", EscapeForLog(p.device),
                  EscapeForLog(why));
-    auto d = conn_by_device_.find(p.device);
-    if (d != conn_by_device_.end() && d->second == conn) conn_by_device_.erase(d);
-    sched_.DeviceDisconnected(now, conn);
+    Release(now, conn, p);
   }
   sched_.ClientDisconnected(now, conn);  // its queued requests leave the queue
 }
@@ -434,17 +465,36 @@ void TvmPeers::ProbeDone(uint64_t conn, const std::string& device, const Status&
   auto it = peers_.find(conn);
   if (it == peers_.end() || it->second.device != device) return;
   Peer& p = it->second;
+  const TimePoint now = std::chrono::steady_clock::now();
   p.probing = false;
-  p.next_probe = std::chrono::steady_clock::now() + options_.probe_interval;
+  p.next_probe = now + options_.probe_interval;
   if (s.ok()) {
     spdlog::debug("tracker: TVM server {}: probe passed", EscapeForLog(device));
     p.failed_probes = 0;
+    if (p.in_pool) return;
+    // Offered again unless its key is out (a grant made before it left, not yet re-PUT).
+    Status joined = JoinPool(now, conn, p, /*offer=*/!p.handed_out);
+    if (joined.ok()) {
+      spdlog::info("tracker: TVM server {}: its port accepts connections again; back in the pool",
+                   EscapeForLog(device));
+    } else {
+      spdlog::warn("tracker: TVM server {}: its port accepts connections again, but: {}",
+                   EscapeForLog(device), EscapeForLog(joined.message()));
+    }
+    hooks_.drain();
     return;
   }
   spdlog::warn("tracker: TVM server {}: port probe failed: {}", EscapeForLog(device),
                EscapeForLog(s.message()));
-  if (++p.failed_probes >= options_.probe_failures) {
-    hooks_.close(conn, "its port does not accept connections (" + s.message() + ")");
+  if (++p.failed_probes >= options_.probe_failures && p.in_pool) {
+    // Out of the pool, but its connection stays open and its replies stay the same: closing it
+    // would tell the peer whether the port it named listens.
+    spdlog::warn(
+        "tracker: TVM server {}: its port does not accept connections ({}); out of the "
+        "pool until a probe passes",
+        EscapeForLog(device), EscapeForLog(s.message()));
+    LeavePool(now, conn, p);
+    hooks_.drain();
   }
 }
 

@@ -15,9 +15,12 @@
 // Protocol::kTvm, tag protocol=tvm) and offers it. A grant hands out the match key and starts a
 // one-session lease, claimed at once (TVM says nothing when a client connects). The server PUTs
 // a fresh key after its session, or when the key went unused for a few seconds; that PUT ends
-// the lease and offers the device again. The device is gone when its tracker connection closes,
-// or when its port stops accepting connections (probed while the server is idle only, so a
-// running session is never disturbed).
+// the lease and offers the device again. The device is gone when its tracker connection closes.
+// Its port is probed while the server is idle (so a running session is never disturbed): after
+// TvmOptions::probe_failures failed probes in a row the device leaves the pool, and it comes
+// back when a probe passes. The peer is never told: its connection stays open and every reply
+// to it is what it would be with a port that answers, so a PUT cannot be used to learn which
+// ports of a host listen.
 //
 // Nothing on this port is authenticated, so everything is bounded: a message is 1 MiB and 64
 // levels of JSON at most (ParseJson), a server's merged UPDATE_INFO 64 KiB, a SUMMARY reply about
@@ -98,7 +101,8 @@ class TvmPeers {
     nlohmann::json info = nlohmann::json::object();  // UPDATE_INFO
     size_t info_bytes = 2;                           // its size as JSON text
     // As a server:
-    std::string device;    // registered device name, "" before the first PUT
+    std::string device;    // the device name ("host:port") of the latest PUT, "" before one
+    bool in_pool = false;  // `device` is registered (not out for failed port probes)
     std::string key;       // its rpc key
     std::string matchkey;  // the latest PUT
     bool handed_out = false;
@@ -121,6 +125,11 @@ class TvmPeers {
   void Reply(uint64_t conn, const nlohmann::json& j) { hooks_.send(conn, tvm::EncodeMessage(j)); }
   void Probe(const std::string& address, std::function<void(Status)> done);
   void ProbeDone(uint64_t conn, const std::string& device, const Status& s);
+  // Registers the peer's `device` with the scheduler, offered for grants when `offer`.
+  Status JoinPool(TimePoint now, uint64_t conn, Peer& p, bool offer);
+  void LeavePool(TimePoint now, uint64_t conn, Peer& p);
+  // Leaves the pool and gives up the claim on `device` (another peer may PUT it then).
+  void Release(TimePoint now, uint64_t conn, Peer& p);
 
   boost::asio::io_context& io_;
   Scheduler& sched_;
@@ -129,6 +138,7 @@ class TvmPeers {
   std::vector<boost::asio::ip::network_v4> nets4_;
   std::vector<boost::asio::ip::network_v6> nets6_;
   std::map<uint64_t, Peer> peers_;
+  // The peer whose PUT claims each device name, in the pool or out of it for failed probes.
   std::map<std::string, uint64_t> conn_by_device_;
   // Outlives pending probes' handlers: they check it before touching `this`.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "crosstune/tracker/scheduler.h"
@@ -19,5 +20,14 @@ std::string MetricsText(const Snapshot& snap);
 // A Prometheus label value: backslash, quote and newline escaped.
 std::string PrometheusLabel(std::string_view v);
 std::string_view StatusPageHtml();
+
+// The Content-Security-Policy every HTTP answer of the tracker carries: the status page may run
+// only its own inline script and style (named by their SHA-256, computed from the page once),
+// fetch only from the tracker itself (/api/summary), and be framed by nobody. Thread-safe.
+const std::string& ContentSecurityPolicy();
+
+// The headers every HTTP answer of the tracker carries (the page, the API, /metrics, errors and
+// 404s alike): the CSP above, nosniff, no framing, no referrer, no caching. Thread-safe.
+const std::vector<std::pair<std::string, std::string>>& HttpSecurityHeaders();
 
 }  // namespace crosstune::tracker

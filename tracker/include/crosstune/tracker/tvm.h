@@ -20,15 +20,17 @@ struct TvmOptions {
   std::chrono::milliseconds request_timeout{0};
   // An idle TVM server's port is probed this often (a connect and 4 bytes that are not TVM's
   // RPC magic, which the server closes without starting a session); this many failed probes in
-  // a row drop the device.
+  // a row take the device out of the pool until a probe passes. The peer is not told (its
+  // connection stays open, its replies stay the same).
   std::chrono::milliseconds probe_interval{10'000};
   std::chrono::milliseconds probe_timeout{3'000};
   int probe_failures = 2;
   // A TVM server's PUT may name an address for clients other than the one it connects from
   // (custom_addr), and the tracker probes that address. Off: such a PUT is refused, so a peer
-  // cannot make the tracker probe other hosts for it (a port-scan oracle: the device's presence
-  // tells whether the port answered). On: IP addresses within `networks` (which must then be
-  // set) are accepted too; host names never are (resolving them would be another oracle).
+  // cannot make the tracker probe other hosts for it. On: IP addresses within `networks` (which
+  // must then be set) are accepted too; host names never are (resolving them would be an
+  // oracle). Either way the peer's answers never depend on the probes, but whoever can see the
+  // pool (a TVM SUMMARY or REQUEST, /api/summary) sees whether the device is in it.
   bool allow_custom_addr = false;
   // TVM connections (servers and clients) open at once, in total and from one address; more are
   // refused as TVM's tracker refuses a peer (its magic answered with -1). Counted apart from the
