@@ -53,6 +53,15 @@ std::string Sha256Hex(std::string_view data) {
   return h.FinalHex();
 }
 
+std::string Sha256Base64(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  unsigned char out[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
+  const int n = EVP_EncodeBlock(out, md, static_cast<int>(len));
+  return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+}
+
 Expected<std::string> Sha256FileHex(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status(ErrorCode::kNotFound, path + ": " + std::strerror(errno));

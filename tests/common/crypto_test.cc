@@ -10,6 +10,11 @@ TEST(Crypto, Sha256OfKnownString) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+TEST(Crypto, Sha256Base64OfKnownStrings) {
+  EXPECT_EQ(Sha256Base64("abc"), "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+  EXPECT_EQ(Sha256Base64(""), "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
+}
+
 TEST(Crypto, IncrementalMatchesOneShot) {
   Sha256 h;
   h.Update("a", 1);

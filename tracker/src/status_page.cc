@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdint>
 #include <stdexcept>
 
 #include "crosstune/crypto.h"
@@ -332,26 +331,7 @@ setInterval(refresh, 2000);
 namespace {
 
 // CSP's hash source: "'sha256-" + base64 of the digest of the element's text + "'".
-std::string CspHash(std::string_view text) {
-  static constexpr char kBase64[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const std::string hex = Sha256Hex(text);
-  std::string digest;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    digest += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  }
-  std::string out = "'sha256-";
-  for (size_t i = 0; i < digest.size(); i += 3) {
-    uint32_t v = uint32_t{static_cast<unsigned char>(digest[i])} << 16;
-    if (i + 1 < digest.size()) v |= uint32_t{static_cast<unsigned char>(digest[i + 1])} << 8;
-    if (i + 2 < digest.size()) v |= uint32_t{static_cast<unsigned char>(digest[i + 2])};
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += i + 1 < digest.size() ? kBase64[(v >> 6) & 63] : '=';
-    out += i + 2 < digest.size() ? kBase64[v & 63] : '=';
-  }
-  return out + "'";
-}
+std::string CspHash(std::string_view text) { return "'sha256-" + Sha256Base64(text) + "'"; }
 
 // The text of the page's one `<tag>` element, exactly as a browser hashes it.
 std::string_view ElementText(std::string_view page, std::string_view tag) {

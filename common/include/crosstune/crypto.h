@@ -24,6 +24,9 @@ class Sha256 : public Channel::ByteSink {
 };
 
 std::string Sha256Hex(std::string_view data);
+// The digest in standard base64 with padding (RFC 4648), as a Content-Security-Policy hash source
+// and Subresource Integrity write it.
+std::string Sha256Base64(std::string_view data);
 Expected<std::string> Sha256FileHex(const std::string& path);
 std::string HmacSha256Hex(std::string_view key, std::string_view data);
 std::string RandomHex(size_t bytes);
