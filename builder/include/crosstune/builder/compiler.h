@@ -61,6 +61,9 @@ Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::strin
 std::string LlvmVersion();   // "14.0.6"
 std::string NvrtcVersion();  // "13.0", or "" when NVRTC is not built in
 bool HasNvrtc();
+// The folder of the NVRTC library this process uses (its builtins library is loaded from there
+// at the first compile); "" without NVRTC.
+std::string NvrtcLibraryDir();
 
 // The directory holding kernel_abi.h and dlpack/dlpack.h for kernels.
 std::string KernelIncludeDir();
