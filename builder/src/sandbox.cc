@@ -162,8 +162,10 @@ Status ConfineBuildProcess(const SandboxPaths& paths) {
 }
 
 Status ConfineBuilds(const std::string& scratch_dir, const std::string& cache_dir) {
-  // Read while the files can still be opened: the time zone (log lines' local time).
+  // Read while the files can still be opened: the time zone (log lines' local time) and NVRTC's
+  // builtins library.
   ::tzset();
+  PreloadNvrtcBuiltins();
   if (!scratch_dir.empty()) ::setenv("TMPDIR", scratch_dir.c_str(), 1);
   // A rule names a folder that exists: a cache made later could not be used.
   std::error_code ec;

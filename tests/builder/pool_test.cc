@@ -8,6 +8,7 @@
 
 #include "crosstune/builder/build_codec.h"
 #include "crosstune/builder/builder.h"
+#include "crosstune/builder/compiler.h"
 #include "crosstune/builder/sandbox.h"
 #include "crosstune/cpus.h"
 #include "crosstune/testing/support.h"
@@ -256,6 +257,28 @@ TEST_F(PoolTest, AnIncbinOfAHostFileFailsInsideTheWorkers) {
   EXPECT_NE(result.status.message().find(path), std::string::npos) << result.status.message();
   // The worker goes on building.
   EXPECT_TRUE(b->Build(Request("x86-avx2")).ok());
+  EXPECT_EQ(b->stats().worker_restarts, 0u);
+}
+
+// NVRTC reads its builtins library at the first compile, from the toolchain's folder the box
+// allows; an #include of a host file is refused by the box (NVRTC has no file system hook).
+TEST_F(PoolTest, CudaBuildsWorkInsideTheWorkersAndReachNoHostFile) {
+  if (!HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
+  if (LandlockAbi() == 0) GTEST_SKIP() << "this kernel has no Landlock";
+  auto b = Make(1, false);
+  BuildRequest r = Request("cuda -arch=sm_80");
+  r.source = testing::kCudaVaddSource;
+  BuildResult built = b->Build(r);
+  EXPECT_TRUE(built.ok()) << built.status.ToString();
+  EXPECT_FALSE(built.library.empty());
+
+  testing::TempDir dir("crosstune-secret");
+  const std::string secret = "tracker_token_5ec12e7";
+  const std::string path = testing::WriteFile(dir.path() + "/token", secret + "\n");
+  r.source = "#include \"" + path + "\"\n" + std::string(testing::kCudaVaddSource);
+  BuildResult included = b->Build(r);
+  EXPECT_FALSE(included.ok());
+  EXPECT_EQ(included.status.message().find(secret), std::string::npos) << included.status.message();
   EXPECT_EQ(b->stats().worker_restarts, 0u);
 }
 
