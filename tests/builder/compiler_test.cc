@@ -27,7 +27,7 @@ ElfId ReadElf(const std::string& b) {
                                    "ELF",
                                    4) != 0)
     return id;
-  id.elf_class = b[4];
+  id.elf_class = static_cast<unsigned char>(b[4]);
   std::memcpy(&id.type, b.data() + 16, 2);
   std::memcpy(&id.machine, b.data() + 18, 2);
   std::memcpy(&id.flags, b.data() + (id.elf_class == 2 ? 48 : 36), 4);
