@@ -1,8 +1,10 @@
 #include "crosstune/build_worker/build_worker.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "crosstune/builder/backend.h"
 #include "crosstune/builder/build_cache.h"
 #include "crosstune/builder/build_codec.h"
+#include "crosstune/builder/sandbox.h"
 #include "crosstune/cpus.h"
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/server.h"
@@ -28,10 +31,55 @@ using builder::BuildResult;
 // not be refused Busy while every core builds.
 constexpr uint32_t kSpareSessions = 4;
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;  // their shadow memory reserves terabytes of address space
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Once per session process, before its first build reads a byte of the request: the memory
+// bound and the build box (the session's workspace is its scratch folder). A session that cannot
+// be boxed serves no build.
+Status PrepareSessionForBuilds(const BuildWorkerOptions& options, server::SessionRequestIo& io) {
+  static bool prepared = false;  // per session process: each is forked fresh
+  if (prepared) return Status::Ok();
+  if (options.session_memory_bytes > 0 && !kSanitized) {
+    rlimit as{options.session_memory_bytes, options.session_memory_bytes};
+    if (::setrlimit(RLIMIT_AS, &as) != 0) {
+      return Status(ErrorCode::kInternal, "cannot bound the session's memory (RLIMIT_AS)");
+    }
+  }
+  if (options.confine_builds && builder::LandlockAbi() > 0) {
+    CT_RETURN_IF_ERROR(builder::ConfineBuilds(io.workspace_dir(), options.cache_dir));
+  }
+  prepared = true;
+  return Status::Ok();
+}
+
+Status RequestSizeLimit(uint64_t bytes, uint64_t limit) {
+  if (bytes <= limit) return Status::Ok();
+  return Status(ErrorCode::kLimitExceeded, "a build request of " + std::to_string(bytes) +
+                                               " bytes is over this worker's " + "limit of " +
+                                               std::to_string(limit) + " (--max-build-mb)");
+}
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  const auto addr = boost::asio::ip::make_address(host, ec);
+  return !ec && addr.is_loopback();
+}
 // One Build request in a session process: its bytes, the build under the session's watchdog, the
 // result's bytes. The reply is sent here; the Status ends the session (Ok: it goes on).
 Status ServeBuild(const Frame& f, server::SessionRequestIo& io, const BuildFunction& build,
-                  std::chrono::milliseconds default_timeout) {
+                  const BuildWorkerOptions& options) {
   Channel& ch = io.channel();
   const uint32_t id = f.request_id;
   auto job = f.As<msg::BuildJob>();
@@ -39,6 +87,15 @@ Status ServeBuild(const Frame& f, server::SessionRequestIo& io, const BuildFunct
     // The request's bytes follow a header we cannot read: the stream is out of step.
     (void)ch.SendError(id, job.status(), io.IoDeadline());
     return job.status();
+  }
+  // Refused unread, so the stream is out of step: the session ends after the reply.
+  if (Status big = RequestSizeLimit(job->request_bytes, options.max_request_bytes); !big.ok()) {
+    (void)ch.SendError(id, big, io.IoDeadline());
+    return big;
+  }
+  if (Status prepared = PrepareSessionForBuilds(options, io); !prepared.ok()) {
+    (void)ch.SendError(id, prepared, io.IoDeadline());
+    return prepared;
   }
   auto bytes = ReceiveBuildJob(ch, *job, io.IoDeadline(job->request_bytes));
   if (!bytes.ok()) {
@@ -50,8 +107,9 @@ Status ServeBuild(const Frame& f, server::SessionRequestIo& io, const BuildFunct
   }
   auto request = builder::DecodeBuildRequest(*bytes);
   if (!request.ok()) return ch.SendError(id, request.status(), io.IoDeadline());
-  const uint32_t limit_ms =
-      job->timeout_ms != 0 ? job->timeout_ms : static_cast<uint32_t>(default_timeout.count());
+  const uint32_t limit_ms = job->timeout_ms != 0
+                                ? job->timeout_ms
+                                : static_cast<uint32_t>(options.default_timeout.count());
   request->timeout = std::chrono::milliseconds(limit_ms);
   // A crash is reported as the kernel being built dying ("kernel 'matmul_12' died by SIGSEGV").
   io.BeginGuarded(id, request->name, limit_ms);
@@ -71,7 +129,7 @@ Status ServeBuild(const Frame& f, server::SessionRequestIo& io, const BuildFunct
 
 std::vector<std::string> DefaultTargets() {
   std::vector<std::string> kinds;
-  for (auto kind : {builder::TargetKind::kCpu, builder::TargetKind::kCuda}) {
+  for (builder::TargetKind kind : builder::TargetKinds()) {
     kinds.emplace_back(builder::BackendFor(kind).kind());
   }
   return kinds;
@@ -84,6 +142,37 @@ Status ServeBuilds(const BuildWorkerOptions& options, BuildFunction build) {
     return Status(ErrorCode::kInvalidArgument, "a tracker needs a build key (--key)");
   }
   if (!build) return Status(ErrorCode::kInvalidArgument, "no build function");
+  if (options.max_request_bytes > Limits::kMaxBuildJobBytes) {
+    return Status(ErrorCode::kInvalidArgument, "the request size limit is over the protocol's " +
+                                                   std::to_string(Limits::kMaxBuildJobBytes >> 20) +
+                                                   " MiB");
+  }
+  const bool exposed = options.auth_secret.empty() && !IsLoopback(options.host);
+  if (exposed && !options.insecure_allow_any_client) {
+    return Status(ErrorCode::kUnauthorized,
+                  "refusing to listen on " + options.host +
+                      " without --auth-token-file: anyone who can reach it could build on this "
+                      "host (--insecure-allow-any-client allows it)");
+  }
+  if (exposed) {
+    spdlog::warn(
+        "WARNING: listening on {} without --auth-token-file (--insecure-allow-any-client): any "
+        "client that can reach this address can use this worker",
+        options.host);
+  }
+  if (options.confine_builds && builder::LandlockAbi() == 0) {
+    if (!options.allow_unconfined_builds) {
+      return Status(ErrorCode::kInternal,
+                    "this kernel has no Landlock (Linux 5.13 or later, with landlock among the "
+                    "enabled security modules), so builds from the network could read this "
+                    "host's files; refusing to start (--allow-unconfined-builds runs them "
+                    "unconfined)");
+    }
+    spdlog::warn(
+        "WARNING: this kernel has no Landlock: builds run unconfined "
+        "(--allow-unconfined-builds), and a client's source can make the compiler read any "
+        "file this worker's user can");
+  }
   const int cores = options.cores > 0 ? options.cores : UsableCpus();
 
   server::ServerOptions so;
@@ -95,11 +184,11 @@ Status ServeBuilds(const BuildWorkerOptions& options, BuildFunction build) {
   so.session.device_requests = false;
   // A client keeps its sessions open between a tuning run's batches.
   so.session.idle_timeout = std::chrono::milliseconds(0);
-  so.session.handle_request = [build = std::move(build), timeout = options.default_timeout](
+  so.session.handle_request = [build = std::move(build), options](
                                   const Frame& f,
                                   server::SessionRequestIo& io) -> std::optional<Status> {
     if (f.op != Opcode::kBuild) return std::nullopt;
-    return ServeBuild(f, io, build, timeout);
+    return ServeBuild(f, io, build, options);
   };
 
   // Described by a probe process (as crosstune-server does), then named as a build worker.
@@ -119,6 +208,7 @@ Status ServeBuilds(const BuildWorkerOptions& options, BuildFunction build) {
     lo.key = options.key;
     lo.tags = options.tags;
     lo.tags.emplace("role", "build-worker");
+    if (exposed) lo.tags["insecure"] = "any-client";  // shown by query and the status page
     lo.custom_addr = options.custom_addr;
     lo.auth_secret = options.tracker_secret.empty() ? options.auth_secret : options.tracker_secret;
     lo.info = info;

@@ -21,6 +21,7 @@
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
 #include "crosstune/numbers.h"
+#include "crosstune/protocol.h"
 #include "crosstune/server/server.h"
 #include "crosstune/server/tracker_link.h"
 
@@ -41,6 +42,8 @@ int WorkerMain(int argc, char** argv) {
   std::string token_file, tracker_token_file, cache_dir, log_level = "info";
   std::vector<std::string> tags;
   double build_timeout_s = 60;
+  uint64_t max_build_mb = o.max_request_bytes >> 20;
+  uint64_t session_memory_mb = o.session_memory_bytes >> 20;
   bool exit_with_parent = false;
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "port to listen on (0: any free port)")
@@ -74,6 +77,22 @@ int WorkerMain(int argc, char** argv) {
   app.add_option("--custom-addr", o.custom_addr,
                  "address clients should dial (host or host:port), when the tracker would see "
                  "another one");
+  app.add_option("--max-build-mb", max_build_mb,
+                 "largest build request (source and link objects) in MiB, refused before it is "
+                 "read")
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<uint64_t>(1, crosstune::Limits::kMaxBuildJobBytes >> 20));
+  app.add_option("--session-memory-mb", session_memory_mb,
+                 "address space of each session process in MiB (the worker's memory is bounded "
+                 "by sessions times this; 0: unbounded)")
+      ->capture_default_str()
+      ->check(crosstune::IntegerIn<uint64_t>(0, uint64_t{1} << 30));
+  app.add_flag("--allow-unconfined-builds", o.allow_unconfined_builds,
+               "start even where the kernel has no Landlock, building unconfined (a client's "
+               "source can then make the compiler read any file this user can)");
+  app.add_flag("--insecure-allow-any-client", o.insecure_allow_any_client,
+               "listen on a non-loopback address without --auth-token-file (tagged "
+               "insecure=any-client at the tracker)");
   app.add_flag("--exit-with-parent", exit_with_parent,
                "end (SIGTERM) when the process that started this worker dies, even by SIGKILL");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
@@ -104,6 +123,9 @@ int WorkerMain(int argc, char** argv) {
     o.tracker_secret = *secret;
   }
   o.default_timeout = crosstune::SecondsToMs(build_timeout_s);
+  o.max_request_bytes = max_build_mb << 20;
+  o.session_memory_bytes = session_memory_mb << 20;
+  o.cache_dir = cache_dir;
 
   auto logger = spdlog::stderr_color_mt("crosstune-build-worker");
   spdlog::set_default_logger(logger);

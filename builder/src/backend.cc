@@ -19,11 +19,23 @@ constexpr Row kBackends[] = {
 
 }  // namespace
 
-const TargetBackend& BackendFor(TargetKind kind) {
+const TargetBackend* FindBackend(TargetKind kind) {
   for (const Row& row : kBackends) {
-    if (row.kind == kind) return row.backend();
+    if (row.kind == kind) return &row.backend();
   }
-  std::abort();  // a TargetKind without a row above: a bug
+  return nullptr;
+}
+
+std::vector<TargetKind> TargetKinds() {
+  std::vector<TargetKind> kinds;
+  for (const Row& row : kBackends) kinds.push_back(row.kind);
+  return kinds;
+}
+
+const TargetBackend& BackendFor(TargetKind kind) {
+  const TargetBackend* backend = FindBackend(kind);
+  if (backend == nullptr) std::abort();  // a TargetKind without a row above: a bug
+  return *backend;
 }
 
 const TargetBackend& Target::backend() const { return BackendFor(kind); }

@@ -1,6 +1,7 @@
 #include "crosstune/builder/build_codec.h"
 
 #include "build_wire.h"
+#include "crosstune/builder/backend.h"
 
 namespace crosstune::builder {
 namespace {
@@ -39,6 +40,18 @@ std::string EncodeBuildRequest(const BuildRequest& request) { return Pack(wire::
 
 Expected<BuildRequest> DecodeBuildRequest(std::string_view bytes) {
   CT_ASSIGN_OR_RETURN(wire::WireRequest w, Unpack<wire::WireRequest>(bytes, "build request"));
+  // Every later step asks the kind's backend (BackendFor, which has one for each TargetKind).
+  if (FindBackend(static_cast<TargetKind>(w.kind)) == nullptr) {
+    std::string known;
+    for (TargetKind kind : TargetKinds()) {
+      known += (known.empty() ? "" : ", ") + std::string(BackendFor(kind).kind());
+    }
+    return Status(ErrorCode::kInvalidArgument, "the build request names target kind " +
+                                                   std::to_string(w.kind) +
+                                                   ", which this builder does not know (it "
+                                                   "builds " +
+                                                   known + ")");
+  }
   return wire::FromWire(w);
 }
 

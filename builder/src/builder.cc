@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "crosstune/builder/backend.h"
 #include "crosstune/builder/build_cache.h"
 #include "crosstune/builder/compiler.h"
+#include "crosstune/builder/sandbox.h"
 #include "crosstune/channel.h"
 #include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
@@ -49,8 +51,37 @@ std::string SignalName(int sig) {
   return s ? std::string("SIG") + s : "signal " + std::to_string(sig);
 }
 
-// The worker process: answers build requests on fd until the caller closes it. Never returns.
-[[noreturn]] void WorkerMain(int fd);
+// The worker process: answers build requests on fd until the caller closes it, confined to the
+// toolchain and `scratch_dir` (sandbox.h) where Landlock is available. Never returns.
+[[noreturn]] void WorkerMain(int fd, const std::string& scratch_dir);
+
+// How the pool tells a worker program its scratch folder (which the pool made and removes).
+constexpr const char* kScratchEnv = "CROSSTUNE_BUILD_SCRATCH";
+
+std::string MakeScratchDir() {
+  std::error_code ec;
+  std::string tmpl =
+      (std::filesystem::temp_directory_path(ec) / "crosstune-build-worker-XXXXXX").string();
+  if (ec || ::mkdtemp(tmpl.data()) == nullptr) return "";
+  return tmpl;
+}
+
+void RemoveScratchDir(const std::string& dir) {
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+}
+
+// Where Landlock is missing the workers build unconfined: said once per process.
+void WarnIfUnconfined() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (LandlockAbi() > 0) return;
+    std::fprintf(stderr,
+                 "crosstune: warning: this kernel has no Landlock (Linux 5.13 or later, with "
+                 "landlock among the enabled security modules): build workers run unconfined, "
+                 "so a kernel source can make the compiler read any file this user can\n");
+  });
+}
 
 }  // namespace
 
@@ -63,11 +94,14 @@ std::string BuildWorkerPath() {
   return "";
 }
 
-void RunBuildWorker(int fd) { WorkerMain(fd); }
+void RunBuildWorker(int fd) {
+  const char* scratch = ::getenv(kScratchEnv);
+  WorkerMain(fd, scratch != nullptr ? scratch : "");
+}
 
 namespace {
 
-void WorkerMain(int fd) {
+void WorkerMain(int fd, const std::string& scratch_dir) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::signal(SIGPIPE, SIG_IGN);
   if (fd != 3) {
@@ -77,6 +111,14 @@ void WorkerMain(int fd) {
   // Drop every other descriptor of the caller (sockets to servers, other workers' pipes): a worker
   // must not keep them open after the caller closes them.
   ::close_range(4, ~0u, 0);
+  // Before the first request: a generated source (a template's parameters) reaches no file either.
+  // Without Landlock the pool has warned, and builds run as before.
+  if (LandlockAbi() > 0) {
+    if (Status boxed = ConfineBuilds(scratch_dir, ""); !boxed.ok()) {
+      std::fprintf(stderr, "crosstune-build-worker: error: %s\n", boxed.message().c_str());
+      ::_exit(3);
+    }
+  }
   Channel ch(3);
   ch.set_utf8_strings(false);  // sources, libraries and diagnostics are raw bytes
   for (;;) {
@@ -126,13 +168,19 @@ class WorkerSpawner {
   WorkerSpawner(const WorkerSpawner&) = delete;
   WorkerSpawner& operator=(const WorkerSpawner&) = delete;
 
-  // A new worker: its pid and the caller's end of its socket.
-  Expected<std::pair<pid_t, int>> Spawn() {
+  // A new worker: its pid, the caller's end of its socket and its scratch folder (the caller
+  // removes it when the worker has ended).
+  struct Spawned {
+    pid_t pid = -1;
+    int fd = -1;
+    std::string scratch_dir;
+  };
+  Expected<Spawned> Spawn() {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t ticket = ++requested_;
     cv_.notify_all();
     cv_.wait(lock, [&] { return results_.count(ticket) != 0; });
-    Expected<std::pair<pid_t, int>> r = std::move(results_.at(ticket));
+    Expected<Spawned> r = std::move(results_.at(ticket));
     results_.erase(ticket);
     return r;
   }
@@ -147,19 +195,26 @@ class WorkerSpawner {
       if (served_ == requested_) return;  // stopping, nothing asked
       const uint64_t ticket = ++served_;
       lock.unlock();
-      Expected<std::pair<pid_t, int>> r =
-          pinned.ok() ? Fork()
-                      : Expected<std::pair<pid_t, int>>(
-                            Status(pinned.code(), "build workers' CPUs: " + pinned.message()));
+      Expected<Spawned> r = pinned.ok()
+                                ? Fork()
+                                : Expected<Spawned>(Status(
+                                      pinned.code(), "build workers' CPUs: " + pinned.message()));
       lock.lock();
       results_.emplace(ticket, std::move(r));
       cv_.notify_all();
     }
   }
 
-  Expected<std::pair<pid_t, int>> Fork() {
+  Expected<Spawned> Fork() {
+    const std::string scratch = MakeScratchDir();
+    if (scratch.empty()) {
+      return Status(ErrorCode::kIoError, std::string("cannot create a build worker's scratch "
+                                                     "folder: ") +
+                                             std::strerror(errno));
+    }
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      RemoveScratchDir(scratch);
       return Status(ErrorCode::kInternal, std::string("socketpair: ") + std::strerror(errno));
     }
     if (!worker_path_.empty()) {
@@ -168,26 +223,36 @@ class WorkerSpawner {
       posix_spawn_file_actions_init(&actions);
       posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
       char* argv[] = {worker_path_.data(), nullptr};
+      const std::string prefix = std::string(kScratchEnv) + "=";
+      std::vector<std::string> env_strings = {prefix + scratch};
+      for (char** e = environ; *e != nullptr; ++e) {
+        if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0) env_strings.emplace_back(*e);
+      }
+      std::vector<char*> envp;
+      for (auto& e : env_strings) envp.push_back(e.data());
+      envp.push_back(nullptr);
       pid_t pid = -1;
-      int rc = ::posix_spawn(&pid, worker_path_.c_str(), &actions, nullptr, argv, environ);
+      int rc = ::posix_spawn(&pid, worker_path_.c_str(), &actions, nullptr, argv, envp.data());
       posix_spawn_file_actions_destroy(&actions);
       ::close(sv[1]);
       if (rc != 0) {
         ::close(sv[0]);
+        RemoveScratchDir(scratch);
         return Status(ErrorCode::kInternal,
                       "cannot start " + worker_path_ + ": " + std::strerror(rc));
       }
-      return std::make_pair(pid, sv[0]);
+      return Spawned{pid, sv[0], scratch};
     }
     pid_t pid = ::fork();
     if (pid < 0) {
       ::close(sv[0]);
       ::close(sv[1]);
+      RemoveScratchDir(scratch);
       return Status(ErrorCode::kInternal, std::string("fork: ") + std::strerror(errno));
     }
-    if (pid == 0) WorkerMain(sv[1]);
+    if (pid == 0) WorkerMain(sv[1], scratch);
     ::close(sv[1]);
-    return std::make_pair(pid, sv[0]);
+    return Spawned{pid, sv[0], scratch};
   }
 
   std::mutex mu_;
@@ -195,7 +260,7 @@ class WorkerSpawner {
   uint64_t requested_ = 0;
   uint64_t served_ = 0;
   bool stop_ = false;
-  std::map<uint64_t, Expected<std::pair<pid_t, int>>> results_;
+  std::map<uint64_t, Expected<Spawned>> results_;
   const std::vector<int> cpus_;
   std::string worker_path_ = BuildWorkerPath();  // "": fork the workers
   std::thread thread_;                           // last: starts after the members it uses
@@ -217,6 +282,7 @@ class Builder::Pool {
   }
 
   Status Start() {
+    WarnIfUnconfined();
     if (!options_.cache_dir.empty() && options_.cache_max_bytes > 0) {
       cache_bytes_ = TrimBuildCache(options_.cache_dir, options_.cache_max_bytes).bytes;
     }
@@ -277,6 +343,7 @@ class Builder::Pool {
   struct Worker {
     pid_t pid = -1;
     Channel ch;
+    std::string scratch_dir;  // made by the spawner, removed here once the worker has ended
     bool busy = false;
   };
 
@@ -370,6 +437,7 @@ class Builder::Pool {
     std::lock_guard<std::mutex> lock(mu_);
     w->ch.Close();
     w->pid = -1;
+    RemoveScratchDir(w->scratch_dir);
     ++stats_.worker_restarts;
     (void)SpawnLocked(w);
     return Failed(why);
@@ -377,8 +445,9 @@ class Builder::Pool {
 
   Status SpawnLocked(Worker* w) {
     CT_ASSIGN_OR_RETURN(auto spawned, spawner_.Spawn());
-    w->pid = spawned.first;
-    w->ch = Channel(spawned.second);
+    w->pid = spawned.pid;
+    w->ch = Channel(spawned.fd);
+    w->scratch_dir = std::move(spawned.scratch_dir);
     w->ch.set_utf8_strings(false);  // libraries and compiler output are raw bytes
     return Status::Ok();
   }
@@ -390,6 +459,7 @@ class Builder::Pool {
     for (int i = 0; i < 100; ++i) {
       if (::waitpid(w->pid, &st, WNOHANG) == w->pid) {
         w->pid = -1;
+        RemoveScratchDir(w->scratch_dir);
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -397,6 +467,7 @@ class Builder::Pool {
     ::kill(w->pid, SIGKILL);
     ::waitpid(w->pid, &st, 0);
     w->pid = -1;
+    RemoveScratchDir(w->scratch_dir);
   }
 
   BuilderOptions options_;

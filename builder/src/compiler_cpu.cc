@@ -10,15 +10,22 @@
 #include <fcntl.h>
 #include <lld/Common/Driver.h>
 #include <llvm/ADT/SmallString.h>
+#include <llvm/ADT/Triple.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/DiagnosticHandler.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -142,6 +149,126 @@ Expected<std::vector<pkg::Function>> ReadModuleTable(llvm::Module& mod) {
   return out;
 }
 
+// The compiler's view of the file system: only the trees under `roots` (the resource dir and the
+// kernel include tree) exist. `#include "/etc/passwd"` is then "file not found" (no line of it
+// is quoted) and `__has_include` cannot probe what is there; the source itself is a remapped
+// buffer, never read from disk. Paths are made absolute and their dots removed before the test,
+// so "include/../../x" is judged where it leads. (Assembler input, `.incbin`, bypasses this file
+// system: the build processes' Landlock box, sandbox.h, stops that.)
+class ConfinedFileSystem : public llvm::vfs::ProxyFileSystem {
+ public:
+  ConfinedFileSystem(llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> base,
+                     std::vector<std::string> roots)
+      : ProxyFileSystem(std::move(base)), roots_(std::move(roots)) {}
+
+  llvm::ErrorOr<llvm::vfs::Status> status(const llvm::Twine& path) override {
+    if (!Allowed(path)) return NotFound();
+    return ProxyFileSystem::status(path);
+  }
+  llvm::ErrorOr<std::unique_ptr<llvm::vfs::File>> openFileForRead(
+      const llvm::Twine& path) override {
+    if (!Allowed(path)) return NotFound();
+    return ProxyFileSystem::openFileForRead(path);
+  }
+  llvm::vfs::directory_iterator dir_begin(const llvm::Twine& dir, std::error_code& ec) override {
+    if (!Allowed(dir)) {
+      ec = NotFound();
+      return {};
+    }
+    return ProxyFileSystem::dir_begin(dir, ec);
+  }
+  std::error_code getRealPath(const llvm::Twine& path,
+                              llvm::SmallVectorImpl<char>& output) const override {
+    if (!Allowed(path)) return NotFound();
+    return ProxyFileSystem::getRealPath(path, output);
+  }
+
+ private:
+  static std::error_code NotFound() {
+    return std::make_error_code(std::errc::no_such_file_or_directory);
+  }
+  bool Allowed(const llvm::Twine& path) const {
+    llvm::SmallString<256> p;
+    path.toVector(p);
+    if (makeAbsolute(p)) return false;
+    llvm::sys::path::remove_dots(p, /*remove_dot_dot=*/true);
+    const llvm::StringRef s = p.str();
+    for (const std::string& root : roots_) {
+      if (s == root || (s.startswith(root) && s.size() > root.size() && s[root.size()] == '/')) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::vector<std::string> roots_;
+};
+
+// The roots of ConfinedFileSystem, in the spelling the compiler is given them.
+std::vector<std::string> CompilerRoots() {
+  std::vector<std::string> roots;
+  for (std::string dir : {std::string(CROSSTUNE_CLANG_RESOURCE_DIR), KernelIncludeDir()}) {
+    llvm::SmallString<256> p(dir);
+    (void)llvm::sys::fs::make_absolute(p);
+    llvm::sys::path::remove_dots(p, /*remove_dot_dot=*/true);
+    roots.emplace_back(p.str());
+  }
+  return roots;
+}
+
+// A link input must be what an object_only build makes: an ELF relocatable object of the target's
+// class. Anything else would reach lld's other readers (a text is read as a linker script, whose
+// INPUT() and INCLUDE open other files).
+Status CheckLinkObject(const std::string& bytes, size_t index, const llvm::Triple& triple) {
+  auto refuse = [&](const std::string& why) {
+    return BuildError("link input " + std::to_string(index) + " " + why);
+  };
+  static constexpr char kElfMagic[] = {0x7f, 'E', 'L', 'F'};
+  if (bytes.size() < 52 || bytes.compare(0, sizeof(kElfMagic), kElfMagic, sizeof(kElfMagic)) != 0) {
+    return refuse("is not an ELF object (linker scripts are not accepted)");
+  }
+  const unsigned char elf_class = static_cast<unsigned char>(bytes[4]);
+  const unsigned char data = static_cast<unsigned char>(bytes[5]);
+  const unsigned char want_class = triple.isArch64Bit() ? 2 : 1;
+  if (elf_class != want_class) {
+    return refuse(std::string("is a ") + (elf_class == 2 ? "64" : "32") +
+                  "-bit ELF object; the target's are " + (want_class == 2 ? "64" : "32") + "-bit");
+  }
+  if (elf_class == 2 && bytes.size() < 64) return refuse("is a truncated ELF object");
+  if (data != 1 && data != 2) return refuse("is not an ELF object (no byte order)");
+  const auto b0 = static_cast<unsigned char>(bytes[16]);
+  const auto b1 = static_cast<unsigned char>(bytes[17]);
+  const unsigned e_type = data == 1 ? (b0 | (b1 << 8)) : ((b0 << 8) | b1);
+  if (e_type != 1) {  // ET_REL
+    return refuse("is an ELF file of type " + std::to_string(e_type) +
+                  ", not a relocatable object (build it with object_only)");
+  }
+  return Status::Ok();
+}
+
+// Code generation's diagnostics (an inline asm statement the assembler refuses, a `.incbin` it
+// cannot open) into the build's text. Without a handler LLVMContext prints them and calls
+// exit(1), which would end a pool's worker or a build worker's session instead of failing a build.
+class BackendDiagnostics : public llvm::DiagnosticHandler {
+ public:
+  BackendDiagnostics(llvm::raw_ostream& os, bool* failed) : os_(os), failed_(failed) {}
+  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
+    const bool error = info.getSeverity() == llvm::DS_Error;
+    if (error) *failed_ = true;
+    if (error || info.getSeverity() == llvm::DS_Warning) {
+      os_ << (error ? "error: " : "warning: ");
+      llvm::DiagnosticPrinterRawOStream printer(os_);
+      info.print(printer);
+      os_ << "\n";
+    }
+    return true;
+  }
+
+ private:
+  llvm::raw_ostream& os_;
+  bool* failed_;
+};
+
 class TempDir {
  public:
   TempDir() {
@@ -232,6 +359,8 @@ Status CompileObjectLocked(const std::string& source, const Target& target,
   // own options (with carets), so only that summary line goes away.
   invocation->getDiagnosticOpts().ShowCarets = false;
   ci.setInvocation(invocation);
+  ci.createFileManager(llvm::makeIntrusiveRefCnt<ConfinedFileSystem>(llvm::vfs::getRealFileSystem(),
+                                                                     CompilerRoots()));
   ci.getPreprocessorOpts().addRemappedFile(
       input, llvm::MemoryBuffer::getMemBufferCopy(source, input).release());
 
@@ -251,12 +380,14 @@ Status CompileObjectLocked(const std::string& source, const Target& target,
   // The IR is optimized already (EmitLLVMOnly runs the -O pipeline); only code generation is left.
   llvm::SmallString<0> object;
   ci.getCodeGenOpts().DisableLLVMPasses = true;
+  bool backend_failed = false;
+  context.setDiagnosticHandler(std::make_unique<BackendDiagnostics>(diag_os, &backend_failed));
   clang::EmitBackendOutput(ci.getDiagnostics(), ci.getHeaderSearchOpts(), ci.getCodeGenOpts(),
                            ci.getTargetOpts(), ci.getLangOpts(), mod->getDataLayoutStr(), mod.get(),
                            clang::Backend_EmitObj,
                            std::make_unique<llvm::raw_svector_ostream>(object));
   diag_os.flush();
-  if (ci.getDiagnostics().hasErrorOccurred()) return BuildError(diag_text);
+  if (backend_failed || ci.getDiagnostics().hasErrorOccurred()) return BuildError(diag_text);
   out->library.assign(object.data(), object.size());
   out->diagnostics = diag_text;
   return Status::Ok();
@@ -277,8 +408,11 @@ Expected<std::string> LinkShared(const std::vector<const std::string*>& objects)
   // --threads=1: lld's parallel loops would start LLVM's thread pool, which a forked worker
   // inherits without its threads (and then waits on forever); one build per core is the pool's
   // parallelism.
-  std::vector<const char*> lld_args = {"ld.lld", "-shared",     "--threads=1", "--build-id=sha1",
-                                       "-z",     "noexecstack", "-o",          so_path.c_str()};
+  // --no-dependent-libraries: an object's .deplibs section (`#pragma comment(lib, "...")` in a
+  // source) would make lld open the files it names.
+  std::vector<const char*> lld_args = {
+      "ld.lld", "-shared",     "--threads=1", "--build-id=sha1", "--no-dependent-libraries",
+      "-z",     "noexecstack", "-o",          so_path.c_str()};
   for (const auto& p : obj_paths) lld_args.push_back(p.c_str());
   std::string link_out, link_err;
   llvm::raw_string_ostream link_out_os(link_out), link_err_os(link_err);
@@ -302,6 +436,10 @@ Expected<CompileOutput> CompileCpu(const std::string& source, const Target& targ
   bool has_opt = false;
   CT_RETURN_IF_ERROR(TranslateFlags(flags, &user_flags, &has_opt));
   CT_ASSIGN_OR_RETURN(std::vector<std::string> features, RequiredFeatures(target));
+  const llvm::Triple triple(target.triple);
+  for (size_t i = 0; i < link_objects.size(); ++i) {
+    CT_RETURN_IF_ERROR(CheckLinkObject(link_objects[i], i + 1, triple));
+  }
 
   std::lock_guard<std::mutex> lock(g_cpu_mutex);
   InitLlvmOnce();

@@ -7,7 +7,10 @@
 #include "crosstune/builder/compiler.h"
 
 #ifdef CROSSTUNE_HAVE_NVRTC
+#include <dlfcn.h>
 #include <nvrtc.h>
+
+#include <filesystem>
 #endif
 
 namespace crosstune::builder {
@@ -185,6 +188,27 @@ Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::strin
 #ifdef CROSSTUNE_HAVE_NVRTC
 bool HasNvrtc() { return true; }
 
+std::string NvrtcLibraryDir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || info.dli_fname == nullptr) {
+    return "";
+  }
+  std::error_code ec;
+  const std::filesystem::path lib = std::filesystem::canonical(info.dli_fname, ec);
+  return ec ? "" : lib.parent_path().string();
+}
+
+void PreloadNvrtcBuiltins() {
+  // NVRTC dlopens its builtins by name at the first compile; the dynamic loader then needs
+  // /etc/ld.so.cache and the system's library folders, which a confined process cannot read. Once
+  // loaded, that dlopen finds the library by its soname without opening a file.
+  const std::string dir = NvrtcLibraryDir();
+  if (dir.empty()) return;
+  static void* handle =
+      ::dlopen((dir + "/libnvrtc-builtins.so." + NvrtcVersion()).c_str(), RTLD_NOW | RTLD_LOCAL);
+  (void)handle;
+}
+
 std::string NvrtcVersion() {
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "";
@@ -218,6 +242,8 @@ Expected<CompileOutput> CompileCuda(const std::string& source, const Target& tar
 }
 #else
 bool HasNvrtc() { return false; }
+std::string NvrtcLibraryDir() { return ""; }
+void PreloadNvrtcBuiltins() {}
 std::string NvrtcVersion() { return ""; }
 Expected<CompileOutput> CompileCuda(const std::string&, const Target&,
                                     const std::vector<std::string>&, const std::string&) {

@@ -162,6 +162,7 @@ class SessionHandler : public SessionRequestIo {
     GuardBegin(request_id, what, limit_ms, 1, false);
   }
   void EndGuarded(uint32_t limit_ms) override { GuardEnd(limit_ms); }
+  const std::string& workspace_dir() const override { return ws_.root(); }
 
   Status Dispatch(const Frame& f, bool* done) {
     const uint32_t id = f.request_id;

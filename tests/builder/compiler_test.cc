@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "crosstune/kernel_abi.h"
+#include "crosstune/testing/support.h"
 #include "test_kernels.h"
 
 namespace crosstune::builder {
@@ -26,7 +27,7 @@ ElfId ReadElf(const std::string& b) {
                                    "ELF",
                                    4) != 0)
     return id;
-  id.elf_class = b[4];
+  id.elf_class = static_cast<unsigned char>(b[4]);
   std::memcpy(&id.type, b.data() + 16, 2);
   std::memcpy(&id.machine, b.data() + 18, 2);
   std::memcpy(&id.flags, b.data() + (id.elf_class == 2 ? 48 : 36), 4);
@@ -256,6 +257,93 @@ TEST(CompilerTest, LinksTheObjectsOfSeveralSourcesIntoOneLibrary) {
   EXPECT_EQ(data[3], 24.0f);
   EXPECT_EQ(multi::g_launches, 2) << "both nodes must see the runtime the server set";
   ::dlclose(h);
+}
+
+// --- what a source can make the compiler and the linker read ------------------------------------
+
+// A host file that a kernel source must not reach: its one line is an identifier clang would
+// quote back ("unknown type name '...'") if it were ever read as C.
+struct HostSecret {
+  testing::TempDir dir{"crosstune-secret"};
+  std::string path = testing::WriteFile(dir.path() + "/token", "tracker_token_5ec12e7\n");
+  static constexpr const char* kText = "tracker_token_5ec12e7";
+};
+
+std::string NopModule(const std::string& before) {
+  return before +
+         "#include \"kernel_abi.h\"\n"
+         "static int32_t Nop(const ct_arg* a, int32_t n) { (void)a; (void)n; return 0; }\n"
+         "static const ct_function kFns[] = {{\"nop\", Nop, \"\"}};\n"
+         "CT_DEFINE_MODULE(\"llvm\", kFns, 0)\n";
+}
+
+TEST(CompilerFileAccessTest, AnIncludeOfAHostFileIsNotFoundAndQuotesNothingOfIt) {
+  HostSecret secret;
+  for (const std::string& spelling : {secret.path, "../../../../../../../../.." + secret.path,
+                                      "kernel_abi.h/../../../../../../../../.." + secret.path}) {
+    auto out = CompileCpu(NopModule("#include \"" + spelling + "\"\n"), T("x86-64"), {});
+    ASSERT_FALSE(out.ok()) << spelling;
+    EXPECT_EQ(out.status().code(), ErrorCode::kBuildError);
+    EXPECT_NE(out.status().message().find("file not found"), std::string::npos)
+        << out.status().message();
+    EXPECT_EQ(out.status().message().find(HostSecret::kText), std::string::npos)
+        << "the file's text came back: " << out.status().message();
+  }
+}
+
+TEST(CompilerFileAccessTest, HasIncludeCannotProbeWhichHostFilesExist) {
+  HostSecret secret;
+  auto out = CompileCpu(NopModule("#if __has_include(\"" + secret.path + "\") || __has_include(<" +
+                                  secret.path + ">)\n#error the host file is visible\n#endif\n"),
+                        T("x86-64"), {});
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  // The kernel include tree is still there.
+  auto abi =
+      CompileCpu(NopModule("#if !__has_include(\"dlpack/dlpack.h\")\n#error no dlpack\n#endif\n"),
+                 T("x86-64"), {});
+  EXPECT_TRUE(abi.ok()) << abi.status().ToString();
+}
+
+TEST(CompilerFileAccessTest, ALinkInputThatIsNoElfObjectIsRefusedByName) {
+  HostSecret secret;
+  const Target host = T("llvm -mtriple=x86_64-linux-gnu");
+  auto script = CompileCpu(NopModule(""), host, {}, "net.c", {"INPUT(" + secret.path + ")\n"});
+  ASSERT_FALSE(script.ok());
+  EXPECT_EQ(script.status().code(), ErrorCode::kBuildError);
+  EXPECT_NE(script.status().message().find(
+                "link input 1 is not an ELF object (linker scripts are not accepted)"),
+            std::string::npos)
+      << script.status().message();
+  EXPECT_EQ(script.status().message().find(HostSecret::kText), std::string::npos);
+
+  // A shared library (ET_DYN) and an object of the other ELF class are refused too.
+  auto lib = CompileCpu(NopModule(""), host, {});
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+  auto dyn = CompileCpu(NopModule(""), host, {}, "net.c", {lib->library});
+  ASSERT_FALSE(dyn.ok());
+  EXPECT_NE(dyn.status().message().find("link input 1 is an ELF file of type 3"), std::string::npos)
+      << dyn.status().message();
+  auto arm = CompileCpuObject("int x;\n", T("llvm -mtriple=armv7a-linux-gnueabihf"), {});
+  ASSERT_TRUE(arm.ok()) << arm.status().ToString();
+  auto obj = CompileCpuObject("int y;\n", host, {});
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  auto mixed = CompileCpu(NopModule(""), host, {}, "net.c", {obj->library, arm->library});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("link input 2 is a 32-bit ELF object"), std::string::npos)
+      << mixed.status().message();
+  EXPECT_TRUE(CompileCpu(NopModule(""), host, {}, "net.c", {obj->library}).ok());
+}
+
+TEST(CompilerFileAccessTest, TheLinkerOpensNoLibraryASourceNames) {
+  // `#pragma comment(lib, ...)` puts the name in the object's .deplibs, which lld would open (and
+  // read as a linker script).
+  HostSecret secret;
+  auto out = CompileCpu(NopModule("#pragma comment(lib, \"" + secret.path + "\")\n"),
+                        T("llvm -mtriple=x86_64-linux-gnu"), {});
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  if (!out.ok()) {
+    EXPECT_EQ(out.status().message().find(HostSecret::kText), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include <sstream>
 #include <thread>
 
+#include "crosstune/builder/build_codec.h"
 #include "crosstune/builder/builder.h"
+#include "crosstune/builder/compiler.h"
+#include "crosstune/builder/sandbox.h"
 #include "crosstune/cpus.h"
 #include "crosstune/testing/support.h"
 #include "test_kernels.h"
@@ -234,6 +237,62 @@ TEST(BuildCacheKeyTest, DependsOnEveryInput) {
   b = a;
   b.name = "other";
   EXPECT_NE(BuildCacheKey(a), BuildCacheKey(b));
+}
+
+// A generated source (a template's parameters) is as untrusted as a client's: the pool's workers
+// are boxed (sandbox.h), so the assembler's .incbin reaches no file outside the build's folder.
+TEST_F(PoolTest, AnIncbinOfAHostFileFailsInsideTheWorkers) {
+  if (LandlockAbi() == 0) GTEST_SKIP() << "this kernel has no Landlock";
+  testing::TempDir dir("crosstune-secret");
+  const std::string secret = "tracker_token_5ec12e7";
+  const std::string path = testing::WriteFile(dir.path() + "/token", secret + "\n");
+  BuildRequest r = Request("x86-avx2");
+  r.source = std::string(testing::kVaddSource) + "__asm__(\".section .rodata\\n.incbin \\\"" +
+             path + "\\\"\\n.previous\");\n";
+  auto b = Make(1, false);
+  BuildResult result = b->Build(r);
+  EXPECT_EQ(result.library.find(secret), std::string::npos) << "the file's bytes came back";
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status.code(), ErrorCode::kBuildError);
+  EXPECT_NE(result.status.message().find(path), std::string::npos) << result.status.message();
+  // The worker goes on building.
+  EXPECT_TRUE(b->Build(Request("x86-avx2")).ok());
+  EXPECT_EQ(b->stats().worker_restarts, 0u);
+}
+
+// NVRTC reads its builtins library at the first compile, from the toolchain's folder the box
+// allows; an #include of a host file is refused by the box (NVRTC has no file system hook).
+TEST_F(PoolTest, CudaBuildsWorkInsideTheWorkersAndReachNoHostFile) {
+  if (!HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
+  if (LandlockAbi() == 0) GTEST_SKIP() << "this kernel has no Landlock";
+  auto b = Make(1, false);
+  BuildRequest r = Request("cuda -arch=sm_80");
+  r.source = testing::kCudaVaddSource;
+  BuildResult built = b->Build(r);
+  EXPECT_TRUE(built.ok()) << built.status.ToString();
+  EXPECT_FALSE(built.library.empty());
+
+  testing::TempDir dir("crosstune-secret");
+  const std::string secret = "tracker_token_5ec12e7";
+  const std::string path = testing::WriteFile(dir.path() + "/token", secret + "\n");
+  r.source = "#include \"" + path + "\"\n" + std::string(testing::kCudaVaddSource);
+  BuildResult included = b->Build(r);
+  EXPECT_FALSE(included.ok());
+  EXPECT_EQ(included.status.message().find(secret), std::string::npos) << included.status.message();
+  EXPECT_EQ(b->stats().worker_restarts, 0u);
+}
+
+TEST(BuildCodecTest, AnUnknownTargetKindIsRefusedByNameWhenDecoded) {
+  BuildRequest r;
+  r.source = "int x;";
+  r.target.kind = static_cast<TargetKind>(7);
+  auto decoded = DecodeBuildRequest(EncodeBuildRequest(r));
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(decoded.status().message().find("target kind 7"), std::string::npos)
+      << decoded.status().message();
+  r.target.kind = TargetKind::kCuda;
+  EXPECT_TRUE(DecodeBuildRequest(EncodeBuildRequest(r)).ok());
 }
 
 }  // namespace

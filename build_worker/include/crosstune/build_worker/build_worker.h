@@ -46,6 +46,23 @@ struct BuildWorkerOptions {
   std::string tracker_secret;  // the tracker's --server-token-file; empty: auth_secret
   std::map<std::string, std::string> tags;
   std::string custom_addr;  // what clients should dial, when the tracker would see another one
+  // Without auth_secret the worker refuses a non-loopback `host` (anyone who reaches it could
+  // use its cores) unless this is set; it then warns and registers tagged insecure=any-client.
+  bool insecure_allow_any_client = false;
+
+  // The build box (builder/sandbox.h): each session process confines itself before its first
+  // build, to the toolchain, its workspace and `cache_dir`. Where the kernel has no Landlock,
+  // ServeBuilds refuses to start unless allow_unconfined_builds (it then warns). Off: builds are
+  // not compiled here (a simulation's build function).
+  bool confine_builds = true;
+  bool allow_unconfined_builds = false;
+  std::string cache_dir;  // the build cache the build function uses (read-write in the box)
+  // A build request's bytes past this are refused (kLimitExceeded) before anything is allocated;
+  // at most Limits::kMaxBuildJobBytes.
+  uint64_t max_request_bytes = uint64_t{256} << 20;
+  // Each session process's address space (RLIMIT_AS), so the worker's memory is bounded by its
+  // sessions times this; 0: unbounded. Not applied in sanitizer builds (their shadow memory).
+  uint64_t session_memory_bytes = uint64_t{4096} << 20;
   // Called once listening, with the bound address; empty: prints
   // "crosstune-build-worker: listening on HOST:PORT" to stdout (scripts and tests read it).
   std::function<void(const std::string& host, uint16_t port)> on_listening;
@@ -56,7 +73,9 @@ using BuildFunction = std::function<builder::BuildResult(const builder::BuildReq
 
 // Serves Build requests with `build` until SIGINT, SIGTERM or SIGHUP. Call it before this
 // process starts any thread: it forks the sessions' fork server first (server.h). Errors: the
-// address cannot be bound, a flag is inconsistent (a tracker without a key).
+// address cannot be bound, a flag is inconsistent (a tracker without a key), a non-loopback host
+// without a secret (and without insecure_allow_any_client), no Landlock to confine the builds
+// (without allow_unconfined_builds).
 Status ServeBuilds(const BuildWorkerOptions& options, BuildFunction build);
 
 // The real worker's build: the builder's in-process compile (builder.h BuildInProcess), through

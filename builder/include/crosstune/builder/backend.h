@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/compiler.h"
@@ -81,6 +82,10 @@ class TargetBackend {
 
 // The backend of a kind; every TargetKind has one.
 const TargetBackend& BackendFor(TargetKind kind);
+// The same, or null for a value that is no TargetKind (a kind decoded from another host's bytes).
+const TargetBackend* FindBackend(TargetKind kind);
+// Every kind with a backend, in BackendFor's order.
+std::vector<TargetKind> TargetKinds();
 
 // The kind of a kernel source file by its name: the kind whose source_extension the name ends
 // with, else kCpu (C is the default language of a kernel).

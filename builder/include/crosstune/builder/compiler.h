@@ -61,6 +61,13 @@ Expected<std::vector<pkg::Function>> ParseCudaKernelAnnotations(const std::strin
 std::string LlvmVersion();   // "14.0.6"
 std::string NvrtcVersion();  // "13.0", or "" when NVRTC is not built in
 bool HasNvrtc();
+// The folder of the NVRTC library this process uses (its builtins library is loaded from there
+// at the first compile); "" without NVRTC.
+std::string NvrtcLibraryDir();
+// Loads NVRTC's builtins library now (NVRTC loads it by name at its first compile, through the
+// dynamic loader's cache and folders): what a process calls before the build box (sandbox.h)
+// closes those. Does nothing without NVRTC.
+void PreloadNvrtcBuiltins();
 
 // The directory holding kernel_abi.h and dlpack/dlpack.h for kernels.
 std::string KernelIncludeDir();

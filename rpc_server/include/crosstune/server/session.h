@@ -32,6 +32,9 @@ class SessionRequestIo {
   // crash inside is reported naming `what`. The process ends; the server goes on serving.
   virtual void BeginGuarded(uint32_t request_id, const std::string& what, uint32_t limit_ms) = 0;
   virtual void EndGuarded(uint32_t limit_ms) = 0;
+  // The session's workspace folder (removed by the server when the session ends): a handler's
+  // scratch space.
+  virtual const std::string& workspace_dir() const = 0;
 };
 
 struct SessionOptions {
