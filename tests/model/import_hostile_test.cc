@@ -302,6 +302,16 @@ TEST(ImportHostileTest, AnInitializerGivenTwiceIsRefused) {
   EXPECT_EQ(g.status().message(), "initializer 'w' is given twice");
 }
 
+TEST(ImportHostileTest, ANodeWithoutOutputsIsRefused) {
+  // Found by fuzz_onnx: every operator's inference writes its output 0.
+  HostileModel m;
+  m.Input("x", {2, 3});
+  m.Node("Relu", "r", {"x"}, {});
+  auto g = m.Import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message(), "Relu node 'r': has no output");
+}
+
 TEST(ImportHostileTest, OperatorsOfThePassesAreNotOperatorsOfAFile) {
   HostileModel m;
   m.Input("x", {1, 8, 2, 2});

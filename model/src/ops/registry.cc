@@ -138,6 +138,7 @@ Status InferNode(Graph& g, Node& n) {
                           n.inputs[0] < 0 || present < def->min_inputs)) {
     return fail("needs at least " + std::to_string(def->min_inputs) + " inputs");
   }
+  if (n.outputs.empty()) return fail("has no output");
   if (static_cast<int>(n.outputs.size()) > def->max_outputs) {
     return fail("output " + std::to_string(def->max_outputs) + " ('" +
                 g.values[n.outputs[def->max_outputs]].name + "') is not supported");
