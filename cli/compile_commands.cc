@@ -23,9 +23,11 @@
 
 namespace crosstune::cli {
 
-model::Graph LoadModel(const std::string& path, const std::vector<std::string>& shapes) {
+model::Graph LoadModel(const std::string& path, const std::vector<std::string>& shapes,
+                       uint64_t max_model_mb) {
   model::ImportOptions o;
   o.shapes = Check(model::ParseShapeFlags(shapes));
+  o.max_model_bytes = max_model_mb << 20;
   model::Graph g = Check(model::ImportOnnx(path, o));
   Check(model::RunPasses(g, model::DefaultPasses()));
   return g;
@@ -36,6 +38,15 @@ std::string ModelName(const std::string& path) {
 }
 
 namespace {
+
+// --max-model-mb: the importer's memory budget (ImportOptions::max_model_bytes) in MiB.
+void AddModelBudgetOption(CLI::App* cmd, uint64_t* mb) {
+  cmd->add_option("--max-model-mb", *mb,
+                  "the import's memory budget in MiB: the model file, every tensor and all "
+                  "constants together must fit")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, kMaxModelMb));
+}
 
 std::string Dims(const std::vector<int64_t>& shape) {
   std::string s;
@@ -48,6 +59,7 @@ std::string Dims(const std::vector<int64_t>& shape) {
 struct ImportFlags {
   std::string model;
   std::vector<std::string> shapes;
+  uint64_t max_model_mb = kDefaultMaxModelMb;
   bool json_out = false;
 };
 
@@ -55,6 +67,7 @@ void RunImport(const ImportFlags& f) {
   // What the file holds as written, and what compiles: the ops after the passes.
   model::ImportOptions o;
   o.shapes = Check(model::ParseShapeFlags(f.shapes));
+  o.max_model_bytes = f.max_model_mb << 20;
   const model::Graph imported = Check(model::ImportOnnx(f.model, o));
   const model::GraphStats before = model::Stats(imported);
   model::Graph g = imported;
@@ -63,7 +76,8 @@ void RunImport(const ImportFlags& f) {
   const auto tasks = model::ExtractTasks(g);
   const model::StoragePlan plan = model::PlanStorage(g);
   if (f.json_out) {
-    std::printf("%s\n", model::ImportReport(f.model, before, g).dump().c_str());
+    // Names from the file need not be UTF-8: PrintJson replaces what is not.
+    PrintJson(model::ImportReport(f.model, before, g));
     return;
   }
   std::printf("%s: opset %d, %zu nodes\n", f.model.c_str(), g.opset, imported.nodes.size());
@@ -106,13 +120,14 @@ struct CompileFlags {
   std::string out;
   int workers = 0;
   std::string layouts = "blocked";
+  uint64_t max_model_mb = kDefaultMaxModelMb;
   ConnectFlags connect;
   bool json_out = false;
 };
 
 void RunCompile(const CompileFlags& f) {
   const model::Layouts layouts = Check(model::ParseLayouts(f.layouts));
-  model::Graph g = LoadModel(f.model, f.shapes);
+  model::Graph g = LoadModel(f.model, f.shapes, f.max_model_mb);
   // Workers are processes: the builder comes before any thread.
   auto builder = Check(builder::Builder::Create({.workers = f.workers}));
   builder::Target target;
@@ -142,7 +157,7 @@ void RunCompile(const CompileFlags& f) {
   auto manifest = Check(model::WriteModelPackage(result, f.out));
   const int tasks = result.tuned + result.defaults;
   if (f.json_out) {
-    std::printf("%s\n", model::CompileReport(f.model, f.out, o, result, manifest).dump().c_str());
+    PrintJson(model::CompileReport(f.model, f.out, o, result, manifest));
     return;
   }
   if (f.log.empty()) {
@@ -181,6 +196,7 @@ void RegisterImportCommand(CLI::App& app) {
                   "NAME=D1,D2,... for an input (needed for a dynamic dimension; repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  AddModelBudgetOption(cmd, &f->max_model_mb);
   cmd->add_flag("--json", f->json_out, "one JSON object");
   cmd->callback([f] { RunImport(*f); });
 }
@@ -209,6 +225,7 @@ void RegisterCompileCommand(CLI::App& app) {
                   "everywhere (tune with the same --layouts: the conv tasks differ)")
       ->capture_default_str()
       ->check(CLI::IsMember({"blocked", "nchw"}));
+  AddModelBudgetOption(cmd, &f->max_model_mb);
   AddConnectOptions(cmd, &f->connect);
   cmd->add_flag("--json", f->json_out, "one JSON object");
   cmd->callback([f] { RunCompile(*f); });

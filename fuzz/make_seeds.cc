@@ -15,6 +15,7 @@
 #include "crosstune/params.h"
 #include "crosstune/tracker_messages.h"
 #include "crosstune/tvm_params.h"
+#include "onnx.pb.h"
 
 namespace {
 
@@ -69,6 +70,150 @@ std::string Body(Opcode op, const T& payload) {
 }
 
 }  // namespace
+
+// Small ONNX models of the supported operators, built with the generated classes (opset 13).
+class OnnxSeed {
+ public:
+  OnnxSeed() {
+    m_.set_ir_version(8);
+    m_.add_opset_import()->set_version(13);
+    m_.mutable_graph()->set_name("seed");
+  }
+  void Input(const std::string& name, const std::vector<int64_t>& dims) {
+    auto* in = g()->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  void Output(const std::string& name) { g()->add_output()->set_name(name); }
+  // A float initializer of 0.1, 0.2, ... (raw_data when `raw`).
+  void Weight(const std::string& name, const std::vector<int64_t>& dims, bool raw = false) {
+    auto* t = g()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    std::vector<float> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(0.1F * static_cast<float>(i % 7 + 1));
+    if (raw) {
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    } else {
+      for (float f : v) t->add_float_data(f);
+    }
+  }
+  void Ints(const std::string& name, const std::vector<int64_t>& values) {
+    auto* t = g()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto* Node(const std::string& op, const std::vector<std::string>& in,
+                        const std::vector<std::string>& out) {
+    auto* n = g()->add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + std::to_string(g()->node_size()));
+    for (const auto& i : in) n->add_input(i);
+    for (const auto& o : out) n->add_output(o);
+    return n;
+  }
+  static void IntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  std::string Bytes() const { return m_.SerializeAsString(); }
+
+ private:
+  onnx::GraphProto* g() { return m_.mutable_graph(); }
+  onnx::ModelProto m_;
+};
+
+void PutOnnx(const fs::path& dir) {
+  {
+    OnnxSeed m;  // conv + bias + relu, then a pool
+    m.Input("x", {1, 3, 8, 8});
+    m.Weight("w", {4, 3, 3, 3}, true);
+    m.Weight("b", {4});
+    auto* conv = m.Node("Conv", {"x", "w", "b"}, {"c"});
+    OnnxSeed::IntsAttr(conv, "pads", {1, 1, 1, 1});
+    OnnxSeed::IntsAttr(conv, "strides", {1, 1});
+    m.Node("Relu", {"c"}, {"r"});
+    auto* pool = m.Node("MaxPool", {"r"}, {"y"});
+    OnnxSeed::IntsAttr(pool, "kernel_shape", {2, 2});
+    OnnxSeed::IntsAttr(pool, "strides", {2, 2});
+    m.Output("y");
+    Put(dir, "conv_relu_pool", m.Bytes());
+  }
+  {
+    OnnxSeed m;  // gemm with a transposed weight, softmax
+    m.Input("x", {2, 4});
+    m.Weight("w", {3, 4});
+    m.Weight("b", {3});
+    auto* gemm = m.Node("Gemm", {"x", "w", "b"}, {"g"});
+    OnnxSeed::IntAttr(gemm, "transB", 1);
+    m.Node("Softmax", {"g"}, {"y"});
+    m.Output("y");
+    Put(dir, "gemm_softmax", m.Bytes());
+  }
+  {
+    OnnxSeed m;  // constants folded at import: ConstantOfShape, Shape, Reshape, Add
+    m.Input("x", {2, 3, 4});
+    m.Ints("shape", {2, 12});
+    auto* fill = m.Node("ConstantOfShape", {"shape"}, {"ones"});
+    auto* value = fill->add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    value->mutable_t()->add_dims(1);
+    value->mutable_t()->add_float_data(1.0F);
+    m.Node("Shape", {"ones"}, {"s"});
+    m.Node("Reshape", {"x", "s"}, {"flat"});
+    m.Node("Add", {"flat", "ones"}, {"y"});
+    m.Output("y");
+    Put(dir, "constant_of_shape_reshape", m.Bytes());
+  }
+  {
+    OnnxSeed m;  // transpose, concat, flatten
+    m.Input("x", {2, 3, 4});
+    auto* t = m.Node("Transpose", {"x"}, {"t"});
+    OnnxSeed::IntsAttr(t, "perm", {2, 0, 1});
+    auto* c = m.Node("Concat", {"t", "t"}, {"c"});
+    OnnxSeed::IntAttr(c, "axis", 0);
+    m.Node("Flatten", {"c"}, {"y"});
+    m.Output("y");
+    Put(dir, "transpose_concat_flatten", m.Bytes());
+  }
+  {
+    OnnxSeed m;  // a constant through Constant, Unsqueeze and Mul, batchnorm on a conv
+    m.Input("x", {1, 2, 4, 4});
+    m.Weight("w", {2, 2, 1, 1});
+    for (const char* p : {"scale", "bias", "mean", "var"}) m.Weight(p, {2});
+    m.Node("Conv", {"x", "w"}, {"c"});
+    m.Node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"bn"});
+    auto* k = m.Node("Constant", {}, {"k"});
+    auto* a = k->add_attribute();
+    a->set_name("value_float");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(2.0F);
+    m.Ints("axes", {0});
+    m.Node("Unsqueeze", {"k", "axes"}, {"k1"});
+    m.Node("Mul", {"bn", "k1"}, {"y"});
+    m.Output("y");
+    Put(dir, "conv_batchnorm_constant", m.Bytes());
+  }
+}
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -263,5 +408,7 @@ int main(int argc, char** argv) {
   fs::path constraints = root / "fuzz_constraint";
   Put(constraints, "simple", "bcm2711\nsoc=bcm2711\nmemory_mb>=2048\n+neon\narch!=x86_64");
   Put(constraints, "numbers", "x\ncores>=4\ncores<=8.5\nmemory_mb>=1e3");
+
+  PutOnnx(root / "fuzz_onnx");
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "crosstune/checked_math.h"
 #include "crosstune/messages.h"
 #include "crosstune/protocol.h"
 
@@ -74,13 +75,12 @@ Expected<uint64_t> TensorBytes(const std::vector<int64_t>& shape, DLDataType dty
       dtype.lanes == 0) {
     return Status(ErrorCode::kInvalidArgument, "unsupported dtype " + DTypeName(dtype));
   }
-  // Checked multiplication (no __int128: the server also builds for 32-bit ARM).
-  uint64_t n = static_cast<uint64_t>(dtype.bits / 8) * dtype.lanes;
   for (int64_t d : shape) {
     if (d < 0) return Status(ErrorCode::kInvalidArgument, "negative dimension in tensor shape");
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || n > (uint64_t{1} << 62)) {
-      return Status(ErrorCode::kLimitExceeded, "tensor size overflows");
-    }
+  }
+  uint64_t n = 0;
+  if (!CheckedElements(shape, static_cast<uint64_t>(dtype.bits / 8) * dtype.lanes, &n)) {
+    return Status(ErrorCode::kLimitExceeded, "tensor size overflows");
   }
   return n;
 }

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <set>
 
+#include "crosstune/checked_math.h"
 #include "crosstune/model/ops.h"
+#include "crosstune/protocol.h"
 
 namespace crosstune::model {
 
@@ -44,9 +46,34 @@ int DTypeBytes(DType t) {
 }
 
 int64_t NumElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  uint64_t n = 0;
+  return CheckedElements(shape, 1, &n) ? static_cast<int64_t>(n) : -1;
+}
+
+Expected<uint64_t> CheckedBytes(const std::string& what, const std::vector<int64_t>& shape,
+                                DType dtype, uint64_t max_bytes) {
+  if (shape.size() > static_cast<size_t>(Limits::kMaxTensorRank)) {
+    return Status(ErrorCode::kLimitExceeded, what + " has rank " + std::to_string(shape.size()) +
+                                                 ", over the limit of " +
+                                                 std::to_string(Limits::kMaxTensorRank));
+  }
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return Status(ErrorCode::kInvalidArgument,
+                    what + " has the shape " + ShapeText(shape) + " (a negative dimension)");
+    }
+  }
+  const std::string named = what + " " + ShapeText(shape) + " " + DTypeName(dtype);
+  uint64_t bytes = 0;
+  if (!CheckedElements(shape, static_cast<uint64_t>(DTypeBytes(dtype)), &bytes)) {
+    return Status(ErrorCode::kLimitExceeded, named + " is too large (past 2^62 bytes)");
+  }
+  if (bytes > max_bytes) {
+    return Status(ErrorCode::kLimitExceeded,
+                  named + " is " + std::to_string(bytes) + " bytes, over the import budget of " +
+                      std::to_string(max_bytes) + " bytes (--max-model-mb)");
+  }
+  return bytes;
 }
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
@@ -91,6 +118,24 @@ std::vector<int64_t> Value::AsInts() const {
     }
   }
   return out;
+}
+
+const char* Attr::KindName(Kind k) {
+  switch (k) {
+    case Kind::kInt:
+      return "an int";
+    case Kind::kFloat:
+      return "a float";
+    case Kind::kString:
+      return "a string";
+    case Kind::kInts:
+      return "ints";
+    case Kind::kFloats:
+      return "floats";
+    case Kind::kTensor:
+      return "a tensor";
+  }
+  return "?";
 }
 
 int64_t Node::Int(const std::string& key, int64_t fallback) const {

@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <set>
 
+#include "crosstune/checked_math.h"
 #include "crosstune/model/ops.h"
+#include "crosstune/numbers.h"
 #include "onnx.pb.h"
+#include "onnx_files.h"
 
 namespace crosstune::model {
 namespace {
@@ -17,11 +20,39 @@ namespace fs = std::filesystem;
 
 Status Invalid(std::string what) { return Status(ErrorCode::kInvalidArgument, std::move(what)); }
 
-Expected<std::string> ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status(ErrorCode::kNotFound, path + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
+// What the import may still allocate for tensors (ImportOptions::max_model_bytes): every constant
+// it makes (weights, attribute tensors, folded nodes) is charged before its bytes exist.
+class Budget {
+ public:
+  explicit Budget(uint64_t limit) : limit_(limit) {}
+  uint64_t limit() const { return limit_; }
+  // `named`: "tensor 'w' [64,3,7,7] float32".
+  Status Charge(const std::string& named, uint64_t bytes) {
+    uint64_t total = 0;
+    if (!CheckedAdd(used_, bytes, &total, limit_)) {
+      uint64_t sum = 0;
+      const bool wrapped = __builtin_add_overflow(used_, bytes, &sum);
+      return Status(ErrorCode::kLimitExceeded,
+                    named + " brings the model's tensors to " +
+                        (wrapped ? std::string("past 2^64") : std::to_string(sum)) +
+                        " bytes, over the import budget of " + std::to_string(limit_) +
+                        " bytes (--max-model-mb)");
+    }
+    used_ = total;
+    return Status::Ok();
+  }
+
+ private:
+  uint64_t limit_;
+  uint64_t used_ = 0;
+};
+
+// Where a tensor's data may come from, and what it may cost.
+struct TensorSource {
+  std::string base_dir;
+  bool external_data = true;
+  Budget* budget = nullptr;
+};
 
 Expected<DType> FromOnnxType(int32_t t, const std::string& what) {
   switch (t) {
@@ -46,102 +77,113 @@ Expected<DType> FromOnnxType(int32_t t, const std::string& what) {
 }
 
 // The bytes of an external tensor: location (relative, inside base_dir), offset, length.
-Expected<std::string> ReadExternal(const onnx::TensorProto& t, const std::string& base_dir) {
+Expected<std::string> ReadExternal(const onnx::TensorProto& t, const TensorSource& src,
+                                   uint64_t want) {
+  const std::string tensor = "tensor '" + t.name() + "': ";
+  if (!src.external_data) {
+    return Invalid(tensor + "external data is not allowed here (the model has no folder)");
+  }
   std::string location;
   uint64_t offset = 0;
-  int64_t length = -1;
+  std::optional<uint64_t> length;
   for (const auto& e : t.external_data()) {
     if (e.key() == "location") location = e.value();
-    if (e.key() == "offset") offset = std::stoull(e.value());
-    if (e.key() == "length") length = std::stoll(e.value());
-  }
-  const fs::path rel(location);
-  if (location.empty() || rel.is_absolute()) {
-    return Invalid("tensor '" + t.name() + "': external data needs a relative location");
-  }
-  for (const auto& part : rel) {
-    if (part == "..") {
-      return Invalid("tensor '" + t.name() + "': external data '" + location +
-                     "' is outside the model's folder");
+    if (e.key() != "offset" && e.key() != "length") continue;
+    auto v = ParseUnsignedIn(e.value(), 0, kMaxCheckedSize);
+    if (!v.ok()) {
+      return Invalid(tensor + "external data " + e.key() + " '" + e.value() +
+                     "' is not a byte count: " + v.status().message());
     }
+    if (e.key() == "offset") offset = *v;
+    if (e.key() == "length") length = *v;
   }
-  const std::string path = (fs::path(base_dir) / rel).string();
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status(ErrorCode::kNotFound, "tensor '" + t.name() + "': cannot open " + path);
-  f.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(f.tellg());
-  if (length < 0) length = static_cast<int64_t>(size - std::min(offset, size));
-  if (offset > size || static_cast<uint64_t>(length) > size - offset) {
-    return Invalid("tensor '" + t.name() + "': external data runs past the end of " + path);
+  if (length && *length != want) {
+    return Invalid(tensor + "external data length " + std::to_string(*length) +
+                   " is not the tensor's " + std::to_string(want) + " bytes");
   }
-  std::string bytes(static_cast<size_t>(length), '\0');
-  f.seekg(static_cast<std::streamoff>(offset));
-  f.read(bytes.data(), length);
-  if (!f) return Status(ErrorCode::kIoError, path + ": read failed");
+  auto bytes = ReadExternalData(src.base_dir, location, offset, length, want);
+  if (!bytes.ok()) return Status(bytes.status().code(), tensor + bytes.status().message());
   return bytes;
 }
 
-Expected<Value> FromTensorProto(const onnx::TensorProto& t, const std::string& base_dir) {
+Expected<Value> FromTensorProto(const onnx::TensorProto& t, const TensorSource& src) {
   Value v;
   v.name = t.name();
-  CT_ASSIGN_OR_RETURN(v.dtype, FromOnnxType(t.data_type(), "tensor '" + t.name() + "'"));
-  for (int64_t d : t.dims()) {
-    if (d < 0) return Invalid("tensor '" + t.name() + "' has a negative dimension");
-    v.shape.push_back(d);
-  }
+  const std::string what = "tensor '" + t.name() + "'";
+  CT_ASSIGN_OR_RETURN(v.dtype, FromOnnxType(t.data_type(), what));
+  v.shape.assign(t.dims().begin(), t.dims().end());
+  // The size is checked and charged before any byte is read or allocated.
+  CT_ASSIGN_OR_RETURN(const uint64_t want,
+                      CheckedBytes(what, v.shape, v.dtype, src.budget->limit()));
+  const std::string named = what + " " + ShapeText(v.shape) + " " + DTypeName(v.dtype);
+  CT_RETURN_IF_ERROR(src.budget->Charge(named, want));
   const int64_t n = v.elements();
-  const size_t want = static_cast<size_t>(n) * DTypeBytes(v.dtype);
-  std::vector<uint8_t> bytes(want);
-  // An empty tensor's fields may hand out a null pointer: memcpy must not see it.
-  auto put = [&](const void* src) {
-    if (want > 0) std::memcpy(bytes.data(), src, want);
-  };
-  auto wrong = [&](size_t got) {
-    return Invalid("tensor '" + t.name() + "' " + ShapeText(v.shape) + " holds " +
-                   std::to_string(got) + " values or bytes, not " + std::to_string(n));
+  auto wrong = [&](uint64_t got) {
+    return Invalid(what + " " + ShapeText(v.shape) + " holds " + std::to_string(got) +
+                   " values or bytes, not " + std::to_string(n));
   };
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    CT_ASSIGN_OR_RETURN(std::string raw, ReadExternal(t, base_dir));
-    if (raw.size() != want) return wrong(raw.size());
-    put(raw.data());
-  } else if (t.has_raw_data()) {
+    CT_ASSIGN_OR_RETURN(std::string raw, ReadExternal(t, src, want));
+    v.data = std::make_shared<const std::vector<uint8_t>>(raw.begin(), raw.end());
+    return v;
+  }
+  if (t.has_raw_data()) {
     if (t.raw_data().size() != want) return wrong(t.raw_data().size());
-    put(t.raw_data().data());
-  } else {
-    // The typed fields: float_data, double_data, int64_data, and int32_data for the 32-bit and
-    // smaller integers and bool.
-    auto check = [&](int size) -> Status { return size == n ? Status::Ok() : wrong(size); };
-    switch (v.dtype) {
-      case DType::kFloat32:
-        CT_RETURN_IF_ERROR(check(t.float_data_size()));
-        put(t.float_data().data());
-        break;
-      case DType::kFloat64:
-        CT_RETURN_IF_ERROR(check(t.double_data_size()));
-        put(t.double_data().data());
-        break;
-      case DType::kInt64:
-        CT_RETURN_IF_ERROR(check(t.int64_data_size()));
-        put(t.int64_data().data());
-        break;
-      case DType::kInt32:
-        CT_RETURN_IF_ERROR(check(t.int32_data_size()));
-        put(t.int32_data().data());
-        break;
-      case DType::kBool:
-      case DType::kUint8:
-      case DType::kInt8:
-        CT_RETURN_IF_ERROR(check(t.int32_data_size()));
-        for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t.int32_data(i));
-        break;
-    }
+    v.data = std::make_shared<const std::vector<uint8_t>>(t.raw_data().begin(), t.raw_data().end());
+    return v;
+  }
+  // The typed fields: float_data, double_data, int64_data, and int32_data for the 32-bit and
+  // smaller integers and bool. Their counts are checked before the tensor's bytes are allocated.
+  auto check = [&](int size) -> Status {
+    return static_cast<int64_t>(size) == n ? Status::Ok() : wrong(static_cast<uint64_t>(size));
+  };
+  switch (v.dtype) {
+    case DType::kFloat32:
+      CT_RETURN_IF_ERROR(check(t.float_data_size()));
+      break;
+    case DType::kFloat64:
+      CT_RETURN_IF_ERROR(check(t.double_data_size()));
+      break;
+    case DType::kInt64:
+      CT_RETURN_IF_ERROR(check(t.int64_data_size()));
+      break;
+    case DType::kInt32:
+    case DType::kBool:
+    case DType::kUint8:
+    case DType::kInt8:
+      CT_RETURN_IF_ERROR(check(t.int32_data_size()));
+      break;
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(want));
+  // An empty tensor's fields may hand out a null pointer: memcpy must not see it.
+  auto put = [&](const void* p) {
+    if (want > 0) std::memcpy(bytes.data(), p, static_cast<size_t>(want));
+  };
+  switch (v.dtype) {
+    case DType::kFloat32:
+      put(t.float_data().data());
+      break;
+    case DType::kFloat64:
+      put(t.double_data().data());
+      break;
+    case DType::kInt64:
+      put(t.int64_data().data());
+      break;
+    case DType::kInt32:
+      put(t.int32_data().data());
+      break;
+    case DType::kBool:
+    case DType::kUint8:
+    case DType::kInt8:
+      for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t.int32_data(i));
+      break;
   }
   v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   return v;
 }
 
 Expected<Attr> FromAttribute(const onnx::AttributeProto& a, const std::string& where,
-                             const std::string& base_dir) {
+                             const TensorSource& src) {
   Attr out;
   // Files before IR 2's `type` field say which field is set only by setting it.
   auto type = a.type();
@@ -176,7 +218,7 @@ Expected<Attr> FromAttribute(const onnx::AttributeProto& a, const std::string& w
       break;
     case onnx::AttributeProto::TENSOR: {
       out.kind = Attr::Kind::kTensor;
-      CT_ASSIGN_OR_RETURN(Value v, FromTensorProto(a.t(), base_dir));
+      CT_ASSIGN_OR_RETURN(Value v, FromTensorProto(a.t(), src));
       out.tensor = std::make_shared<Value>(std::move(v));
       break;
     }
@@ -188,10 +230,38 @@ Expected<Attr> FromAttribute(const onnx::AttributeProto& a, const std::string& w
   return out;
 }
 
+// The folder a file's external data is looked up in ("." for a bare name).
+std::string FolderOf(const std::string& path) {
+  const std::string dir = fs::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+// Every output of an inferred node within the budget; those folding will make charged to it.
+Status CheckOutputs(const Graph& g, const Node& n, const std::string& where, bool folds,
+                    Budget* budget) {
+  for (int o : n.outputs) {
+    const Value& v = g.values[o];
+    const std::string what = where + ": output '" + v.name + "'";
+    auto bytes = CheckedBytes(what, v.shape, v.dtype, budget->limit());
+    if (!bytes.ok()) return bytes.status();
+    if (folds && !v.is_const()) {
+      CT_RETURN_IF_ERROR(
+          budget->Charge(what + " " + ShapeText(v.shape) + " " + DTypeName(v.dtype), *bytes));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
                                 const ImportOptions& options) {
+  if (bytes.size() > options.max_model_bytes) {
+    return Status(ErrorCode::kLimitExceeded, "the model is " + std::to_string(bytes.size()) +
+                                                 " bytes, over the import budget of " +
+                                                 std::to_string(options.max_model_bytes) +
+                                                 " bytes (--max-model-mb)");
+  }
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes))
     return Invalid("not an ONNX model (the protobuf does not parse)");
@@ -202,7 +272,10 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
   Graph g;
   g.opset = -1;
   for (const auto& op : model.opset_import()) {
-    if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = static_cast<int>(op.version());
+    if (!op.domain().empty() && op.domain() != "ai.onnx") continue;
+    // Out of int's range: refused below as -1, never truncated into a supported opset.
+    const bool fits = op.version() >= 1 && op.version() <= kMaxOpset;
+    g.opset = fits ? static_cast<int>(op.version()) : -1;
   }
   if (model.opset_import_size() == 0) g.opset = 1;  // IR 3 files may leave it out: opset 1
   // Below kMinOpset only operators unchanged since then import (each OpDef says).
@@ -214,16 +287,23 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
   const onnx::GraphProto& gp = model.graph();
   g.name = gp.name();
   std::map<std::string, int> by_name;
+  Budget budget(options.max_model_bytes);
+  const TensorSource src{base_dir, options.external_data, &budget};
 
   for (const auto& t : gp.initializer()) {
-    CT_ASSIGN_OR_RETURN(Value v, FromTensorProto(t, base_dir));
+    if (by_name.count(t.name())) return Invalid("initializer '" + t.name() + "' is given twice");
+    CT_ASSIGN_OR_RETURN(Value v, FromTensorProto(t, src));
     const std::string name = v.name;
     by_name[name] = g.AddValue(std::move(v));
   }
   // --shape names only inputs (checked first: a wrong name explains a dynamic dimension error).
   std::vector<std::string> input_names;
   for (const auto& in : gp.input()) {
-    if (!by_name.count(in.name())) input_names.push_back(in.name());
+    if (by_name.count(in.name())) continue;
+    if (std::find(input_names.begin(), input_names.end(), in.name()) != input_names.end()) {
+      return Invalid("input '" + in.name() + "' is listed twice");
+    }
+    input_names.push_back(in.name());
   }
   for (const auto& [name, shape] : options.shapes) {
     if (std::find(input_names.begin(), input_names.end(), name) == input_names.end()) {
@@ -277,6 +357,8 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
       v.shape.push_back(dim.dim_value());
     }
     if (!given.empty()) v.shape = given;
+    CT_RETURN_IF_ERROR(
+        CheckedBytes("input '" + in.name() + "'", v.shape, v.dtype, budget.limit()).status());
     const int id = g.AddValue(std::move(v));
     by_name[in.name()] = id;
     g.inputs.push_back(id);
@@ -292,11 +374,15 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     if (!np.domain().empty() && np.domain() != "ai.onnx") {
       return Invalid(where + ": domain '" + np.domain() + "' is not supported");
     }
-    if (FindOp(n.op) == nullptr) {
+    const OpDef* def = FindOp(n.op);
+    if (def == nullptr || def->from_passes) {
       return Invalid(where + ": operator " + n.op + " is not supported");
     }
     for (const auto& a : np.attribute()) {
-      CT_ASSIGN_OR_RETURN(n.attrs[a.name()], FromAttribute(a, where, base_dir));
+      if (n.attrs.count(a.name())) {
+        return Invalid(where + ": attribute '" + a.name() + "' is given twice");
+      }
+      CT_ASSIGN_OR_RETURN(n.attrs[a.name()], FromAttribute(a, where, src));
     }
     for (const auto& in : np.input()) {
       if (in.empty()) {
@@ -322,6 +408,7 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
       n.outputs.push_back(id);
     }
     CT_RETURN_IF_ERROR(InferNode(g, n));
+    CT_RETURN_IF_ERROR(CheckOutputs(g, n, where, CanFold(g, n), &budget));
     if (CanFold(g, n)) CT_RETURN_IF_ERROR(EvalNode(g, n));
     g.nodes.push_back(std::move(n));
   }
@@ -334,14 +421,14 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
 }
 
 Expected<Graph> ImportOnnx(const std::string& path, const ImportOptions& options) {
-  CT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  auto g = ImportOnnxBytes(bytes, fs::path(path).parent_path().string(), options);
+  CT_ASSIGN_OR_RETURN(std::string bytes, ReadModelFile(path, options.max_model_bytes));
+  auto g = ImportOnnxBytes(bytes, FolderOf(path), options);
   if (!g.ok()) return Status(g.status().code(), path + ": " + g.status().message());
   return g;
 }
 
 Expected<std::vector<std::string>> OnnxInputNames(const std::string& path) {
-  CT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  CT_ASSIGN_OR_RETURN(std::string bytes, ReadModelFile(path, kDefaultMaxModelBytes));
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) return Invalid(path + ": not an ONNX model");
   std::set<std::string> weights;
@@ -383,10 +470,11 @@ Expected<std::map<std::string, std::vector<int64_t>>> ParseShapeFlags(
 }
 
 Expected<Value> ReadTensorFile(const std::string& path) {
-  CT_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  CT_ASSIGN_OR_RETURN(std::string bytes, ReadModelFile(path, kDefaultMaxModelBytes));
   onnx::TensorProto t;
   if (!t.ParseFromString(bytes)) return Invalid(path + ": not a TensorProto");
-  auto v = FromTensorProto(t, fs::path(path).parent_path().string());
+  Budget budget(kDefaultMaxModelBytes);
+  auto v = FromTensorProto(t, {FolderOf(path), true, &budget});
   if (!v.ok()) return Status(v.status().code(), path + ": " + v.status().message());
   return v;
 }

@@ -76,7 +76,9 @@ void BindModel(nb::module_& m) {
       .def(
           "summary_json",
           [](const ImportedModel& model) {
-            return model::ImportReport(model.path, model.imported, model.graph).dump();
+            // Names from the file need not be UTF-8: what is not is replaced, never thrown.
+            return model::ImportReport(model.path, model.imported, model.graph)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
           },
           "What `crosstune import --json` prints, as JSON text.");
 
@@ -128,7 +130,8 @@ void BindModel(nb::module_& m) {
         model::CompileResult result = Unwrap(model::CompileModel(model.graph, o, *builder));
         pkg::Manifest manifest = Unwrap(model::WriteModelPackage(result, out));
         return std::make_tuple(pkg::ManifestToJson(manifest),
-                               model::CompileReport(model.path, out, o, result, manifest).dump(),
+                               model::CompileReport(model.path, out, o, result, manifest)
+                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                                warnings);
       },
       "model"_a, "target"_a, "threads"_a, "log"_a, "device_kind"_a, "workers"_a, "out"_a,

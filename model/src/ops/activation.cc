@@ -67,7 +67,9 @@ double ElementFlops(const Graph& g, const Node& n) {
 
 const OpDef kRelu = {"Relu", {}, 1, 1, 1, InferUnary, EvalRelu, ElementFlops};
 const OpDef kSigmoid = {"Sigmoid", {}, 1, 1, 1, InferUnary, EvalSigmoid, ElementFlops};
-const OpDef kLeakyRelu = {"LeakyRelu", {"alpha"}, 1, 1, 1, InferUnary, EvalLeakyRelu, ElementFlops};
-const OpDef kClip = {"Clip", {"min", "max"}, 1, 3, 1, InferClip, EvalClip, ElementFlops};
+const OpDef kLeakyRelu = {"LeakyRelu", {attr::Float("alpha")}, 1,           1, 1,
+                          InferUnary,  EvalLeakyRelu,          ElementFlops};
+const OpDef kClip = {
+    "Clip", {attr::Float("min"), attr::Float("max")}, 1, 3, 1, InferClip, EvalClip, ElementFlops};
 
 }  // namespace crosstune::model

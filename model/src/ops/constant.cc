@@ -43,18 +43,25 @@ Status InferConstantOfShape(OpContext& ctx) {
     if (d < 0) return ctx.Error("negative dimension in the shape");
   }
   DType t = DType::kFloat32;
-  std::vector<uint8_t> one(4, 0);  // 0.0f by default
   if (ctx.node().Has("value")) {
     const Value& v = *ctx.node().attrs.at("value").tensor;
     if (v.elements() != 1) return ctx.Error("value must hold one element");
     t = v.dtype;
+  }
+  // The data is made by eval, once the importer has checked the shape against its budget.
+  ctx.SetOutput(0, t, shape);
+  return Status::Ok();
+}
+
+Status EvalConstantOfShape(OpContext& ctx) {
+  std::vector<uint8_t> one(4, 0);  // 0.0f by default
+  if (ctx.node().Has("value")) {
+    const Value& v = *ctx.node().attrs.at("value").tensor;
     one.assign(v.data->begin(), v.data->end());
   }
-  ctx.SetOutput(0, t, shape);
-  const int64_t es = DTypeBytes(t);
+  const size_t es = one.size();
   std::vector<uint8_t>& y = ctx.OutBytes(0);
-  for (size_t at = 0; at < y.size(); at += es) std::memcpy(y.data() + at, one.data(), es);
-  ctx.Commit();
+  for (size_t at = 0; at + es <= y.size(); at += es) std::memcpy(y.data() + at, one.data(), es);
   return Status::Ok();
 }
 
@@ -84,12 +91,18 @@ Status EvalShape(OpContext& ctx) {
 }  // namespace
 
 const OpDef kConstant = {
-    "Constant",  {"value", "value_float", "value_floats", "value_int", "value_ints"},
-    0,           0,
-    1,           InferConstant,
-    EvalNothing, nullptr};
-const OpDef kConstantOfShape = {"ConstantOfShape",    {"value"},   1,      1, 1,
-                                InferConstantOfShape, EvalNothing, nullptr};
-const OpDef kShape = {"Shape", {"start", "end"}, 1, 1, 1, InferShape, EvalShape, nullptr, true};
+    "Constant",
+    {attr::Tensor("value"), attr::Float("value_float"), attr::Floats("value_floats"),
+     attr::Int("value_int"), attr::Ints("value_ints")},
+    0,
+    0,
+    1,
+    InferConstant,
+    EvalNothing,
+    nullptr};
+const OpDef kConstantOfShape = {"ConstantOfShape",    {attr::Tensor("value")}, 1,      1, 1,
+                                InferConstantOfShape, EvalConstantOfShape,     nullptr};
+const OpDef kShape = {
+    "Shape", {attr::Int("start"), attr::Int("end")}, 1, 1, 1, InferShape, EvalShape, nullptr, true};
 
 }  // namespace crosstune::model

@@ -128,7 +128,8 @@ double ConvFlops(const Graph& g, const Node& n) {
 }  // namespace
 
 const OpDef kConv = {"Conv",
-                     {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
+                     {attr::String("auto_pad"), attr::Ints("dilations"), attr::Int("group"),
+                      attr::Ints("kernel_shape"), attr::Ints("pads"), attr::Ints("strides")},
                      2,
                      3,
                      1,
@@ -137,12 +138,16 @@ const OpDef kConv = {"Conv",
                      ConvFlops};
 
 const OpDef kFusedConv = {"FusedConv",
-                          {"dilations", "group", "kernel_shape", "pads", "strides", "activation"},
+                          {attr::Ints("dilations"), attr::Int("group"), attr::Ints("kernel_shape"),
+                           attr::Ints("pads"), attr::Ints("strides"), attr::String("activation")},
                           2,
                           4,
                           1,
                           InferConvLike,
                           EvalConvLike,
-                          ConvFlops};
+                          ConvFlops,
+                          false,
+                          kMinOpsetDefault,
+                          /*from_passes=*/true};
 
 }  // namespace crosstune::model

@@ -164,9 +164,22 @@ double DenseFlops(const Graph& g, const Node& n) {
 
 }  // namespace
 
-const OpDef kDense = {"Dense", {}, 3, 3, 1, InferDense, EvalDense, DenseFlops};
-const OpDef kGemm = {"Gemm",   {"alpha", "beta", "transA", "transB"}, 2, 3, 1, InferGemm, EvalGemm,
-                     GemmFlops};
+const OpDef kDense = {"Dense",
+                      {},
+                      3,
+                      3,
+                      1,
+                      InferDense,
+                      EvalDense,
+                      DenseFlops,
+                      /*folds_from_shapes=*/false,
+                      kMinOpsetDefault,
+                      /*from_passes=*/true};
+const OpDef kGemm = {
+    "Gemm",   {attr::Float("alpha"), attr::Float("beta"), attr::Int("transA"), attr::Int("transB")},
+    2,        3,
+    1,        InferGemm,
+    EvalGemm, GemmFlops};
 const OpDef kMatMul = {"MatMul", {}, 2, 2, 1, InferMatMul, EvalMatMul, MatMulFlops};
 
 }  // namespace crosstune::model

@@ -1,9 +1,15 @@
 // Helpers the OpDefs share (op_defs.h): broadcasting and 2-D windows.
 #include <algorithm>
 
+#include "crosstune/checked_math.h"
 #include "ops/op_defs.h"
 
 namespace crosstune::model::ops {
+namespace {
+
+constexpr int64_t kMaxWindowValue = int64_t{1} << 31;
+
+}  // namespace
 
 bool BroadcastShapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                      std::vector<int64_t>* out) {
@@ -76,8 +82,21 @@ Status ResolveWindow(OpContext& ctx, int64_t h, int64_t w, std::vector<int64_t> 
   for (int64_t p : pads) {
     if (p < 0) return ctx.Error("pads must not be negative");
   }
+  // Each at most 2^31, so that the window arithmetic below stays far inside int64 (the input's
+  // sides are checked shapes); the dilated kernel is a product, checked.
+  for (int64_t v : {wd.kh, wd.kw, wd.sh, wd.sw, wd.dh, wd.dw, pads[0], pads[1], pads[2], pads[3]}) {
+    if (v > kMaxWindowValue) {
+      return ctx.Error("kernel, strides, dilations and pads must be at most " +
+                       std::to_string(kMaxWindowValue));
+    }
+  }
   const std::string auto_pad = n.String("auto_pad", "NOTSET");
-  const int64_t ekh = (wd.kh - 1) * wd.dh + 1, ekw = (wd.kw - 1) * wd.dw + 1;
+  uint64_t span_h = 0, span_w = 0;
+  if (!CheckedMul(static_cast<uint64_t>(wd.kh - 1), static_cast<uint64_t>(wd.dh), &span_h) ||
+      !CheckedMul(static_cast<uint64_t>(wd.kw - 1), static_cast<uint64_t>(wd.dw), &span_w)) {
+    return ctx.Error("the dilated kernel is too large");
+  }
+  const int64_t ekh = static_cast<int64_t>(span_h) + 1, ekw = static_cast<int64_t>(span_w) + 1;
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     auto same = [&](int64_t in, int64_t s, int64_t ek, int64_t* begin, int64_t* end) {
       const int64_t o = (in + s - 1) / s;

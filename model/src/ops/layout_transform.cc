@@ -46,7 +46,16 @@ Status EvalLayoutTransform(OpContext& ctx) {
 
 }  // namespace
 
-const OpDef kLayoutTransform = {"LayoutTransform",    {"to", "block", "channels"}, 1, 1, 1,
-                                InferLayoutTransform, EvalLayoutTransform};
+const OpDef kLayoutTransform = {"LayoutTransform",
+                                {attr::String("to"), attr::Int("block"), attr::Int("channels")},
+                                1,
+                                1,
+                                1,
+                                InferLayoutTransform,
+                                EvalLayoutTransform,
+                                nullptr,
+                                false,
+                                kMinOpsetDefault,
+                                /*from_passes=*/true};
 
 }  // namespace crosstune::model

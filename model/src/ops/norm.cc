@@ -79,7 +79,8 @@ double BatchNormFlops(const Graph& g, const Node& n) {
 }  // namespace
 
 const OpDef kBatchNormalization = {"BatchNormalization",
-                                   {"epsilon", "momentum", "spatial", "training_mode"},
+                                   {attr::Float("epsilon"), attr::Float("momentum"),
+                                    attr::Int("spatial"), attr::Int("training_mode")},
                                    5,
                                    5,
                                    1,
@@ -87,6 +88,10 @@ const OpDef kBatchNormalization = {"BatchNormalization",
                                    EvalBatchNorm,
                                    BatchNormFlops};
 
-const OpDef kLrn = {"LRN", {"alpha", "beta", "bias", "size"}, 1, 1, 1, InferLrn, EvalLrn, nullptr};
+const OpDef kLrn = {
+    "LRN",   {attr::Float("alpha"), attr::Float("beta"), attr::Float("bias"), attr::Int("size")},
+    1,       1,
+    1,       InferLrn,
+    EvalLrn, nullptr};
 
 }  // namespace crosstune::model

@@ -140,24 +140,26 @@ double GlobalPoolFlops(const Graph& g, const Node& n) { return NchwElements(g, n
 
 }  // namespace
 
-const OpDef kMaxPool = {
-    "MaxPool",
-    {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"},
-    1,
-    1,
-    1,
-    InferPool,
-    EvalMaxPool,
-    PoolFlops};
-const OpDef kAveragePool = {
-    "AveragePool",
-    {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"},
-    1,
-    1,
-    1,
-    InferPool,
-    EvalAveragePool,
-    PoolFlops};
+const OpDef kMaxPool = {"MaxPool",
+                        {attr::String("auto_pad"), attr::Int("ceil_mode"), attr::Ints("dilations"),
+                         attr::Ints("kernel_shape"), attr::Ints("pads"), attr::Int("storage_order"),
+                         attr::Ints("strides")},
+                        1,
+                        1,
+                        1,
+                        InferPool,
+                        EvalMaxPool,
+                        PoolFlops};
+const OpDef kAveragePool = {"AveragePool",
+                            {attr::String("auto_pad"), attr::Int("ceil_mode"),
+                             attr::Int("count_include_pad"), attr::Ints("dilations"),
+                             attr::Ints("kernel_shape"), attr::Ints("pads"), attr::Ints("strides")},
+                            1,
+                            1,
+                            1,
+                            InferPool,
+                            EvalAveragePool,
+                            PoolFlops};
 const OpDef kGlobalAvgPool = {
     "GlobalAveragePool", {},    1, 1, 1, InferGlobalAvgPool, EvalGlobalAvgPool,
     GlobalPoolFlops,     false, 1};

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <set>
 
+#include "crosstune/checked_math.h"
 #include "crosstune/model/ops.h"
 #include "ops/op_defs.h"
 
@@ -117,8 +118,13 @@ Status InferNode(Graph& g, Node& n) {
                 std::to_string(def->since_opset) + " to 17)");
   }
   for (const auto& [key, attr] : n.attrs) {
-    if (std::find(def->attributes.begin(), def->attributes.end(), key) == def->attributes.end()) {
-      return fail("attribute '" + key + "' is not supported");
+    auto spec = std::find_if(def->attributes.begin(), def->attributes.end(),
+                             [&key = key](const AttrSpec& a) { return a.name == key; });
+    if (spec == def->attributes.end()) return fail("attribute '" + key + "' is not supported");
+    // A tensor attribute without its tensor is a wrong kind too (only code makes one).
+    if (attr.kind != spec->kind || (attr.kind == Attr::Kind::kTensor && !attr.tensor)) {
+      return fail("attribute '" + key + "' is " + Attr::KindName(attr.kind) + ", " + n.op +
+                  " takes " + Attr::KindName(spec->kind));
     }
   }
   int present = 0;
@@ -132,12 +138,23 @@ Status InferNode(Graph& g, Node& n) {
                           n.inputs[0] < 0 || present < def->min_inputs)) {
     return fail("needs at least " + std::to_string(def->min_inputs) + " inputs");
   }
+  if (n.outputs.empty()) return fail("has no output");
   if (static_cast<int>(n.outputs.size()) > def->max_outputs) {
     return fail("output " + std::to_string(def->max_outputs) + " ('" +
                 g.values[n.outputs[def->max_outputs]].name + "') is not supported");
   }
   OpContext ctx(g, n);
-  return def->infer(ctx);
+  CT_RETURN_IF_ERROR(def->infer(ctx));
+  // Whatever the operator computed, no output leaves with a shape that wraps or goes negative.
+  for (int o : n.outputs) {
+    const Value& v = g.values[o];
+    auto bytes = CheckedBytes("output '" + v.name + "'", v.shape, v.dtype, kMaxCheckedSize);
+    if (!bytes.ok()) {
+      return Status(bytes.status().code(),
+                    n.op + " node '" + n.name + "': " + bytes.status().message());
+    }
+  }
+  return Status::Ok();
 }
 
 Status EvalNode(Graph& g, Node& n) {
@@ -147,7 +164,15 @@ Status EvalNode(Graph& g, Node& n) {
                   n.op + " node '" + n.name + "': cannot be evaluated on the host");
   }
   OpContext ctx(g, n);
-  CT_RETURN_IF_ERROR(def->eval(ctx));
+  // Outputs of no elements need no arithmetic (and an operator's strides over an empty input
+  // would divide by zero).
+  bool empty = !n.outputs.empty();
+  for (int o : n.outputs) empty = empty && g.values[o].elements() == 0;
+  if (empty) {
+    for (int o = 0; o < ctx.num_outputs(); ++o) ctx.OutBytes(o);
+  } else {
+    CT_RETURN_IF_ERROR(def->eval(ctx));
+  }
   ctx.Commit();
   return Status::Ok();
 }

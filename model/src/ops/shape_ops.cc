@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "crosstune/checked_math.h"
 #include "ops/op_defs.h"
 
 namespace crosstune::model {
@@ -37,7 +38,12 @@ Status InferConcat(OpContext& ctx) {
                          " differ outside the axis");
       }
     }
-    shape[axis] += v.shape[axis];
+    uint64_t sum = 0;
+    if (!CheckedAdd(static_cast<uint64_t>(shape[axis]), static_cast<uint64_t>(v.shape[axis]),
+                    &sum)) {
+      return ctx.Error("the concatenated axis is too long");
+    }
+    shape[axis] = static_cast<int64_t>(sum);
   }
   ctx.SetOutput(0, first.dtype, shape);
   return Status::Ok();
@@ -88,7 +94,7 @@ Status InferReshape(OpContext& ctx) {
   CT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ctx.ConstInts(1, "the target shape"));
   const bool allow_zero = ctx.node().Int("allowzero", 0) != 0;
   int infer = -1;
-  int64_t known = 1;
+  uint64_t known = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0 && !allow_zero) {
       if (d >= x.shape.size()) return ctx.Error("a 0 in the shape has no input dimension");
@@ -99,13 +105,14 @@ Status InferReshape(OpContext& ctx) {
       infer = static_cast<int>(d);
     } else if (shape[d] < 0) {
       return ctx.Error("negative dimension in the shape");
-    } else {
-      known *= shape[d];
+    } else if (!CheckedMul(known, static_cast<uint64_t>(shape[d]), &known)) {
+      return ctx.Error("the shape " + ShapeText(shape) + " is too large");
     }
   }
   if (infer >= 0) {
-    if (known == 0 || x.elements() % known) return ctx.Error("cannot infer the -1 dimension");
-    shape[infer] = x.elements() / known;
+    const auto elements = static_cast<uint64_t>(x.elements());
+    if (known == 0 || elements % known) return ctx.Error("cannot infer the -1 dimension");
+    shape[infer] = static_cast<int64_t>(elements / known);
   }
   if (NumElements(shape) != x.elements()) {
     return ctx.Error("cannot reshape " + ShapeText(x.shape) + " to " + ShapeText(shape));
@@ -120,15 +127,20 @@ Status InferTranspose(OpContext& ctx) {
   const Value& x = ctx.in(0);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   std::vector<int64_t> perm = ctx.node().Ints("perm");
-  if (perm.empty()) {
+  if (!ctx.node().Has("perm")) {
     for (int64_t d = rank; d-- > 0;) perm.push_back(d);
   }
-  std::vector<int64_t> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  for (int64_t d = 0; d < rank; ++d) {
-    if (static_cast<int64_t>(sorted.size()) != rank || sorted[d] != d) {
-      return ctx.Error("perm is not a permutation of the " + std::to_string(rank) + " axes");
+  if (static_cast<int64_t>(perm.size()) != rank) {
+    return ctx.Error("perm has " + std::to_string(perm.size()) + " values for a tensor of rank " +
+                     std::to_string(rank));
+  }
+  std::vector<bool> seen(perm.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p]) {
+      return ctx.Error("perm " + ShapeText(perm) + " is not a permutation of the " +
+                       std::to_string(rank) + " axes");
     }
+    seen[p] = true;
   }
   ctx.node().SetInts("perm", perm);
   std::vector<int64_t> shape;
@@ -227,14 +239,18 @@ Status InferDropout(OpContext& ctx) {
 
 }  // namespace
 
-const OpDef kConcat = {"Concat", {"axis"}, 1, 1024, 1, InferConcat, EvalConcat, nullptr};
-const OpDef kFlatten = {"Flatten", {"axis"}, 1, 1, 1, InferFlatten, EvalCopy, nullptr};
-const OpDef kReshape = {"Reshape", {"allowzero", "shape"}, 1,        2,
-                        1,         InferReshape,           EvalCopy, nullptr};
-const OpDef kTranspose = {"Transpose", {"perm"}, 1, 1, 1, InferTranspose, EvalTranspose, nullptr};
-const OpDef kSqueeze = {"Squeeze", {"axes"}, 1, 2, 1, InferSqueeze, EvalCopy, nullptr};
-const OpDef kUnsqueeze = {"Unsqueeze", {"axes"}, 1, 2, 1, InferUnsqueeze, EvalCopy, nullptr};
-const OpDef kDropout = {"Dropout", {"ratio", "seed"}, 1, 3, 1, InferDropout, EvalCopy, nullptr};
+const OpDef kConcat = {"Concat", {attr::Int("axis")}, 1, 1024, 1, InferConcat, EvalConcat, nullptr};
+const OpDef kFlatten = {"Flatten", {attr::Int("axis")}, 1, 1, 1, InferFlatten, EvalCopy, nullptr};
+const OpDef kReshape = {
+    "Reshape", {attr::Int("allowzero"), attr::Ints("shape")}, 1, 2, 1, InferReshape, EvalCopy,
+    nullptr};
+const OpDef kTranspose = {"Transpose",    {attr::Ints("perm")}, 1,      1, 1,
+                          InferTranspose, EvalTranspose,        nullptr};
+const OpDef kSqueeze = {"Squeeze", {attr::Ints("axes")}, 1, 2, 1, InferSqueeze, EvalCopy, nullptr};
+const OpDef kUnsqueeze = {"Unsqueeze", {attr::Ints("axes")}, 1,        2,
+                          1,           InferUnsqueeze,       EvalCopy, nullptr};
+const OpDef kDropout = {
+    "Dropout", {attr::Float("ratio"), attr::Int("seed")}, 1, 3, 1, InferDropout, EvalCopy, nullptr};
 const OpDef kIdentity = {"Identity", {}, 1, 1, 1, InferIdentity, EvalCopy, nullptr};
 
 }  // namespace crosstune::model

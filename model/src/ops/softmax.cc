@@ -55,6 +55,7 @@ double SoftmaxFlops(const Graph& g, const Node& n) {
 
 }  // namespace
 
-const OpDef kSoftmax = {"Softmax", {"axis"}, 1, 1, 1, InferSoftmax, EvalSoftmax, SoftmaxFlops};
+const OpDef kSoftmax = {"Softmax", {attr::Int("axis")}, 1,           1,
+                        1,         InferSoftmax,        EvalSoftmax, SoftmaxFlops};
 
 }  // namespace crosstune::model

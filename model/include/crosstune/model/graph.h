@@ -28,7 +28,16 @@ enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool, kUint8, kInt8, kFl
 const char* DTypeName(DType t);
 int DTypeBytes(DType t);
 
+// The product of the dimensions (checked_math.h); -1 for a shape no check below would pass (a
+// negative dimension, or a product past 2^62), which every value has passed after import.
 int64_t NumElements(const std::vector<int64_t>& shape);
+// A tensor's bytes, checked as a parser must: rank at most Limits::kMaxTensorRank, no negative
+// dimension, and the product of the dimensions and the element size (every partial product too)
+// within `max_bytes`. `what` names it in errors ("output 'y'", "tensor 'w'"):
+// kInvalidArgument "output 'y' has the shape [-2,3] (a negative dimension)", kLimitExceeded
+// "tensor 'w' [1048576,1048576] float32 is 4398046511104 bytes, over the import budget of ...".
+Expected<uint64_t> CheckedBytes(const std::string& what, const std::vector<int64_t>& shape,
+                                DType dtype, uint64_t max_bytes);
 // "[1,3,224,224]".
 std::string ShapeText(const std::vector<int64_t>& shape);
 
@@ -54,6 +63,8 @@ struct Value {
 // A node attribute, as ONNX has them.
 struct Attr {
   enum class Kind : uint8_t { kInt, kFloat, kString, kInts, kFloats, kTensor };
+  // "an int", "a float", "a string", "ints", "floats", "a tensor".
+  static const char* KindName(Kind k);
   Kind kind = Kind::kInt;
   int64_t i = 0;
   double f = 0;

@@ -27,6 +27,7 @@ namespace crosstune::model {
 
 inline constexpr int kMinIrVersion = 3, kMaxIrVersion = 11;
 inline constexpr int kMinOpset = 7, kMaxOpset = 17;
+inline constexpr uint64_t kDefaultMaxModelBytes = uint64_t{4} << 30;  // 4 GiB
 
 struct ImportOptions {
   // Input name -> shape, for inputs with dynamic dimensions (or to check a static one).
@@ -34,6 +35,13 @@ struct ImportOptions {
   // Inputs to bind to constants at import (e.g. a Reshape's target shape that a model takes as
   // an input): they stop being inputs, and constant folding sees them.
   std::map<std::string, Value> constants;
+  // The import's memory budget: the model file, each tensor (weights, folded constants and
+  // computed values alike) and the sum of all constant tensors must fit in it; past it the
+  // import fails with kLimitExceeded naming the tensor (`--max-model-mb` on the command line).
+  uint64_t max_model_bytes = kDefaultMaxModelBytes;
+  // Tensors whose data lies in files beside the model; false refuses them (an import from
+  // memory with no folder, e.g. the fuzz target).
+  bool external_data = true;
 };
 
 Expected<Graph> ImportOnnx(const std::string& path, const ImportOptions& options = {});

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crosstune/model/graph.h"
@@ -55,9 +56,24 @@ class OpContext {
 
 inline constexpr int kMinOpsetDefault = 7;
 
+// An attribute an operator takes: its name and the kind a file must give it as (a wrong kind is
+// refused at import, naming the node, the attribute and both kinds).
+struct AttrSpec {
+  std::string name;
+  Attr::Kind kind = Attr::Kind::kInt;
+};
+namespace attr {
+inline AttrSpec Int(std::string name) { return {std::move(name), Attr::Kind::kInt}; }
+inline AttrSpec Float(std::string name) { return {std::move(name), Attr::Kind::kFloat}; }
+inline AttrSpec String(std::string name) { return {std::move(name), Attr::Kind::kString}; }
+inline AttrSpec Ints(std::string name) { return {std::move(name), Attr::Kind::kInts}; }
+inline AttrSpec Floats(std::string name) { return {std::move(name), Attr::Kind::kFloats}; }
+inline AttrSpec Tensor(std::string name) { return {std::move(name), Attr::Kind::kTensor}; }
+}  // namespace attr
+
 struct OpDef {
   const char* op;  // the ONNX operator type, or a fused operator's name ("FusedConv")
-  std::vector<std::string> attributes;
+  std::vector<AttrSpec> attributes;
   int min_inputs = 1;
   int max_inputs = 1;
   int max_outputs = 1;  // outputs past the first that are used must be supported by Infer
@@ -74,14 +90,17 @@ struct OpDef {
   // The oldest opset whose definition of the operator this implements: models of opsets below 7
   // import when every operator they use is unchanged since then.
   int since_opset = kMinOpsetDefault;
+  // An operator the passes make (FusedConv, Dense, LayoutTransform): never read from a file.
+  bool from_passes = false;
 };
 
 const OpDef* FindOp(const std::string& op);
 // Operator names of the table, sorted.
 std::vector<std::string> SupportedOps();
 
-// Checks the node against its OpDef (known operator, attribute names, input and output counts)
-// and infers its outputs. Errors name the node, its operator and what is missing.
+// Checks the node against its OpDef (known operator, attribute names and kinds, input and output
+// counts), infers its outputs and checks their shapes (CheckedBytes: rank, no negative dimension,
+// no overflow). Errors name the node, its operator and what is missing.
 Status InferNode(Graph& g, Node& n);
 // Evaluates a node whose inputs are constants: its outputs become constants.
 Status EvalNode(Graph& g, Node& n);
