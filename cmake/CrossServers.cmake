@@ -49,7 +49,13 @@ foreach(pair ${_ct_cross_arches})
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 arch)
   list(GET pair 1 deb_arch)
-  if(NOT EXISTS ${_ct_cross_sysroot}/${deb_arch}/usr/include/openssl/sha.h)
+  # riscv64's OpenSSL is built from Debian's source (minutes), so only when that server is first
+  # built: a step before its configure (scripts/install-deps.sh riscv64-openssl; kept in the
+  # sysroot afterwards). The arm64 and armhf ones are unpacked by install-deps.sh's apt part.
+  set(_ct_openssl_step FALSE)
+  if(arch STREQUAL "riscv64" AND NOT EXISTS ${_ct_cross_sysroot}/${deb_arch}/.complete)
+    set(_ct_openssl_step TRUE)
+  elseif(NOT EXISTS ${_ct_cross_sysroot}/${deb_arch}/usr/include/openssl/sha.h)
     message(WARNING "Cross servers: no ${deb_arch} OpenSSL in ${_ct_cross_sysroot}/${deb_arch}; "
                     "run scripts/install-deps.sh. Skipping the ${arch} server.")
     continue()
@@ -74,6 +80,14 @@ foreach(pair ${_ct_cross_arches})
     INSTALL_COMMAND ""
     BUILD_BYPRODUCTS ${server}
     EXCLUDE_FROM_ALL FALSE)
+  if(_ct_openssl_step)
+    ExternalProject_Add_Step(crosstune-server-${arch} openssl
+      COMMENT "Building OpenSSL for ${arch} from Debian's source (once; kept in ${_ct_cross_sysroot})"
+      COMMAND env CROSSTUNE_CROSS_SYSROOT=${_ct_cross_sysroot}
+              bash ${PROJECT_SOURCE_DIR}/scripts/install-deps.sh riscv64-openssl
+      DEPENDERS configure
+      USES_TERMINAL TRUE)
+  endif()
   string(TOUPPER ${arch} ARCH)
   set(CROSSTUNE_CROSS_SERVER_${ARCH} ${server})
   # The board's .deb (Debian has arm64 and armhf archives, so their dependencies resolve; riscv64

@@ -1,7 +1,28 @@
 #!/usr/bin/env bash
 # Installs every Debian package crosstune needs to build, test, benchmark and cross-deploy.
 # Idempotent: packages already present are left alone. Run as root (CI does).
+#   scripts/install-deps.sh            apt, tvm, python and model (what scripts/test.sh needs)
+#   scripts/install-deps.sh PART...    only these parts:
+#     apt              the Debian packages, the arm64/armhf OpenSSL sysroots and board runtimes
+#     tvm              Apache TVM in a venv (the tvm tests, the TVM benchmark)
+#     python           the Python package's build and test venv
+#     model            onnx, onnxruntime, openvino in a venv (model tests, the demo's model step)
+#     riscv64-openssl  libcrypto for the riscv64 server, built from Debian's source (minutes):
+#                      not in the default set; the riscv64 server's build runs this part itself
+#                      the first time it is built (cmake/CrossServers.cmake), and it is kept
 set -euo pipefail
+
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(apt tvm python model)
+for part in "${parts[@]}"; do
+  case $part in
+    apt | tvm | python | model | riscv64-openssl) ;;
+    *)
+      echo "install-deps: unknown part '$part' (apt, tvm, python, model, riscv64-openssl)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -69,11 +90,15 @@ unpack_board_runtime() {
 # OpenSSL for the riscv64 server. Debian 12 has no riscv64 archive, so there is no libssl-dev to
 # unpack: Debian's own source package (with Debian's patches) is configured for linux64-riscv64
 # and its libcrypto.a built with the riscv64 cross compiler, once (7 min on 2 busy cores); the stamp
-# names the version built.
+# names the version built. Not part of the default set: the riscv64 server's build asks for it.
 build_riscv64_openssl() {
-  local root="$CROSS_SYSROOT/riscv64" tmp
+  local root="$CROSS_SYSROOT/riscv64" tmp lock
   [ -f "$root/.complete" ] && return 0
   command -v riscv64-linux-gnu-gcc >/dev/null || return 0
+  # Two build trees may ask at once (the build runs this part): one builds, the other waits.
+  exec {lock}>"${TMPDIR:-/tmp}/crosstune-riscv64-openssl.lock"
+  flock "$lock"
+  [ -f "$root/.complete" ] && return 0
   if ! apt-get source --print-uris openssl >/dev/null 2>&1; then
     # No deb-src entries: add them for the same mirrors and suites as the binary ones.
     if [ -f /etc/apt/sources.list.d/debian.sources ]; then
@@ -168,43 +193,46 @@ install_model_venv() {
   echo "${MODEL_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
 }
 
-if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
-  unpack_board_runtime
-  build_riscv64_openssl
-  install_tvm_venv
-  install_python_venv
-  install_model_venv
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
-for arch in arm64 armhf; do
-  if ! grep -qx "$arch" <<<"$(dpkg --print-foreign-architectures)"; then
-    $SUDO dpkg --add-architecture "$arch"
+install_apt() {
+  if [ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#packages[@]} packages and the arm64/armhf OpenSSL sysroots present"
+    unpack_board_runtime
+    return 0
   fi
+  echo "install-deps: installing ${missing[*]}"
+  for arch in arm64 armhf; do
+    if ! grep -qx "$arch" <<<"$(dpkg --print-foreign-architectures)"; then
+      $SUDO dpkg --add-architecture "$arch"
+    fi
+  done
+  export DEBIAN_FRONTEND=noninteractive
+  # A mirror in the middle of a sync can fail one index; retry, then go on with what was fetched.
+  for try in 1 2 3; do
+    if $SUDO apt-get update -qq; then break; fi
+    echo "install-deps: apt-get update failed (try $try), retrying" >&2
+    sleep 5
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+  for arch in "${cross_missing[@]}"; do
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -qq "libssl-dev:$arch" "libssl3:$arch")
+    $SUDO mkdir -p "$CROSS_SYSROOT/$arch"
+    for deb in "$tmp"/*.deb; do $SUDO dpkg -x "$deb" "$CROSS_SYSROOT/$arch"; done
+    $SUDO touch "$CROSS_SYSROOT/$arch/.complete"
+    rm -rf "$tmp"
+  done
+  unpack_board_runtime
+}
+
+for part in "${parts[@]}"; do
+  case $part in
+    apt) install_apt ;;
+    tvm) install_tvm_venv ;;
+    python) install_python_venv ;;
+    model) install_model_venv ;;
+    riscv64-openssl) build_riscv64_openssl ;;
+  esac
 done
-export DEBIAN_FRONTEND=noninteractive
-# A mirror in the middle of a sync can fail one index; retry, then go on with what was fetched.
-for try in 1 2 3; do
-  if $SUDO apt-get update -qq; then break; fi
-  echo "install-deps: apt-get update failed (try $try), retrying" >&2
-  sleep 5
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-for arch in "${cross_missing[@]}"; do
-  tmp=$(mktemp -d)
-  (cd "$tmp" && apt-get download -qq "libssl-dev:$arch" "libssl3:$arch")
-  $SUDO mkdir -p "$CROSS_SYSROOT/$arch"
-  for deb in "$tmp"/*.deb; do $SUDO dpkg -x "$deb" "$CROSS_SYSROOT/$arch"; done
-  $SUDO touch "$CROSS_SYSROOT/$arch/.complete"
-  rm -rf "$tmp"
-done
-unpack_board_runtime
-build_riscv64_openssl
-install_tvm_venv
-install_python_venv
-install_model_venv
-echo "install-deps: done"
+echo "install-deps: done (${parts[*]})"
