@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's first command, scripts/demo.sh, as a user would, and checks its table: one
 # row (or more) per expected device, its kernel check (column 7) and its model check (the last
-# column) both "ok", and the demo building the cross servers it found as build targets.
+# column) both "ok", the demo building the cross servers it found as build targets, its early
+# first-result line and its time by step.
 #   demo_test.sh SOURCE_DIR DEVICE...      (e.g. local qemu-aarch64 qemu-armhf)
 set -uo pipefail
 src=$1
@@ -35,4 +36,9 @@ for dev in "$@"; do
       ;;
   esac
 done
+# The first result comes from the local device before the boards and the model (its own line),
+# and every step says how long it took.
+grep -qE '^demo: first result: local matmul .* GFLOP/s tuned' <<<"$out" ||
+  fail "no 'demo: first result' line for the local device"
+grep -qE '^demo: time by step: .*; total [0-9]+ s$' <<<"$out" || fail "no 'demo: time by step' line"
 echo "demo_test: ok ($*)"
