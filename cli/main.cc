@@ -58,7 +58,7 @@ int Main(int argc, char** argv) {
   }
   // CROSSTUNE_PARSE_ONLY=1: check the command line with the real parser (the compiler module's
   // commands included) and run nothing.
-  if (ParseOnlyRequested()) DropCallbacks(app);
+  if (ParseOnlyRequested()) StopBeforeCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -66,6 +66,8 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {  // CROSSTUNE_PARSE_ONLY: the line parsed
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // the command printed its error already (Fail)

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace crosstune {
 
@@ -19,19 +21,38 @@ inline bool ParseOnlyRequested() {
   return value != nullptr && std::strcmp(value, "1") == 0;
 }
 
-// Removes the callbacks of `app` and of every subcommand under it, so that parse() runs none
-// of the commands it recognises.
-inline void DropCallbacks(CLI::App& app) {
-  app.final_callback({});
-  app.parse_complete_callback({});
-  app.preparse_callback({});
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) DropCallbacks(*sub);
+// Makes parse() stop once `app`'s whole command line has been parsed and checked (unknown
+// options, extras, requirements, validators), before any command runs: the top-level app's
+// parse-complete callback, which CLI11 runs first, throws CLI::Success (exit status 0). The
+// commands' own callbacks stay in place: they often own the variables their options write to.
+// File-system checks (an input file that must exist) are switched off: the files a documented
+// command names are not where it is checked.
+inline void StopBeforeCommands(CLI::App& app) {
+  app.parse_complete_callback([] { throw CLI::Success(); });
+  std::vector<CLI::App*> apps{&app};
+  for (size_t i = 0; i < apps.size(); ++i) {
+    for (CLI::App* sub : apps[i]->get_subcommands([](CLI::App*) { return true; })) {
+      apps.push_back(sub);
+    }
+    for (CLI::Option* option : apps[i]->get_options([](CLI::Option*) { return true; })) {
+      for (int v = 0;; ++v) {
+        CLI::Validator* validator = nullptr;
+        try {
+          validator = option->get_validator(v);
+        } catch (const CLI::OptionNotFound&) {
+          break;
+        }
+        const std::string what = validator->get_description();
+        if (what == "FILE" || what == "DIR" || what == "PATH(existing)") validator->active(false);
+      }
+    }
+  }
 }
 
 // Parses argv with `app` in argument-check mode and returns the program's exit status: 0 when
 // it parses (or asks for --help), else CLI11's error, printed as CLI11 prints it.
 inline int ParseOnly(CLI::App& app, int argc, char** argv) {
-  DropCallbacks(app);
+  StopBeforeCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
