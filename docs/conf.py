@@ -38,10 +38,10 @@ html_static_path = []
 nitpicky = False
 
 # The Python package, staged with the native module's stubs beside it, as autoapi reads it.
-_stubs = pathlib.Path(os.environ.get("CROSSTUNE_PYTHON_STUBS",
-                                     ROOT / "build/default/python/crosstune/_core.pyi"))
-_staged = pathlib.Path(os.environ.get("CROSSTUNE_DOCS_STAGING",
-                                      ROOT / "build/docs-staging")) / "crosstune"
+# (Sphinx runs this file in docs/: a relative path is taken from the repository root.)
+_stubs = ROOT / os.environ.get("CROSSTUNE_PYTHON_STUBS",
+                               "build/default/python/crosstune/_core.pyi")
+_staged = ROOT / os.environ.get("CROSSTUNE_DOCS_STAGING", "build/docs-staging") / "crosstune"
 if _staged.exists():
     shutil.rmtree(_staged)
 _staged.mkdir(parents=True)

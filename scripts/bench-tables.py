@@ -145,7 +145,7 @@ def render(data_dir: pathlib.Path) -> str:
     out = []
     order = [b for b in BENCHES if b in by_bench] + sorted(b for b in by_bench if b not in BENCHES)
     for bench in order:
-        out.append(f"### {bench}")
+        out.append(f"### Runs of {bench}")
         out.append("")
         for path, run in sorted(by_bench[bench], key=lambda pr: pr[1]["date"], reverse=True):
             command = " ".join(run.get("command", [])) or bench

@@ -3,7 +3,8 @@
 
 Every line of a fenced code block that starts with one of crosstune's programs (``crosstune``,
 ``crosstune-server``, ``crosstune-tracker``, ``crosstune-build-worker``; a leading ``$ `` is
-allowed, a trailing ``\\`` joins the next line) is run with CROSSTUNE_PARSE_ONLY=1, which makes
+allowed, a trailing ``\\`` joins the next line; blocks marked ``text``, diagrams and output, are
+left alone) is run with CROSSTUNE_PARSE_ONLY=1, which makes
 the program parse it with its real parser and run nothing (common/include/crosstune/parse_only.h).
 A line the program refuses is reported as FILE:LINE with the program's error. What follows a
 shell operator (``&&``, ``|``, ``;``, ``>``) or a ``#`` comment is not part of the command.
@@ -38,20 +39,23 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
-def code_lines(text: str):
-    """Yields (line number, line) for every line inside a fenced code block."""
-    fence = None
+def code_lines(text: str, skip_text_blocks: bool = False):
+    """Yields (line number, line) for every line inside a fenced code block (with
+    skip_text_blocks, not those of a block marked `text`: diagrams and output)."""
+    fence, skipping = None, False
     for number, line in enumerate(text.splitlines(), 1):
         m = FENCE.match(line)
         if fence is None:
             if m:
                 fence = m.group(2)
+                skipping = skip_text_blocks and m.group(3).strip() == "text"
             continue
         if m and m.group(2).startswith(fence[0]) and len(m.group(2)) >= len(fence) \
                 and not m.group(3).strip():
             fence = None
             continue
-        yield number, line
+        if not skipping:
+            yield number, line
 
 
 def prose_lines(text: str):
@@ -67,7 +71,7 @@ def prose_lines(text: str):
 def commands(text: str):
     """Yields (line number, argv) for each command line of a program in PROGRAMS."""
     pending, start = "", 0
-    for number, line in code_lines(text):
+    for number, line in code_lines(text, skip_text_blocks=True):
         stripped = line.strip()
         if not pending:
             if stripped.startswith("$ "):

@@ -26,7 +26,7 @@ class BenchTablesTest(unittest.TestCase):
     def test_a_table_shows_the_figures_with_the_cpu_and_the_date(self):
         shutil.copy(HERE / "data" / "bench-rpc-fixture.json", self.dir)
         text = bt.render(self.dir)
-        self.assertIn("### crosstune-bench-rpc", text)
+        self.assertIn("### Runs of crosstune-bench-rpc", text)
         self.assertIn("2026-12-01T10:00:00Z", text)
         self.assertIn("Fixture CPU 9000 (family 25, model 17; 2 CPUs; avx2, fma, avx512f)", text)
         self.assertIn("| `rpc_over_raw_rtt` | 1.088 |", text)
