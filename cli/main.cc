@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "compiler_module.h"
+#include "crosstune/parse_only.h"
 #include "crosstune/protocol.h"
 
 namespace crosstune::cli {
@@ -55,6 +56,9 @@ int Main(int argc, char** argv) {
   for (const CompilerCommand& c : kCompilerCommands) {
     if (std::string_view(c.name) != "build") AddCompilerCommand(app, c, module);
   }
+  // CROSSTUNE_PARSE_ONLY=1: check the command line with the real parser (the compiler module's
+  // commands included) and run nothing.
+  if (ParseOnlyRequested()) StopBeforeCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -62,6 +66,8 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {  // CROSSTUNE_PARSE_ONLY: the line parsed
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // the command printed its error already (Fail)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Checks that each library folder includes only its own folder and the layers below it (README
-"Layout"):
+"""Checks that each library folder includes only its own folder and the layers below it (docs/internals.md,
+"Layering"):
 
   common/       common/ only
   builder/      common/

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything with the default preset (Ninja, ccache) — the host
-# tools, the aarch64/armhf servers for the qemu tests, the tests and benchmarks — and runs ctest.
+# tools, the aarch64/armhf servers for the qemu tests, the tests and benchmarks — checks the
+# documentation (a full run), and runs ctest.
 # ctest's summary line ("100% tests passed, 0 tests failed out of N") is the last line printed, so a
 # run that tested nothing shows at a glance.
 #   scripts/test.sh                 every test
@@ -22,6 +23,7 @@ declare -A BUDGET=(
   ["deps"]="        20   900"
   ["build"]="      300  1200"
   ["style"]="       30    30"
+  ["docs"]="        30    30"
   ["fuzz build"]="  60   240"
   ["asan build"]=" 150   700"
   ["tsan build"]=" 120   400"
@@ -96,6 +98,29 @@ fi
 if [ $# -eq 0 ]; then
   bash scripts/check-style.sh --all || gate=1
   phase_done "style"
+fi
+# The documentation (docs/), in a full run only, as a gate like the ones above: the Sphinx site
+# with warnings as errors (a link to a missing page or heading, a docstring Sphinx cannot read),
+# its Python API read from the package and the stubs this build wrote; and every command line
+# the README and the docs show, parsed by this build's programs in argument-check mode, and the
+# README's links (scripts/check-doc-commands.py). Each failure is a line "test.sh: docs: ...".
+docs_gate=0
+if [ $# -eq 0 ]; then
+  docs_venv=${CROSSTUNE_PYTHON_VENV:-/opt/crosstune/python-venv}
+  if ! CROSSTUNE_PYTHON_STUBS=$PWD/build/default/python/crosstune/_core.pyi \
+      "$docs_venv/bin/sphinx-build" -W --keep-going -q -b html docs build/docs \
+      >build/default/docs-last.log 2>&1; then
+    sed 's/^/test.sh: docs: /' build/default/docs-last.log
+    docs_gate=1
+  fi
+  # (Sphinx checks the links between the pages; the script those of the README.)
+  if ! { python3 scripts/check-doc-commands.py --build-dir build/default README.md &&
+      python3 scripts/check-doc-commands.py --build-dir build/default --no-links docs/*.md; } \
+      >build/default/doc-commands-last.log 2>&1; then
+    grep -v '^check-doc-commands: ' build/default/doc-commands-last.log | sed 's/^/test.sh: docs: /'
+    docs_gate=1
+  fi
+  phase_done "docs"
 fi
 # The fuzz targets (clang, ASan + UBSan; `ctest -L fuzz` runs each for a few seconds on its seeds)
 # and the sanitizer builds run in a full run only: `scripts/test.sh -L unit` and the like skip
@@ -203,10 +228,12 @@ for d in "${extra[@]/#/build/}" build/default; do
 done
 summary=$(summary_of "$log")
 [ "$gate" = 1 ] && echo "test.sh: the build hygiene gate failed (warnings, formatting or clang-tidy; see above)"
+[ "$docs_gate" = 1 ] && echo "test.sh: docs: the documentation check failed (the lines starting test.sh: docs: above)"
 if [ ${#over[@]} -gt 0 ]; then
   printf '%s\n' "${over[@]}"
   gate=1
 fi
 echo "${summary:-ctest: no summary (exit $rc)}"
 [ "$rc" = 0 ] && rc=$gate
+[ "$rc" = 0 ] && rc=$docs_gate
 exit "$rc"

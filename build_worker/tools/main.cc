@@ -21,6 +21,7 @@
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
 #include "crosstune/numbers.h"
+#include "crosstune/parse_only.h"
 #include "crosstune/protocol.h"
 #include "crosstune/server/server.h"
 #include "crosstune/server/tracker_link.h"
@@ -105,6 +106,7 @@ int WorkerMain(int argc, char** argv) {
                  "read options from this file (TOML: cache-dir = \"/var/cache/x\"); options on "
                  "the command line override it");
   app.allow_config_extras(CLI::config_extras_mode::error);
+  if (crosstune::ParseOnlyRequested()) return crosstune::ParseOnly(app, argc, argv);
   CLI11_PARSE(app, argc, argv);
   // Before the first thread.
   if (exit_with_parent && !crosstune::server::ExitWithParent()) return 0;

@@ -18,6 +18,7 @@
 #include "crosstune/crypto.h"
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
+#include "crosstune/parse_only.h"
 #include "crosstune/server/device_info.h"
 #include "crosstune/server/server.h"
 #include "crosstune/server/systemd.h"
@@ -168,6 +169,7 @@ static int ServerMain(int argc, char** argv) {
                  "read options from this file (TOML: work-dir = \"/var/lib/crosstune\"); "
                  "options on the command line override it");
   app.allow_config_extras(CLI::config_extras_mode::error);
+  if (crosstune::ParseOnlyRequested()) return crosstune::ParseOnly(app, argc, argv);
   CLI11_PARSE(app, argc, argv);
   if (!apply_limits_unit.empty()) {
     auto st = crosstune::server::ApplyUnitLimits(apply_limits_unit, unit_limits);

@@ -11,6 +11,7 @@
 #include "crosstune/crypto.h"
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
+#include "crosstune/parse_only.h"
 #include "crosstune/tracker/grant_policy.h"
 #include "crosstune/tracker/tracker.h"
 
@@ -139,6 +140,7 @@ static int TrackerMain(int argc, char** argv) {
                  "read options from this file (TOML: port = 9190); options on the command line "
                  "override it");
   app.allow_config_extras(CLI::config_extras_mode::error);
+  if (crosstune::ParseOnlyRequested()) return crosstune::ParseOnly(app, argc, argv);
   CLI11_PARSE(app, argc, argv);
 
   // Logs go to stderr: stdout carries only the "listening on" line scripts read.
