@@ -101,6 +101,18 @@ def split_command(line: str) -> list[str]:
     return words
 
 
+def supports_parse_only(binary: str) -> bool:
+    """True when the program says it is in argument-check mode (probed with --help, harmless
+    either way): one built without the mode would run a documented command for real."""
+    env = dict(os.environ, CROSSTUNE_PARSE_ONLY="1")
+    try:
+        p = subprocess.run([binary, "--help"], env=env, capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return False
+    return p.stderr.startswith("argument-check mode\n")
+
+
 def check_command(argv: list[str], binaries: dict[str, str]) -> str | None:
     """Runs argv in argument-check mode; returns the program's error, or None when it parses."""
     env = dict(os.environ, CROSSTUNE_PARSE_ONLY="1")
@@ -162,11 +174,19 @@ def main() -> int:
         binaries[name] = path
 
     failures, checked = [], 0
+    probed: dict[str, bool] = {}
     for path in args.files:
         text = path.read_text(encoding="utf-8")
         for number, argv in commands(text):
             if not os.access(binaries[argv[0]], os.X_OK):
                 failures.append(f"{path}:{number}: {argv[0]}: no program at {binaries[argv[0]]}")
+                continue
+            if argv[0] not in probed:
+                probed[argv[0]] = supports_parse_only(binaries[argv[0]])
+            if not probed[argv[0]]:
+                failures.append(f"{path}:{number}: {argv[0]}: {binaries[argv[0]]} has no "
+                                "argument-check mode (CROSSTUNE_PARSE_ONLY=1; built before it?): "
+                                "not run")
                 continue
             checked += 1
             error = check_command(argv, binaries)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -27,7 +28,10 @@ inline bool ParseOnlyRequested() {
 // commands' own callbacks stay in place: they often own the variables their options write to.
 // File-system checks (an input file that must exist) are switched off: the files a documented
 // command names are not where it is checked.
+// It also prints "argument-check mode" as the program's first line on stderr: the checker probes
+// each program with --help for it, since one built without the mode would run the command.
 inline void StopBeforeCommands(CLI::App& app) {
+  std::fputs("argument-check mode\n", stderr);
   app.parse_complete_callback([] { throw CLI::Success(); });
   std::vector<CLI::App*> apps{&app};
   for (size_t i = 0; i < apps.size(); ++i) {
