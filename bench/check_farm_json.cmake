@@ -22,11 +22,12 @@ if(err)
 endif()
 bench_positive("${out}" "baseline/trials_per_s|baseline/capacity_per_s|baseline/device_busy_mean|baseline/device_busy_min|baseline/best_cost|farm/trials_per_s|farm/device_busy_mean|farm/device_busy_min|quality/n_over_one_median|baseline/planning/seconds|baseline/planning/proposed")
 # The trials per second over what the boards could take (their recorded trial times), for the
-# host-bound baseline and the farm with a build worker: 0.68-0.78 here (the simulated boards
-# sleep, so a busy machine barely moves it); 0.4 is a pipeline that keeps the boards idle about
-# twice as long between trials. And trials to 95% of the best with N boards over with one, on
-# the replayed table (no timing): 1 here; 1.5 is N boards that search half again as long.
-bench_bounds("${out}" "baseline/fraction_of_capacity > 0.4|farm/fraction_of_capacity > 0.4|quality/n_over_one_median < 1.5")
+# host-bound baseline and the farm with a build worker: 0.68-0.80 here, 0.61 beside the model
+# benchmark (the simulated boards sleep); a board kept waiting 50 ms (one trial's time)
+# before each trial measured 0.40, hence 0.45. And trials to 95% of the best with N boards over
+# with one, on the replayed table (no timing): 1 here; 1.5 is N boards that search half again
+# as long.
+bench_bounds("${out}" "baseline/fraction_of_capacity > 0.45|farm/fraction_of_capacity > 0.45|quality/n_over_one_median < 1.5")
 # The farm run's builds went to the host's pool and the one simulated build worker.
 string(JSON services LENGTH "${out}" farm build_services)
 if(NOT services EQUAL 2)
