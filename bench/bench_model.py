@@ -15,8 +15,9 @@ JSON object: each one's median and min ms per N, the ratios to onnxruntime and O
 FMA peak (crosstune-bench-peak) and each result's fraction of it, the executor's overhead
 (end-to-end median minus the sum of its nodes' medians), each layer's time against OpenVINO's
 per-layer time (its performance counters: the oneDNN primitive it runs) with sums by conv kind,
-the activation MB, the logits' max error against onnxruntime, and the tuning wall time and trials,
-with the wall time the tuning took to bring its network estimate within 5% of its final one.
+the activation MB, the logits' max error against onnxruntime with the tolerance it must be within
+(it exits 1 when any is not), and the tuning wall time and trials, with the wall time the tuning
+took to bring its network estimate within 5% of its final one.
 
 Run through the build's wrapper, build/default/bench/crosstune-bench-model, which names the
 binaries and the model venv's python; --help lists the options.
@@ -33,6 +34,13 @@ import tempfile
 import time
 
 import numpy as np
+
+
+# The logits must agree with onnxruntime's within fp32 tolerance, element by element, as the
+# compiler's own tests require (tests/model/compiled_model.cc): |ours - ref| <= ATOL + RTOL |ref|.
+# A run whose logits are further off prints its JSON and exits 1: a wrong answer is no result.
+LOGITS_ATOL = 1e-4
+LOGITS_RTOL = 1e-3
 
 
 def log(msg):
@@ -325,6 +333,7 @@ def main():
         # The logits: ours against onnxruntime's on the same input, and OpenVINO's too.
         ref = sessions[threads[0]].run(None, {in_name: x})[0]
         errors = {}
+        wrong = []  # (threads, layouts) whose logits are outside the tolerance
         for t in threads:
             for lay in layouts:
                 y_path = os.path.join(work, f"logits-t{t}-{lay}.npy")
@@ -332,8 +341,11 @@ def main():
                                "--input", f"{in_name}={x_path}", "--out", y_path, "--json"],
                          "run-model")
                 y = np.load(y_path)
-                errors[(t, lay)] = float(np.max(np.abs(y.astype(np.float64) -
-                                                       ref.astype(np.float64))))
+                diff = np.abs(y.astype(np.float64) - ref.astype(np.float64))
+                errors[(t, lay)] = float(np.max(diff))
+                if y.shape != ref.shape or not np.all(
+                        diff <= LOGITS_ATOL + LOGITS_RTOL * np.abs(ref.astype(np.float64))):
+                    wrong.append((t, lay))
         ov_out = requests[threads[0]].infer({0: x})
         ov_error = float(np.max(np.abs(np.asarray(list(ov_out.values())[0], np.float64) - ref)))
 
@@ -411,11 +423,18 @@ def main():
             "onnxruntime_version": ort.__version__,
             "openvino_version": ov.get_version(),
             "openvino_logits_max_abs_error_vs_onnxruntime": ov_error,
+            # The largest error the elementwise rule above allows on these logits (at the largest
+            # reference logit); each logits_max_abs_error_vs_onnxruntime must be within it.
+            "logits_tolerance": LOGITS_ATOL + LOGITS_RTOL * float(np.max(np.abs(ref))),
+            "logits_within_tolerance": not wrong,
             "rounds": a.rounds,
             "runs_per_round": a.runs,
             "results": results,
         }
         print(json.dumps(out, indent=2))
+        if wrong:
+            sys.exit("bench-model: logits differ from onnxruntime's by more than "
+                     f"{LOGITS_ATOL:g} + {LOGITS_RTOL:g} |ref| at (threads, layouts) {wrong}")
     finally:
         if server is not None:
             server.stop()

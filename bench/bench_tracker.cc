@@ -384,6 +384,10 @@ static int BenchMain(int argc, char** argv) {
   j["paced_grants"] = paced.grants;
   j["paced_achieved_requests_per_s"] = paced.grants / paced_elapsed;
   j["saturated_grants"] = saturated.grants;
+  // Same-run ratios: the paced phase answered what was offered, and the tracker's memory with
+  // every server registered and every client served over its memory before any connected.
+  j["paced_achieved_over_offered"] = paced_rate > 0 ? paced.grants / paced_elapsed / paced_rate : 0;
+  j["rss_loaded_over_idle"] = rss_idle > 0 ? rss / rss_idle : 0;
   j["saturated_latency_us_p50"] = Percentile(saturated.latency_us, 0.50);
   j["saturated_latency_us_p99"] = Percentile(saturated.latency_us, 0.99);
   // Independent of how busy the machine is: the tracker's own CPU time per request/release cycle.

@@ -177,6 +177,13 @@ static int BenchMain(int argc, char** argv) {
     for (const char* mode : {"pipelined", "pinned"}) {
       const double wall = out[mode].value("wall_s", 0.0);
       out[std::string("serial_over_") + mode + "_wall"] = wall > 0 ? serial / wall : 0;
+      // How much more of the wall time the device spent measuring than it did serially: what
+      // pipelining exists to give, and steadier than the wall times at a few trials (the
+      // tuner's fixed costs fall on both sides of the wall ratio alike).
+      const double busy = out[mode].value("device_busy_fraction", 0.0);
+      const double serial_busy = out["serial"].value("device_busy_fraction", 0.0);
+      out[std::string(mode) + "_over_serial_device_busy"] =
+          serial_busy > 0 ? busy / serial_busy : 0;
     }
     out["same_configs"] =
         SameConfigTimes((dir / "pipelined.jsonl").string(), (dir / "serial.jsonl").string());

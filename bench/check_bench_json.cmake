@@ -1,16 +1,30 @@
-# Runs crosstune-bench-rpc small and checks that it prints one JSON object with every figure.
-execute_process(COMMAND ${BENCH} --mib 8 --rounds 1 --rtt-iters 200
-                OUTPUT_VARIABLE out RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "crosstune-bench-rpc exited with ${rc}")
-endif()
-foreach(key raw_tcp_rtt_us raw_tcp_busy_poll_rtt_us rpc_call_rtt_us rpc_call_rtt_no_busy_poll_us
-            raw_tcp_stream_mb_s upload_mb_s tensor_copy_mb_s rpc_over_raw_rtt
-            rpc_no_busy_poll_over_raw_rtt rpc_over_raw_busy_poll_rtt upload_over_raw_stream
-            upload_over_bound tensor_over_raw_stream)
-  string(JSON value ERROR_VARIABLE err GET "${out}" ${key})
-  if(err)
-    message(FATAL_ERROR "no '${key}' in the JSON: ${err}\n${out}")
+# A benchmark's smoke test: runs the command given after "--", which must exit 0 and print one
+# JSON object, and checks that object (bench/bench_json.cmake):
+#   -DPOSITIVE="a|b/c"        rates and ratios: each a finite number above 0
+#   -DBOUNDS="a/b > 1.5|c < 4"  the same-run ratios the benchmark exists to show, each within a
+#                             bound loose enough for a noisy shared machine (the test says why)
+#   -DTRUE="a"                flags that must be true
+include(${CMAKE_CURRENT_LIST_DIR}/bench_json.cmake)
+set(command)
+set(after FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE 1 ${last})
+  if(after)
+    list(APPEND command "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(after TRUE)
   endif()
-  message(STATUS "${key} = ${value}")
 endforeach()
+if(NOT command)
+  message(FATAL_ERROR "usage: cmake [-DPOSITIVE=..] [-DBOUNDS=..] [-DTRUE=..] -P check_bench_json.cmake -- BENCH ARGS...")
+endif()
+bench_run(out ${command})
+if(DEFINED POSITIVE)
+  bench_positive("${out}" "${POSITIVE}")
+endif()
+if(DEFINED BOUNDS)
+  bench_bounds("${out}" "${BOUNDS}")
+endif()
+if(DEFINED TRUE)
+  bench_true("${out}" "${TRUE}")
+endif()

@@ -3,9 +3,9 @@
 Starts a crosstune-server, then in turns (--rounds): one block of the C++ client
 (crosstune-bench-call: `noop` calls and round trips of a tensor, in its own session) and one
 block of the Python package (the same, through crosstune in this process). Prints one JSON
-object: per-call microseconds of each side (median over rounds), the difference, and the copy
-rates; plus whether the Python round trip ran copy-free (the client sent from and received into
-the arrays' own memory, as its copy stats report).
+object: per-call microseconds of each side (median over rounds), the difference and the ratio,
+and the copy rates; plus whether the Python round trip ran copy-free (the client sent from and
+received into the arrays' own memory, as its copy stats report).
 
     PYTHONPATH=build/default/python python bench/python_call_overhead.py \\
         --bench-call build/default/bench/crosstune-bench-call --noop build/default/bench/noop.so
@@ -76,6 +76,9 @@ def main() -> None:
         "cpp_call_us": med(cpp, "call_us"),
         "python_call_us": med(py, "call_us"),
         "python_added_us": statistics.median(p["call_us"] - c["call_us"] for p, c in zip(py, cpp)),
+        # The same as a ratio, per round (each Python block right after its C++ block).
+        "python_over_cpp_call": statistics.median(p["call_us"] / c["call_us"]
+                                                  for p, c in zip(py, cpp)),
         "cpp_round_trip_mb_s": med(cpp, "round_trip_mb_s"),
         "python_round_trip_mb_s": med(py, "round_trip_mb_s"),
         "python_copy_free": all(p["copy_free"] for p in py),

@@ -1,15 +1,19 @@
 // The generated kernels (kernels.h), compiled for this machine and run in this process on the
 // values the host interpreter computes: every node of every supported operator's ONNX node test,
-// after the passes (so fused convs and dense nodes run through the generic kernels too).
+// after the passes (so fused convs and dense nodes run through the generic kernels too), each
+// kernel once serially and once split over a pool of threads as the server runs it. And the
+// tables agree: every operator a compiled graph can hold has a kernel row.
 #include "crosstune/model/kernels.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "crosstune/model/ops.h"
 #include "crosstune/model/passes.h"
+#include "crosstune/server/parallel_pool.h"
 #include "loaded_kernel.h"
 #include "testdata_cases.h"
 
@@ -17,6 +21,69 @@ namespace crosstune::model {
 namespace {
 
 using testing::Loaded;
+
+// The server's thread pool (the session's, kernel_abi.h's ct_runtime) with 4 threads, counting
+// what the kernels ask of it.
+class TestRuntime {
+ public:
+  static constexpr int kThreads = 4;
+  TestRuntime() { pool_.SetThreads(kThreads); }
+  const ct_runtime* runtime() const { return &abi_.rt; }
+  int asked() const { return asked_; }
+  int launches() const { return launches_; }
+
+ private:
+  struct Abi {
+    ct_runtime rt;  // first member: a ct_runtime* is an Abi*
+    TestRuntime* self;
+  };
+  static int32_t NumThreads(const ct_runtime* rt) {
+    TestRuntime* self = reinterpret_cast<const Abi*>(rt)->self;
+    ++self->asked_;
+    return self->pool_.runtime()->num_threads(self->pool_.runtime());
+  }
+  static int32_t Launch(const ct_runtime* rt, ct_parallel_body body, void* closure,
+                        int32_t num_tasks) {
+    TestRuntime* self = reinterpret_cast<const Abi*>(rt)->self;
+    ++self->launches_;
+    return self->pool_.Launch(body, closure, num_tasks);
+  }
+  server::ParallelPool pool_{kThreads};
+  Abi abi_{{CT_RUNTIME_VERSION, NumThreads, Launch}, this};
+  std::atomic<int> asked_{0}, launches_{0};
+};
+
+// Runs the node's kernel on fresh outputs and checks them against the interpreter's values.
+void RunAndCheck(Graph& g, const Node& n, const Loaded& lib, const GeneratedKernel& k,
+                 const char* how) {
+  std::vector<Value> outs;
+  std::vector<Value*> args;
+  for (int i : n.inputs) {
+    if (i >= 0) args.push_back(&g.values[i]);
+  }
+  for (int o : n.outputs) {
+    Value v = g.values[o];
+    v.data = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(v.bytes()), 0xAB);
+    outs.push_back(std::move(v));
+  }
+  for (Value& v : outs) args.push_back(&v);
+  ASSERT_EQ(lib.Call(args), 0) << n.name << " (" << how << ")";
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const Value& want = g.values[n.outputs[o]];
+    if (want.dtype != DType::kFloat32) {
+      EXPECT_EQ(*outs[o].data, *want.data) << n.name << " (" << how << ")";
+      continue;
+    }
+    int bad = 0;
+    for (int64_t e = 0; e < want.elements(); ++e) {
+      const double w = want.floats()[e], got = outs[o].floats()[e];
+      if (!(std::fabs(got - w) <= 1e-5 + 1e-4 * std::fabs(w))) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << n.op << " node '" << n.name << "' (" << how << "): " << bad << " of "
+                      << want.elements() << " elements differ\n"
+                      << k.source;
+  }
+}
 
 class KernelTest : public ::testing::TestWithParam<const char*> {};
 
@@ -27,49 +94,84 @@ TEST_P(KernelTest, GeneratedKernelsComputeWhatTheInterpreterDoes) {
   auto g = testing::ImportNodeTest(dir, inputs, &feed);
   ASSERT_TRUE(g.ok()) << g.status().message();
   ASSERT_TRUE(RunPasses(*g, DefaultPasses()).ok());
+  if (g->nodes.empty()) {
+    GTEST_SKIP() << GetParam() << ": the passes fold the whole graph into constants, so no "
+                 << "kernel is left to run";
+  }
   for (size_t i = 0; i < feed.size(); ++i) g->values[g->inputs[i]].data = feed[i].data;
-  int ran = 0;
+  TestRuntime threads;
   for (Node& n : g->nodes) {
-    // The interpreter's values for this node, then the kernel's output beside them.
+    // The interpreter's values for this node, then the kernel's outputs beside them.
     ASSERT_TRUE(EvalNode(*g, n).ok());
     auto k = GenerateKernel(*g, n);
     ASSERT_TRUE(k.ok()) << k.status().message();
     auto lib = Loaded::Compile(*k);
     ASSERT_TRUE(lib.ok()) << lib.status().message() << "\n" << k->source;
-    std::vector<Value> outs;
-    std::vector<Value*> args;
-    for (int i : n.inputs) {
-      if (i >= 0) args.push_back(&g->values[i]);
-    }
-    for (int o : n.outputs) {
-      Value v = g->values[o];
-      v.data = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(v.bytes()), 0xAB);
-      outs.push_back(std::move(v));
-    }
-    for (Value& v : outs) args.push_back(&v);
-    ASSERT_EQ((*lib)->Call(args), 0) << n.name;
-    for (size_t o = 0; o < outs.size(); ++o) {
-      const Value& want = g->values[n.outputs[o]];
-      if (want.dtype != DType::kFloat32) {
-        EXPECT_EQ(*outs[o].data, *want.data) << n.name;
-        continue;
-      }
-      int bad = 0;
-      for (int64_t e = 0; e < want.elements(); ++e) {
-        const double w = want.floats()[e], got = outs[o].floats()[e];
-        if (!(std::fabs(got - w) <= 1e-5 + 1e-4 * std::fabs(w))) ++bad;
-      }
-      EXPECT_EQ(bad, 0) << n.op << " node '" << n.name << "': " << bad << " of " << want.elements()
-                        << " elements differ\n"
-                        << k->source;
-    }
-    ++ran;
+    RunAndCheck(*g, n, **lib, *k, "serial");
+    ASSERT_TRUE((*lib)->SetRuntime(threads.runtime())) << n.name << ": no " CT_RUNTIME_SYMBOL;
+    const int asked = threads.asked();
+    RunAndCheck(*g, n, **lib, *k, "4 threads");
+    EXPECT_GT(threads.asked(), asked) << n.name << ": the kernel never asked the runtime";
   }
-  EXPECT_GT(ran + static_cast<int>(g->nodes.empty()), 0);
+  RecordProperty("parallel_launches", threads.launches());
 }
 
 INSTANTIATE_TEST_SUITE_P(OnnxTestData, KernelTest, ::testing::ValuesIn(testing::kCases),
                          [](const auto& info) { return std::string(info.param).substr(5); });
+
+// Every operator a graph can still hold after constant folding has a kernel row (kernels.h), so
+// a new operator without one fails here rather than at compile time on a user's model. An
+// operator without a row must be one that never survives folding, and the reason is checked
+// here on a node of it whose inputs are not constants: it is either refused (it needs constant
+// inputs, so it is always folded) or it folds anyway.
+TEST(KernelTableTest, EveryOperatorThatCanSurviveFoldingHasAKernelRow) {
+  struct Folded {
+    const char* op;
+    std::vector<int64_t> input_shape;  // empty: no input
+    DType input_dtype;
+    const char* refused_with;  // null: the node infers and folds from its shapes alone
+  };
+  const Folded kAlwaysFolded[] = {
+      {"Constant", {}, DType::kFloat32, nullptr},   // no inputs: folds at once
+      {"Shape", {2, 3}, DType::kFloat32, nullptr},  // reads only its input's shape
+      {"ConstantOfShape", {1}, DType::kInt64, "must be a constant known at compile time"},
+  };
+  for (const Folded& f : kAlwaysFolded) {
+    SCOPED_TRACE(f.op);
+    Graph g;
+    g.opset = 13;
+    Node n;
+    n.name = std::string("a_") + f.op;
+    n.op = f.op;
+    if (!f.input_shape.empty()) {
+      Value in;
+      in.name = "x";  // a graph input: no data
+      in.dtype = f.input_dtype;
+      in.shape = f.input_shape;
+      n.inputs.push_back(g.AddValue(in));
+      g.inputs.push_back(n.inputs.back());
+    }
+    if (std::string(f.op) == "Constant") n.SetFloat("value_float", 1.5f);
+    Value out;
+    out.name = "y";
+    n.outputs.push_back(g.AddValue(out));
+    Status s = InferNode(g, n);
+    if (f.refused_with != nullptr) {
+      EXPECT_NE(s.message().find(f.refused_with), std::string::npos) << s.ToString();
+    } else {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_TRUE(CanFold(g, n)) << "a node of " << f.op << " can survive folding";
+    }
+    EXPECT_FALSE(HasGeneratedKernel(f.op)) << f.op << " has a kernel row: leave it out of here";
+  }
+  for (const std::string& op : SupportedOps()) {
+    bool folded = false;
+    for (const Folded& f : kAlwaysFolded) folded = folded || op == f.op;
+    EXPECT_TRUE(folded || HasGeneratedKernel(op))
+        << op << " is in the operator table (ops.h) but has no row in the kernel table "
+        << "(model/src/kernels/registry.cc)";
+  }
+}
 
 }  // namespace
 }  // namespace crosstune::model

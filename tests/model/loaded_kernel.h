@@ -34,10 +34,18 @@ class Loaded {
     if (!h) return Status(ErrorCode::kIoError, std::string("dlopen: ") + ::dlerror());
     auto l = std::unique_ptr<Loaded>(new Loaded());
     l->handle_ = h;
+    l->runtime_slot_ = static_cast<const ct_runtime**>(::dlsym(h, CT_RUNTIME_SYMBOL));
     l->module_ = reinterpret_cast<ct_module_entry>(::dlsym(h, CT_MODULE_SYMBOL))();
     return l;
   }
   ~Loaded() { ::dlclose(handle_); }
+  // Points the module's crosstune_runtime_v1 at `rt` (null: its loops run serially on the
+  // caller), as the server does after dlopen; false when the module has no such variable.
+  bool SetRuntime(const ct_runtime* rt) {
+    if (runtime_slot_ == nullptr) return false;
+    *runtime_slot_ = rt;
+    return true;
+  }
   // Float32 tensors of the values' data and shapes (outputs too: their data is written).
   int32_t Call(std::vector<Value*>& args) const {
     std::vector<DLTensor> t(args.size());
@@ -58,6 +66,7 @@ class Loaded {
   Loaded() = default;
   void* handle_ = nullptr;
   const ct_module* module_ = nullptr;
+  const ct_runtime** runtime_slot_ = nullptr;
 };
 
 }  // namespace crosstune::model::testing

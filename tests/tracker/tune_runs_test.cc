@@ -78,11 +78,26 @@ TEST(TuneRunsTest, TakesEveryReportOfARunThatSendsOnceASecondHoweverLateTheyArri
   auto t0 = Clock::now();
   // Sent at 0, 1, 2, ... s; report i arrives late by delay[i] (at most until the next is sent).
   const int delay_ms[] = {0, 950, 0, 990, 0, 0, 999, 0, 700, 20, 999, 1, 998, 0};
-  int trials = 0;
-  for (int i = 0; i < static_cast<int>(std::size(delay_ms)); ++i) {
-    auto arrives = t0 + milliseconds(1000 * i + delay_ms[i]);
-    Status s = runs.Update(arrives, 0, "a", "k", {"d"}, Report(++trials, 1));
+  const int reports = static_cast<int>(std::size(delay_ms));
+  for (int i = 0; i < reports; ++i) {
+    const int arrives_ms = 1000 * i + delay_ms[i];
+    // Report i carries i + 1 trials and a new best, so each taken report adds a curve point.
+    Status s = runs.Update(t0 + milliseconds(arrives_ms), arrives_ms, "a", "k", {"d"},
+                           Report(i + 1, i + 1));
     EXPECT_TRUE(s.ok()) << "report " << i << ": " << s.ToString();
+  }
+  // Read the run back: it holds the last report's trials, still running, and the curve has one
+  // point per report, in order (a report answered Ok but dropped would leave a gap).
+  auto j = runs.ToJson(t0 + milliseconds(1000 * reports));
+  ASSERT_EQ(j.size(), 1u) << j.dump();
+  EXPECT_EQ(j[0]["trials"], reports) << j.dump();
+  EXPECT_EQ(j[0]["best_gflops"], reports) << j.dump();
+  EXPECT_EQ(j[0]["started_unix_ms"], 0) << j.dump();
+  EXPECT_EQ(j[0]["updated_unix_ms"], 1000 * (reports - 1) + delay_ms[reports - 1]) << j.dump();
+  EXPECT_FALSE(j[0]["finished"].get<bool>());
+  ASSERT_EQ(j[0]["curve"].size(), static_cast<size_t>(reports)) << j[0]["curve"].dump();
+  for (int i = 0; i < reports; ++i) {
+    EXPECT_EQ(j[0]["curve"][i][0], i + 1) << j[0]["curve"].dump();
   }
 }
 
