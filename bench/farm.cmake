@@ -1,14 +1,8 @@
-# crosstune-sim-device (a crosstune-server whose kernels answer from a recorded table) and
-# crosstune-bench-farm (tuning on a simulated farm through the real tracker; issue 26 part 4).
-if(NOT TARGET crosstune::tuner OR NOT TARGET crosstune-tracker OR NOT TARGET crosstune::build_worker)
+# crosstune-bench-farm (tuning on a simulated farm through the real tracker; issue 26 part 4),
+# over the simulated boards and build workers of bench/sim_tools.cmake.
+if(NOT TARGET crosstune-sim-device)
   return()
 endif()
-add_executable(crosstune-sim-device ${CMAKE_CURRENT_LIST_DIR}/sim_device.cc)
-target_link_libraries(crosstune-sim-device PRIVATE crosstune::server crosstune::tuner)
-
-add_executable(crosstune-sim-build-worker ${CMAKE_CURRENT_LIST_DIR}/sim_build_worker.cc)
-target_link_libraries(crosstune-sim-build-worker PRIVATE crosstune::build_worker crosstune::tuner)
-
 add_executable(crosstune-bench-farm ${CMAKE_CURRENT_LIST_DIR}/bench_farm.cc)
 target_link_libraries(crosstune-bench-farm PRIVATE crosstune::tuner)
 add_dependencies(crosstune-bench-farm crosstune-sim-device crosstune-sim-build-worker crosstune-tracker)

@@ -129,8 +129,12 @@ fi
 # them. The sanitizer builds leave out what their tests do not need (CMakePresets.json):
 #   asan  clang, ASan + UBSan (halting on the first finding): every unit and integration test
 #         but the qemu, slow and gpu ones and a few the preset names (CUDA template compiles)
-#   tsan  the tracker's tests and the builder's worker pool tests (the builder and the tracker
-#         binaries, the server and the CLI they start; not the rest of the builder's tests)
+#   tsan  the tracker's tests, the builder's worker pool tests and the tuner's tests of its
+#         threads: device threads and requeue, planning beside measuring, the build farm and
+#         worker, a build cache shared by two runs, resume after SIGKILL, progress reports, the
+#         simulated boards (the binaries they start: server, tracker, build worker, sim device,
+#         the CLI with its compiler module, whose model library is the only model part built;
+#         not the rest of the builder's and the tuner's tests, nor the model's)
 extra=()
 if [ $# -eq 0 ]; then
   if command -v clang++-14 >/dev/null; then
@@ -146,7 +150,10 @@ if [ $# -eq 0 ]; then
   phase_done "asan build"
   cmake --preset tsan >/dev/null
   cmake --build build/tsan --target tracker_scheduler_test tracker_store_test tvm_peers_test \
-    tracker_integration_test tracker_web_cli_test tracker_hardening_test builder_unit_test
+    tracker_integration_test tracker_web_cli_test tracker_hardening_test builder_unit_test \
+    tuner_build_dispatch_test tuner_pipeline_test tuner_build_worker_test tuner_requeue_test \
+    tuner_progress_report_test tuner_sim_farm_test tuner_build_farm_cli_test tuner_resume_test \
+    tuner_planning_test tuner_build_cache_test
   extra+=(tsan)
   phase_done "tsan build"
 fi

@@ -4,7 +4,10 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -250,6 +253,68 @@ TEST_F(PipelineTest, ARunWhoseTrialsAllFailEndsWithTheCommonestErrorAndItsMessag
   EXPECT_TRUE(msg.find("BuildError (1): ") != std::string::npos ||
               msg.find("RuntimeError (1): ") != std::string::npos)
       << msg;
+}
+
+// A tuner that calls `first` when asked for its first batch, then proposes as `inner` does: in
+// Run(), after the devices were opened and before any candidate is measured.
+class FirstProposalHook final : public Tuner {
+ public:
+  FirstProposalHook(std::unique_ptr<Tuner> inner, std::function<void()> first)
+      : inner_(std::move(inner)), first_(std::move(first)) {}
+  std::string name() const override { return inner_->name(); }
+  std::vector<uint64_t> NextBatch(int n) override {
+    if (auto f = std::exchange(first_, nullptr)) f();
+    return inner_->NextBatch(n);
+  }
+  void Update(const std::vector<TrialResult>& results) override { inner_->Update(results); }
+
+ private:
+  std::unique_ptr<Tuner> inner_;
+  std::function<void()> first_;
+};
+
+TEST_F(PipelineTest, DevicesLostInOneBatchEachReportTheirOwnLoss) {
+  // Two devices whose servers stop once the run has opened them: both device threads find their
+  // device gone in the first batch, at about the same time, and each reports its own loss (the
+  // tsan preset runs this: the reports once read the run's last loss, which the other device's
+  // thread could be writing).
+  ServerProcess second;
+  Status started =
+      second.Start({CT_SERVER_BIN, "--host", "127.0.0.1", "--port", "0", "--exit-with-parent"},
+                   std::chrono::seconds(20));
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  DeviceSpec other = device_;
+  other.name = "second";
+  other.server = second.address();
+  FaultyTask task(target_, {kNone, kWrong, kReturn});
+  TuneOptions options;
+  options.trials = 3;
+  options.batch = 3;
+  options.include_default = false;
+  options.measure.timing.repeat = 1;
+  options.measure.timing.min_repeat_ms = 0;
+  options.make_tuner = [&](const ConfigSpace& space,
+                           const TunerOptions& topt) -> Expected<std::unique_ptr<Tuner>> {
+    CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> inner, MakeTuner("grid", space, topt));
+    return std::unique_ptr<Tuner>(new FirstProposalHook(std::move(inner), [&] {
+      server_.Stop();
+      second.Stop();
+    }));
+  };
+  std::mutex mu;
+  std::map<std::string, std::string> lost;  // device name -> why, as on_device_lost heard it
+  options.on_device_lost = [&](const DeviceSpec& d, const Status& why) {
+    std::string message = why.message();
+    std::lock_guard<std::mutex> lock(mu);
+    lost[d.name] = std::move(message);
+  };
+  auto result = Tune(task, {device_, other}, *builder_, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), ErrorCode::kDisconnected) << result.status().ToString();
+  // Each names its own server (the one it could not reach again), not the other's.
+  ASSERT_EQ(lost.size(), 2u);
+  EXPECT_NE(lost["local"].find(device_.server), std::string::npos) << lost["local"];
+  EXPECT_NE(lost["second"].find(other.server), std::string::npos) << lost["second"];
 }
 
 TEST_F(PipelineTest, EveryRecordOfTheRunReachesOnRecordBeforeTheProgressThatCountsIt) {

@@ -373,6 +373,9 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
   }
   sum.devices = static_cast<int>(runners.size());
   const msg::DeviceInfo limits = runners.front()->info();
+  // Which devices still measure. While a batch's device threads run, only under its `mu` (a
+  // vector<bool> packs its elements into shared words: a thread's write to its own element is a
+  // write to its neighbours' too).
   std::vector<bool> alive(runners.size(), true);
 
   // --- The loop: build batch i+1 while batch i runs.
@@ -495,9 +498,13 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
     for (const auto& c : batch) queue.push_back(&c);
     int in_flight = 0;
     std::vector<std::pair<Record, TrialResult>> finished;
+    std::vector<std::string> device_warnings;  // the device threads' (mu), said by this thread
     std::vector<std::thread> threads;
+    std::vector<size_t> measuring;  // read before the first thread starts
     for (size_t d = 0; d < runners.size(); ++d) {
-      if (!alive[d]) continue;
+      if (alive[d]) measuring.push_back(d);
+    }
+    for (size_t d : measuring) {
       threads.emplace_back([&, d] {
         DeviceRunner& runner = *runners[d];
         std::unique_lock<std::mutex> lock(mu);
@@ -521,10 +528,13 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
           if (m.error == TrialError::kDeviceLost) {
             queue.push_front(c);
             alive[d] = false;
-            lost = Status(ErrorCode::kDisconnected, m.message);
+            // `lost` is shared (mu): the callback gets this device's own copy, as another device
+            // thread may set `lost` while it runs.
+            const Status why(ErrorCode::kDisconnected, m.message);
+            lost = why;
             cv.notify_all();
             lock.unlock();
-            if (options.on_device_lost) options.on_device_lost(runner.spec(), lost);
+            if (options.on_device_lost) options.on_device_lost(runner.spec(), why);
             return;
           }
           Record r;
@@ -548,7 +558,8 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
           r.timestamp = UtcTimestamp();
           r.workload = options.workload;
           if (s.writer) {
-            if (Status st = s.writer->Append(r); !st.ok()) warn(st.ToString());
+            // Said by the calling thread (the progress loop), as every warning is.
+            if (Status st = s.writer->Append(r); !st.ok()) device_warnings.push_back(st.ToString());
           }
           finished.emplace_back(r, ToTrial(m.index, r));
           cv.notify_all();
@@ -570,6 +581,13 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
         if (!over) {
           bool any_alive = std::find(alive.begin(), alive.end(), true) != alive.end();
           over = !any_alive;
+        }
+        if (!device_warnings.empty()) {
+          std::vector<std::string> said = std::exchange(device_warnings, {});
+          lock.unlock();
+          for (const auto& w : said) warn(w);
+          lock.lock();
+          continue;
         }
         if (finished.size() != reported && (options.on_progress || options.on_record)) {
           std::vector<Record> fresh;
@@ -598,6 +616,7 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
       }
     }
     for (auto& t : threads) t.join();
+    for (const auto& w : device_warnings) warn(w);  // none left, as the loop ends: to be sure
     batch_end = Clock::now();
     if (!options.overlap) {
       building = next_n > 0 ? build_async(std::move(after_run)) : nothing_more();

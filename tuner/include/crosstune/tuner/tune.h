@@ -14,7 +14,8 @@
 // results arrive.
 //
 // Thread-safety: Tune() blocks its caller; the callbacks run on the calling thread, except
-// on_device_lost, which may run on a device thread.
+// on_device_lost, which runs on the lost device's thread: devices lost at the same time call it
+// at the same time (each with its own DeviceSpec and Status).
 #pragma once
 
 #include <atomic>
