@@ -18,6 +18,7 @@ import datetime
 import fnmatch
 import json
 import os
+import os
 import pathlib
 import re
 import subprocess
@@ -209,6 +210,25 @@ def parse_output(stdout: str) -> dict:
     raise DataError("the bench printed no JSON object")
 
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def without_machine_paths(value, root: pathlib.Path = ROOT):
+    """The value with every string path inside the source tree made relative to it (normalised):
+    a recorded run says build/default/cli/crosstune, not where this machine keeps the checkout."""
+    if isinstance(value, dict):
+        return {k: without_machine_paths(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_machine_paths(v, root) for v in value]
+    if isinstance(value, str) and value.startswith("/"):
+        path = pathlib.Path(os.path.normpath(value))
+        if path.is_relative_to(root):
+            return str(path.relative_to(root))
+        if path.is_relative_to(root.parent):  # a sibling checkout's data, e.g. ../shared
+            return str(pathlib.Path("..") / path.relative_to(root.parent))
+    return value
+
+
 def record(argv: list[str], out_dir: pathlib.Path) -> pathlib.Path:
     """Runs a bench and writes its recorded run into out_dir; returns the file."""
     p = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
@@ -217,7 +237,7 @@ def record(argv: list[str], out_dir: pathlib.Path) -> pathlib.Path:
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     run = {"bench": bench_name(argv), "command": [pathlib.Path(argv[0]).name, *argv[1:]],
            "date": now.isoformat().replace("+00:00", "Z"), "cpu": lscpu(),
-           "result": parse_output(p.stdout)}
+           "result": without_machine_paths(parse_output(p.stdout))}
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", run["bench"].removesuffix(".py"))
     path = out_dir / f"{stem}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"

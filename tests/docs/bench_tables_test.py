@@ -61,6 +61,15 @@ class BenchTablesTest(unittest.TestCase):
         self.assertIn("model_name", run["cpu"])
         self.assertIn("| `speedup` | 2.5 |", bt.render(self.dir / "out"))
 
+    def test_a_recorded_run_names_no_path_of_this_machine(self):
+        root = pathlib.Path("/srv/checkout/crosstune")
+        got = bt.without_machine_paths(
+            {"cli": "/srv/checkout/crosstune/build/default/cli/crosstune",
+             "space": ["/srv/checkout/crosstune/../shared/s.json.gz"], "other": "/usr/lib/x.so",
+             "n": 3}, root)
+        self.assertEqual(got, {"cli": "build/default/cli/crosstune", "space": ["../shared/s.json.gz"],
+                               "other": "/usr/lib/x.so", "n": 3})
+
 
 if __name__ == "__main__":
     unittest.main()
