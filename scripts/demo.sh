@@ -43,8 +43,14 @@ step_end() {
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/crosstune-demo.XXXXXX")
 PIDS=()
 BG_PIDS=()
+kill_tree() {  # kill_tree PID: the process and everything it started (a background build's ninja)
+  local child
+  for child in $(pgrep -P "$1" || true); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
 cleanup() {
-  for pid in "${BG_PIDS[@]}" "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${BG_PIDS[@]}"; do kill_tree "$pid"; done
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${BG_PIDS[@]}" "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
