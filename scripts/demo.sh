@@ -165,7 +165,7 @@ step_end
 
 # Under qemu the boards are emulated (slow), so they get a smaller matmul and fewer trials; their
 # figures are emulation speed, not a board's.
-declare -A SHAPE TRIALS
+declare -A SHAPE=() TRIALS=()
 shape_and_trials() {  # shape_and_trials DEVICE
   local dev=$1 board_trials=16
   if [ "$dev" = local ]; then
@@ -179,7 +179,7 @@ shape_and_trials() {  # shape_and_trials DEVICE
     TRIALS[$dev]=${CROSSTUNE_DEMO_TRIALS:-$board_trials}
   fi
 }
-declare -A TUNE_PID
+declare -A TUNE_PID=()
 start_tune() {  # start_tune DEVICE: tunes in the background (its compiles off the local CPU)
   local dev=$1
   shape_and_trials "$dev"
@@ -225,7 +225,7 @@ start_tune local
 declare -A QEMU=([aarch64]=qemu-aarch64 [armhf]=qemu-arm [riscv64]=qemu-riscv64)
 declare -A SYSROOT=([aarch64]=/usr/aarch64-linux-gnu [armhf]=/usr/arm-linux-gnueabihf
   [riscv64]=/usr/riscv64-linux-gnu)
-declare -A BOARD_DONE
+declare -A BOARD_DONE=()
 FAILED=0
 local_reported=0
 # Until the local device has tuned and every board has been built (and, when it built, started).
@@ -321,7 +321,7 @@ echo "demo: compiling ResNet-50 (width 16) for ${NAMES[*]} and running it throug
 "$MODEL_PY" scripts/onnx-reference.py "$WORK/r50w16.onnx" --seed 1 --write-inputs "$WORK/model-in" \
   --out-dir "$WORK/model-ref"
 # Emulated boards run a whole network in seconds to tens of seconds: one timed run there.
-declare -A MODEL_REPEAT
+declare -A MODEL_REPEAT=()
 MODEL_PIDS=()
 for dev in "${NAMES[@]}"; do
   MODEL_REPEAT[$dev]=3
