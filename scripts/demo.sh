@@ -54,7 +54,10 @@ cleanup() {
   for pid in "${BG_PIDS[@]}" "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
-trap cleanup EXIT INT TERM
+# A signal ends the script (its EXIT trap then cleans up); a trap alone would carry on after it.
+trap cleanup EXIT
+trap "exit 130" INT
+trap "exit 143" TERM
 
 step_begin "dependencies (Debian packages)"
 bash scripts/install-deps.sh apt
