@@ -2,10 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 
-#include "crosstune/flag_checks.h"
 #include "crosstune/text.h"
 
 namespace crosstune {
@@ -85,26 +86,6 @@ std::chrono::milliseconds SecondsToMs(double seconds) {
   double ms = std::round(seconds * 1000);
   constexpr double kMax = 1e15;  // 31,000 years: past every flag's range
   return std::chrono::milliseconds(ms < 1 ? 1 : static_cast<int64_t>(std::min(ms, kMax)));
-}
-
-CLI::Validator NumberIn(double min, double max) {
-  std::string range = DescribeRange(min, max);
-  return CLI::Validator(
-      [min, max](std::string& text) {
-        auto v = ParseNumberIn(text, min, max);
-        return v.ok() ? std::string() : v.status().message();
-      },
-      range, "number in " + range);
-}
-
-CLI::Validator SecondsIn(double min, double max) {
-  std::string range = DescribeRange(min, max);
-  return CLI::Validator(
-      [min, max](std::string& text) {
-        auto v = ParseNumberIn(text, min, max);
-        return v.ok() ? std::string() : v.status().message() + " seconds";
-      },
-      range + " s", "seconds in " + range);
 }
 
 }  // namespace crosstune
