@@ -18,9 +18,19 @@ target_include_directories(crosstune_thirdparty SYSTEM INTERFACE
   $<BUILD_INTERFACE:${DLPACK_INCLUDE}> $<BUILD_INTERFACE:${CLI11_INCLUDE}>
   $<BUILD_INTERFACE:${NLOHMANN_INCLUDE}> $<BUILD_INTERFACE:${SPDLOG_INCLUDE}>
   $<BUILD_INTERFACE:${FMT_INCLUDE}>)
-# msgpack without Boost containers; spdlog and fmt header-only so the ARM servers need no
-# foreign-architecture builds of them.
-target_compile_definitions(crosstune_thirdparty INTERFACE
-  MSGPACK_NO_BOOST SPDLOG_HEADER_ONLY FMT_HEADER_ONLY SPDLOG_FMT_EXTERNAL BOOST_ASIO_NO_DEPRECATED)
+# msgpack without Boost containers.
+target_compile_definitions(crosstune_thirdparty INTERFACE MSGPACK_NO_BOOST BOOST_ASIO_NO_DEPRECATED)
 target_link_libraries(crosstune_thirdparty INTERFACE OpenSSL::Crypto Threads::Threads ${CMAKE_DL_LIBS})
+# spdlog and fmt: Debian's compiled libraries on the host; header-only in the board builds, which
+# have no foreign-architecture builds of them. Header-only costs every file that logs or formats:
+# a file that logs one line compiles in 11.6 s at -O2 -g header-only against 4.9 s with the
+# libraries, one that formats one string 4.8 s against 0.8 s (g++ 12, AMD EPYC VM, 2026-12-05).
+if(CMAKE_CROSSCOMPILING)
+  target_compile_definitions(crosstune_thirdparty INTERFACE
+    SPDLOG_HEADER_ONLY FMT_HEADER_ONLY SPDLOG_FMT_EXTERNAL)
+else()
+  find_package(fmt REQUIRED CONFIG)
+  find_package(spdlog REQUIRED CONFIG)
+  target_link_libraries(crosstune_thirdparty INTERFACE spdlog::spdlog fmt::fmt)
+endif()
 install(TARGETS crosstune_thirdparty EXPORT crosstuneTargets)
