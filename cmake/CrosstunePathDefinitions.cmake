@@ -9,7 +9,9 @@
 #
 # crosstune_narrow_path_definitions(DIR) walks DIR's targets and those of its subdirectories, after
 # they are all defined (the top-level CMakeLists.txt calls it last). A definition stays on its
-# target when no source file of the target names it (a header uses it, say), as before.
+# target, as before, when no source file of the target names it or a header beside them (or a
+# test helper's) does: a header may use it under #ifdef, where leaving it out would change what
+# compiles rather than fail.
 function(crosstune_narrow_path_definitions dir)
   get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(target ${targets})
@@ -41,6 +43,22 @@ function(crosstune_narrow_path_definitions dir)
         list(APPEND keep "${def}")
         continue()
       endif()
+      # A header beside the sources (or among the test helpers) that names it may be included
+      # by any of them, perhaps under #ifdef: then the whole target keeps it.
+      file(GLOB headers "${source_dir}/*.h" "${PROJECT_SOURCE_DIR}/tests/support/*.h"
+           "${PROJECT_SOURCE_DIR}/tests/support/crosstune/testing/*.h")
+      set(in_header FALSE)
+      foreach(h IN LISTS headers)
+        file(STRINGS "${h}" hits REGEX "(^|[^A-Za-z0-9_])${name}([^A-Za-z0-9_]|$)")
+        if(hits)
+          set(in_header TRUE)
+          break()
+        endif()
+      endforeach()
+      if(in_header)
+        list(APPEND keep "${def}")
+        continue()
+      endif()
       set(users)
       foreach(src IN LISTS sources)
         if(src MATCHES "^\\$<" OR NOT src MATCHES "\\.(cc|cpp|c)$")
@@ -56,7 +74,8 @@ function(crosstune_narrow_path_definitions dir)
         endif()
         file(STRINGS "${path}" hits REGEX "(^|[^A-Za-z0-9_])${name}([^A-Za-z0-9_]|$)")
         if(hits)
-          list(APPEND users "${src}")
+          # (By full path: a relative one would be read against the calling directory.)
+          list(APPEND users "${path}")
         endif()
       endforeach()
       if(users)
