@@ -4,6 +4,10 @@
 #   -DBOUNDS="a/b > 1.5|c < 4"  the same-run ratios the benchmark exists to show, each within a
 #                             bound loose enough for a noisy shared machine (the test says why)
 #   -DTRUE="a"                flags that must be true
+#   -DSKIP_WHEN="a/skipped"   a key the benchmark writes when it could not measure (an input
+#                             outside the checkout is absent): its text is printed after
+#                             "bench-check: SKIP:" and nothing is checked; the test's
+#                             SKIP_REGULAR_EXPRESSION turns that line into ctest's skip
 include(${CMAKE_CURRENT_LIST_DIR}/bench_json.cmake)
 set(command)
 set(after FALSE)
@@ -19,6 +23,14 @@ if(NOT command)
   message(FATAL_ERROR "usage: cmake [-DPOSITIVE=..] [-DBOUNDS=..] [-DTRUE=..] -P check_bench_json.cmake -- BENCH ARGS...")
 endif()
 bench_run(out ${command})
+if(DEFINED SKIP_WHEN)
+  string(REPLACE "/" ";" _skip_keys "${SKIP_WHEN}")
+  string(JSON _skip_why ERROR_VARIABLE _skip_err GET "${out}" ${_skip_keys})
+  if(NOT _skip_err)
+    message(STATUS "bench-check: SKIP: ${_skip_why}")
+    return()
+  endif()
+endif()
 if(DEFINED POSITIVE)
   bench_positive("${out}" "${POSITIVE}")
 endif()
