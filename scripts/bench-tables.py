@@ -18,7 +18,6 @@ import datetime
 import fnmatch
 import json
 import os
-import os
 import pathlib
 import re
 import subprocess
