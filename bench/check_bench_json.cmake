@@ -4,10 +4,11 @@
 #   -DBOUNDS="a/b > 1.5|c < 4"  the same-run ratios the benchmark exists to show, each within a
 #                             bound loose enough for a noisy shared machine (the test says why)
 #   -DTRUE="a"                flags that must be true
-#   -DSKIP_WHEN="a/skipped"   a key the benchmark writes when it could not measure (an input
-#                             outside the checkout is absent): its text is printed after
-#                             "bench-check: SKIP:" and nothing is checked; the test's
-#                             SKIP_REGULAR_EXPRESSION turns that line into ctest's skip
+#   -DSKIP_WHEN="a/skipped"   a key the benchmark writes when it could not measure, and
+#   -DSKIP_MATCH="^absent: "  the reasons that are a skip (an input outside the checkout is
+#                             absent): the text is printed after "bench-check: SKIP:" and nothing
+#                             is checked (the test's SKIP_REGULAR_EXPRESSION turns that line into
+#                             ctest's skip); any other reason (a file that does not load) fails
 include(${CMAKE_CURRENT_LIST_DIR}/bench_json.cmake)
 set(command)
 set(after FALSE)
@@ -27,6 +28,9 @@ if(DEFINED SKIP_WHEN)
   string(REPLACE "/" ";" _skip_keys "${SKIP_WHEN}")
   string(JSON _skip_why ERROR_VARIABLE _skip_err GET "${out}" ${_skip_keys})
   if(NOT _skip_err)
+    if(NOT DEFINED SKIP_MATCH OR NOT _skip_why MATCHES "${SKIP_MATCH}")
+      message(FATAL_ERROR "the benchmark did not measure: ${_skip_why}\n${out}")
+    endif()
     message(STATUS "bench-check: SKIP: ${_skip_why}")
     return()
   endif()

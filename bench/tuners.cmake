@@ -20,7 +20,7 @@ if(BUILD_TESTING)
     COMMAND ${CMAKE_COMMAND}
       "-DPOSITIVE=kernel_tuner/tuners/random/median|kernel_tuner/tuners/xgb/median|kernel_tuner/tuners/ga/median|kernel_tuner/xgb_over_random_median|kernel_tuner/ga_over_random_median"
       "-DBOUNDS=kernel_tuner/xgb_over_random_median < 1.0|kernel_tuner/ga_over_random_median < 0.75"
-      -DSKIP_WHEN=kernel_tuner/skipped
+      -DSKIP_WHEN=kernel_tuner/skipped "-DSKIP_MATCH=^absent: "
       -P ${CMAKE_CURRENT_LIST_DIR}/check_bench_json.cmake -- $<TARGET_FILE:crosstune-bench-tuners>
       --seeds 2 --random-seeds 2)
   # The recorded space lives outside the checkout (../shared/tuning-spaces): a clone without it
