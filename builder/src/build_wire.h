@@ -2,11 +2,11 @@
 // holds (build_cache.h): requests and results as msgpack. Internal to the builder.
 #pragma once
 
-#include <msgpack.hpp>
 #include <string>
 #include <vector>
 
 #include "crosstune/builder/builder.h"
+#include "crosstune/wire.h"
 
 namespace crosstune::builder::wire {
 

@@ -1,6 +1,7 @@
 #include "crosstune/frame.h"
 
 #include "crosstune/text.h"
+#include "crosstune/wire.h"
 
 namespace crosstune {
 namespace {
@@ -29,6 +30,12 @@ bool StringsAreUtf8(const msgpack::object& o) {
 }
 
 }  // namespace
+
+#define CT_WIRE_INSTANTIATE(T)                         \
+  template Expected<msg::T> Frame::As<msg::T>() const; \
+  template std::string EncodeFrame<msg::T>(Opcode, uint32_t, const msg::T&);
+CT_WIRE_MESSAGES(CT_WIRE_INSTANTIATE)
+#undef CT_WIRE_INSTANTIATE
 
 Status Frame::AsStatus() const {
   if (op == Opcode::kResult) return Status::Ok();
@@ -77,11 +84,11 @@ Expected<Frame> DecodeFrameBody(const char* data, size_t size, bool utf8_strings
     // a 4-billion-element array from allocating before the bytes run out.
     msgpack::unpack_limit limit(/*array=*/size, /*map=*/size, /*str=*/size, /*bin=*/size,
                                 /*ext=*/size, /*depth=*/32);
-    auto handle = std::make_shared<msgpack::object_handle>();
+    msgpack::object_handle handle;
     size_t off = 0;
-    msgpack::unpack(*handle, data, size, off, nullptr, nullptr, limit);
+    msgpack::unpack(handle, data, size, off, nullptr, nullptr, limit);
     if (off != size) return Status(ErrorCode::kProtocolError, "trailing bytes after frame body");
-    const msgpack::object& o = handle->get();
+    const msgpack::object& o = handle.get();
     if (o.type != msgpack::type::ARRAY || o.via.array.size != 3) {
       return Status(ErrorCode::kProtocolError, "frame body is not [opcode, request_id, payload]");
     }
@@ -102,8 +109,10 @@ Expected<Frame> DecodeFrameBody(const char* data, size_t size, bool utf8_strings
     }
     f.op = static_cast<Opcode>(op);
     f.request_id = static_cast<uint32_t>(items[1].via.u64);
-    f.payload = items[2];
-    f.handle = std::move(handle);
+    auto body = std::make_shared<FrameBody>();
+    body->payload = items[2];
+    body->handle = std::move(handle);
+    f.body = std::move(body);
   } catch (const std::exception& e) {
     return Status(ErrorCode::kProtocolError, std::string("malformed frame: ") + e.what());
   }

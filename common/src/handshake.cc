@@ -1,6 +1,7 @@
 #include "crosstune/handshake.h"
 
 #include "crosstune/crypto.h"
+#include "crosstune/wire.h"
 
 namespace crosstune {
 
@@ -29,7 +30,8 @@ Expected<msg::HelloReply> ClientHandshake(Channel& ch, const msg::Hello& hello,
 }
 
 bool HelloIsComplete(const Frame& f) {
-  return f.payload.type == msgpack::type::ARRAY && f.payload.via.array.size >= 4;
+  const msgpack::object& payload = PayloadOf(f);
+  return payload.type == msgpack::type::ARRAY && payload.via.array.size >= 4;
 }
 
 Expected<msg::Hello> CheckHello(const Frame& f) {

@@ -5,6 +5,7 @@
 
 #include "crosstune/graph.h"
 #include "crosstune/tensor.h"
+#include "crosstune/wire.h"
 #include "session_request.h"
 
 namespace crosstune::client {

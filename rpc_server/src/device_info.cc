@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "crosstune/cpus.h"
+#include "crosstune/wire.h"
 
 namespace crosstune::server {
 namespace {

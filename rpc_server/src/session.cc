@@ -27,6 +27,7 @@
 #include "crosstune/server/workspace.h"
 #include "crosstune/tensor.h"
 #include "crosstune/text.h"
+#include "crosstune/wire.h"
 #include "cuda_backend.h"
 #include "package_loader.h"
 #include "receive_file.h"

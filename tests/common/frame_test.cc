@@ -12,6 +12,7 @@
 #include "crosstune/channel.h"
 #include "crosstune/cpus.h"
 #include "crosstune/handshake.h"
+#include "crosstune/wire.h"
 
 namespace crosstune {
 namespace {

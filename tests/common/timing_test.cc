@@ -11,6 +11,7 @@
 
 #include "crosstune/messages.h"
 #include "crosstune/protocol.h"
+#include "crosstune/wire.h"
 
 namespace crosstune {
 namespace {

@@ -7,6 +7,7 @@
 
 #include "crosstune/channel.h"
 #include "crosstune/handshake.h"
+#include "crosstune/wire.h"
 #include "test_util.h"
 
 namespace crosstune::testing {

@@ -13,6 +13,7 @@
 
 #include "crosstune/frame.h"
 #include "crosstune/tracker/store.h"
+#include "crosstune/wire.h"
 #include "farm.h"
 
 namespace crosstune::testing {

@@ -550,17 +550,10 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
     } else if (was_ready) {
       sched.ClientDisconnected(now, c->id);
     }
-    Frame lost;
-    lost.op = Opcode::kError;
     for (auto& [id, cb] : pending) {
-      auto handle = std::make_shared<msgpack::object_handle>();
-      msgpack::sbuffer buf;
-      msgpack::pack(buf, msg::Error{uint8_t(ErrorCode::kDisconnected), "peer went away"});
-      *handle = msgpack::unpack(buf.data(), buf.size());
-      lost.handle = handle;
-      lost.payload = handle->get();
-      lost.request_id = id;
-      cb(lost);
+      std::string bytes = EncodeError(id, Status(ErrorCode::kDisconnected, "peer went away"));
+      auto lost = DecodeFrameBody(bytes.data() + 4, bytes.size() - 4);
+      if (lost.ok()) cb(*lost);
     }
     Drain();
   }

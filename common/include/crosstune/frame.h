@@ -1,10 +1,12 @@
 // Frames: encoding and decoding of [opcode, request_id, payload] bodies with a u32 length prefix.
 // Pure functions over bytes, shared by the blocking Channel and the tracker's async sessions.
+// The templates below are defined in wire.h (msgpack) and instantiated in frame.cc for every
+// message of messages.h and tracker_messages.h, so a file that sends or receives messages
+// through a Channel compiles without msgpack's headers.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <msgpack.hpp>
 #include <string>
 
 #include "crosstune/messages.h"
@@ -13,45 +15,25 @@
 
 namespace crosstune {
 
-// A decoded frame. Owns the msgpack zone that `payload` points into.
+// The decoded msgpack body of a frame (wire.h): the zone the payload points into, and the payload.
+struct FrameBody;
+
+// A decoded frame.
 struct Frame {
   Opcode op = Opcode::kResult;
   uint32_t request_id = 0;
-  std::shared_ptr<msgpack::object_handle> handle;
-  msgpack::object payload;
+  std::shared_ptr<const FrameBody> body;
 
   // Converts the payload into an owned message; a payload of the wrong shape is kProtocolError.
   template <typename T>
-  Expected<T> As() const {
-    try {
-      T out{};
-      payload.convert(out);
-      return out;
-    } catch (const std::exception& e) {
-      return Status(
-          ErrorCode::kProtocolError,
-          std::string("malformed ") + std::string(OpcodeName(op)) + " payload: " + e.what());
-    }
-  }
+  Expected<T> As() const;
   // For replies: the Error payload as a Status (kOk for a kResult frame).
   Status AsStatus() const;
 };
 
 // Encodes a whole frame, length prefix included.
 template <typename T>
-std::string EncodeFrame(Opcode op, uint32_t request_id, const T& payload) {
-  msgpack::sbuffer body;
-  body.write("\0\0\0\0", 4);  // room for the length prefix
-  msgpack::packer<msgpack::sbuffer> pk(&body);
-  pk.pack_array(3);
-  pk.pack(static_cast<uint16_t>(op));
-  pk.pack(request_id);
-  pk.pack(payload);
-  std::string out(body.data(), body.size());
-  uint32_t n = static_cast<uint32_t>(out.size() - 4);
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out;
-}
+std::string EncodeFrame(Opcode op, uint32_t request_id, const T& payload);
 
 std::string EncodeError(uint32_t request_id, const Status& status);
 

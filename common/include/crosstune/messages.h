@@ -1,28 +1,35 @@
-// The payload of every frame, one struct per message, encoded as msgpack arrays (MSGPACK_DEFINE).
-// Decode into these owned structs at once: a msgpack::object lives only as long as its handle.
+// The payload of every frame, one struct per message, encoded as a msgpack array of the fields
+// that CT_WIRE_FIELDS names, in that order. The encoding itself lives in wire.h, which only the
+// files that encode or decode include: this header is read by most of the tree, msgpack's headers
+// (about 2 s of every compile that reads them) by the few files that need them.
 //
 // Compatibility: fields are only ever appended; a peer of the same major ignores trailing fields
 // it does not know and fills missing trailing ones with defaults.
 #pragma once
 
 #include <cstdint>
-#include <msgpack.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "crosstune/protocol.h"
 #include "crosstune/timing.h"
 
+// A message's fields in wire order, as references (wire.h packs and unpacks them).
+#define CT_WIRE_FIELDS(...)                           \
+  auto WireFields() { return std::tie(__VA_ARGS__); } \
+  auto WireFields() const { return std::tie(__VA_ARGS__); }
+
 namespace crosstune::msg {
 
 struct Empty {
-  MSGPACK_DEFINE()
+  CT_WIRE_FIELDS()
 };
 
 struct Error {
   uint8_t code = 0;  // an ErrorCode
   std::string message;
-  MSGPACK_DEFINE(code, message)
+  CT_WIRE_FIELDS(code, message)
 };
 
 // --- Connection ---------------------------------------------------------------------------------
@@ -34,7 +41,7 @@ struct Hello {
   uint8_t role = 0;         // a PeerRole
   std::string peer_name;    // user@host or a server's key, for logs and the tracker
   std::string lease_token;  // from the tracker; empty when none
-  MSGPACK_DEFINE(magic, major, minor, role, peer_name, lease_token)
+  CT_WIRE_FIELDS(magic, major, minor, role, peer_name, lease_token)
 };
 
 struct HelloReply {
@@ -44,12 +51,12 @@ struct HelloReply {
   bool auth_required = false;
   std::string nonce;  // random bytes (hex) to answer with an Auth HMAC
   std::string session_id;
-  MSGPACK_DEFINE(major, minor, version, auth_required, nonce, session_id)
+  CT_WIRE_FIELDS(major, minor, version, auth_required, nonce, session_id)
 };
 
 struct Auth {
   std::string hmac_hex;  // HMAC-SHA256(secret, nonce) in lower-case hex
-  MSGPACK_DEFINE(hmac_hex)
+  CT_WIRE_FIELDS(hmac_hex)
 };
 
 // --- Device info --------------------------------------------------------------------------------
@@ -66,7 +73,7 @@ struct GpuInfo {
   uint32_t max_registers_per_block = 0;     // 32-bit registers
   uint32_t multiprocessors = 0;
   uint32_t warp_size = 0;
-  MSGPACK_DEFINE(name, arch, memory_bytes, max_threads_per_block, max_shared_per_block,
+  CT_WIRE_FIELDS(name, arch, memory_bytes, max_threads_per_block, max_shared_per_block,
                  max_shared_per_block_optin, max_registers_per_block, multiprocessors, warp_size)
 };
 
@@ -89,7 +96,7 @@ struct DeviceInfo {
   // A build worker (crosstune-build-worker): the target kinds it builds ("cpu", "cuda"); `cores`
   // is then the builds it runs at once. Empty for a device.
   std::vector<std::string> build_targets;
-  MSGPACK_DEFINE(arch, triple, cpu_model, cpu_features, cores, memory_bytes, os, gpus, version,
+  CT_WIRE_FIELDS(arch, triple, cpu_model, cpu_features, cores, memory_bytes, os, gpus, version,
                  protocol_major, protocol_minor, gpu_status, max_tensor_bytes, build_targets)
 };
 
@@ -100,19 +107,19 @@ struct UploadRequest {
   std::string path;
   uint64_t size = 0;
   std::string sha256_hex;  // checked after the last byte; empty skips the check
-  MSGPACK_DEFINE(path, size, sha256_hex)
+  CT_WIRE_FIELDS(path, size, sha256_hex)
 };
 
 struct FileRef {
   std::string path;
-  MSGPACK_DEFINE(path)
+  CT_WIRE_FIELDS(path)
 };
 
 struct FileEntry {
   std::string path;
   uint64_t size = 0;
   std::string sha256_hex;
-  MSGPACK_DEFINE(path, size, sha256_hex)
+  CT_WIRE_FIELDS(path, size, sha256_hex)
 };
 
 // Reply to Upload, and the header of a Download reply (then `size` raw bytes follow).
@@ -125,13 +132,13 @@ using FileReply = FileEntry;
 struct ListFilesRequest {
   std::string after;   // only paths that sort (bytewise) after this one; "": from the first
   bool paged = false;  // the reply may stop early
-  MSGPACK_DEFINE(after, paged)
+  CT_WIRE_FIELDS(after, paged)
 };
 
 struct FileList {
   std::vector<FileEntry> files;  // sorted by path
   bool more = false;             // paged: paths after files.back().path remain
-  MSGPACK_DEFINE(files, more)
+  CT_WIRE_FIELDS(files, more)
 };
 
 // --- Modules and calls --------------------------------------------------------------------------
@@ -139,12 +146,12 @@ struct FileList {
 struct FunctionInfo {
   std::string name;
   std::string signature;  // kernel_abi.h: 't' tensor, 'i' int64, 'f' float64
-  MSGPACK_DEFINE(name, signature)
+  CT_WIRE_FIELDS(name, signature)
 };
 
 struct LoadModuleRequest {
   std::string path;  // a .so or .ctpkg in the workspace
-  MSGPACK_DEFINE(path)
+  CT_WIRE_FIELDS(path)
 };
 
 struct ModuleInfo {
@@ -152,12 +159,12 @@ struct ModuleInfo {
   std::string target;
   std::vector<FunctionInfo> functions;
   std::string kind;  // "cpu" or "cuda"
-  MSGPACK_DEFINE(module_id, target, functions, kind)
+  CT_WIRE_FIELDS(module_id, target, functions, kind)
 };
 
 struct ModuleRef {
   uint32_t module_id = 0;
-  MSGPACK_DEFINE(module_id)
+  CT_WIRE_FIELDS(module_id)
 };
 
 enum class ArgKind : uint8_t { kInt64 = 0, kFloat64 = 1, kTensor = 2 };
@@ -167,7 +174,7 @@ struct Arg {
   int64_t i = 0;
   double f = 0;
   uint32_t tensor_id = 0;
-  MSGPACK_DEFINE(kind, i, f, tensor_id)
+  CT_WIRE_FIELDS(kind, i, f, tensor_id)
 };
 
 struct CallRequest {
@@ -177,14 +184,14 @@ struct CallRequest {
   uint32_t timeout_ms = 0;  // 0: the server's default call timeout
   // Threads the module's parallel launches may use (kernel_abi.h); 0: the server's --threads.
   uint32_t threads = 0;
-  MSGPACK_DEFINE(module_id, function, args, timeout_ms, threads)
+  CT_WIRE_FIELDS(module_id, function, args, timeout_ms, threads)
 };
 
 struct CallReply {
   int32_t ret = 0;
   double seconds = 0;    // wall time of the call on the device
   uint32_t threads = 0;  // threads the call could use (0 from servers without a thread pool)
-  MSGPACK_DEFINE(ret, seconds, threads)
+  CT_WIRE_FIELDS(ret, seconds, threads)
 };
 
 // The time evaluator of design.md: one warm-up call, then `repeat` rounds of `number` calls;
@@ -193,7 +200,7 @@ struct CallReply {
 struct TimeRequest {
   CallRequest call;
   TimingOptions timing;
-  MSGPACK_DEFINE(call, timing.number, timing.repeat, timing.min_repeat_ms, timing.cooldown_ms,
+  CT_WIRE_FIELDS(call, timing.number, timing.repeat, timing.min_repeat_ms, timing.cooldown_ms,
                  timing.flush_cache)
 };
 
@@ -201,7 +208,7 @@ struct TimeReply {
   std::vector<double> seconds_per_call;  // one entry per round
   uint32_t number = 0;                   // calls per round after growth
   uint32_t threads = 0;  // threads the calls could use (0 from servers without a thread pool)
-  MSGPACK_DEFINE(seconds_per_call, number, threads)
+  CT_WIRE_FIELDS(seconds_per_call, number, threads)
 };
 
 // --- Tensors ------------------------------------------------------------------------------------
@@ -213,13 +220,13 @@ struct TensorAllocRequest {
   uint16_t dtype_lanes = 1;
   int32_t device_type = 1;  // DLDeviceType (kDLCPU = 1, kDLCUDA = 2)
   int32_t device_id = 0;
-  MSGPACK_DEFINE(shape, dtype_code, dtype_bits, dtype_lanes, device_type, device_id)
+  CT_WIRE_FIELDS(shape, dtype_code, dtype_bits, dtype_lanes, device_type, device_id)
 };
 
 struct TensorRef {
   uint32_t tensor_id = 0;
   uint64_t nbytes = 0;
-  MSGPACK_DEFINE(tensor_id, nbytes)
+  CT_WIRE_FIELDS(tensor_id, nbytes)
 };
 
 // CopyIn is followed by `nbytes` raw bytes; the CopyOut reply (a TensorCopy) by `nbytes` raw bytes.
@@ -227,7 +234,7 @@ struct TensorCopy {
   uint32_t tensor_id = 0;
   uint64_t offset = 0;
   uint64_t nbytes = 0;
-  MSGPACK_DEFINE(tensor_id, offset, nbytes)
+  CT_WIRE_FIELDS(tensor_id, offset, nbytes)
 };
 
 // --- Models (the graph executor) ----------------------------------------------------------------
@@ -238,7 +245,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   std::string dtype;
   uint64_t nbytes = 0;
-  MSGPACK_DEFINE(name, shape, dtype, nbytes)
+  CT_WIRE_FIELDS(name, shape, dtype, nbytes)
 };
 
 // Reply to LoadModel. LoadModel's request is a LoadModuleRequest (a .ctpkg in the workspace).
@@ -252,13 +259,13 @@ struct ModelInfo {
   uint32_t params = 0;
   uint64_t params_bytes = 0;  // used in place from the mapped params.bin
   uint64_t flops = 0;         // per run, from the nodes' "flops"
-  MSGPACK_DEFINE(model_id, target, inputs, outputs, nodes, storage_bytes, params, params_bytes,
+  CT_WIRE_FIELDS(model_id, target, inputs, outputs, nodes, storage_bytes, params, params_bytes,
                  flops)
 };
 
 struct ModelRef {
   uint32_t model_id = 0;
-  MSGPACK_DEFINE(model_id)
+  CT_WIRE_FIELDS(model_id)
 };
 
 // Followed by `nbytes` raw bytes, copied straight into the input's storage. The name must be one
@@ -269,14 +276,14 @@ struct SetInputRequest {
   std::vector<int64_t> shape;
   std::string dtype;
   uint64_t nbytes = 0;
-  MSGPACK_DEFINE(model_id, name, shape, dtype, nbytes)
+  CT_WIRE_FIELDS(model_id, name, shape, dtype, nbytes)
 };
 
 struct RunModelRequest {
   uint32_t model_id = 0;
   uint32_t timeout_ms = 0;  // for the whole run; 0: the server's call timeout
   uint32_t threads = 0;     // for the kernels' parallel loops; 0: the server's --threads
-  MSGPACK_DEFINE(model_id, timeout_ms, threads)
+  CT_WIRE_FIELDS(model_id, timeout_ms, threads)
 };
 
 // Reply to RunModel: the wall time of the run on the device.
@@ -287,7 +294,7 @@ struct GetOutputRequest {
   uint32_t model_id = 0;
   std::string name;
   int64_t index = 0;
-  MSGPACK_DEFINE(model_id, name, index)
+  CT_WIRE_FIELDS(model_id, name, index)
 };
 
 // TimeModel (whole runs) and ProfileModel (each node on its own, in graph order) under the time
@@ -298,7 +305,7 @@ struct TimeModelRequest {
   TimingOptions timing;
   uint32_t timeout_ms = 0;  // per run (per node call when profiling); 0: the server's default
   uint32_t threads = 0;
-  MSGPACK_DEFINE(model_id, timing.number, timing.repeat, timing.min_repeat_ms, timing.cooldown_ms,
+  CT_WIRE_FIELDS(model_id, timing.number, timing.repeat, timing.min_repeat_ms, timing.cooldown_ms,
                  timing.flush_cache, timeout_ms, threads)
 };
 
@@ -316,7 +323,7 @@ struct NodeProfile {
   // a real run goes: weights and activations as cold as a run leaves them); the times above are
   // of the node run alone, again and again (warm, as the tuner measures a kernel).
   double in_run_median_seconds = 0;
-  MSGPACK_DEFINE(name, op_type, function, shapes, median_seconds, min_seconds, max_seconds, number,
+  CT_WIRE_FIELDS(name, op_type, function, shapes, median_seconds, min_seconds, max_seconds, number,
                  flops, in_run_median_seconds)
 };
 
@@ -325,7 +332,7 @@ struct ProfileHeader {
   uint32_t nodes = 0;
   uint64_t body_bytes = 0;
   uint32_t threads = 0;
-  MSGPACK_DEFINE(nodes, body_bytes, threads)
+  CT_WIRE_FIELDS(nodes, body_bytes, threads)
 };
 
 // --- Builds (crosstune-build-worker; minor 2) ----------------------------------------------------
@@ -336,14 +343,14 @@ struct BuildJob {
   uint64_t request_bytes = 0;
   std::string request_sha256;  // of those bytes; a mismatch is refused with kBadHash
   uint32_t timeout_ms = 0;     // the build's limit (0: the worker's default)
-  MSGPACK_DEFINE(request_bytes, request_sha256, timeout_ms)
+  CT_WIRE_FIELDS(request_bytes, request_sha256, timeout_ms)
 };
 
 // The reply header of Build; `result_bytes` follow: the builder's result, the library inside.
 struct BuildJobReply {
   uint64_t result_bytes = 0;
   std::string result_sha256;  // of those bytes; the client refuses a mismatch with kBadHash
-  MSGPACK_DEFINE(result_bytes, result_sha256)
+  CT_WIRE_FIELDS(result_bytes, result_sha256)
 };
 
 }  // namespace crosstune::msg

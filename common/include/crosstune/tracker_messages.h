@@ -1,6 +1,6 @@
 // Payloads of the tracker opcodes (protocol.h kRegister .. kTuneProgress), shared by the tracker,
-// the rpc server's tracker link and the client library. Same rules as messages.h: msgpack arrays,
-// fields only ever appended.
+// the rpc server's tracker link and the client library. Same rules as messages.h: msgpack arrays
+// of the CT_WIRE_FIELDS (wire.h), fields only ever appended.
 //
 // Who sends what, after the usual handshake (Hello with role kServer / kClient / kAdmin):
 //
@@ -36,7 +36,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <msgpack.hpp>
 #include <string>
 #include <vector>
 
@@ -56,35 +55,35 @@ struct Register {
   // Random per server process, the same across its reconnects: only the server that holds a
   // live registration may replace it.
   std::string server_id;
-  MSGPACK_DEFINE(key, tags, info, custom_addr, port, lease_token, session_active, server_id)
+  CT_WIRE_FIELDS(key, tags, info, custom_addr, port, lease_token, session_active, server_id)
 };
 
 struct RegisterReply {
   std::string device;         // the device's name at the tracker ("host:port")
   uint32_t heartbeat_ms = 0;  // send a ServerHeartbeat this often
   std::string lease_token;    // the token to accept now ("" none)
-  MSGPACK_DEFINE(device, heartbeat_ms, lease_token)
+  CT_WIRE_FIELDS(device, heartbeat_ms, lease_token)
 };
 
 struct ServerHeartbeat {
   bool session_active = false;
   std::string lease_token;
-  MSGPACK_DEFINE(session_active, lease_token)
+  CT_WIRE_FIELDS(session_active, lease_token)
 };
 
 struct SetLease {
   std::string lease_token;  // "" revokes
   std::string holder;       // for the server's log
-  MSGPACK_DEFINE(lease_token, holder)
+  CT_WIRE_FIELDS(lease_token, holder)
 };
 
 struct SelfCheck {
-  MSGPACK_DEFINE()
+  CT_WIRE_FIELDS()
 };
 
 struct LeaseRef {
   std::string lease_token;
-  MSGPACK_DEFINE(lease_token)
+  CT_WIRE_FIELDS(lease_token)
 };
 
 // How a session or a lease ended, as the server or the client reports it. Infrastructure
@@ -100,7 +99,7 @@ struct SessionEnded {
   std::string lease_token;
   uint8_t outcome = 0;  // an Outcome
   std::string message;
-  MSGPACK_DEFINE(lease_token, outcome, message)
+  CT_WIRE_FIELDS(lease_token, outcome, message)
 };
 
 // A constraint is "name=value", "name!=value", "name>=number", "name<=number" or "+feature",
@@ -116,7 +115,7 @@ struct DeviceRequest {
   // false: the lease ends with the first session on the device (a `crosstune run`);
   // true: it lasts until released, expired or disconnected (a `crosstune lease` hold).
   bool multi_session = false;
-  MSGPACK_DEFINE(key, constraints, priority, queue_timeout_ms, lease_ms, holder, multi_session)
+  CT_WIRE_FIELDS(key, constraints, priority, queue_timeout_ms, lease_ms, holder, multi_session)
 };
 
 struct QueueUpdate {
@@ -124,7 +123,7 @@ struct QueueUpdate {
   uint32_t queue_length = 0;
   uint64_t waited_ms = 0;
   std::string note;  // e.g. "every matching device is busy"
-  MSGPACK_DEFINE(position, queue_length, waited_ms, note)
+  CT_WIRE_FIELDS(position, queue_length, waited_ms, note)
 };
 
 struct Grant {
@@ -133,32 +132,32 @@ struct Grant {
   std::string lease_token;
   uint32_t lease_ms = 0;
   std::string key;
-  MSGPACK_DEFINE(device, address, lease_token, lease_ms, key)
+  CT_WIRE_FIELDS(device, address, lease_token, lease_ms, key)
 };
 
 struct CancelRequest {
   uint32_t request_id = 0;  // of the DeviceRequest frame on this connection
-  MSGPACK_DEFINE(request_id)
+  CT_WIRE_FIELDS(request_id)
 };
 
 struct RenewLease {
   std::string lease_token;
   uint32_t lease_ms = 0;  // 0: the lease's own length
-  MSGPACK_DEFINE(lease_token, lease_ms)
+  CT_WIRE_FIELDS(lease_token, lease_ms)
 };
 
 struct LeaseInfo {
   std::string device;
   std::string address;
   uint64_t remaining_ms = 0;
-  MSGPACK_DEFINE(device, address, remaining_ms)
+  CT_WIRE_FIELDS(device, address, remaining_ms)
 };
 
 struct ReleaseLease {
   std::string lease_token;
   uint8_t outcome = 0;  // an Outcome (kUnreachable when the granted address did not answer)
   std::string message;
-  MSGPACK_DEFINE(lease_token, outcome, message)
+  CT_WIRE_FIELDS(lease_token, outcome, message)
 };
 
 // A tune run's progress. Bounded by the tracker (tracker/tune_runs.h: ids and names, at most
@@ -176,13 +175,13 @@ struct TuneProgress {
   std::map<std::string, uint32_t> errors;  // this run's failed trials by kind
   double rate = 0;                         // trials per second
   bool finished = false;                   // the last report of the run
-  MSGPACK_DEFINE(run_id, lease_tokens, task, trials, total, measured, best_gflops, errors, rate,
+  CT_WIRE_FIELDS(run_id, lease_tokens, task, trials, total, measured, best_gflops, errors, rate,
                  finished)
 };
 
 struct QueryReply {
   std::string json;
-  MSGPACK_DEFINE(json)
+  CT_WIRE_FIELDS(json)
 };
 
 // proof = HMAC-SHA256(admin token, session_id + "\n" + action + "\n" + device), with the
@@ -191,7 +190,7 @@ struct AdminRequest {
   std::string action;  // drain, undrain, kick
   std::string device;
   std::string proof;
-  MSGPACK_DEFINE(action, device, proof)
+  CT_WIRE_FIELDS(action, device, proof)
 };
 
 }  // namespace crosstune::msg
