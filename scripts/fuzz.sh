@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (the `fuzz` preset: clang-14, ASan + UBSan) and runs each one long
-# on its seed corpus. New inputs go to build/fuzz/long/<target>/, crashes to build/fuzz/crashes/.
+# Builds the libFuzzer targets (in the asan preset's tree, build/asan: clang-14, ASan + UBSan; the
+# `fuzz` build preset builds only them) and runs each one long on its seed corpus. New inputs go to
+# build/asan/fuzz/long/<target>/, crashes to build/asan/fuzz/crashes/.
 #   scripts/fuzz.sh                  every target, 600 s each
 #   FUZZ_SECONDS=60 scripts/fuzz.sh fuzz_frame fuzz_npy
 #   FUZZ_RUNS=10000000 scripts/fuzz.sh fuzz_npy   stop after N executions (or FUZZ_SECONDS, first)
@@ -9,9 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-# Five build trees (main, fuzz, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
+# Four build trees (main, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
-cmake --preset fuzz >/dev/null
+cmake --preset asan >/dev/null
 cmake --build --preset fuzz
 seconds=${FUZZ_SECONDS:-600}
 runs=${FUZZ_RUNS:--1}
@@ -21,13 +22,14 @@ if [ ${#targets[@]} -eq 0 ]; then
     fuzz_kt_cache fuzz_target fuzz_tvm_tracker fuzz_scheduler fuzz_graph fuzz_tvm_params
     fuzz_module_table)
 fi
-mkdir -p build/fuzz/crashes
+out=build/asan/fuzz
+mkdir -p "$out/crashes"
 for t in "${targets[@]}"; do
-  mkdir -p "build/fuzz/long/$t"
+  mkdir -p "$out/long/$t"
   echo "== $t (${seconds} s)"
   # The target's own flags (time-out, memory, -max_len), as fuzz/CMakeLists.txt wrote them.
-  read -r -a flags <"build/fuzz/fuzz/$t.flags"
-  build/fuzz/fuzz/"$t" -max_total_time="$seconds" -runs="$runs" "${flags[@]}" \
-    -print_final_stats=1 -artifact_prefix=build/fuzz/crashes/"$t"- \
-    "build/fuzz/long/$t" "fuzz/corpus/$t" 2>&1 | grep -E '^(stat::(number_of_executed_units|average_exec_per_sec)|==[0-9]+==ERROR|SUMMARY)' || true
+  read -r -a flags <"$out/$t.flags"
+  "$out/$t" -max_total_time="$seconds" -runs="$runs" "${flags[@]}" \
+    -print_final_stats=1 -artifact_prefix="$out/crashes/$t-" \
+    "$out/long/$t" "fuzz/corpus/$t" 2>&1 | grep -E '^(stat::(number_of_executed_units|average_exec_per_sec)|==[0-9]+==ERROR|SUMMARY)' || true
 done

@@ -82,7 +82,8 @@ grep -qE '^install-deps: (installing|building|unpacking)' build/install-deps-las
 phase_done "deps" $deps_cold
 # ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-# Five build trees (main, fuzz, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
+# Four build trees (main, asan with the fuzz targets, tsan, the ARM servers) outgrow ccache's
+# default 5 GB.
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 cmake --preset default
 mkdir -p build/default
@@ -131,11 +132,13 @@ if [ $# -eq 0 ]; then
   fi
   phase_done "docs"
 fi
-# The fuzz targets (clang, ASan + UBSan; `ctest -L fuzz` runs each for a few seconds on its seeds)
-# and the sanitizer builds run in a full run only: `scripts/test.sh -L unit` and the like skip
-# them. The sanitizer builds leave out what their tests do not need (CMakePresets.json):
+# The sanitizer builds run in a full run only: `scripts/test.sh -L unit` and the like skip them.
+# They leave out what their tests do not need (CMakePresets.json):
 #   asan  clang, ASan + UBSan (halting on the first finding): every unit and integration test
-#         but the qemu, slow and gpu ones and a few the preset names (CUDA template compiles)
+#         but the qemu, slow and gpu ones and those the preset names (CUDA template compiles,
+#         compute-heavy cases of generated kernels and whole networks); and the libFuzzer
+#         targets (the tree carries their coverage), which `ctest -L fuzz` runs there for a few
+#         seconds each on their seeds (the "fuzz ctest" phase)
 #   tsan  the tracker's tests, the builder's worker pool tests and the tuner's tests of its
 #         threads: device threads and requeue, planning beside measuring, the build farm and
 #         worker, a build cache shared by two runs, resume after SIGKILL, progress reports, the
@@ -144,16 +147,11 @@ fi
 #         not the rest of the builder's and the tuner's tests, nor the model's)
 extra=()
 if [ $# -eq 0 ]; then
-  if command -v clang++-14 >/dev/null; then
-    cmake --preset fuzz >/dev/null
-    cmake --build --preset fuzz
-    extra+=(fuzz)
-    phase_done "fuzz build"
-  fi
   cmake --preset asan >/dev/null
-  # The asan build preset builds the `sanitizer-tests` target (tests/CMakeLists.txt).
+  # The asan build preset builds the `sanitizer-tests` target (tests/CMakeLists.txt) and the
+  # `fuzz-targets` one (fuzz/CMakeLists.txt).
   cmake --build --preset asan
-  extra+=(asan)
+  extra+=(fuzz asan)
   phase_done "asan build"
   cmake --preset tsan >/dev/null
   cmake --build build/tsan --target tracker_scheduler_test tracker_store_test tvm_peers_test \
@@ -165,14 +163,32 @@ if [ $# -eq 0 ]; then
   phase_done "tsan build"
 fi
 log=build/default/ctest-last.log
+# Each extra step's ctest log and its copy of ctest's LastTest.log (every test's output).
+step_log() {
+  if [ "$1" = fuzz ]; then
+    echo build/asan/fuzz-ctest-last.log
+  else
+    echo "build/$1/ctest-last.log"
+  fi
+}
+step_last_test() {
+  if [ "$1" = fuzz ]; then
+    echo build/asan/Testing/Temporary/fuzz-LastTest.log
+  else
+    echo "build/$1/Testing/Temporary/LastTest.log"
+  fi
+}
 set +e
 ctest --test-dir build/default --output-on-failure -j2 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 phase_done "ctest"
 for step in "${extra[@]}"; do
   if [ "$step" = fuzz ]; then
-    ctest --test-dir build/fuzz --output-on-failure -j2 -L fuzz 2>&1 | tee "build/$step/ctest-last.log"
+    # The fuzz targets live in the asan tree; their run keeps its own logs there (fuzz-*), as the
+    # asan run after it rewrites ctest's LastTest.log.
+    ctest --test-dir build/asan --output-on-failure -j2 -L fuzz 2>&1 | tee "$(step_log fuzz)"
     step_rc=${PIPESTATUS[0]}
+    cp build/asan/Testing/Temporary/LastTest.log "$(step_last_test fuzz)"
   else
     # The presets' filters choose the tests and set the sanitizers' options. ASan (with LSan) and
     # TSan write every process's reports under build/<preset>/sanitizer-reports (log_path): a
@@ -180,12 +196,12 @@ for step in "${extra[@]}"; do
     # fails the run too. (UBSan prints to stderr; it halts the process at its first finding.)
     rm -rf "build/$step/sanitizer-reports"
     mkdir -p "build/$step/sanitizer-reports"
-    ctest --preset "$step" -j2 2>&1 | tee "build/$step/ctest-last.log"
+    ctest --preset "$step" -j2 2>&1 | tee "$(step_log "$step")"
     step_rc=${PIPESTATUS[0]}
     if [ -n "$(ls -A "build/$step/sanitizer-reports")" ]; then
-      cat "build/$step/sanitizer-reports"/* | tee -a "build/$step/ctest-last.log"
+      cat "build/$step/sanitizer-reports"/* | tee -a "$(step_log "$step")"
       echo "test.sh: $step: sanitizer reports in build/$step/sanitizer-reports (above)" |
-        tee -a "build/$step/ctest-last.log"
+        tee -a "$(step_log "$step")"
       [ "$step_rc" = 0 ] && step_rc=1
     fi
   fi
@@ -199,7 +215,7 @@ printf -v times '%s, ' "${phases[@]}"
 echo "test.sh: wall time by phase: ${times%, }; total $SECONDS s"
 summary_of() { grep -E '^[0-9]+% tests passed|No tests were found' "$1" | tail -n 1 || true; }
 for step in "${extra[@]}"; do
-  s=$(summary_of "build/$step/ctest-last.log")
+  s=$(summary_of "$(step_log "$step")")
   echo "$step: ${s:-no summary}"
 done
 # The names of the tests that failed (ctest lists them after its summary, where a log's tail may
@@ -207,17 +223,17 @@ done
 failed_of() {
   sed -n '/^The following tests FAILED:/,/^[^[:space:]]/p' "$1" | grep -E '^[[:space:]]+[0-9]+ - ' || true
 }
-for f in "${extra[@]/#/build/}"; do
-  t=$(failed_of "$f/ctest-last.log")
-  [ -n "$t" ] && printf 'test.sh: %s failed:\n%s\n' "${f#build/}" "$t"
+for step in "${extra[@]}"; do
+  t=$(failed_of "$(step_log "$step")")
+  [ -n "$t" ] && printf 'test.sh: %s failed:\n%s\n' "$step" "$t"
 done
 t=$(failed_of "$log")
 [ -n "$t" ] && printf 'test.sh: failed:\n%s\n' "$t"
 # And the last lines each failed test printed (ctest keeps every test's output in LastTest.log),
 # for at most three of them, and the reason of each skipped one (GoogleTest's line after
 # "Skipped", or the last line): why, where the tail of a CI log still shows it.
-output_tail() {  # output_tail BUILD_DIR LINES NAME...: "name: line" for each test's last LINES
-  local dir=$1 lines=$2 name
+output_tail() {  # output_tail LAST_TEST_LOG LINES NAME...: "name: line" for each test's last LINES
+  local last_test=$1 lines=$2 name
   shift 2
   for name in "$@"; do
     awk -v name="$name" -v keep="$lines" '
@@ -230,17 +246,18 @@ output_tail() {  # output_tail BUILD_DIR LINES NAME...: "name: line" for each te
         if (keep == 1 && reason != "") { print name ": " substr(reason, 1, 240); exit }
         for (i = (n > keep ? n - keep : 0); i < n; i++) print name ": " substr(kept[i], 1, 240)
       }
-    ' "$dir/Testing/Temporary/LastTest.log"
+    ' "$last_test"
   done
 }
-for d in "${extra[@]/#/build/}" build/default; do
-  [ -f "$d/Testing/Temporary/LastTest.log" ] || continue
-  mapfile -t names < <(failed_of "$d/ctest-last.log" | sed -E 's/^[[:space:]]*[0-9]+ - (.*) \([^)]*\)$/\1/' |
+for step in "${extra[@]}" default; do
+  last_test=$(step_last_test "$step")
+  [ -f "$last_test" ] || continue
+  mapfile -t names < <(failed_of "$(step_log "$step")" | sed -E 's/^[[:space:]]*[0-9]+ - (.*) \([^)]*\)$/\1/' |
     head -n 3)
-  output_tail "$d" 4 "${names[@]}"
-  mapfile -t names < <(sed -n '/^The following tests did not run:/,/^[^[:space:]]/p' "$d/ctest-last.log" |
+  output_tail "$last_test" 4 "${names[@]}"
+  mapfile -t names < <(sed -n '/^The following tests did not run:/,/^[^[:space:]]/p' "$(step_log "$step")" |
     sed -n -E 's/^[[:space:]]*[0-9]+ - (.*) \(Skipped\)$/\1/p' | head -n 3)
-  output_tail "$d" 1 "${names[@]}"
+  output_tail "$last_test" 1 "${names[@]}"
 done
 summary=$(summary_of "$log")
 [ "$gate" = 1 ] && echo "test.sh: the build hygiene gate failed (warnings, formatting or clang-tidy; see above)"

@@ -196,6 +196,12 @@ TEST_F(CompileTest, EachTaskGetsItsBestRecordForThisTarget) {
 }
 
 // The user's journey on ResNet-50 (width 16): import, compile without a log, run-model.
+// This and BatchNormFoldingAndFusionKeepTheLogits run in the main tree only (the asan test preset
+// excludes them): ResNet-50's compiles go to the builder's clang and its run to the generated
+// kernels, neither instrumented. Under ASan the small models take the same host paths: the CLI's
+// import (model_import_cli_test), compile and the server's graph executor
+// (TuneModelResumesFromItsLogAndCompileTakesItsBest), folded BatchNorm and blocked layouts
+// (BlockedAndNchwLayoutsComputeTheSameNetwork).
 TEST_F(CompileTest, ResNet50Width16FromTheCommandLineMatchesOnnxRuntime) {
   const std::string path = MakeModel("r50w16.onnx", "resnet50 --width 16");
   ASSERT_FALSE(path.empty());

@@ -83,6 +83,10 @@ TEST(PassesTest, EachPassAloneKeepsTheOutputs) {
   }
 }
 
+// Not under ASan (the asan test preset excludes it): 30 s there, nearly all of it the host
+// interpreter's loops over ResNet-50's convolutions. The import of the same network
+// (TasksTest, StoragePlanTest), the passes and the blocked layouts (the small models here and
+// LayoutPlanTest) all run there.
 TEST(PassesTest, ResNet50Width16MatchesOnnxRuntimeBeforeAndAfterThePasses) {
   const std::string path = MakeModel("r50w16_bn.onnx", "resnet50 --width 16 --bn explicit");
   ASSERT_FALSE(path.empty());

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -32,8 +31,12 @@ TempDir::~TempDir() {
 }
 
 std::string ReadFile(const std::string& path) {
+  // In bulk, not through istreambuf_iterator: a byte at a time, this file's loop ran at ASan's
+  // -O0 speed, half a minute for the asan tree's 160 MB CLI module (cli_light_test).
   std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
+  std::ostringstream bytes;
+  if (f) bytes << f.rdbuf();
+  return std::move(bytes).str();
 }
 
 std::string WriteFile(const std::string& path, const std::string& bytes) {

@@ -72,11 +72,17 @@ class TvmPeer {
   }
   bool Send(const json& j) { return SendBytes(Message(j.dump())); }
   std::optional<json> Read(std::chrono::milliseconds timeout = 10s) {
+    auto body = ReadBody(timeout);
+    if (!body) return std::nullopt;
+    return json::parse(*body, nullptr, false);
+  }
+  // The next message's body, unparsed.
+  std::optional<std::string> ReadBody(std::chrono::milliseconds timeout = 10s) {
     std::string head(4, '\0');
     if (!ReadExactly(head.data(), 4, timeout)) return std::nullopt;
     std::string body(Decode(head.data()), '\0');
     if (!ReadExactly(body.data(), body.size(), timeout)) return std::nullopt;
-    return json::parse(body, nullptr, false);
+    return body;
   }
   // Whether the tracker closes the connection (what it sent before is skipped).
   bool ClosedByTracker(std::chrono::milliseconds timeout = 10s) {
@@ -257,10 +263,16 @@ TEST(TrackerTvmTest, StopsReadingFromAPeerThatDoesNotReadItsReplies) {
       << "the tracker grew from " << rss_before << " to " << rss_after << " bytes";
   ExpectServesNormally(farm);
 
+  // Every reply is a success ([0, summary]): the first and the last are parsed, the rest only
+  // checked for that opening (parsing all 120 MB made the test 47 s long under ASan, not 10).
   int answered = 0;
   while (answered < kRequests) {
-    auto r = greedy.Read();
-    if (!r || !r->is_array() || r->size() != 2 || (*r)[0] != 0) break;
+    auto body = greedy.ReadBody();
+    if (!body || body->rfind("[0,", 0) != 0) break;
+    if (answered == 0 || answered == kRequests - 1) {
+      const json r = json::parse(*body, nullptr, false);
+      if (!r.is_array() || r.size() != 2 || r[0] != 0) break;
+    }
     ++answered;
   }
   EXPECT_EQ(answered, kRequests);

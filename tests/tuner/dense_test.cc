@@ -33,6 +33,9 @@ TEST(DenseTaskTest, RefusesWrongShapesWithTheUsage) {
   EXPECT_TRUE((*ok)->space().IsValid((*ok)->DefaultConfig()));
 }
 
+// Under ASan only WorkSplitIntoTasksMatchesTheReference and TwoThreadsMatchTheReference run (the
+// asan test preset's exclude): the shapes of the others change the generated kernels, which the
+// builder's clang compiles at run time uninstrumented, not the host code.
 class DenseOnServerTest : public testing::TemplateOnServerTest {};
 
 TEST_F(DenseOnServerTest, OddShapesMatchTheReference) {

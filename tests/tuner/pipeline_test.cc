@@ -112,6 +112,10 @@ class PipelineTest : public testing::TemplateOnServerTest {
   }
 };
 
+// This and ThreadedMatmulGivesTheReferencesAnswerAsOneThreadDoes run in the main tree only (the
+// asan and tsan test presets exclude them): their time goes to compiles and generated kernels,
+// which no sanitizer instruments; the host path they take is the other PipelineTest cases', and
+// the server's thread pool is checked by the templates' TwoThreads tests.
 TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
   // Odd sizes that fill no tile, and one larger square.
   for (std::vector<int64_t> shape :
