@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (in the asan preset's tree, build/asan: clang-14, ASan + UBSan; the
-# `fuzz` build preset builds only them) and runs each one long on its seed corpus. New inputs go to
-# build/asan/fuzz/long/<target>/, crashes to build/asan/fuzz/crashes/.
+# Builds the libFuzzer targets optimized (the `fuzz` preset, build/fuzz: clang-14, ASan + UBSan
+# at -O2, only the targets and the libraries they link; CI runs the same targets briefly in the
+# -O0 asan tree) and runs each one long on its seed corpus. New inputs go to
+# build/fuzz/fuzz/long/<target>/, crashes to build/fuzz/fuzz/crashes/.
 #   scripts/fuzz.sh                  every target, 600 s each
 #   FUZZ_SECONDS=60 scripts/fuzz.sh fuzz_frame fuzz_npy
 #   FUZZ_RUNS=10000000 scripts/fuzz.sh fuzz_npy   stop after N executions (or FUZZ_SECONDS, first)
@@ -10,9 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-# Four build trees (main, asan, tsan, the ARM servers) outgrow ccache's default 5 GB.
+# The build trees (main, asan, tsan, the ARM servers, this one) outgrow ccache's default 5 GB.
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
-cmake --preset asan >/dev/null
+cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 seconds=${FUZZ_SECONDS:-600}
 runs=${FUZZ_RUNS:--1}
@@ -22,7 +23,7 @@ if [ ${#targets[@]} -eq 0 ]; then
     fuzz_kt_cache fuzz_target fuzz_tvm_tracker fuzz_scheduler fuzz_graph fuzz_tvm_params
     fuzz_module_table)
 fi
-out=build/asan/fuzz
+out=build/fuzz/fuzz
 mkdir -p "$out/crashes"
 for t in "${targets[@]}"; do
   mkdir -p "$out/long/$t"
