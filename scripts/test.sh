@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 # build directory and ccache, env -i) right after scripts/demo.sh, which had built the host tools
 # and the board servers: build 440 s (the rest of the main tree), asan build 624 (the fuzz
 # targets in it), tsan build 432, total 2,426 s. A second cold run without the demo, with lld:
-# build 1,015 s (the host tools and the three board servers too), asan build about 565.
+# build 1,047 s (the host tools and the three board servers too), asan build 561, tsan 420;
+# total 2,970 s.
 # Warm: CI's runs (build 178 s, asan 92, tsan 123) with room for the files whose flags name a
 # path of the clone (58 of the main tree's 288 miss ccache in a clone elsewhere).
 # The test phases: the first cold run (ctest 511 s, fuzz 89, asan 239, tsan 82) with headroom.
