@@ -1,5 +1,6 @@
 // What travels between the pool and a worker over their socketpair, and what a build cache entry
-// holds (build_cache.h): requests and results as msgpack. Internal to the builder.
+// holds (build_cache.h): requests and results as msgpack arrays of their CT_WIRE_FIELDS (wire.h).
+// Internal to the builder.
 #pragma once
 
 #include <string>
@@ -14,7 +15,7 @@ struct WireFunction {
   std::string name, signature, symbol;
   std::vector<std::string> grid, block;
   uint32_t shared_mem_bytes = 0;
-  MSGPACK_DEFINE(name, signature, symbol, grid, block, shared_mem_bytes)
+  CT_WIRE_FIELDS(name, signature, symbol, grid, block, shared_mem_bytes)
 };
 
 struct WireRequest {
@@ -27,7 +28,7 @@ struct WireRequest {
   std::string source_name;
   bool object_only = false;
   std::vector<std::string> link_objects;
-  MSGPACK_DEFINE(source, kind, triple, cpu, cuda_arch, attrs, flags, name, debug_action,
+  CT_WIRE_FIELDS(source, kind, triple, cpu, cuda_arch, attrs, flags, name, debug_action,
                  source_name, object_only, link_objects)
 };
 
@@ -37,7 +38,7 @@ struct WireResult {
   std::vector<WireFunction> functions;
   std::vector<std::string> features;
   double seconds = 0;
-  MSGPACK_DEFINE(code, message, diagnostics, library, ptx, functions, features, seconds)
+  CT_WIRE_FIELDS(code, message, diagnostics, library, ptx, functions, features, seconds)
 };
 
 inline constexpr uint32_t kMaxWorkerFrame = 1u << 30;

@@ -1,7 +1,8 @@
 // The payload of every frame, one struct per message, encoded as a msgpack array of the fields
 // that CT_WIRE_FIELDS names, in that order. The encoding itself lives in wire.h, which only the
 // files that encode or decode include: this header is read by most of the tree, msgpack's headers
-// (about 2 s of every compile that reads them) by the few files that need them.
+// (about 2 s of every compile that reads them: g++ 12 and clang 14, 2-core AMD EPYC Zen 3 VM)
+// by the few files that need them.
 //
 // Compatibility: fields are only ever appended; a peer of the same major ignores trailing fields
 // it does not know and fills missing trailing ones with defaults.
