@@ -244,9 +244,15 @@ std::vector<uint64_t> ConfigsFor(const Task& task, const std::string& arch) {
   return configs;
 }
 
-TEST(CudaTemplatesTest, EveryCheckedConfigCompilesForSm80AndSm90) {
+// One test for both checks, so each sm_90 config is compiled once (NVRTC takes about a second a
+// config): every checked config compiles for sm_80 and sm_90 into one kernel of the block size
+// its config says, and on sm_90, where the CUDA toolkit has ptxas, it fits the register file
+// without spilling.
+TEST(CudaTemplatesTest, CheckedConfigsCompileForSm80AndSm90AndFitTheRegisterFile) {
   if (!builder::HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
+  const bool have_ptxas = !std::string(CT_PTXAS).empty();
   int compiled = 0;
+  int measured = 0;
   for (const char* arch : {"sm_80", "sm_90"}) {
     for (const auto& generic : TasksToCheck()) {
       auto task = Make(generic->id().template_name, generic->id().shape, arch);
@@ -265,39 +271,24 @@ TEST(CudaTemplatesTest, EveryCheckedConfigCompilesForSm80AndSm90) {
             (c.Int("block_m") / c.Int("thread_m")) * (c.Int("block_n") / c.Int("thread_n"));
         EXPECT_EQ(f.block[0], std::to_string(threads)) << c.ToString();
         ++compiled;
+        if (std::string(arch) != "sm_90" || !have_ptxas) continue;
+        // The register model keeps the space clear of configs that spill: ptxas may still spill
+        // a few bytes where it trades registers for occupancy, never more.
+        PtxasUsage u = RunPtxas(out->ptx, "sm_90");
+        ASSERT_GE(u.registers, 0) << "ptxas failed on " << c.ToString();
+        EXPECT_LE(u.registers * threads, 65536) << c.ToString();
+        EXPECT_LE(u.spill_bytes, 16)
+            << task->id().Key() << " " << c.ToString() << " uses " << u.registers << " registers";
+        ++measured;
       }
     }
   }
   EXPECT_GE(compiled, 40);
-}
-
-TEST(CudaTemplatesTest, CheckedConfigsFitTheRegisterFileOnSm90) {
-  if (!builder::HasNvrtc()) GTEST_SKIP() << "built without NVRTC";
-  if (std::string(CT_PTXAS).empty()) {
-    GTEST_SKIP() << "no ptxas in the CUDA toolkit: register use and spills not checked";
+  if (have_ptxas) {
+    EXPECT_GT(measured, 30);
+  } else {
+    std::printf("no ptxas in the CUDA toolkit: register use and spills not checked\n");
   }
-  int measured = 0;
-  for (const auto& generic : TasksToCheck()) {
-    auto task = Make(generic->id().template_name, generic->id().shape, "sm_90");
-    ASSERT_NE(task, nullptr);
-    for (uint64_t index : ConfigsFor(*task, "sm_90")) {
-      Config c = task->space().Get(index);
-      auto out = builder::CompileCuda(task->Generate(c), task->target(), {});
-      ASSERT_TRUE(out.ok()) << task->id().Key() << " " << c.ToString() << ":\n"
-                            << out.status().ToString();
-      const int64_t threads =
-          (c.Int("block_m") / c.Int("thread_m")) * (c.Int("block_n") / c.Int("thread_n"));
-      // The register model keeps the space clear of configs that spill: ptxas may still spill a
-      // few bytes where it trades registers for occupancy, never more.
-      PtxasUsage u = RunPtxas(out->ptx, "sm_90");
-      ASSERT_GE(u.registers, 0) << "ptxas failed on " << c.ToString();
-      EXPECT_LE(u.registers * threads, 65536) << c.ToString();
-      EXPECT_LE(u.spill_bytes, 16)
-          << task->id().Key() << " " << c.ToString() << " uses " << u.registers << " registers";
-      ++measured;
-    }
-  }
-  EXPECT_GT(measured, 30);
 }
 
 TEST(CudaTemplatesTest, ADeviceWithoutAGpuIsRefusedByNameAndKeepsServing) {
