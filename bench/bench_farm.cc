@@ -48,10 +48,10 @@
 #include "crosstune/flag_checks.h"
 #include "crosstune/guarded_main.h"
 #include "crosstune/tuner/build_farm.h"
-#include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/replay.h"
 #include "crosstune/tuner/replay_task.h"
 #include "crosstune/tuner/tune.h"
+#include "crosstune/tuner/tune_setup.h"
 
 namespace crosstune {
 namespace {
@@ -303,45 +303,45 @@ Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::
                                    SimBuildService& local, int build_workers) {
   SimFarm farm;
   CT_RETURN_IF_ERROR(farm.Start(f, "sim", build_workers));
-  client::TrackerOptions to;
-  to.tracker = farm.tracker_addr;
-  to.peer_name = "bench-farm";
-  // The farm's build workers beside the local pool, as `crosstune tune --build-key` takes them.
-  std::vector<std::string> warnings;
-  std::unique_ptr<tuner::BuildFarm> build_farm;
-  if (build_workers > 0) {
-    build_farm = tuner::BuildFarm::Lease(to, SimFarm::kBuildKey, "", local,
-                                         [&](const std::string& w) { warnings.push_back(w); });
-    if (build_farm->workers() != static_cast<size_t>(build_workers)) {
-      return Status(ErrorCode::kInternal, "leased " + std::to_string(build_farm->workers()) +
-                                              " of " + std::to_string(build_workers) +
-                                              " build workers" +
-                                              (warnings.empty() ? "" : ": " + warnings.front()));
-    }
-  }
-  QueueGauge builds(build_farm ? build_farm->service() : local);
-  CT_ASSIGN_OR_RETURN(
-      auto pool, tuner::DevicePool::FromTracker(to, "sim", f.devices, std::chrono::seconds(30), "",
-                                                std::chrono::seconds(60)));
-  if (pool->devices().size() != static_cast<size_t>(f.devices)) {
-    return Status(ErrorCode::kInternal, "leased " + std::to_string(pool->devices().size()) +
-                                            " of " + std::to_string(f.devices) + " boards");
-  }
-  CT_ASSIGN_OR_RETURN(builder::Target target,
-                      tuner::ResolveTarget("auto", pool->devices().front()));
-  auto task = tuner::ReplayTask::Make(table, target);
-
-  tuner::TuneOptions o;
+  // The run set up as `crosstune tune --tracker T --key sim [--build-key B]` sets up its run
+  // (tune_setup.h), with the simulated builds as the local pool.
+  tuner::TuneSetupOptions so;
+  so.devices.tracker = farm.tracker_addr;
+  so.devices.key = "sim";
+  so.devices.max_devices = f.devices;
+  so.devices.wait = std::chrono::seconds(30);
+  so.devices.timeout = std::chrono::seconds(60);
+  so.devices.peer_name = "bench-farm";
+  so.local_builds = &local;
+  if (build_workers > 0) so.build_key = SimFarm::kBuildKey;
+  // The boards are simulated on this machine but use no CPU to speak of: builds overlap them as
+  // they would real boards elsewhere.
+  so.overlap = true;
+  // A trial's calls: the checked call, the time evaluator's warm-up and one round of one call
+  // (crosstune-sim-device's --calls-per-trial default).
+  so.timing = TimingOptions{.number = 1, .repeat = 1, .min_repeat_ms = 0};
+  tuner::TuneOptions& o = so.tune;
   o.tuner = f.tuner;
   o.trials = f.trials > 0 ? f.trials : std::max(64, 16 * f.devices);
   o.batch = f.batch;
   o.include_default = false;
-  // A trial's calls: the checked call, the time evaluator's warm-up and one round of one call
-  // (crosstune-sim-device's --calls-per-trial default).
-  o.measure.timing = TimingOptions{.number = 1, .repeat = 1, .min_repeat_ms = 0};
   std::map<std::string, double> busy;  // device -> seconds of its trials
   o.on_record = [&](const tuner::Record& r) { busy[r.device.name] += r.run_s; };
-  o.on_device_lost = [&](const tuner::DeviceSpec& d, const Status& why) { pool->Lost(d, why); };
+  std::vector<std::string> warnings;
+  o.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+  CT_ASSIGN_OR_RETURN(auto setup, tuner::TuneSetup::Open(std::move(so)));
+  const tuner::BuildFarm* build_farm = setup->farm();
+  if (build_workers > 0 && build_farm->workers() != static_cast<size_t>(build_workers)) {
+    return Status(ErrorCode::kInternal, "leased " + std::to_string(build_farm->workers()) + " of " +
+                                            std::to_string(build_workers) + " build workers" +
+                                            (warnings.empty() ? "" : ": " + warnings.front()));
+  }
+  if (setup->devices().size() != static_cast<size_t>(f.devices)) {
+    return Status(ErrorCode::kInternal, "leased " + std::to_string(setup->devices().size()) +
+                                            " of " + std::to_string(f.devices) + " boards");
+  }
+  QueueGauge builds(setup->builds());
+  auto task = tuner::ReplayTask::Make(table, setup->target());
 
   // The build queue over time, sampled beside the run.
   std::atomic<bool> done{false};
@@ -357,7 +357,8 @@ Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::
     }
   });
   const double cpu0 = CpuSeconds(RUSAGE_SELF);
-  auto summary = tuner::Tune(*task, pool->devices(), builds, o);
+  // Tune() itself rather than setup->Tune(): its builds go through the queue gauge.
+  auto summary = tuner::Tune(*task, setup->devices(), builds, setup->options());
   const double tuner_cpu = CpuSeconds(RUSAGE_SELF) - cpu0;
   done = true;
   sampler.join();
@@ -366,7 +367,7 @@ Expected<nlohmann::json> RunOnFarm(const Flags& f, std::shared_ptr<const tuner::
   const double wall = summary->wall_s;
   const double capacity = f.devices / f.trial_seconds;
   double busy_min = wall, busy_sum = 0;
-  for (const auto& d : pool->devices()) {
+  for (const auto& d : setup->devices()) {
     double b = busy.count(d.name) ? busy[d.name] : 0;
     busy_min = std::min(busy_min, b);
     busy_sum += b;

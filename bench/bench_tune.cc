@@ -2,8 +2,10 @@
 // modes, in one run: pipelined (builds of the next batch hidden behind the device measuring this
 // one, on any CPU), serial (build, then measure) and pinned (pipelined, the server on the kernel's
 // CPUs and the builds on the others: what `crosstune tune` does without a device when CPUs are
-// left). Prints one JSON object: wall time, trials per second, the fraction of wall time the
-// device was busy measuring, the best GFLOP/s, per mode, the speed-ups over serial; and for the
+// left). Each mode's run is set up by tuner::TuneSetup, as `crosstune tune` and Python's tune()
+// set up theirs. Prints one JSON object: wall time, trials per second, the fraction of wall time
+// the device was busy measuring, the best GFLOP/s, the overlap decision and the CPU split, per
+// mode, the speed-ups over serial; and for the
 // configs two modes both measured (the default and the tuner's first, seeded batch at least), the
 // time of each config timed while builds ran beside it over its time timed alone: what overlapping
 // costs the measurements on this machine, unpinned and pinned.
@@ -19,18 +21,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "crosstune/builder/builder.h"
-#include "crosstune/client/local_server.h"
-#include "crosstune/client/session.h"
-#include "crosstune/cpus.h"
 #include "crosstune/guarded_main.h"
-#include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
+#include "crosstune/tuner/tune_setup.h"
 
 using namespace crosstune;
 
@@ -73,99 +70,62 @@ static int BenchMain(int argc, char** argv) {
   app.add_flag("--skip-serial", skip_serial, "measure the pipelined and pinned modes only");
   CLI11_PARSE(app, argc, argv);
 
-  // The task and target, from a server started for that alone.
-  client::LocalServer probe;
-  if (Status s =
-          probe.Start({server_bin, "--host", "127.0.0.1", "--port", "0"}, std::chrono::seconds(30));
-      !s.ok()) {
-    std::fprintf(stderr, "crosstune-bench-tune: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  client::ConnectOptions co;
-  co.server = probe.address();
-  auto session = client::Session::Connect(co);
-  if (!session.ok()) return 1;
-  auto info = (*session)->Info();
-  (*session)->Close().ok();
-  probe.Stop();
-  if (!info.ok()) return 1;
-  auto target = builder::TargetFromDevice(*info);
   auto shape = tuner::ParseShape(shape_text);
   if (!shape.ok()) {
     std::fprintf(stderr, "crosstune-bench-tune: %s\n", shape.status().ToString().c_str());
     return 1;
   }
-  auto task = tuner::MakeTask("matmul", *shape, *target);
-  if (!target.ok() || !task.ok()) {
-    std::fprintf(stderr, "crosstune-bench-tune: %s\n",
-                 (target.ok() ? task.status() : target.status()).ToString().c_str());
-    return 1;
-  }
-  const tuner::LocalCpuSplit split = tuner::SplitLocalCpus(1);
 
   // Each mode's records, in a log of its own, to compare the configs both measured. Each mode has
-  // its own server and build workers; the pinned one runs the tuner (its cost model included) on
-  // a thread pinned to the build CPUs, as `crosstune tune` pins itself.
+  // its own server and build workers, set up as `crosstune tune` sets up a run (tune_setup.h):
+  // pinned is exactly its run without a device; pipelined and serial are that run with the CPUs
+  // shared (--overlap unpinned, --no-overlap).
   char dir_template[] = "/tmp/crosstune-bench-tune-XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) return 1;
   const std::filesystem::path dir = dir_template;
+  std::string task_key, target_text;
   auto run = [&](const std::string& mode, bool overlap, bool pinned) -> nlohmann::json {
-    if (pinned && split.build.empty()) return {{"skipped", "no CPU left beside the kernel's"}};
-    nlohmann::json result;
-    std::thread([&] {
-      builder::BuilderOptions bo{.workers = workers};
-      std::vector<std::string> argv = {server_bin, "--host", "127.0.0.1", "--port", "0"};
-      if (pinned) {
-        bo = {.workers = static_cast<int>(split.build.size()), .cpus = split.build};
-        argv.insert(argv.end(), {"--cpus", FormatCpuList(split.kernel)});
-      }
-      auto builder = builder::Builder::Create(bo);
-      client::LocalServer server;
-      Status started =
-          builder.ok() ? server.Start(argv, std::chrono::seconds(30)) : builder.status();
-      // The server first (it pins itself), then this thread and those it starts.
-      if (started.ok() && pinned) started = PinToCpus(split.build);
-      if (!started.ok()) {
-        result = {{"error", started.ToString()}};
-        return;
-      }
-      tuner::DeviceSpec device;
-      device.name = "local";
-      device.server = server.address();
-      device.request_timeout = std::chrono::seconds(120);
-      tuner::TuneOptions o;
-      o.log_path = (dir / (mode + ".jsonl")).string();
-      o.tuner = tuner_name;
-      o.trials = trials;
-      o.batch = batch;
+    tuner::TuneSetupOptions o;
+    o.devices.server_binary = server_bin;
+    o.devices.timeout = std::chrono::seconds(120);
+    o.workers = pinned ? 0 : workers;  // pinned: one per build CPU
+    if (pinned) {
+      o.overlap.reset();  // decided as `crosstune tune` decides
+    } else {
       o.overlap = overlap;
-      o.measure.timing.repeat = 3;
-      o.measure.timing.min_repeat_ms = 50;
-      auto r = tuner::Tune(**task, {device}, **builder, o);
-      if (!r.ok()) {
-        result = {{"error", r.status().ToString()}};
-        return;
-      }
-      double wall = r->wall_s;
-      result = {{"wall_s", wall},
-                {"trials", r->measured},
-                {"trials_per_s", wall > 0 ? r->measured / wall : 0},
-                {"device_busy_fraction", wall > 0 ? r->device_busy_s / wall : 0},
-                {"build_s_sum", r->build_s},
-                {"build_workers", (*builder)->workers()},
-                {"errors", r->errors.size()},
-                {"best_gflops", r->has_best ? r->best.gflops() : 0},
-                {"best_config", r->has_best ? r->best.config_values : nlohmann::json()}};
-      if (pinned) {
-        result["cpus"] = {{"kernel", FormatCpuList(split.kernel)},
-                          {"build", FormatCpuList(split.build)}};
-      }
-    }).join();
+      o.split_local_cpus = false;
+    }
+    o.tune.log_path = (dir / (mode + ".jsonl")).string();
+    o.tune.tuner = tuner_name;
+    o.tune.trials = trials;
+    o.tune.batch = batch;
+    auto setup = tuner::TuneSetup::Open(o);
+    if (!setup.ok()) return {{"error", setup.status().ToString()}};
+    if (pinned && !(*setup)->pinned()) return {{"skipped", "no CPU left beside the kernel's"}};
+    auto task = tuner::MakeTask("matmul", *shape, (*setup)->target());
+    if (!task.ok()) return {{"error", task.status().ToString()}};
+    task_key = (*task)->id().Key();
+    target_text = (*task)->target().ToString();
+    auto r = (*setup)->Tune(**task);
+    if (!r.ok()) return {{"error", r.status().ToString()}};
+    double wall = r->wall_s;
+    nlohmann::json result = {
+        {"wall_s", wall},
+        {"trials", r->measured},
+        {"trials_per_s", wall > 0 ? r->measured / wall : 0},
+        {"device_busy_fraction", wall > 0 ? r->device_busy_s / wall : 0},
+        {"build_s_sum", r->build_s},
+        {"build_workers", pinned ? static_cast<int>((*setup)->cpus().build.size()) : workers},
+        {"errors", r->errors.size()},
+        {"best_gflops", r->has_best ? r->best.gflops() : 0},
+        {"best_config", r->has_best ? r->best.config_values : nlohmann::json()}};
+    (*setup)->AddToReport(&result);  // overlap, and the CPUs of the split
+    if (pinned) {
+      std::fprintf(stderr, "crosstune-bench-tune: %s\n", (*setup)->CpuSplitText().c_str());
+    }
     return result;
   };
   nlohmann::json out;
-  out["task"] = (*task)->id().Key();
-  out["target"] = (*task)->target().ToString();
   out["tuner"] = tuner_name;
   out["build_workers"] = workers;
   out["batch"] = batch;
@@ -192,6 +152,8 @@ static int BenchMain(int argc, char** argv) {
           SameConfigTimes((dir / "pinned.jsonl").string(), (dir / "serial.jsonl").string());
     }
   }
+  out["task"] = task_key;
+  out["target"] = target_text;
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   // Not measured here: TVM 0.27 MetaSchedule needed 341 s for 64 trials of this task on this

@@ -1,5 +1,5 @@
 // `crosstune tune`, `crosstune log summary|best|plot` and `crosstune export`: the tuner's
-// command line. The work is in crosstune::tuner (tune.h, device_pool.h, log_report.h, export.h);
+// command line. The work is in crosstune::tuner (tune_setup.h, tune.h, log_report.h, export.h);
 // this file turns flags into its options and prints what it returns.
 #include <fmt/format.h>
 #include <signal.h>
@@ -9,12 +9,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -22,18 +20,14 @@
 #include "compiler_module.h"
 #include "connect.h"
 #include "crosstune/builder/build_cache.h"
-#include "crosstune/builder/builder.h"
-#include "crosstune/client/tracker_client.h"
-#include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
 #include "crosstune/timing.h"
-#include "crosstune/tuner/build_farm.h"
-#include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/export.h"
 #include "crosstune/tuner/log_report.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
+#include "crosstune/tuner/tune_setup.h"
 #include "model_load.h"
 
 namespace crosstune::cli {
@@ -77,41 +71,38 @@ std::string PlanningLine(const tuner::PlanningTime& p, double wall_s) {
 
 // --- tune ----------------------------------------------------------------------------------------
 
+// The flags of `crosstune tune`: what to tune and how to show it here; the rest are the fields of
+// tuner::TuneSetupOptions (tune_setup.h), whose defaults they show.
 struct TuneFlags {
-  int threads = 1;
   std::string workload;
   std::string model;                // an ONNX file: its tasks are the workload
   std::string layouts = "blocked";  // the conv layouts of the network's tasks (compile's)
-  int round = 16;
+  int round = tuner::WorkloadTuneOptions{}.round;
   std::string template_name;
   // A template's sizes (one value), or with --model NAME=DIMS for a model's inputs.
   std::vector<std::string> shapes;
-  std::string target = "auto";
-  std::vector<std::string> servers;
-  std::string tracker, key, auth_token_file;
-  std::string build_key;  // the farm's build workers of this key build beside the local pool
-  int max_devices = 0;
-  double wait_s = 600;
-  double timeout_s = 60;
-  tuner::TuneOptions tune;
-  int workers = 0;
-  std::string build_cache;  // a build cache directory (build_cache.h); empty: none
-  double build_cache_max_mb = 1024;
+  tuner::TuneSetupOptions setup;
+  std::string auth_token_file;
+  // Seconds on the command line, milliseconds in the setup.
+  double wait_s = Seconds(tuner::TuneDevices{}.wait);
+  double timeout_s = Seconds(tuner::TuneDevices{}.timeout);
+  double build_timeout_s = Seconds(tuner::MeasureOptions{}.build_timeout);
   CLI::Option* build_cache_max_flag = nullptr;
-  double build_timeout_s = 30;
   bool no_check = false;
   bool no_default = false;
   bool overlap = false;
-  CLI::Option* overlap_flag = nullptr;     // given: --overlap or --no-overlap; else by the devices
+  CLI::Option* overlap_flag = nullptr;  // given: --overlap or --no-overlap; else by the devices
+  TimingOptions timing = tuner::MeasureOptions{}.timing;
   std::vector<CLI::Option*> timing_flags;  // --number, --repeat, ...: given, they decide the timing
   std::vector<std::string> pins;
   bool json_out = false;
   bool quiet = false;
+  bool list_options = false;
+
+  static double Seconds(std::chrono::milliseconds ms) { return ms.count() / 1000.0; }
 };
 
-void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
-                 tuner::DevicePool& pool, builder::BuildService& builder,
-                 const tuner::BuildFarm* farm_builds);
+void RunWorkload(const TuneFlags& f, tuner::TuneSetup& setup);
 
 // Where the builds went, for --build-key runs: "builds: local 40, 127.0.0.1:9290 24".
 void PrintBuildFarmLine(const tuner::BuildFarm* farm) {
@@ -124,48 +115,47 @@ void PrintBuildFarmLine(const tuner::BuildFarm* farm) {
   std::printf("%s\n", line.c_str());
 }
 
-// The builder's options for --build-cache and --build-cache-max-mb (checked here).
-builder::BuilderOptions BuildCacheOptions(const TuneFlags& f) {
-  builder::BuilderOptions o;
-  if (f.build_cache.empty()) {
-    if (f.build_cache_max_flag->count() > 0) Fail("--build-cache-max-mb needs --build-cache DIR");
-    return o;
-  }
-  if (!(f.build_cache_max_mb >= 0) || f.build_cache_max_mb > 1e9) {
-    Fail(fmt::format("--build-cache-max-mb {}: give 0 (unbounded) or a size in MB",
-                     f.build_cache_max_mb));
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(f.build_cache, ec);
-  if (ec || !std::filesystem::is_directory(f.build_cache)) {
-    Fail("--build-cache " + f.build_cache + ": " +
-         (ec ? ec.message() : std::string("not a directory")));
-  }
-  o.cache_dir = f.build_cache;
-  o.cache_max_bytes = static_cast<uint64_t>(f.build_cache_max_mb * 1024 * 1024);
-  return o;
-}
-
-// The build cache's part of a report: the run's hits (already there) plus the directory, what
-// it holds now and its budget.
-void AddBuildCacheUsage(const TuneFlags& f, nlohmann::json* report) {
-  if (f.build_cache.empty()) return;
-  const builder::BuildCacheUsage u = builder::ReadBuildCacheUsage(f.build_cache);
-  nlohmann::json& j = (*report)["build_cache"];
-  j["dir"] = f.build_cache;
-  j["entries"] = u.entries;
-  j["bytes"] = u.bytes;
-  j["max_bytes"] = static_cast<uint64_t>(f.build_cache_max_mb * 1024 * 1024);
-}
-
 void PrintBuildCacheLine(const TuneFlags& f, int builds, int hits) {
-  if (f.build_cache.empty()) return;
-  const builder::BuildCacheUsage u = builder::ReadBuildCacheUsage(f.build_cache);
+  const std::string& dir = f.setup.build_cache;
+  if (dir.empty()) return;
+  const builder::BuildCacheUsage u = builder::ReadBuildCacheUsage(dir);
+  const double max_mb = f.setup.build_cache_max_mb;
   std::printf(
       "build cache %s: %d of %d builds were hits (%.0f%%); it holds %llu entries, %.1f MB%s\n",
-      f.build_cache.c_str(), hits, builds, builds > 0 ? 100.0 * hits / builds : 0.0,
+      dir.c_str(), hits, builds, builds > 0 ? 100.0 * hits / builds : 0.0,
       static_cast<unsigned long long>(u.entries), u.bytes / 1048576.0,
-      f.build_cache_max_mb > 0 ? fmt::format(" of {:g} MB", f.build_cache_max_mb).c_str() : "");
+      max_mb > 0 ? fmt::format(" of {:g} MB", max_mb).c_str() : "");
+}
+
+// `crosstune tune --list-options`: every option of the command (its option groups' included), its
+// names and default, as one JSON array (what python/tests/test_tune_options.py compares with
+// tune()'s parameters). Options whose default --help leaves out (it is explained in words) are
+// captured here: the values they hold now, nothing else being given, are their defaults.
+void PrintOptionList(CLI::App* cmd) {
+  std::vector<CLI::Option*> options = cmd->get_options();
+  for (CLI::App* group : cmd->get_subcommands([](CLI::App* a) { return a->get_name().empty(); })) {
+    for (CLI::Option* o : group->get_options()) options.push_back(o);
+  }
+  json out = json::array();
+  for (CLI::Option* o : options) {
+    const auto& lnames = o->get_lnames();
+    const bool own = std::any_of(lnames.begin(), lnames.end(), [](const std::string& n) {
+      return n == "help" || n == "list-options";
+    });
+    if (own) continue;
+    if (o->get_default_str().empty()) o->capture_default_str();
+    json names = json::array();
+    for (const auto& n : lnames) names.push_back("--" + n);
+    for (const auto& n : o->get_snames()) names.push_back("-" + n);
+    json entry = {{"names", names},
+                  {"positional", o->get_name(true, false)},
+                  {"flag", o->get_items_expected_max() == 0},
+                  {"default", o->get_default_str()},
+                  {"envname", o->get_envname()}};
+    if (!o->get_positional()) entry["positional"] = nullptr;
+    out.push_back(entry);
+  }
+  PrintJson(out, 2);
 }
 
 void RunTune(const TuneFlags& f) {
@@ -179,182 +169,97 @@ void RunTune(const TuneFlags& f) {
   if (network && !f.pins.empty()) {
     Fail("--pin holds a knob of one template; it does not apply to --workload or --model");
   }
+  if (!f.setup.devices.tracker.empty() || !f.setup.devices.key.empty()) {
+    if (f.setup.devices.tracker.empty() || f.setup.devices.key.empty()) {
+      Fail("--tracker and --key go together");
+    }
+  }
+  if (!f.setup.build_key.empty() && f.setup.devices.tracker.empty()) {
+    Fail("--build-key needs --tracker");
+  }
+  if (f.setup.build_cache.empty() && f.build_cache_max_flag->count() > 0) {
+    Fail("--build-cache-max-mb needs --build-cache DIR");
+  }
+  if (network && f.setup.tune.log_path.empty()) {
+    Fail(fmt::format("{} needs --log (its tasks resume from it)",
+                     f.workload.empty() ? "--model" : "--workload"));
+  }
   std::vector<int64_t> shape;
   if (!network) shape = Check(tuner::ParseShape(f.shapes.front()));
-  const nlohmann::json pins = Check(tuner::ParsePins(f.pins));
-  // With no device given, the timed kernel and the builds share this machine: the server started
-  // here runs on CPUs of its own and the build workers (and this process) on the others, so the
-  // builds overlap the timing without slowing it (a compile on the kernel's core slowed it up to
-  // 2x, measured). With no CPU to spare they take turns; --overlap/--no-overlap decide instead.
-  const bool local = f.tracker.empty() && f.key.empty() && f.servers.empty();
-  const bool overlap_given = f.overlap_flag->count() > 0;
-  tuner::LocalCpuSplit split;
-  if (local && (!overlap_given || f.overlap)) split = tuner::SplitLocalCpus(f.threads);
-  const bool pinned = !split.build.empty();
-  // Workers are forked: the builder comes before any thread (server output, lease renewal).
-  builder::BuilderOptions bo = BuildCacheOptions(f);
-  bo.workers = f.workers;
-  bo.cpus = split.build;
-  auto builder = Check(builder::Builder::Create(bo));
 
-  // Devices: a tracker's free devices of the key, given servers, or a server started here.
-  std::string secret;
-  if (!f.auth_token_file.empty()) secret = Check(ReadSecretFile(f.auth_token_file));
-  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
-  std::unique_ptr<tuner::DevicePool> pool;
-  if (!f.tracker.empty() || !f.key.empty()) {
-    if (f.tracker.empty() || f.key.empty()) Fail("--tracker and --key go together");
-    client::TrackerOptions to;
-    to.tracker = f.tracker;
-    to.auth_secret = secret;
-    pool = Check(tuner::DevicePool::FromTracker(
-        to, f.key, f.max_devices, std::chrono::milliseconds(static_cast<int64_t>(f.wait_s * 1000)),
-        secret, timeout));
-  } else if (!f.servers.empty()) {
-    pool = tuner::DevicePool::FromServers(f.servers, secret, timeout);
-  } else {
-    client::LocalServerOptions server;
-    if (pinned) server.args = {"--cpus", FormatCpuList(split.kernel)};
-    pool = Check(tuner::DevicePool::StartLocal(timeout, server));
-    if (pinned) {
-      // This process too: its cost model and reference runs stay off the kernel's CPUs.
-      Check(PinToCpus(split.build));
-      if (!f.quiet) {
-        std::fprintf(stderr, "tune: timing on CPU %s, building on CPU %s\n",
-                     FormatCpuList(split.kernel).c_str(), FormatCpuList(split.build).c_str());
-      }
-    }
-  }
-  // The farm's build workers, when asked for: builds go to them and to the local pool.
-  std::unique_ptr<tuner::BuildFarm> farm_builds;
-  if (!f.build_key.empty()) {
-    if (f.tracker.empty()) Fail("--build-key needs --tracker");
-    client::TrackerOptions to;
-    to.tracker = f.tracker;
-    to.auth_secret = secret;
-    farm_builds = tuner::BuildFarm::Lease(
-        to, f.build_key, secret, *builder,
-        [](const std::string& w) { std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str()); });
-  }
-  builder::BuildService& builds = farm_builds ? farm_builds->service() : *builder;
-  const builder::Target target = Check(tuner::ResolveTarget(f.target, pool->devices().front()));
-  // A batch smaller than the devices leaves some idle in every batch: kept, as asked, but said.
-  const int device_count = static_cast<int>(pool->devices().size());
-  if (f.tune.batch > 0 && f.tune.batch < device_count) {
-    std::fprintf(stderr,
-                 "crosstune: warning: --batch %d is smaller than the %d devices: %d of them idle "
-                 "in every batch (leave --batch out for %d)\n",
-                 f.tune.batch, device_count, device_count - f.tune.batch,
-                 tuner::ChooseBatch(0, device_count));
-  }
-  std::unique_ptr<tuner::Task> task;
-  if (!network) task = Check(tuner::MakeTask(f.template_name, shape, target, {f.threads}));
-
-  tuner::TuneOptions options = f.tune;
-  const bool timing_given = std::any_of(f.timing_flags.begin(), f.timing_flags.end(),
-                                        [](const CLI::Option* o) { return o->count() > 0; });
-  if (network && !timing_given) options.measure.timing = tuner::NetworkTiming();
-  // Builds beside the timed kernels when those run elsewhere or on CPUs of their own; servers
-  // given on this machine (loopback) share CPUs with the builds we cannot steer: take turns.
-  options.overlap =
-      overlap_given ? f.overlap : (local ? pinned : !tuner::AllOnThisMachine(pool->devices()));
-  options.measure.check = !f.no_check;
-  options.include_default = !f.no_default;
-  options.pins = pins;
-  options.measure.build_timeout =
+  tuner::TuneSetupOptions o = f.setup;
+  o.network = network;
+  o.tune.pins = Check(tuner::ParsePins(f.pins));
+  if (!f.auth_token_file.empty()) o.devices.auth_secret = Check(ReadSecretFile(f.auth_token_file));
+  o.devices.wait = std::chrono::milliseconds(static_cast<int64_t>(f.wait_s * 1000));
+  o.devices.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  o.tune.measure.build_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(f.build_timeout_s * 1000));
-  if (options.run_id.empty()) {
-    options.run_id = fmt::format("{}-{:08x}", tuner::UtcTimestamp(), std::random_device{}());
+  if (f.overlap_flag->count() > 0) o.overlap = f.overlap;
+  if (std::any_of(f.timing_flags.begin(), f.timing_flags.end(),
+                  [](const CLI::Option* t) { return t->count() > 0; })) {
+    o.timing = f.timing;
   }
-  if (!options.log_path.empty()) options.transfer_logs.push_back(options.log_path);
-  options.stop = &g_stop;
-  ::signal(SIGINT, OnInterrupt);
-  if (network) {
-    RunWorkload(f, target, options, *pool, builds, farm_builds.get());
-    ::signal(SIGINT, SIG_DFL);
-    return;
-  }
+  o.tune.measure.check = !f.no_check;
+  o.tune.include_default = !f.no_default;
+  o.tune.stop = &g_stop;
 
   const bool tty = ::isatty(STDERR_FILENO) && !f.quiet;
-  const std::string label = task->id().Key();
   size_t last_len = 0;
-  // The tracker's status page shows the run while it holds leases (at most a report a second).
-  bool report_warned = false;
-  auto report = [&](const tuner::TuneProgress& p, bool finished) {
-    msg::TuneProgress r;
-    r.run_id = options.run_id;
-    r.task = label;
-    r.trials = static_cast<uint32_t>(std::max(0, p.done));
-    r.total = static_cast<uint32_t>(std::max(0, p.total));
-    r.measured = static_cast<uint32_t>(std::max(0, p.measured));
-    r.best_gflops = p.best_gflops;
-    r.rate = p.rate;
-    r.finished = finished;
-    for (const auto& [kind, n] : p.errors) {
-      r.errors[std::string(tuner::TrialErrorName(kind))] = static_cast<uint32_t>(n);
-    }
-    Status st = pool->ReportProgress(std::move(r));
-    if (!st.ok() && !report_warned && !f.quiet) {
-      report_warned = true;
-      std::fprintf(stderr, "crosstune: warning: progress report to the tracker: %s\n",
-                   st.message().c_str());
-    }
-  };
-  tuner::TuneProgress last_progress;
-  options.on_progress = [&](const tuner::TuneProgress& p) {
-    last_progress = p;
-    report(p, false);
-    if (f.quiet) return;
-    if (!tty && !p.batch_end) return;
-    double eta = p.rate > 0 ? (p.total - p.done) / p.rate : NAN;
-    std::string line = fmt::format(
-        "tune {}: {}/{} trials, best {:.2f} GFLOP/s, errors: {}, devices {}/{} busy, {:.2f} "
-        "trials/s, ETA {}",
-        label, p.done, p.total, p.best_gflops, ErrorsText(p.errors), p.devices_busy, p.devices,
-        p.rate, Duration(eta));
-    if (tty) {
-      std::string padded = line;
-      if (padded.size() < last_len) padded.append(last_len - padded.size(), ' ');
-      last_len = line.size();
-      std::fprintf(stderr, "\r%s", padded.c_str());
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    std::fflush(stderr);
-  };
   auto newline = [&] {
     if (tty && last_len) std::fprintf(stderr, "\n");
     last_len = 0;
   };
-  options.on_warning = [&](const std::string& w) {
+  o.tune.on_warning = [&](const std::string& w) {
     newline();
     std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());
   };
-  options.on_device_lost = [&](const tuner::DeviceSpec& d, const Status& why) {
-    pool->Lost(d, why);
-  };
-
-  auto result = tuner::Tune(*task, pool->devices(), builds, options);
-  if (result.ok()) {
-    last_progress.done = result->trials_in_log;
-    last_progress.measured = result->measured;
-    if (result->has_best)
-      last_progress.best_gflops = std::max(last_progress.best_gflops, result->best.gflops());
+  // The progress line (a template's run; a network's prints one line per round): the setup
+  // reports to the tracker beside it.
+  std::string label;  // the task's, once the target is known
+  if (!network) {
+    o.tune.on_progress = [&](const tuner::TuneProgress& p) {
+      if (f.quiet) return;
+      if (!tty && !p.batch_end) return;
+      double eta = p.rate > 0 ? (p.total - p.done) / p.rate : NAN;
+      std::string line = fmt::format(
+          "tune {}: {}/{} trials, best {:.2f} GFLOP/s, errors: {}, devices {}/{} busy, {:.2f} "
+          "trials/s, ETA {}",
+          label, p.done, p.total, p.best_gflops, ErrorsText(p.errors), p.devices_busy, p.devices,
+          p.rate, Duration(eta));
+      if (tty) {
+        std::string padded = line;
+        if (padded.size() < last_len) padded.append(last_len - padded.size(), ' ');
+        last_len = line.size();
+        std::fprintf(stderr, "\r%s", padded.c_str());
+      } else {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+      std::fflush(stderr);
+    };
   }
-  report(last_progress, true);
+  auto setup = Check(tuner::TuneSetup::Open(std::move(o)));
+  if (setup->pinned() && !f.quiet) {
+    std::fprintf(stderr, "tune: %s\n", setup->CpuSplitText().c_str());
+  }
+  ::signal(SIGINT, OnInterrupt);
+  if (network) {
+    RunWorkload(f, *setup);
+    ::signal(SIGINT, SIG_DFL);
+    return;
+  }
+
+  const builder::Target& target = setup->target();
+  auto task = Check(tuner::MakeTask(f.template_name, shape, target, {f.setup.threads}));
+  label = task->id().Key();
+  auto result = setup->Tune(*task);
   newline();
   ::signal(SIGINT, SIG_DFL);
   if (!result.ok()) Fail(label + ": " + result.status().message());
   const tuner::TuneSummary& s = *result;
   if (f.json_out) {
-    nlohmann::json report = tuner::TuneReport(*task, options, s);
-    AddBuildCacheUsage(f, &report);
-    if (farm_builds) report["build_workers"] = farm_builds->Report();
-    report["overlap"] = options.overlap;
-    if (pinned) {
-      report["cpus"] = {{"kernel", FormatCpuList(split.kernel)},
-                        {"build", FormatCpuList(split.build)}};
-    }
+    nlohmann::json report = tuner::TuneReport(*task, setup->options(), s);
+    setup->AddToReport(&report);
     PrintJson(report);
     return;
   }
@@ -378,21 +283,18 @@ void RunTune(const TuneFlags& f) {
                         : (s.early_stopped ? " (early stop)" : ""));
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
-  PrintBuildFarmLine(farm_builds.get());
+  PrintBuildFarmLine(setup->farm());
 }
 
-void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
-                 tuner::DevicePool& pool, builder::BuildService& builder,
-                 const tuner::BuildFarm* farm_builds) {
+void RunWorkload(const TuneFlags& f, tuner::TuneSetup& setup) {
+  const builder::Target& target = setup.target();
   const std::string name = f.workload.empty() ? ModelName(f.model) : f.workload;
-  const char* flag = f.workload.empty() ? "--model" : "--workload";
-  if (options.log_path.empty())
-    Fail(fmt::format("{} needs --log (its tasks resume from it)", flag));
   std::vector<tuner::WorkloadLayer> layers;
   if (f.workload.empty()) {
     // The model's tasks (the same compile takes), less those no template takes yet.
-    model::TunableTasks tasks = model::SplitTunableTasks(
-        LoadModel(f.model, f.shapes), target, f.threads, Check(model::ParseLayouts(f.layouts)));
+    model::TunableTasks tasks =
+        model::SplitTunableTasks(LoadModel(f.model, f.shapes), target, f.setup.threads,
+                                 Check(model::ParseLayouts(f.layouts)));
     layers = std::move(tasks.layers);
     if (!tasks.left_out.empty() && !f.quiet) {
       std::string refused;
@@ -406,13 +308,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
   } else {
     layers = Check(model::MakeWorkload(f.workload, Check(model::ParseLayouts(f.layouts))));
   }
-  tuner::WorkloadTuneOptions wo;
-  wo.name = name;
-  wo.trials = options.trials;
-  wo.round = f.round;
-  wo.threads = f.threads;
-  options.on_progress = nullptr;  // one line per round instead
-  wo.tune = options;
+  tuner::WorkloadTuneOptions wo = setup.WorkloadOptions(name, f.round);
   wo.on_round = [&](size_t i, const tuner::TaskScheduler& s) {
     if (f.quiet) return;
     int spent = 0;
@@ -427,13 +323,12 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
                      ? "unknown yet"
                      : fmt::format("{:.2f} ms", net * 1e3).c_str());
   };
-  auto result = tuner::TuneWorkload(layers, target, pool.devices(), builder, wo);
+  auto result = setup.TuneWorkload(layers, wo);
   if (!result.ok()) Fail(name + ": " + result.status().message());
   const tuner::WorkloadSummary& s = *result;
   if (f.json_out) {
     nlohmann::json report = tuner::WorkloadReport(wo, target, s);
-    AddBuildCacheUsage(f, &report);
-    if (farm_builds) report["build_workers"] = farm_builds->Report();
+    setup.AddToReport(&report);
     PrintJson(report);
     return;
   }
@@ -460,7 +355,7 @@ void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneO
               s.wall_s, s.stopped ? " (stopped by Ctrl-C)" : "");
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
-  PrintBuildFarmLine(farm_builds);
+  PrintBuildFarmLine(setup.farm());
 }
 
 void RegisterTune(CLI::App& app) {
@@ -493,10 +388,10 @@ void RegisterTune(CLI::App& app) {
                   "with --workload or --model: trials per round for the chosen task")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  cmd->add_option("--target", f->target,
+  cmd->add_option("--target", f->setup.target,
                   "target string, preset, auto (ask the device for its CPU) or cuda (for its GPU)")
       ->capture_default_str();
-  cmd->add_option("--threads", f->threads,
+  cmd->add_option("--threads", f->setup.threads,
                   "threads the kernel runs with (part of the task: its records and best config "
                   "are per thread count)")
       ->capture_default_str()
@@ -504,41 +399,46 @@ void RegisterTune(CLI::App& app) {
   auto* dev = cmd->add_option_group("devices",
                                     "where to measure (default: a crosstune-server "
                                     "started on this machine)");
-  dev->add_option("--server,-s", f->servers, "crosstune-server HOST:PORT (repeatable)");
-  dev->add_option("--tracker", f->tracker, "crosstune-tracker HOST:PORT")
+  dev->add_option("--server,-s", f->setup.devices.servers,
+                  "crosstune-server HOST:PORT (repeatable)");
+  dev->add_option("--tracker", f->setup.devices.tracker, "crosstune-tracker HOST:PORT")
       ->envname("CROSSTUNE_TRACKER");
-  dev->add_option("--key", f->key, "device key: every free device of it measures in parallel");
-  dev->add_option("--build-key", f->build_key,
+  dev->add_option("--key", f->setup.devices.key,
+                  "device key: every free device of it measures in parallel");
+  dev->add_option("--build-key", f->setup.build_key,
                   "also build on every free build worker of this key (crosstune-build-worker "
                   "registered with --tracker), beside this machine's pool");
-  dev->add_option("--devices", f->max_devices, "at most this many devices of the key (0: all)");
+  dev->add_option("--devices", f->setup.devices.max_devices,
+                  "at most this many devices of the key (0: all)");
   dev->add_option("--wait", f->wait_s, "seconds to wait for the first device")
       ->capture_default_str();
   dev->add_option("--auth-token-file", f->auth_token_file, "shared secret file (HMAC challenge)")
       ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
   dev->add_option("--timeout", f->timeout_s, "seconds to wait for each reply")
       ->capture_default_str();
-  cmd->add_option("--trials", f->tune.trials,
+  cmd->add_option("--trials", f->setup.tune.trials,
                   "trials for the task in the log, earlier ones included")
       ->capture_default_str()
       ->check(CLI::Range(1, 10'000'000));
-  cmd->add_option("--tuner", f->tune.tuner, "random, grid, ga or xgb")->capture_default_str();
-  cmd->add_option("--batch", f->tune.batch,
+  cmd->add_option("--tuner", f->setup.tune.tuner, "random, grid, ga or xgb")->capture_default_str();
+  cmd->add_option("--batch", f->setup.tune.batch,
                   "configs per batch (default: 8, or twice the devices when that is more, "
                   "rounded up to a multiple of them)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--early-stop", f->tune.early_stop, "stop after N trials without a better config")
+  cmd->add_option("--early-stop", f->setup.tune.early_stop,
+                  "stop after N trials without a better config")
       ->check(CLI::Range(0, 10'000'000));
-  cmd->add_option("--log", f->tune.log_path, "JSON-lines record log; an existing one is resumed");
-  cmd->add_option("--transfer", f->tune.transfer_logs,
+  cmd->add_option("--log", f->setup.tune.log_path,
+                  "JSON-lines record log; an existing one is resumed");
+  cmd->add_option("--transfer", f->setup.tune.transfer_logs,
                   "other logs whose records of this template warm-start the cost model");
-  cmd->add_option("--seed", f->tune.tuner_options.seed, "tuner seed")->capture_default_str();
-  cmd->add_option("--objective", f->tune.tuner_options.objective,
+  cmd->add_option("--seed", f->setup.tune.tuner_options.seed, "tuner seed")->capture_default_str();
+  cmd->add_option("--objective", f->setup.tune.tuner_options.objective,
                   "xgb cost model: mixed (an ndcg and a pairwise model, half a batch each), "
                   "ndcg (rank:ndcg), rank (rank:pairwise) or reg")
       ->check(CLI::IsMember({"mixed", "ndcg", "rank", "reg"}))
       ->capture_default_str();
-  cmd->add_option("--workers", f->workers,
+  cmd->add_option("--workers", f->setup.workers,
                   "build workers (0: one per core, or per CPU left beside the timed kernel's)")
       ->check(CLI::Range(0, 256));
   f->overlap_flag = cmd->add_flag("--overlap,!--no-overlap", f->overlap,
@@ -546,19 +446,19 @@ void RegisterTune(CLI::App& app) {
                                   "for remote devices and for the server started here when CPUs "
                                   "are left beside the kernel's, which it then gets to itself; no "
                                   "for servers given on this machine)");
-  AddTimingFlags(cmd, &f->tune.measure.timing, "calls");
+  AddTimingFlags(cmd, &f->timing, "calls");
   for (const char* name :
        {"--number", "--repeat", "--min-repeat-ms", "--cooldown-ms", "--flush-cache"}) {
     f->timing_flags.push_back(cmd->get_option(name));
   }
-  cmd->add_option("--run-timeout-ms", f->tune.measure.run_timeout_ms, "limit per kernel call")
+  cmd->add_option("--run-timeout-ms", f->setup.tune.measure.run_timeout_ms, "limit per kernel call")
       ->capture_default_str()
       ->check(CLI::Range(1, 3'600'000));
-  cmd->add_option("--build-cache", f->build_cache,
+  cmd->add_option("--build-cache", f->setup.build_cache,
                   "build cache directory, local or shared by a farm's tuners: a config built "
                   "before for the same target and compiler is not compiled again");
   f->build_cache_max_flag =
-      cmd->add_option("--build-cache-max-mb", f->build_cache_max_mb,
+      cmd->add_option("--build-cache-max-mb", f->setup.build_cache_max_mb,
                       "the cache's budget: past it, least recently used entries go (0: none)")
           ->capture_default_str();
   cmd->add_option("--build-timeout", f->build_timeout_s, "seconds per build")
@@ -572,7 +472,16 @@ void RegisterTune(CLI::App& app) {
                 "do not measure the template's default config first");
   cmd->add_flag("--json", f->json_out, "print one JSON object at the end");
   cmd->add_flag("--quiet,-q", f->quiet, "no progress lines");
-  cmd->callback([f] { RunTune(*f); });
+  cmd->add_flag("--list-options", f->list_options,
+                "print every option of tune, its names and default, as JSON, and exit")
+      ->group("");  // hidden: for the tests that keep Python's tune() in step
+  cmd->callback([f, cmd] {
+    if (f->list_options) {
+      PrintOptionList(cmd);
+      return;
+    }
+    RunTune(*f);
+  });
 }
 
 // --- log summary / best / plot -----------------------------------------------------------------

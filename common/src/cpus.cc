@@ -102,4 +102,21 @@ Status PinToCpus(const std::vector<int>& cpus, pid_t pid) {
   return Status::Ok();
 }
 
+Status RestoreCpus(const std::vector<int>& cpus) {
+  if (cpus.empty()) return Status(ErrorCode::kInvalidArgument, "no CPU to restore");
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) {
+      return Status(ErrorCode::kInvalidArgument, "CPU " + std::to_string(c) + " out of range");
+    }
+    CPU_SET(c, &set);
+  }
+  if (::sched_setaffinity(0, sizeof(set), &set) != 0) {
+    return Status(ErrorCode::kIoError,
+                  "cannot restore CPUs " + FormatCpuList(cpus) + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
 }  // namespace crosstune

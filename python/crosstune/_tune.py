@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -173,7 +172,7 @@ def tune(
     transfer: Sequence[PathLike] = (),
     include_default: bool = True,
     check: bool = True,
-    overlap: bool = True,
+    overlap: Optional[bool] = None,
     number: Optional[int] = None,
     repeat: Optional[int] = None,
     min_repeat_ms: Optional[int] = None,
@@ -185,6 +184,9 @@ def tune(
     wait: float = 600.0,
     timeout: float = 60.0,
     workers: int = 0,
+    build_cache: Optional[PathLike] = None,
+    build_cache_max_mb: float = 1024.0,
+    build_key: Optional[str] = None,
     auth_token_file: Optional[PathLike] = None,
     seed: int = 1,
     objective: str = "mixed",
@@ -209,17 +211,36 @@ def tune(
     Where: ``tracker`` (a :class:`Tracker` or ``"HOST:PORT"``) with ``key``: every free device
     of the key measures in parallel; ``server``: one ``"HOST:PORT"`` or several; neither: a
     crosstune-server started on this machine for the run. ``target="auto"`` builds for the first
-    device's CPU, ``"cuda"`` for its GPU, else a target string or preset.
+    device's CPU, ``"cuda"`` for its GPU, else a target string or preset. ``max_devices`` (0: all
+    of the key), ``wait`` for the first device and ``timeout`` for each reply, in seconds;
+    ``auth_token_file`` (or ``$CROSSTUNE_AUTH_TOKEN_FILE``) holds the farm's shared secret.
+
+    Builds: ``workers`` build processes (0: one per CPU they may use); ``build_cache``, a
+    directory shared by runs (a config built before for the same target and compiler is not
+    compiled again), within ``build_cache_max_mb`` (0: no limit); ``build_key``: the farm's build
+    workers of that key (registered with ``tracker``) build beside this machine.
+
+    The run is set up by the same code as ``crosstune tune``'s: with no device given, the server
+    started here gets the kernel's CPUs to itself and the builds (and this thread, until tune()
+    returns) the others, so builds overlap the timing without slowing it; ``report["cpus"]`` says
+    which. ``overlap`` (None: decided as ``crosstune tune`` decides: yes for devices elsewhere and
+    for that split server, no for servers given on this machine and when no CPU is left) builds
+    the next batch while this one is timed; ``report["overlap"]`` says what was decided.
 
     How: ``tuner`` (``"xgb"``, ``"ga"``, ``"random"``, ``"grid"``), ``trials`` in all for the
     task in the log (a second run with the same ``log`` resumes and measures only the rest),
     ``batch`` (0: 8, or twice the devices when that is more, as ``crosstune tune`` without
     ``--batch``), ``early_stop``, the time evaluator's ``number``, ``repeat``, ``min_repeat_ms``,
     ``cooldown_ms``, ``flush_cache``, and per-candidate limits (``run_timeout_ms``,
-    ``build_timeout`` in seconds). ``check=False`` skips the comparison with the reference. With
-    none of the timing arguments given, a template is timed warm (1, 3, 50, 0, False) and a model's
-    or workload's layers cold (1, 5, 0, 0, True: the caches flushed before each single call, as a
-    layer finds them in the network), as ``crosstune tune`` does.
+    ``build_timeout`` in seconds). ``check=False`` skips the comparison with the reference;
+    ``include_default=False`` skips measuring the template's default config first. ``transfer``:
+    other logs whose records of the template warm-start the cost model. With
+    none of the timing arguments given, the tuner's timing applies, as in ``crosstune tune``: a
+    template is timed warm (1, 3, 50, 0, False) and a model's or workload's layers cold (1, 5, 0,
+    0, True: the caches flushed before each single call, as a layer finds them in the network);
+    one given, the others take the warm values. ``seed`` and ``objective`` are the tuner's
+    (``crosstune tune --seed``, ``--objective``); ``run_id`` names the run in the tracker's
+    status page and the records (None: one made from the time).
 
     Progress: ``progress=True`` shows a bar (tqdm where installed, a plain line otherwise);
     a callable gets a dict after each measurement (done, total, measured, errors,
@@ -254,8 +275,6 @@ def tune(
         secret = tracker._secret or _read_secret(auth_token_file)
     else:
         secret = _read_secret(auth_token_file)
-    if run_id is None:
-        run_id = f"{_core.utc_timestamp()}-{random.getrandbits(32):08x}"
     if template:
         label = template + " " + ",".join(map(str, shape_list))
     else:
@@ -274,56 +293,49 @@ def tune(
             bar.interrupt()
         warnings.warn(message, RuntimeWarning, stacklevel=2)
 
-    given = (number, repeat, min_repeat_ms, cooldown_ms, flush_cache)
-    cold = template is None and all(v is None for v in given)
-    number = 1 if number is None else number
-    repeat = (5 if cold else 3) if repeat is None else repeat
-    min_repeat_ms = (0 if cold else 50) if min_repeat_ms is None else min_repeat_ms
-    cooldown_ms = 0 if cooldown_ms is None else cooldown_ms
-    flush_cache = cold if flush_cache is None else flush_cache
+    o = _core.TuneOptions()
+    o.template = template or ""
+    o.shape = shape_list
+    o.workload = workload or ""
+    o.layouts = layouts
+    o.round = round
+    o.threads = threads
+    o.target = target
+    o.servers = servers
+    o.tracker = tracker_address
+    o.key = key or ""
+    o.auth_secret = secret
+    o.max_devices = max_devices
+    o.wait = wait
+    o.timeout = timeout
+    o.server_binary = server_binary()
+    o.workers = workers
+    o.build_cache = os.fspath(build_cache) if build_cache is not None else ""
+    o.build_cache_max_mb = build_cache_max_mb
+    o.build_key = build_key or ""
+    o.build_timeout = build_timeout
+    o.overlap = overlap
+    o.tuner = tuner
+    o.trials = trials
+    o.batch = batch
+    o.early_stop = early_stop
+    o.include_default = include_default
+    o.log = os.fspath(log) if log is not None else ""
+    o.run_id = run_id or ""
+    o.transfer = [os.fspath(t) for t in transfer]
+    o.pins_json = _pins_json(pins)
+    # None: the tuner's timing (a network's tasks cold), as `crosstune tune` without the flags.
+    o.number = number
+    o.repeat = repeat
+    o.min_repeat_ms = min_repeat_ms
+    o.cooldown_ms = cooldown_ms
+    o.flush_cache = flush_cache
+    o.run_timeout_ms = run_timeout_ms
+    o.check = check
+    o.seed = seed
+    o.objective = objective
     try:
-        report = _core.tune(
-            template or "",
-            shape_list,
-            workload or "",
-            model._handle if model is not None else None,
-            round,
-            threads,
-            target,
-            servers,
-            tracker_address,
-            key or "",
-            secret,
-            max_devices,
-            wait,
-            timeout,
-            server_binary(),
-            workers,
-            tuner,
-            trials,
-            batch,
-            early_stop,
-            overlap,
-            include_default,
-            os.fspath(log) if log is not None else "",
-            run_id,
-            [os.fspath(t) for t in transfer],
-            _pins_json(pins),
-            number,
-            repeat,
-            min_repeat_ms,
-            cooldown_ms,
-            flush_cache,
-            run_timeout_ms,
-            build_timeout,
-            check,
-            seed,
-            objective,
-            callback,
-            record,
-            warn,
-            layouts=layouts,
-        )
+        report = _core.tune(o, model._handle if model is not None else None, callback, record, warn)
     finally:
         if bar is not None:
             bar.close()

@@ -29,18 +29,16 @@
 #include <vector>
 
 #include "bindings.h"
-#include "crosstune/builder/builder.h"
 #include "crosstune/builder/target.h"
-#include "crosstune/client/local_server.h"
 #include "crosstune/model/tasks.h"
 #include "crosstune/package.h"
-#include "crosstune/tuner/device_pool.h"
 #include "crosstune/tuner/export.h"
 #include "crosstune/tuner/log_report.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/replay.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
+#include "crosstune/tuner/tune_setup.h"
 #include "crosstune/tuner/workload.h"
 #include "model.h"
 
@@ -61,22 +59,6 @@ json RecordJson(const tuner::Record& r) {
   j["gflops"] = r.gflops();
   return j;
 }
-
-// Where a tune measures, as tune() was asked.
-struct DeviceChoice {
-  std::vector<std::string> servers;
-  std::string tracker, key, auth_secret;
-  int max_devices = 0;
-  double wait_s = 600, timeout_s = 60;
-  std::string server_binary;  // for a local server
-};
-
-// Everything that must outlive the run: the device pool (leases, a local server), the builder.
-struct TuneContext {
-  std::unique_ptr<builder::Builder> builder;
-  std::unique_ptr<tuner::DevicePool> pool;
-  builder::Target target;
-};
 
 // The first Python exception a callback raised (or a signal's), kept until Tune returns.
 class PendingError {
@@ -102,32 +84,6 @@ class PendingError {
  private:
   std::unique_ptr<nb::python_error> error_;
 };
-
-TuneContext Prepare(const DeviceChoice& d, const std::string& target_text, int workers) {
-  TuneContext ctx;
-  nb::gil_scoped_release release;
-  // The builder's workers come before any thread of the run's (server output, lease renewal).
-  ctx.builder = Unwrap(builder::Builder::Create({.workers = workers}));
-  const auto timeout = Ms(d.timeout_s);
-  if (!d.tracker.empty() || !d.key.empty()) {
-    if (d.tracker.empty() || d.key.empty()) {
-      Check(Status(ErrorCode::kInvalidArgument, "tracker and key go together"));
-    }
-    client::TrackerOptions to;
-    to.tracker = d.tracker;
-    to.auth_secret = d.auth_secret;
-    ctx.pool = Unwrap(tuner::DevicePool::FromTracker(to, d.key, d.max_devices, Ms(d.wait_s),
-                                                     d.auth_secret, timeout));
-  } else if (!d.servers.empty()) {
-    ctx.pool = tuner::DevicePool::FromServers(d.servers, d.auth_secret, timeout);
-  } else {
-    client::LocalServerOptions lo;
-    lo.binary = d.server_binary;
-    ctx.pool = Unwrap(tuner::DevicePool::StartLocal(timeout, lo));
-  }
-  ctx.target = Unwrap(tuner::ResolveTarget(target_text, ctx.pool->devices().front()));
-  return ctx;
-}
 
 AnyDict ProgressDict(const tuner::TuneProgress& p) {
   AnyDict d;
@@ -161,68 +117,60 @@ AnyDict ProgressDict(const tuner::TuneProgress& p) {
   throw StatusError(s);
 }
 
-struct TuneCall {
-  // What to tune: a template and shape, a workload, or an imported model's tasks.
+// tune()'s options as the package passes them (_core.TuneOptions): what to tune, and every field
+// of tuner::TuneSetupOptions, with its defaults. Seconds here, milliseconds there; a timing field
+// left None is decided by the setup (the tuner's default, or a network's).
+struct TuneArgs {
   std::string template_name;
   std::vector<int64_t> shape;
   std::string workload;
-  const ImportedModel* model = nullptr;
-  model::Layouts layouts = model::Layouts::kBlocked;  // of a workload's or model's conv tasks
-  int round = 16;
-  int threads = 1;
-  std::string target = "auto";
-  DeviceChoice devices;
-  int workers = 0;
-  tuner::TuneOptions options;
-  double build_timeout_s = 30;
+  std::string layouts = "blocked";  // of a workload's or model's conv tasks
+  int round = tuner::WorkloadTuneOptions{}.round;
   std::string pins_json = "{}";
+  tuner::TuneSetupOptions setup;
+  std::optional<uint32_t> number, repeat, min_repeat_ms, cooldown_ms;
+  std::optional<bool> flush_cache;
+
+  // The setup's options; its callbacks are set by RunTune.
+  tuner::TuneSetupOptions ToSetup(bool network) const {
+    tuner::TuneSetupOptions o = setup;
+    o.network = network;
+    if (number || repeat || min_repeat_ms || cooldown_ms || flush_cache) {
+      TimingOptions t = tuner::MeasureOptions{}.timing;
+      t.number = number.value_or(t.number);
+      t.repeat = repeat.value_or(t.repeat);
+      t.min_repeat_ms = min_repeat_ms.value_or(t.min_repeat_ms);
+      t.cooldown_ms = cooldown_ms.value_or(t.cooldown_ms);
+      t.flush_cache = flush_cache.value_or(t.flush_cache);
+      o.timing = t;
+    }
+    return o;
+  }
 };
 
 using ProgressFn = std::function<void(AnyDict)>;
 using TextFn = std::function<void(std::string)>;
 
-std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on_record,
-                    const TextFn& on_warning) {
-  const json pins = json::parse(c.pins_json);
-  const bool network = !c.workload.empty() || c.model != nullptr;
+std::string RunTune(const TuneArgs& a, const ImportedModel* model, const ProgressFn& on_progress,
+                    const TextFn& on_record, const TextFn& on_warning) {
+  const model::Layouts layouts = Unwrap(model::ParseLayouts(a.layouts));
+  const json pins = json::parse(a.pins_json);
+  const bool network = !a.workload.empty() || model != nullptr;
   if (network && !pins.empty()) {
     Check(Status(ErrorCode::kInvalidArgument,
                  "pins hold a knob of one template; they do not apply to a workload or a model"));
   }
-  if (network && c.options.log_path.empty()) {
+  if (network && a.setup.tune.log_path.empty()) {
     Check(Status(ErrorCode::kInvalidArgument,
-                 std::string(c.model ? "a model" : "a workload") +
+                 std::string(model ? "a model" : "a workload") +
                      " needs a log (its tasks resume from it): tune(..., log=PATH)"));
   }
   std::vector<tuner::WorkloadLayer> layers;
-  if (!c.workload.empty()) layers = Unwrap(model::MakeWorkload(c.workload, c.layouts));
-  TuneContext ctx = Prepare(c.devices, c.target, c.workers);
-  std::unique_ptr<tuner::Task> task;
-  if (c.model != nullptr) {
-    // The model's tasks (those compile looks up), less those no template takes yet.
-    model::TunableTasks tasks =
-        model::SplitTunableTasks(c.model->graph, ctx.target, c.threads, c.layouts);
-    layers = std::move(tasks.layers);
-    if (!tasks.left_out.empty() && on_warning) {
-      std::string refused;
-      for (const auto& why : tasks.left_out) refused += (refused.empty() ? "" : "; ") + why;
-      on_warning(std::to_string(tasks.left_out.size()) +
-                 " of the model's tasks are left out (no template takes them yet; compile gives "
-                 "them generated kernels): " +
-                 refused);
-    }
-    if (layers.empty()) {
-      Check(Status(ErrorCode::kInvalidArgument,
-                   c.model->path + ": the model has no task a template takes"));
-    }
-  } else if (c.workload.empty()) {
-    task = Unwrap(tuner::MakeTask(c.template_name, c.shape, ctx.target, {c.threads}));
-  }
+  if (!a.workload.empty()) layers = Unwrap(model::MakeWorkload(a.workload, layouts));
 
-  tuner::TuneOptions& o = c.options;
+  tuner::TuneSetupOptions so = a.ToSetup(network);
+  tuner::TuneOptions& o = so.tune;
   o.pins = pins;
-  o.measure.build_timeout = Ms(c.build_timeout_s);
-  if (!o.log_path.empty()) o.transfer_logs.push_back(o.log_path);
   std::atomic<bool> stop{false};
   o.stop = &stop;
   PendingError pending;
@@ -256,40 +204,69 @@ std::string RunTune(TuneCall& c, const ProgressFn& on_progress, const TextFn& on
       if (on_warning) on_warning(w);
     });
   };
-  tuner::DevicePool* pool = ctx.pool.get();
-  o.on_device_lost = [pool](const tuner::DeviceSpec& d, const Status& why) { pool->Lost(d, why); };
+
+  // The same setup as `crosstune tune`: devices, target, the CPU split, builds, overlap, timing.
+  std::unique_ptr<tuner::TuneSetup> setup;
+  {
+    nb::gil_scoped_release release;
+    setup = Unwrap(tuner::TuneSetup::Open(std::move(so)));
+  }
+  pending.RaiseIfAny();
+  std::unique_ptr<tuner::Task> task;
+  if (model != nullptr) {
+    // The model's tasks (those compile looks up), less those no template takes yet.
+    model::TunableTasks tasks =
+        model::SplitTunableTasks(model->graph, setup->target(), a.setup.threads, layouts);
+    layers = std::move(tasks.layers);
+    if (!tasks.left_out.empty() && on_warning) {
+      std::string refused;
+      for (const auto& why : tasks.left_out) refused += (refused.empty() ? "" : "; ") + why;
+      on_warning(std::to_string(tasks.left_out.size()) +
+                 " of the model's tasks are left out (no template takes them yet; compile gives "
+                 "them generated kernels): " +
+                 refused);
+    }
+    if (layers.empty()) {
+      Check(Status(ErrorCode::kInvalidArgument,
+                   model->path + ": the model has no task a template takes"));
+    }
+  } else if (a.workload.empty()) {
+    task = Unwrap(tuner::MakeTask(a.template_name, a.shape, setup->target(), {a.setup.threads}));
+  }
 
   json out;
   if (task) {
     Expected<tuner::TuneSummary> result = Status(ErrorCode::kInternal, "not run");
     {
       nb::gil_scoped_release release;
-      result = tuner::Tune(*task, ctx.pool->devices(), *ctx.builder, o);
+      result = setup->Tune(*task);
     }
     pending.RaiseIfAny();
     if (!result.ok()) RaiseTuneError(result.status(), records);
     const tuner::TuneSummary& s = *result;
     // The report as `crosstune tune --json` prints it, and the best and default records whole.
-    out = {{"report", tuner::TuneReport(*task, o, s)},
+    json report = tuner::TuneReport(*task, setup->options(), s);
+    setup->AddToReport(&report);
+    out = {{"report", report},
            {"best", s.has_best ? RecordJson(s.best) : json(nullptr)},
            {"default", s.has_default ? RecordJson(s.default_record) : json(nullptr)}};
   } else {
-    tuner::WorkloadTuneOptions wo;
-    wo.name = c.model != nullptr ? c.model->name : c.workload;
-    wo.trials = o.trials;
-    wo.round = c.round;
-    wo.threads = c.threads;
-    wo.tune = o;
+    const tuner::WorkloadTuneOptions wo =
+        setup->WorkloadOptions(model != nullptr ? model->name : a.workload, a.round);
     Expected<tuner::WorkloadSummary> result = Status(ErrorCode::kInternal, "not run");
     {
       nb::gil_scoped_release release;
-      result = tuner::TuneWorkload(layers, ctx.target, ctx.pool->devices(), *ctx.builder, wo);
+      result = setup->TuneWorkload(layers, wo);
     }
     pending.RaiseIfAny();
     if (!result.ok()) throw StatusError(result.status());
-    out = {{"report", tuner::WorkloadReport(wo, ctx.target, *result)},
-           {"best", nullptr},
-           {"default", nullptr}};
+    json report = tuner::WorkloadReport(wo, setup->target(), *result);
+    setup->AddToReport(&report);
+    out = {{"report", report}, {"best", nullptr}, {"default", nullptr}};
+  }
+  {
+    nb::gil_scoped_release release;
+    setup.reset();  // the devices' leases, the local server and the build workers
   }
   return out.dump();
 }
@@ -301,69 +278,113 @@ void BindTuner(nb::module_& m) {
   m.def("tuner_names", &tuner::TunerNames, "The search strategies tune() and replay() know.");
   m.def("utc_timestamp", &tuner::UtcTimestamp);
 
-  m.def(
-      "tune",
-      [](const std::string& template_name, const std::vector<int64_t>& shape,
-         const std::string& workload, const ImportedModel* model, int round, int threads,
-         const std::string& target, const std::vector<std::string>& servers,
-         const std::string& tracker, const std::string& key, const std::string& auth_secret,
-         int max_devices, double wait_s, double timeout_s, const std::string& server_binary,
-         int workers, const std::string& tuner_name, int trials, int batch, int early_stop,
-         bool overlap, bool include_default, const std::string& log, const std::string& run_id,
-         const std::vector<std::string>& transfer, const std::string& pins_json, uint32_t number,
-         uint32_t repeat, uint32_t min_repeat_ms, uint32_t cooldown_ms, bool flush_cache,
-         uint32_t run_timeout_ms, double build_timeout_s, bool check, uint64_t seed,
-         const std::string& objective, ProgressFn on_progress, TextFn on_record, TextFn on_warning,
-         const std::string& layouts) {
-        TuneCall c;
-        c.layouts = Unwrap(model::ParseLayouts(layouts));
-        c.template_name = template_name;
-        c.shape = shape;
-        c.workload = workload;
-        c.model = model;
-        c.round = round;
-        c.threads = threads;
-        c.target = target;
-        c.devices.servers = servers;
-        c.devices.tracker = tracker;
-        c.devices.key = key;
-        c.devices.auth_secret = auth_secret;
-        c.devices.max_devices = max_devices;
-        c.devices.wait_s = wait_s;
-        c.devices.timeout_s = timeout_s;
-        c.devices.server_binary = server_binary;
-        c.workers = workers;
-        c.options.tuner = tuner_name;
-        c.options.trials = trials;
-        c.options.batch = batch;
-        c.options.early_stop = early_stop;
-        c.options.overlap = overlap;
-        c.options.include_default = include_default;
-        c.options.log_path = log;
-        c.options.run_id = run_id;
-        c.options.transfer_logs = transfer;
-        c.options.measure.timing.number = number;
-        c.options.measure.timing.repeat = repeat;
-        c.options.measure.timing.min_repeat_ms = min_repeat_ms;
-        c.options.measure.timing.cooldown_ms = cooldown_ms;
-        c.options.measure.timing.flush_cache = flush_cache;
-        c.options.measure.run_timeout_ms = run_timeout_ms;
-        c.options.measure.check = check;
-        c.options.tuner_options.seed = seed;
-        c.options.tuner_options.objective = objective;
-        c.build_timeout_s = build_timeout_s;
-        c.pins_json = pins_json;
-        return RunTune(c, on_progress, on_record, on_warning);
-      },
-      "template_name"_a, "shape"_a, "workload"_a, "model"_a.none(), "round"_a, "threads"_a,
-      "target"_a, "servers"_a, "tracker"_a, "key"_a, "auth_secret"_a, "max_devices"_a, "wait_s"_a,
-      "timeout_s"_a, "server_binary"_a, "workers"_a, "tuner"_a, "trials"_a, "batch"_a,
-      "early_stop"_a, "overlap"_a, "include_default"_a, "log"_a, "run_id"_a, "transfer"_a,
-      "pins_json"_a, "number"_a, "repeat"_a, "min_repeat_ms"_a, "cooldown_ms"_a, "flush_cache"_a,
-      "run_timeout_ms"_a, "build_timeout_s"_a, "check"_a, "seed"_a, "objective"_a,
-      "on_progress"_a = nb::none(), "on_record"_a = nb::none(), "on_warning"_a = nb::none(),
-      "layouts"_a = "blocked",
-      "Runs a tuning search (crosstune.tune gives it its defaults); returns the report as JSON.");
+  // tune()'s options, one object (crosstune.tune fills it from its arguments): the fields of
+  // tuner::TuneSetupOptions by tune()'s names, with the library's defaults.
+  nb::class_<TuneArgs>(m, "TuneOptions",
+                       "The options of one tune() run, as crosstune.tune passes them.")
+      .def(nb::init<>())
+      .def_rw("template", &TuneArgs::template_name)
+      .def_rw("shape", &TuneArgs::shape)
+      .def_rw("workload", &TuneArgs::workload)
+      .def_rw("layouts", &TuneArgs::layouts)
+      .def_rw("round", &TuneArgs::round)
+      .def_rw("pins_json", &TuneArgs::pins_json)
+      .def_prop_rw(
+          "target", [](const TuneArgs& a) { return a.setup.target; },
+          [](TuneArgs& a, std::string v) { a.setup.target = std::move(v); })
+      .def_prop_rw(
+          "threads", [](const TuneArgs& a) { return a.setup.threads; },
+          [](TuneArgs& a, int v) { a.setup.threads = v; })
+      .def_prop_rw(
+          "servers", [](const TuneArgs& a) { return a.setup.devices.servers; },
+          [](TuneArgs& a, std::vector<std::string> v) { a.setup.devices.servers = std::move(v); })
+      .def_prop_rw(
+          "tracker", [](const TuneArgs& a) { return a.setup.devices.tracker; },
+          [](TuneArgs& a, std::string v) { a.setup.devices.tracker = std::move(v); })
+      .def_prop_rw(
+          "key", [](const TuneArgs& a) { return a.setup.devices.key; },
+          [](TuneArgs& a, std::string v) { a.setup.devices.key = std::move(v); })
+      .def_prop_rw(
+          "auth_secret", [](const TuneArgs& a) { return a.setup.devices.auth_secret; },
+          [](TuneArgs& a, std::string v) { a.setup.devices.auth_secret = std::move(v); })
+      .def_prop_rw(
+          "max_devices", [](const TuneArgs& a) { return a.setup.devices.max_devices; },
+          [](TuneArgs& a, int v) { a.setup.devices.max_devices = v; })
+      .def_prop_rw(
+          "wait", [](const TuneArgs& a) { return a.setup.devices.wait.count() / 1000.0; },
+          [](TuneArgs& a, double s) { a.setup.devices.wait = Ms(s); })
+      .def_prop_rw(
+          "timeout", [](const TuneArgs& a) { return a.setup.devices.timeout.count() / 1000.0; },
+          [](TuneArgs& a, double s) { a.setup.devices.timeout = Ms(s); })
+      .def_prop_rw(
+          "server_binary", [](const TuneArgs& a) { return a.setup.devices.server_binary; },
+          [](TuneArgs& a, std::string v) { a.setup.devices.server_binary = std::move(v); })
+      .def_prop_rw(
+          "workers", [](const TuneArgs& a) { return a.setup.workers; },
+          [](TuneArgs& a, int v) { a.setup.workers = v; })
+      .def_prop_rw(
+          "build_cache", [](const TuneArgs& a) { return a.setup.build_cache; },
+          [](TuneArgs& a, std::string v) { a.setup.build_cache = std::move(v); })
+      .def_prop_rw(
+          "build_cache_max_mb", [](const TuneArgs& a) { return a.setup.build_cache_max_mb; },
+          [](TuneArgs& a, double v) { a.setup.build_cache_max_mb = v; })
+      .def_prop_rw(
+          "build_key", [](const TuneArgs& a) { return a.setup.build_key; },
+          [](TuneArgs& a, std::string v) { a.setup.build_key = std::move(v); })
+      .def_prop_rw(
+          "build_timeout",
+          [](const TuneArgs& a) { return a.setup.tune.measure.build_timeout.count() / 1000.0; },
+          [](TuneArgs& a, double s) { a.setup.tune.measure.build_timeout = Ms(s); })
+      .def_prop_rw(
+          "overlap", [](const TuneArgs& a) { return a.setup.overlap; },
+          [](TuneArgs& a, std::optional<bool> v) { a.setup.overlap = v; })
+      .def_prop_rw(
+          "tuner", [](const TuneArgs& a) { return a.setup.tune.tuner; },
+          [](TuneArgs& a, std::string v) { a.setup.tune.tuner = std::move(v); })
+      .def_prop_rw(
+          "trials", [](const TuneArgs& a) { return a.setup.tune.trials; },
+          [](TuneArgs& a, int v) { a.setup.tune.trials = v; })
+      .def_prop_rw(
+          "batch", [](const TuneArgs& a) { return a.setup.tune.batch; },
+          [](TuneArgs& a, int v) { a.setup.tune.batch = v; })
+      .def_prop_rw(
+          "early_stop", [](const TuneArgs& a) { return a.setup.tune.early_stop; },
+          [](TuneArgs& a, int v) { a.setup.tune.early_stop = v; })
+      .def_prop_rw(
+          "include_default", [](const TuneArgs& a) { return a.setup.tune.include_default; },
+          [](TuneArgs& a, bool v) { a.setup.tune.include_default = v; })
+      .def_prop_rw(
+          "log", [](const TuneArgs& a) { return a.setup.tune.log_path; },
+          [](TuneArgs& a, std::string v) { a.setup.tune.log_path = std::move(v); })
+      .def_prop_rw(
+          "run_id", [](const TuneArgs& a) { return a.setup.tune.run_id; },
+          [](TuneArgs& a, std::string v) { a.setup.tune.run_id = std::move(v); })
+      .def_prop_rw(
+          "transfer", [](const TuneArgs& a) { return a.setup.tune.transfer_logs; },
+          [](TuneArgs& a, std::vector<std::string> v) {
+            a.setup.tune.transfer_logs = std::move(v);
+          })
+      .def_rw("number", &TuneArgs::number)
+      .def_rw("repeat", &TuneArgs::repeat)
+      .def_rw("min_repeat_ms", &TuneArgs::min_repeat_ms)
+      .def_rw("cooldown_ms", &TuneArgs::cooldown_ms)
+      .def_rw("flush_cache", &TuneArgs::flush_cache)
+      .def_prop_rw(
+          "run_timeout_ms", [](const TuneArgs& a) { return a.setup.tune.measure.run_timeout_ms; },
+          [](TuneArgs& a, uint32_t v) { a.setup.tune.measure.run_timeout_ms = v; })
+      .def_prop_rw(
+          "check", [](const TuneArgs& a) { return a.setup.tune.measure.check; },
+          [](TuneArgs& a, bool v) { a.setup.tune.measure.check = v; })
+      .def_prop_rw(
+          "seed", [](const TuneArgs& a) { return a.setup.tune.tuner_options.seed; },
+          [](TuneArgs& a, uint64_t v) { a.setup.tune.tuner_options.seed = v; })
+      .def_prop_rw(
+          "objective", [](const TuneArgs& a) { return a.setup.tune.tuner_options.objective; },
+          [](TuneArgs& a, std::string v) { a.setup.tune.tuner_options.objective = std::move(v); });
+
+  m.def("tune", &RunTune, "options"_a, "model"_a.none() = nb::none(), "on_progress"_a = nb::none(),
+        "on_record"_a = nb::none(), "on_warning"_a = nb::none(),
+        "Runs a tuning search (crosstune.tune fills its options); returns the report as JSON.");
 
   m.def(
       "parse_pins",

@@ -89,7 +89,69 @@ def test_tunes_on_given_servers_and_through_a_tracker(
     wait_for(lambda: tracker.query()["devices"][0]["state"] == "free", what="the lease's end")
 
 
+def cli_bin() -> str:
+    path = os.environ.get("CROSSTUNE_CLI_BIN", "")
+    if not path or not os.path.exists(path):
+        pytest.skip("no crosstune command (CROSSTUNE_CLI_BIN)")
+    return path
+
+
+def test_tunes_on_this_machine_as_the_command_does(tmp_path: pathlib.Path) -> None:
+    # The same run through `crosstune tune` and tune(): one setup, so the same CPU split (the
+    # server on the kernel's CPUs, the builds on the others) and the same overlap decision.
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here: builds and runs take turns, unpinned")
+    args = ["tune", "matmul", "--shape", "16,16,16", "--tuner", "random", "--trials", "3",
+            "--batch", "3", "--repeat", "1", "--min-repeat-ms", "0", "--quiet", "--json"]
+    for extra, kwargs in (([], {}), (["--no-overlap"], {"overlap": False})):
+        out = subprocess.run([cli_bin(), *args, *extra, "--log", str(tmp_path / "cli.jsonl")],
+                             check=True, capture_output=True, text=True, timeout=300).stdout
+        cli = json.loads(out)
+        before = os.sched_getaffinity(0)
+        run = ct.tune("matmul", shape=(16, 16, 16), trials=3, log=tmp_path / "py.jsonl",
+                      **{**QUICK, "batch": 3}, **kwargs)
+        assert os.sched_getaffinity(0) == before  # this thread's CPUs given back
+        assert run.report["overlap"] == cli["overlap"] == (not extra), (run.report, cli)
+        assert run.report.get("cpus") == cli.get("cpus"), (run.report, cli)
+        if not extra:
+            assert run.report["cpus"]["kernel"] == str(max(before)) and run.report["cpus"]["build"]
+        (tmp_path / "cli.jsonl").unlink()
+        (tmp_path / "py.jsonl").unlink()
+
+
+def test_a_build_cache_serves_the_second_run(tmp_path: pathlib.Path) -> None:
+    cache = tmp_path / "cache"
+    first = ct.tune("matmul", shape=(16, 16, 16), trials=4, build_cache=cache, seed=3,
+                    include_default=False, **QUICK)
+    second = ct.tune("matmul", shape=(16, 16, 16), trials=4, build_cache=cache, seed=3,
+                     include_default=False, **QUICK)
+    assert first.report["build_cache"]["hits"] == 0
+    assert first.report["build_cache"]["entries"] >= 1
+    assert first.report["build_cache"]["dir"] == str(cache)
+    assert second.report["build_cache"]["hits"] == second.report["build_cache"]["builds"] > 0
+
+
+def test_a_build_key_with_no_free_worker_builds_here_and_says_so(farm: Farm) -> None:
+    farm.add_server()
+    with pytest.warns(RuntimeWarning, match="no build worker of key 'builders'"):
+        run = ct.tune("matmul", shape=(8, 8, 8), trials=2, tracker=farm.address, key="cpu",
+                      build_key="builders",
+                      target="x86-64" if os.uname().machine == "x86_64" else "auto", **QUICK)
+    assert [w["name"] for w in run.report["build_workers"]] == ["local"]
+    assert run.report["build_workers"][0]["builds"] >= 1
+
+
 def test_refusals_name_what_is_wrong(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(ct.InvalidArgument, match="build key \\(builders\\) needs a tracker"):
+        ct.tune("matmul", shape=(8, 8, 8), trials=1, build_key="builders", **QUICK)
+    with pytest.raises(ct.InvalidArgument, match="build cache budget -5 MB"):
+        ct.tune("matmul", shape=(8, 8, 8), trials=1, build_cache=tmp_path / "c",
+                build_cache_max_mb=-5, **QUICK)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ct.InvalidArgument, match="build cache .*file"):
+        ct.tune("matmul", shape=(8, 8, 8), trials=1, build_cache=tmp_path / "file", **QUICK)
+    with pytest.raises(ct.InvalidArgument, match="needs a device key"):
+        ct.tune("matmul", shape=(8, 8, 8), trials=1, tracker="127.0.0.1:1", **QUICK)
     with pytest.raises(ct.InvalidArgument, match="shape"):
         ct.tune("matmul", trials=1)
     with pytest.raises(ct.InvalidArgument):

@@ -43,6 +43,10 @@ TEST(PinToCpusTest, PinsTheCallingThreadAndRefusesACpuItMayNotUse) {
           << st.ToString();
     }
     EXPECT_EQ(PinToCpus({}).code(), ErrorCode::kInvalidArgument);
+    // What it had before, given back (a tuning setup's end): wider than the mask it has now.
+    ASSERT_TRUE(RestoreCpus(allowed).ok());
+    EXPECT_EQ(AllowedCpus(), allowed);
+    EXPECT_EQ(RestoreCpus({}).code(), ErrorCode::kInvalidArgument);
   }).join();
   EXPECT_EQ(AllowedCpus(), allowed);
 }

@@ -244,7 +244,7 @@ TEST_F(TunePlanningTest, TheCliReportsThePlanningAndTheBatchAndWarnsOfABatchBelo
   // A batch below the devices is kept, said once; the text report has the planning line.
   auto text_run = Crosstune(common + " --batch 2 --log " + dir.path() + "/b.jsonl");
   ASSERT_EQ(text_run.exit_code, 0) << text_run.err;
-  const std::string warning = "--batch 2 is smaller than the 3 devices";
+  const std::string warning = "batch 2 is smaller than the 3 devices";
   const size_t at = text_run.err.find(warning);
   EXPECT_NE(at, std::string::npos) << text_run.err;
   EXPECT_EQ(text_run.err.find(warning, at + 1), std::string::npos) << text_run.err;

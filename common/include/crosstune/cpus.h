@@ -30,4 +30,9 @@ std::string FormatCpuList(const std::vector<int>& cpus);
 // use (naming it and the allowed list), kIoError when the kernel refuses.
 Status PinToCpus(const std::vector<int>& cpus, pid_t pid = 0);
 
+// Gives the calling thread back the CPUs it had before a PinToCpus (`cpus`, as AllowedCpus() read
+// them then). Unlike PinToCpus it widens the mask, so it takes only what the thread had: the
+// kernel refuses CPUs outside the process's cpuset (kIoError).
+Status RestoreCpus(const std::vector<int>& cpus);
+
 }  // namespace crosstune
