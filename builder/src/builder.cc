@@ -85,13 +85,29 @@ void WarnIfUnconfined() {
 
 }  // namespace
 
-std::string BuildWorkerPath() {
-  if (const char* env = ::getenv("CROSSTUNE_BUILD_WORKER"); env != nullptr && *env) return env;
-  for (const char* path :
-       {CROSSTUNE_BUILD_WORKER_BUILD_PATH, CROSSTUNE_BUILD_WORKER_INSTALL_PATH}) {
-    if (::access(path, X_OK) == 0) return path;
+std::string InstalledBuildWorkerPath(const std::string& program) {
+  namespace fs = std::filesystem;
+  // Relative to the program's folder first: an install tree finds its own worker wherever it was
+  // installed or moved (a .deb puts it under /usr, whatever prefix this tree was configured with).
+  std::vector<std::string> candidates;
+  if (!program.empty()) {
+    candidates.push_back((fs::path(program).parent_path() / CROSSTUNE_BUILD_WORKER_FROM_BINDIR)
+                             .lexically_normal()
+                             .string());
+  }
+  candidates.emplace_back(CROSSTUNE_BUILD_WORKER_INSTALL_PATH);
+  for (const std::string& path : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0) return path;
   }
   return "";
+}
+
+std::string BuildWorkerPath() {
+  if (const char* env = ::getenv("CROSSTUNE_BUILD_WORKER"); env != nullptr && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return InstalledBuildWorkerPath(ec ? std::string() : self.string());
 }
 
 void RunBuildWorker(int fd) {
@@ -154,9 +170,10 @@ void WorkerMain(int fd, const std::string& scratch_dir) {
 // killed as soon as that thread returned, and the next build on it failed as a "compiler crash".
 class WorkerSpawner {
  public:
-  // `cpus`: the CPUs the workers run on (empty: wherever this process may run).
-  explicit WorkerSpawner(std::vector<int> cpus)
-      : cpus_(std::move(cpus)), thread_([this] { Loop(); }) {}
+  // `cpus`: the CPUs the workers run on (empty: wherever this process may run). `program`: the
+  // workers' program ("": fork them).
+  WorkerSpawner(std::vector<int> cpus, std::string program)
+      : cpus_(std::move(cpus)), worker_path_(std::move(program)), thread_([this] { Loop(); }) {}
   ~WorkerSpawner() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -262,13 +279,16 @@ class WorkerSpawner {
   bool stop_ = false;
   std::map<uint64_t, Expected<Spawned>> results_;
   const std::vector<int> cpus_;
-  std::string worker_path_ = BuildWorkerPath();  // "": fork the workers
-  std::thread thread_;                           // last: starts after the members it uses
+  std::string worker_path_;  // "": fork the workers
+  std::thread thread_;       // last: starts after the members it uses
 };
 
 class Builder::Pool {
  public:
-  explicit Pool(const BuilderOptions& options) : options_(options), spawner_(options.cpus) {
+  explicit Pool(const BuilderOptions& options)
+      : options_(options),
+        program_(options.worker_program.empty() ? BuildWorkerPath() : options.worker_program),
+        spawner_(options.cpus, program_) {
     int n = options.workers > 0 ? options.workers
             : !options.cpus.empty()
                 ? static_cast<int>(options.cpus.size())
@@ -471,6 +491,7 @@ class Builder::Pool {
   }
 
   BuilderOptions options_;
+  const std::string program_;  // the workers' program; "": they are forks of this process
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Worker> workers_;

@@ -153,7 +153,8 @@ std::vector<std::string> ChildPrograms() {
 // A fork of this multi-threaded test process would inherit whatever locks its other threads held;
 // the workers are the crosstune-build-worker program instead, started with posix_spawn.
 TEST_F(PoolTest, WorkersAreTheirOwnProgramNotForksOfTheCaller) {
-  ASSERT_FALSE(BuildWorkerPath().empty()) << "no crosstune-build-worker in the build tree";
+  ASSERT_FALSE(BuildWorkerPath().empty())
+      << "no worker program: CROSSTUNE_BUILD_WORKER names the tree's (ctest sets it)";
   auto b = Make(2, false);
   ASSERT_TRUE(b->Build(Request("x86-avx2")).ok());
   std::vector<std::string> programs = ChildPrograms();
@@ -280,6 +281,51 @@ TEST_F(PoolTest, CudaBuildsWorkInsideTheWorkersAndReachNoHostFile) {
   EXPECT_FALSE(included.ok());
   EXPECT_EQ(included.status.message().find(secret), std::string::npos) << included.status.message();
   EXPECT_EQ(b->stats().worker_restarts, 0u);
+}
+
+// --- where the worker program is
+// ------------------------------------------------------------------
+
+// Sets an environment variable (nullptr: removes it) for a scope; the old value comes back after.
+// Set before a Builder is made, so no thread of the pool reads the environment meanwhile.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = ::getenv(name)) old_ = old;
+    had_ = ::getenv(name) != nullptr;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { had_ ? ::setenv(name_.c_str(), old_.c_str(), 1) : ::unsetenv(name_.c_str()); }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// The build tree's worker runs only where it is named (the tests' CTest environment does):
+// a program of the build tree run by hand must not start it in place of the installed one.
+TEST(BuildWorkerPathTest, TheBuildTreesWorkerIsUsedOnlyWhereNamed) {
+  {
+    ScopedEnv named("CROSSTUNE_BUILD_WORKER", CT_BUILD_WORKER_BIN);
+    EXPECT_EQ(BuildWorkerPath(), CT_BUILD_WORKER_BIN);
+  }
+  ScopedEnv unset("CROSSTUNE_BUILD_WORKER", nullptr);
+  EXPECT_NE(BuildWorkerPath(), CT_BUILD_WORKER_BIN);
+}
+
+// An installed program runs the worker of its own install tree, wherever that tree is.
+TEST(BuildWorkerPathTest, AnInstalledProgramFindsTheWorkerOfItsOwnInstallTree) {
+  if (fs::path(CT_INSTALL_BINDIR).is_absolute() || fs::path(CT_INSTALL_LIBEXECDIR).is_absolute()) {
+    GTEST_SKIP() << "bin and libexec are configured as absolute folders: no install tree to move";
+  }
+  testing::TempDir prefix("crosstune-installed");
+  const fs::path program = fs::path(prefix.path()) / CT_INSTALL_BINDIR / "crosstune";
+  const fs::path worker =
+      fs::path(prefix.path()) / CT_INSTALL_LIBEXECDIR / "crosstune" / "crosstune-build-worker";
+  EXPECT_NE(InstalledBuildWorkerPath(program.string()), worker.string()) << "not installed yet";
+  fs::create_directories(worker.parent_path());
+  fs::copy_file(CT_BUILD_WORKER_BIN, worker);
+  EXPECT_EQ(InstalledBuildWorkerPath(program.string()), worker.string());
 }
 
 TEST(BuildCodecTest, AnUnknownTargetKindIsRefusedByNameWhenDecoded) {

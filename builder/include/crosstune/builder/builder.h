@@ -5,15 +5,16 @@
 //   std::vector<BuildResult> results = (*builder)->BuildMany(requests);   // in request order
 //   WriteBuildPackage(requests[0], results[0], "kernel.ctpkg");
 //
-// Each worker is a long-lived child process (fork) that compiles one request at a time with the
-// in-process compilers of compiler.h. A compiler crash or a build past its timeout costs one
-// worker, which is killed and respawned; the caller gets a failed BuildResult, never a crash or a
-// hang.
+// Each worker is a long-lived child process, the crosstune-build-worker program (BuildWorkerPath
+// below), that compiles one request at a time with the in-process compilers of compiler.h. A
+// compiler crash or a build past its timeout costs one worker, which is killed and respawned; the
+// caller gets a failed BuildResult, never a crash or a hang.
 //
 // Thread-safety: Build and BuildMany may be called from any number of threads at once; requests
-// queue for the next free worker. Builder must outlive those calls. The workers are forked from the
-// calling process, so create the Builder before starting threads that hold locks across fork (a
-// worker respawn forks too; it then only runs the worker loop).
+// queue for the next free worker. Builder must outlive those calls. Only where no worker program
+// is found are the workers forks of the calling process: then create the Builder before starting
+// threads that hold locks across fork (a worker respawn forks too; it then only runs the worker
+// loop).
 #pragma once
 
 #include <chrono>
@@ -90,6 +91,8 @@ struct BuilderOptions {
   // builds are stored). 0: unbounded.
   uint64_t cache_max_bytes = 0;
   std::chrono::milliseconds default_timeout{60'000};
+  // The workers' program; empty: BuildWorkerPath().
+  std::string worker_program;
 };
 
 struct BuilderStats {
@@ -129,10 +132,19 @@ BuildResult BuildInProcess(const BuildRequest& request);
 
 // The pool's workers are processes of their own program, crosstune-build-worker, started with
 // posix_spawn: never a fork of the caller, whose other threads may hold locks (malloc's, a
-// logger's) that a forked child would inherit held. Where the program is: $CROSSTUNE_BUILD_WORKER,
-// else the build tree's, else the installed one (libexec/crosstune); "" when none exists, and the
-// pool then forks its workers as before.
+// logger's) that a forked child would inherit held. Where the program is, as for any installed
+// program:
+//   1. $CROSSTUNE_BUILD_WORKER, when set: a program named explicitly. This is how the build tree's
+//      own tests, benchmarks and scripts run the tree's worker (their CTest ENVIRONMENT), and how
+//      the Python package runs the one in its crosstune/bin;
+//   2. the installed one, libexec/crosstune/crosstune-build-worker: first beside the running
+//      program's install tree (bin/../libexec/crosstune, so a tree installed with another prefix,
+//      or moved, runs its own), then under the prefix this library was configured with.
+// Never the build tree's worker unless named so: a program of the build tree run by hand finds
+// the installed worker, or none. "" when none exists; the pool then forks its workers.
 std::string BuildWorkerPath();
+// The installed worker for a program at `program` (step 2 above), "" when neither exists.
+std::string InstalledBuildWorkerPath(const std::string& program);
 // The worker program's body: answers build requests on `fd` until the pool closes it.
 [[noreturn]] void RunBuildWorker(int fd);
 
