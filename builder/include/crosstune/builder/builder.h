@@ -25,6 +25,7 @@
 
 #include "crosstune/builder/target.h"
 #include "crosstune/package.h"
+#include "crosstune/protocol.h"
 #include "crosstune/status.h"
 
 namespace crosstune::builder {
@@ -91,7 +92,8 @@ struct BuilderOptions {
   // builds are stored). 0: unbounded.
   uint64_t cache_max_bytes = 0;
   std::chrono::milliseconds default_timeout{60'000};
-  // The workers' program; empty: BuildWorkerPath().
+  // The workers' program; empty: BuildWorkerPath(). Whichever it is must answer the pool's
+  // handshake as this release's worker (see BuildWorkerPath).
   std::string worker_program;
 };
 
@@ -100,6 +102,7 @@ struct BuilderStats {
   uint64_t cache_hits = 0;
   uint64_t cache_damaged = 0;    // entries that failed their checks (then rebuilt)
   uint64_t worker_restarts = 0;  // crashes and timeouts
+  uint64_t workers_refused = 0;  // replacements refused at the handshake (another release's)
 };
 
 class Builder : public BuildService {
@@ -142,11 +145,28 @@ BuildResult BuildInProcess(const BuildRequest& request);
 //      or moved, runs its own), then under the prefix this library was configured with.
 // Never the build tree's worker unless named so: a program of the build tree run by hand finds
 // the installed worker, or none. "" when none exists; the pool then forks its workers.
+//
+// Every worker answers the pool's handshake first (handshake.h's Hello and HelloReply): one of
+// another protocol (major or minor) or another crosstune release is refused with a
+// kVersionMismatch that names its path and both versions. A request field it does not know would
+// be skipped silently, and the build cache files its builds under this release's name. Refused
+// at Builder::Create, Create fails; a replacement refused later (the program was upgraded under a
+// running pool) fails the build it was started for and leaves its slot empty, and the pool goes
+// on with its other workers.
 std::string BuildWorkerPath();
 // The installed worker for a program at `program` (step 2 above), "" when neither exists.
 std::string InstalledBuildWorkerPath(const std::string& program);
-// The worker program's body: answers build requests on `fd` until the pool closes it.
-[[noreturn]] void RunBuildWorker(int fd);
+
+// What a worker says of itself in the handshake. A worker states its own; a test may start the
+// worker program stating another's, to stand for an older or newer crosstune's worker.
+struct BuildWorkerVersion {
+  uint16_t major = kProtocolMajor;
+  uint16_t minor = kProtocolMinor;
+  std::string release{kCrosstuneVersion};
+};
+// The worker program's body: answers the pool's handshake, then build requests on `fd`, until the
+// pool closes it.
+[[noreturn]] void RunBuildWorker(int fd, const BuildWorkerVersion& version = {});
 
 // Writes a .ctpkg for a successful build: lib/<name>.so or lib/<name>.cubin (+ lib/<name>.ptx),
 // optional graph.json text and params.bin bytes (stamped with the library's build id), and the
