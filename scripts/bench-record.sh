@@ -15,7 +15,11 @@ fi
 bench=$1
 shift
 if [[ "$bench" != */* ]]; then
-  bench="${CROSSTUNE_BUILD_DIR:-$root/build/default}/bench/$bench"
+  build="${CROSSTUNE_BUILD_DIR:-$root/build/default}"
+  bench="$build/bench/$bench"
+  # The tree's benchmark builds with the tree's worker, named explicitly (the builder itself finds
+  # only an installed one).
+  export CROSSTUNE_BUILD_WORKER="${CROSSTUNE_BUILD_WORKER:-$build/build_worker/crosstune-build-worker}"
 fi
 exec python3 "$root/scripts/bench-tables.py" record --out "$root/docs/benchmarks/data" -- \
   "$bench" "$@"

@@ -87,6 +87,9 @@ for arch in aarch64 armhf riscv64; do
 done
 
 CT="$BUILD/cli/crosstune"
+# This tree's crosstune runs this tree's build worker (built with it), named explicitly: the
+# builder itself finds only an installed one.
+export CROSSTUNE_BUILD_WORKER="${CROSSTUNE_BUILD_WORKER:-$BUILD/build_worker/crosstune-build-worker}"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 # onnx, onnxruntime and numpy for the model (install-deps.sh creates this venv).

@@ -28,6 +28,7 @@
 #include "crosstune/channel.h"
 #include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
+#include "crosstune/handshake.h"
 #include "crosstune/kernel_abi.h"
 
 namespace crosstune::builder {
@@ -51,9 +52,11 @@ std::string SignalName(int sig) {
   return s ? std::string("SIG") + s : "signal " + std::to_string(sig);
 }
 
-// The worker process: answers build requests on fd until the caller closes it, confined to the
-// toolchain and `scratch_dir` (sandbox.h) where Landlock is available. Never returns.
-[[noreturn]] void WorkerMain(int fd, const std::string& scratch_dir);
+// The worker process: answers the pool's handshake stating `version`, then build requests on fd
+// until the caller closes it, confined to the toolchain and `scratch_dir` (sandbox.h) where
+// Landlock is available. Never returns.
+[[noreturn]] void WorkerMain(int fd, const std::string& scratch_dir,
+                             const BuildWorkerVersion& version);
 
 // How the pool tells a worker program its scratch folder (which the pool made and removes).
 constexpr const char* kScratchEnv = "CROSSTUNE_BUILD_SCRATCH";
@@ -85,23 +88,72 @@ void WarnIfUnconfined() {
 
 }  // namespace
 
-std::string BuildWorkerPath() {
-  if (const char* env = ::getenv("CROSSTUNE_BUILD_WORKER"); env != nullptr && *env) return env;
-  for (const char* path :
-       {CROSSTUNE_BUILD_WORKER_BUILD_PATH, CROSSTUNE_BUILD_WORKER_INSTALL_PATH}) {
-    if (::access(path, X_OK) == 0) return path;
+std::string InstalledBuildWorkerPath(const std::string& program) {
+  namespace fs = std::filesystem;
+  // Relative to the program's folder first: an install tree finds its own worker wherever it was
+  // installed or moved (a .deb puts it under /usr, whatever prefix this tree was configured with).
+  std::vector<std::string> candidates;
+  if (!program.empty()) {
+    candidates.push_back((fs::path(program).parent_path() / CROSSTUNE_BUILD_WORKER_FROM_BINDIR)
+                             .lexically_normal()
+                             .string());
+  }
+  candidates.emplace_back(CROSSTUNE_BUILD_WORKER_INSTALL_PATH);
+  for (const std::string& path : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0) return path;
   }
   return "";
 }
 
-void RunBuildWorker(int fd) {
+std::string BuildWorkerPath() {
+  if (const char* env = ::getenv("CROSSTUNE_BUILD_WORKER"); env != nullptr && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return InstalledBuildWorkerPath(ec ? std::string() : self.string());
+}
+
+void RunBuildWorker(int fd, const BuildWorkerVersion& version) {
   const char* scratch = ::getenv(kScratchEnv);
-  WorkerMain(fd, scratch != nullptr ? scratch : "");
+  WorkerMain(fd, scratch != nullptr ? scratch : "", version);
 }
 
 namespace {
 
-void WorkerMain(int fd, const std::string& scratch_dir) {
+// The worker's side of the handshake: the pool's Hello is answered with `version`, and the pool
+// decides whether it can use this worker; or, when `unusable` is an error (the worker could not
+// confine its builds), with that error. A first frame that is not a Hello comes from a pool of a
+// crosstune from before the handshake: its build is answered with an error naming this worker's
+// version (such a pool reports it as the build's error), and the worker ends.
+Status AnswerPoolHello(Channel& ch, const BuildWorkerVersion& version, const Status& unusable) {
+  auto first = ch.ReadFrame(NoDeadline(), kMaxWorkerFrame);
+  if (!first.ok()) return first.status();
+  if (first->op != Opcode::kHello) {
+    Status old(ErrorCode::kVersionMismatch,
+               "crosstune-build-worker of crosstune " + version.release + " (protocol " +
+                   std::to_string(version.major) + "." + std::to_string(version.minor) +
+                   ") got a build before the pool's handshake: the pool is an older crosstune's, "
+                   "which must run its own release's worker");
+    (void)ch.SendError(first->request_id, old, NoDeadline());
+    return old;
+  }
+  auto hello = CheckHello(*first);  // another protocol major is refused here, by the worker
+  if (!hello.ok()) {
+    (void)ch.SendError(first->request_id, hello.status(), NoDeadline());
+    return hello.status();
+  }
+  if (!unusable.ok()) {
+    (void)ch.SendError(first->request_id, unusable, NoDeadline());
+    return unusable;
+  }
+  msg::HelloReply reply = MakeHelloReply("", /*auth_required=*/false);
+  reply.major = version.major;
+  reply.minor = version.minor;
+  reply.version = version.release;
+  return ch.Send(Opcode::kResult, first->request_id, reply, NoDeadline());
+}
+
+void WorkerMain(int fd, const std::string& scratch_dir, const BuildWorkerVersion& version) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::signal(SIGPIPE, SIG_IGN);
   if (fd != 3) {
@@ -112,15 +164,12 @@ void WorkerMain(int fd, const std::string& scratch_dir) {
   // must not keep them open after the caller closes them.
   ::close_range(4, ~0u, 0);
   // Before the first request: a generated source (a template's parameters) reaches no file either.
-  // Without Landlock the pool has warned, and builds run as before.
-  if (LandlockAbi() > 0) {
-    if (Status boxed = ConfineBuilds(scratch_dir, ""); !boxed.ok()) {
-      std::fprintf(stderr, "crosstune-build-worker: error: %s\n", boxed.message().c_str());
-      ::_exit(3);
-    }
-  }
+  // Without Landlock the pool has warned, and builds run as before. A worker that cannot be
+  // confined says so in its handshake, and ends.
+  const Status boxed = LandlockAbi() > 0 ? ConfineBuilds(scratch_dir, "") : Status::Ok();
   Channel ch(3);
   ch.set_utf8_strings(false);  // sources, libraries and diagnostics are raw bytes
+  if (!AnswerPoolHello(ch, version, boxed).ok()) ::_exit(boxed.ok() ? 2 : 3);
   for (;;) {
     auto frame = ch.ReadFrame(NoDeadline(), kMaxWorkerFrame);
     if (!frame.ok()) ::_exit(0);
@@ -154,9 +203,10 @@ void WorkerMain(int fd, const std::string& scratch_dir) {
 // killed as soon as that thread returned, and the next build on it failed as a "compiler crash".
 class WorkerSpawner {
  public:
-  // `cpus`: the CPUs the workers run on (empty: wherever this process may run).
-  explicit WorkerSpawner(std::vector<int> cpus)
-      : cpus_(std::move(cpus)), thread_([this] { Loop(); }) {}
+  // `cpus`: the CPUs the workers run on (empty: wherever this process may run). `program`: the
+  // workers' program ("": fork them).
+  WorkerSpawner(std::vector<int> cpus, std::string program)
+      : cpus_(std::move(cpus)), worker_path_(std::move(program)), thread_([this] { Loop(); }) {}
   ~WorkerSpawner() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -250,7 +300,7 @@ class WorkerSpawner {
       RemoveScratchDir(scratch);
       return Status(ErrorCode::kInternal, std::string("fork: ") + std::strerror(errno));
     }
-    if (pid == 0) WorkerMain(sv[1], scratch);
+    if (pid == 0) WorkerMain(sv[1], scratch, BuildWorkerVersion{});
     ::close(sv[1]);
     return Spawned{pid, sv[0], scratch};
   }
@@ -262,13 +312,16 @@ class WorkerSpawner {
   bool stop_ = false;
   std::map<uint64_t, Expected<Spawned>> results_;
   const std::vector<int> cpus_;
-  std::string worker_path_ = BuildWorkerPath();  // "": fork the workers
-  std::thread thread_;                           // last: starts after the members it uses
+  std::string worker_path_;  // "": fork the workers
+  std::thread thread_;       // last: starts after the members it uses
 };
 
 class Builder::Pool {
  public:
-  explicit Pool(const BuilderOptions& options) : options_(options), spawner_(options.cpus) {
+  explicit Pool(const BuilderOptions& options)
+      : options_(options),
+        program_(options.worker_program.empty() ? BuildWorkerPath() : options.worker_program),
+        spawner_(options.cpus, program_) {
     int n = options.workers > 0 ? options.workers
             : !options.cpus.empty()
                 ? static_cast<int>(options.cpus.size())
@@ -286,8 +339,18 @@ class Builder::Pool {
     if (!options_.cache_dir.empty() && options_.cache_max_bytes > 0) {
       cache_bytes_ = TrimBuildCache(options_.cache_dir, options_.cache_max_bytes).bytes;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    for (Worker& w : workers_) CT_RETURN_IF_ERROR(SpawnLocked(&w));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Worker& w : workers_) CT_RETURN_IF_ERROR(SpawnLocked(&w));
+    }
+    // All are started before the first is greeted: the wait is about one start-up, not n.
+    for (Worker& w : workers_) {
+      if (Status greeted = Greet(&w); !greeted.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        Refuse(&w, greeted);
+        return greeted;
+      }
+    }
     return Status::Ok();
   }
 
@@ -324,9 +387,10 @@ class Builder::Pool {
       }
     }
     auto timeout = request.timeout.count() > 0 ? request.timeout : options_.default_timeout;
-    Worker* w = Acquire();
-    BuildResult result = RunOn(w, request, timeout);
-    Release(w);
+    Expected<Worker*> w = Acquire();
+    if (!w.ok()) return Failed(w.status());
+    BuildResult result = RunOn(*w, request, timeout);
+    Release(*w);
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.builds;
@@ -345,6 +409,8 @@ class Builder::Pool {
     Channel ch;
     std::string scratch_dir;  // made by the spawner, removed here once the worker has ended
     bool busy = false;
+    bool greeted = false;  // its handshake was answered and accepted
+    bool refused = false;  // a worker of this slot was refused: the slot stays empty
   };
 
   // Stores a fresh build, and keeps the cache within its budget: what this builder stored is
@@ -365,11 +431,13 @@ class Builder::Pool {
     }
   }
 
-  Worker* Acquire() {
+  // A free slot with a worker started, or the refusal that emptied the last slot.
+  Expected<Worker*> Acquire() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
+      if (stats_.workers_refused == workers_.size()) return refusal_;
       for (Worker& w : workers_) {
-        if (!w.busy) {
+        if (!w.busy && !w.refused) {
           w.busy = true;
           if (w.pid < 0) {
             Status st = SpawnLocked(&w);
@@ -385,11 +453,23 @@ class Builder::Pool {
   void Release(Worker* w) {
     std::lock_guard<std::mutex> lock(mu_);
     w->busy = false;
-    cv_.notify_one();
+    // A refused slot wakes every waiter: where it was the last, each must see the refusal.
+    if (w->refused) {
+      cv_.notify_all();
+    } else {
+      cv_.notify_one();
+    }
   }
 
   BuildResult RunOn(Worker* w, const BuildRequest& request, std::chrono::milliseconds timeout) {
     if (w->pid < 0) return Failed(Status(ErrorCode::kInternal, "cannot start a build worker"));
+    if (!w->greeted) {  // a replacement, started after a crash or a timeout
+      if (Status greeted = Greet(w); !greeted.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        Refuse(w, greeted);
+        return Failed(greeted);
+      }
+    }
     Deadline deadline = DeadlineIn(timeout);
     uint32_t id = w->ch.NextRequestId();
     Status sent = w->ch.Send(Opcode::kCall, id, ToWire(request), deadline);
@@ -402,23 +482,10 @@ class Builder::Pool {
     }
     // The worker is lost: timed out, crashed, or spoke garbage. Kill it, say why, start another.
     Status why = reply.status();
-    int wstatus = 0;
+    int wstatus = 0;  // as EndLost found it
     bool timed_out = why.code() == ErrorCode::kTimeout;
     if (timed_out) ::kill(w->pid, SIGKILL);
-    // A worker whose reply could not be read may still be alive (it spoke garbage): closing its
-    // channel makes it exit; one that does not within a second is killed, so this wait is
-    // bounded either way.
-    w->ch.Close();
-    pid_t got = 0;
-    for (int i = 0; i < 100 && got == 0; ++i) {
-      got = ::waitpid(w->pid, &wstatus, WNOHANG);
-      if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    bool killed_live = got == 0 && !timed_out;
-    if (got == 0) {
-      ::kill(w->pid, SIGKILL);
-      got = ::waitpid(w->pid, &wstatus, 0);
-    }
+    const bool killed_live = !EndLost(w, &wstatus) && !timed_out;
     std::string text;
     if (killed_live) {
       why = Status(ErrorCode::kBuildError,
@@ -427,7 +494,7 @@ class Builder::Pool {
       text = "build ran past its timeout of " + std::to_string(timeout.count()) +
              " ms; the worker was killed";
       why = Status(ErrorCode::kTimeout, text);
-    } else if (got == w->pid && WIFSIGNALED(wstatus)) {
+    } else if (WIFSIGNALED(wstatus)) {
       why =
           Status(ErrorCode::kBuildError,
                  "the compiler crashed (" + SignalName(WTERMSIG(wstatus)) + "); worker restarted");
@@ -443,8 +510,97 @@ class Builder::Pool {
     return Failed(why);
   }
 
+  // Ends a lost worker (its reply could not be read, or it never answered): closing its channel
+  // makes a live one exit; one that does not within a second is killed, so this wait is bounded
+  // either way. False when it had to be killed. `wstatus`: how it ended (0 where waitpid failed).
+  static bool EndLost(Worker* w, int* wstatus) {
+    w->ch.Close();
+    *wstatus = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 100 && got == 0; ++i) {
+      got = ::waitpid(w->pid, wstatus, WNOHANG);
+      if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (got != 0) {
+      if (got != w->pid) *wstatus = 0;
+      return true;
+    }
+    ::kill(w->pid, SIGKILL);
+    if (::waitpid(w->pid, wstatus, 0) != w->pid) *wstatus = 0;
+    return false;
+  }
+
+  // The pool's side of a new worker's handshake (handshake.h): the worker must be this release's,
+  // speaking this protocol, or its builds could differ from what this process asks for and
+  // caches. On failure the worker has been ended; the Status names it and both versions. Runs
+  // without mu_, on a worker its caller holds (Start's, or a busy one).
+  Status Greet(Worker* w) {
+    msg::Hello hello;
+    hello.role = static_cast<uint8_t>(PeerRole::kClient);
+    hello.peer_name = "build pool";
+    Expected<msg::HelloReply> reply =
+        w->ch.Call<msg::HelloReply>(Opcode::kHello, hello, DeadlineIn(kGreetTimeout));
+    const std::string ours = "crosstune " + std::string(kCrosstuneVersion) + " (protocol " +
+                             std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor) +
+                             ")";
+    const std::string who = "build worker " + (program_.empty() ? "(forked)" : program_);
+    const std::string fix =
+        ": the pool runs only its own release's worker (install crosstune and its worker from "
+        "one build, or name this release's worker with CROSSTUNE_BUILD_WORKER)";
+    if (reply.ok() && reply->major == kProtocolMajor && reply->minor == kProtocolMinor &&
+        reply->version == kCrosstuneVersion) {
+      w->greeted = true;
+      return Status::Ok();
+    }
+    // Refused or silent: closing its channel ends it (one that does not answer is killed first).
+    if (!reply.ok() && reply.status().code() == ErrorCode::kTimeout) ::kill(w->pid, SIGKILL);
+    int wstatus = 0;
+    const bool ended = EndLost(w, &wstatus);
+    if (reply.ok()) {
+      return Status(ErrorCode::kVersionMismatch, who + " is crosstune " + reply->version +
+                                                     " (protocol " + std::to_string(reply->major) +
+                                                     "." + std::to_string(reply->minor) +
+                                                     "); this is " + ours + fix);
+    }
+    const Status& failed = reply.status();
+    if (failed.code() == ErrorCode::kVersionMismatch) {  // the worker refused this pool
+      return Status(ErrorCode::kVersionMismatch, who + " refused the handshake of " + ours + " (" +
+                                                     failed.message() + ")" + fix);
+    }
+    if (failed.code() == ErrorCode::kInternal) {  // it started, but cannot build (its sandbox)
+      return Status(ErrorCode::kInternal, who + " cannot serve builds: " + failed.message());
+    }
+    if (failed.code() == ErrorCode::kTimeout) {
+      return Status(ErrorCode::kTimeout, who + " did not answer the pool's handshake within " +
+                                             std::to_string(kGreetTimeout.count() / 1000) + " s");
+    }
+    // It ended, or answered with something other than a reply: not a worker of this protocol (a
+    // crosstune-build-worker from before the handshake reads the Hello as a malformed build
+    // request and exits with status 2).
+    const std::string how = !ended                 ? "was killed"
+                            : WIFSIGNALED(wstatus) ? "ended by " + SignalName(WTERMSIG(wstatus))
+                            : WIFEXITED(wstatus)
+                                ? "exited with status " + std::to_string(WEXITSTATUS(wstatus))
+                                : "ended";
+    return Status(ErrorCode::kVersionMismatch,
+                  who + " did not answer the handshake of " + ours + " (" + failed.message() +
+                      "; it " + how +
+                      "): not a crosstune build worker, or one older than the handshake" + fix);
+  }
+
+  // Called with mu_ held, after a failed Greet: the slot stays empty from now on.
+  void Refuse(Worker* w, const Status& why) {
+    w->ch.Close();
+    w->pid = -1;
+    w->refused = true;
+    RemoveScratchDir(w->scratch_dir);
+    ++stats_.workers_refused;
+    refusal_ = why;
+  }
+
   Status SpawnLocked(Worker* w) {
     CT_ASSIGN_OR_RETURN(auto spawned, spawner_.Spawn());
+    w->greeted = false;
     w->pid = spawned.pid;
     w->ch = Channel(spawned.fd);
     w->scratch_dir = std::move(spawned.scratch_dir);
@@ -470,11 +626,15 @@ class Builder::Pool {
     RemoveScratchDir(w->scratch_dir);
   }
 
+  static constexpr std::chrono::milliseconds kGreetTimeout{30'000};  // a worker's start-up
+
   BuilderOptions options_;
+  const std::string program_;  // the workers' program; "": they are forks of this process
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Worker> workers_;
   BuilderStats stats_;
+  Status refusal_;  // the last refused worker's Status (guarded by mu_)
   std::atomic<bool> store_warned_{false};
   std::mutex trim_mu_;
   uint64_t cache_bytes_ = 0;  // guarded by trim_mu_ (after Start)

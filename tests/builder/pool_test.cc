@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +13,7 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/compiler.h"
 #include "crosstune/builder/sandbox.h"
+#include "crosstune/channel.h"
 #include "crosstune/cpus.h"
 #include "crosstune/testing/support.h"
 #include "test_kernels.h"
@@ -153,7 +157,8 @@ std::vector<std::string> ChildPrograms() {
 // A fork of this multi-threaded test process would inherit whatever locks its other threads held;
 // the workers are the crosstune-build-worker program instead, started with posix_spawn.
 TEST_F(PoolTest, WorkersAreTheirOwnProgramNotForksOfTheCaller) {
-  ASSERT_FALSE(BuildWorkerPath().empty()) << "no crosstune-build-worker in the build tree";
+  ASSERT_FALSE(BuildWorkerPath().empty())
+      << "no worker program: CROSSTUNE_BUILD_WORKER names the tree's (ctest sets it)";
   auto b = Make(2, false);
   ASSERT_TRUE(b->Build(Request("x86-avx2")).ok());
   std::vector<std::string> programs = ChildPrograms();
@@ -280,6 +285,162 @@ TEST_F(PoolTest, CudaBuildsWorkInsideTheWorkersAndReachNoHostFile) {
   EXPECT_FALSE(included.ok());
   EXPECT_EQ(included.status.message().find(secret), std::string::npos) << included.status.message();
   EXPECT_EQ(b->stats().worker_restarts, 0u);
+}
+
+// --- where the worker program is, and its handshake ---------------------------------------------
+
+// Sets an environment variable (nullptr: removes it) for a scope; the old value comes back after.
+// Set before a Builder is made, so no thread of the pool reads the environment meanwhile.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = ::getenv(name)) old_ = old;
+    had_ = ::getenv(name) != nullptr;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { had_ ? ::setenv(name_.c_str(), old_.c_str(), 1) : ::unsetenv(name_.c_str()); }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+std::string ThisVersion() {
+  return "crosstune " + std::string(kCrosstuneVersion) + " (protocol " +
+         std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor) + ")";
+}
+
+#define CT_EXPECT_HAS(text, part)                            \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "no '" << (part) << "' in: " << (text)
+
+// The build tree's worker runs only where it is named (the tests' CTest environment does):
+// a program of the build tree run by hand must not start it in place of the installed one.
+TEST(BuildWorkerPathTest, TheBuildTreesWorkerIsUsedOnlyWhereNamed) {
+  {
+    ScopedEnv named("CROSSTUNE_BUILD_WORKER", CT_BUILD_WORKER_BIN);
+    EXPECT_EQ(BuildWorkerPath(), CT_BUILD_WORKER_BIN);
+  }
+  ScopedEnv unset("CROSSTUNE_BUILD_WORKER", nullptr);
+  EXPECT_NE(BuildWorkerPath(), CT_BUILD_WORKER_BIN);
+}
+
+// An installed program runs the worker of its own install tree, wherever that tree is.
+TEST(BuildWorkerPathTest, AnInstalledProgramFindsTheWorkerOfItsOwnInstallTree) {
+  if (fs::path(CT_INSTALL_BINDIR).is_absolute() || fs::path(CT_INSTALL_LIBEXECDIR).is_absolute()) {
+    GTEST_SKIP() << "bin and libexec are configured as absolute folders: no install tree to move";
+  }
+  testing::TempDir prefix("crosstune-installed");
+  const fs::path program = fs::path(prefix.path()) / CT_INSTALL_BINDIR / "crosstune";
+  const fs::path worker =
+      fs::path(prefix.path()) / CT_INSTALL_LIBEXECDIR / "crosstune" / "crosstune-build-worker";
+  EXPECT_NE(InstalledBuildWorkerPath(program.string()), worker.string()) << "not installed yet";
+  fs::create_directories(worker.parent_path());
+  fs::copy_file(CT_BUILD_WORKER_BIN, worker);
+  EXPECT_EQ(InstalledBuildWorkerPath(program.string()), worker.string());
+}
+
+// The test worker stating this release and protocol serves builds: what the tests below change
+// is only the version it states.
+TEST_F(PoolTest, AWorkerStatingThisVersionServes) {
+  auto b = Builder::Create({.workers = 1, .worker_program = CT_TEST_WORKER_BIN});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  BuildResult r = (*b)->Build(Request("x86-64"));
+  EXPECT_TRUE(r.ok()) << r.status.ToString();
+}
+
+TEST_F(PoolTest, AWorkerOfAnotherProtocolIsRefusedByNameWithBothVersions) {
+  const std::string minor = std::to_string(kProtocolMinor + 1);
+  ScopedEnv states("CT_TEST_WORKER_MINOR", minor.c_str());
+  auto b = Builder::Create({.workers = 2, .worker_program = CT_TEST_WORKER_BIN});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), ErrorCode::kVersionMismatch) << b.status().ToString();
+  CT_EXPECT_HAS(b.status().message(), "build worker " CT_TEST_WORKER_BIN " is crosstune");
+  CT_EXPECT_HAS(b.status().message(), "(protocol " + std::to_string(kProtocolMajor) + "." + minor +
+                                          "); this is " + ThisVersion());
+}
+
+TEST_F(PoolTest, AWorkerOfAnotherReleaseIsRefusedByName) {
+  ScopedEnv states("CT_TEST_WORKER_RELEASE", "0.0.1");
+  auto b = Builder::Create({.workers = 1, .worker_program = CT_TEST_WORKER_BIN});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), ErrorCode::kVersionMismatch) << b.status().ToString();
+  CT_EXPECT_HAS(b.status().message(), "build worker " CT_TEST_WORKER_BIN " is crosstune 0.0.1");
+  CT_EXPECT_HAS(b.status().message(), "this is " + ThisVersion());
+}
+
+// A program that answers no handshake (a worker from before it, or no worker at all) is refused
+// by name too, saying how it ended.
+TEST_F(PoolTest, AProgramThatAnswersNoHandshakeIsRefusedByName) {
+  auto b = Builder::Create({.workers = 1, .worker_program = "/bin/true"});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), ErrorCode::kVersionMismatch) << b.status().ToString();
+  CT_EXPECT_HAS(b.status().message(),
+                "build worker /bin/true did not answer the handshake of " + ThisVersion());
+  CT_EXPECT_HAS(b.status().message(), "it exited with status 0");
+}
+
+// The worker program is upgraded under a running pool (its file replaced by another release's):
+// the replacement for a crashed worker is refused by name, the build it was started for fails
+// with that, and the pool goes on with its other worker. When no worker is left, every build
+// fails at once with the refusal; none waits.
+TEST_F(PoolTest, AReplacementOfAnotherVersionIsRefusedAndThePoolServesOn) {
+  testing::TempDir dir("crosstune-upgrade");
+  const fs::path program = fs::path(dir.path()) / "crosstune-build-worker";
+  fs::create_symlink(CT_BUILD_WORKER_BIN, program);
+  const std::string minor = std::to_string(kProtocolMinor + 1);
+  ScopedEnv states("CT_TEST_WORKER_MINOR", minor.c_str());  // read by the test worker only
+  auto made = Builder::Create({.workers = 2, .worker_program = program.string()});
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  Builder& b = **made;
+  ASSERT_TRUE(b.Build(Request("x86-64")).ok());
+
+  fs::remove(program);
+  fs::create_symlink(CT_TEST_WORKER_BIN, program);  // the "upgrade"
+  BuildRequest crash = Request("x86-64");
+  crash.debug_action = BuildRequest::DebugAction::kCrash;
+  EXPECT_EQ(b.Build(crash).status.code(), ErrorCode::kBuildError);  // its replacement: the new one
+  BuildResult refused = b.Build(Request("x86-64"));
+  EXPECT_EQ(refused.status.code(), ErrorCode::kVersionMismatch) << refused.status.ToString();
+  CT_EXPECT_HAS(refused.status.message(), "build worker " + program.string() + " is crosstune");
+  CT_EXPECT_HAS(refused.status.message(), "." + minor + "); this is " + ThisVersion());
+  EXPECT_EQ(b.stats().workers_refused, 1u);
+
+  std::vector<BuildRequest> more(4, Request("x86-64"));
+  for (const BuildResult& r : b.BuildMany(more)) EXPECT_TRUE(r.ok()) << r.status.ToString();
+
+  EXPECT_EQ(b.Build(crash).status.code(), ErrorCode::kBuildError);  // the last worker goes too
+  for (int i = 0; i < 3; ++i) {
+    BuildResult none_left = b.Build(Request("x86-64"));
+    EXPECT_EQ(none_left.status.code(), ErrorCode::kVersionMismatch) << none_left.status.ToString();
+  }
+  EXPECT_EQ(b.stats().workers_refused, 2u);
+}
+
+// A pool from before the handshake sends a build first: the worker answers it with an error
+// naming its own version (that pool reports the build's error), and ends.
+TEST(BuildWorkerHandshakeTest, AWorkerTellsAPoolWithoutTheHandshakeItsVersion) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
+  char* argv[] = {const_cast<char*>(CT_BUILD_WORKER_BIN), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(::posix_spawn(&pid, CT_BUILD_WORKER_BIN, &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(sv[1]);
+  Channel ch(sv[0]);
+  ch.set_utf8_strings(false);
+  auto reply =
+      ch.Call<msg::Empty>(Opcode::kCall, msg::Empty{}, DeadlineIn(std::chrono::seconds(30)));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), ErrorCode::kVersionMismatch) << reply.status().ToString();
+  CT_EXPECT_HAS(reply.status().message(), "crosstune-build-worker of " + ThisVersion() +
+                                              " got a build before the pool's handshake");
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2) << wstatus;
 }
 
 TEST(BuildCodecTest, AnUnknownTargetKindIsRefusedByNameWhenDecoded) {

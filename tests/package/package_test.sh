@@ -5,7 +5,8 @@
 # that neither links a compiler library, and runs both against the installed crosstune-server.
 # When the build has the tuner, tuner_consumer (beside CONSUMER_SOURCE_DIR) is built with
 # find_package(crosstune CONFIG COMPONENTS tuner) and tunes on that server with XGBoost.
-# With KERNEL_SOURCE, the installed `crosstune` finds its compiler module and builds it.
+# With KERNEL_SOURCE, the installed `crosstune` finds its compiler module and builds it, with the
+# build worker installed beside it.
 set -euo pipefail
 build=$1 consumer=$2 kernel=$3 cxx=$4 kernel_source=${5:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/crosstune-package-test.XXXXXX")
@@ -92,6 +93,19 @@ if [ -n "$kernel_source" ] && [ -e "$prefix/bin/crosstune" ]; then
           --no-cache -o "$work/installed.ctpkg" 2>&1) || fail "the installed crosstune build: $out"
   echo "$out"
   "$prefix/bin/crosstune" inspect "$work/installed.ctpkg" >/dev/null || fail "crosstune inspect"
+  # Its builds run the worker installed beside it (libexec/crosstune), found from where it is
+  # installed (this prefix is not the one the tree was configured with), and never the build
+  # tree's, which exists. A wrapper in the installed worker's place records that it ran.
+  worker=$(find "$prefix" -path '*/crosstune/crosstune-build-worker' -type f | head -n 1)
+  [ -n "$worker" ] || fail "not installed: libexec/crosstune/crosstune-build-worker"
+  mv "$worker" "$worker.real"
+  printf '#!/bin/sh\n: >"%s"\nexec "%s" "$@"\n' "$work/installed-worker-ran" "$worker.real" >"$worker"
+  chmod +x "$worker"
+  out=$(env -u CROSSTUNE_BUILD_WORKER "$prefix/bin/crosstune" build "$kernel_source" \
+          --target "llvm -mtriple=$(uname -m)-linux-gnu" --no-cache -o "$work/worker.ctpkg" 2>&1) ||
+    fail "the installed crosstune build, through the installed worker: $out"
+  [ -e "$work/installed-worker-ran" ] || fail "the installed crosstune did not run its installed build worker"
+  mv "$worker.real" "$worker"
 fi
 
 # 3. Both talk to the installed server.

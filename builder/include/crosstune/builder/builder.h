@@ -5,15 +5,16 @@
 //   std::vector<BuildResult> results = (*builder)->BuildMany(requests);   // in request order
 //   WriteBuildPackage(requests[0], results[0], "kernel.ctpkg");
 //
-// Each worker is a long-lived child process (fork) that compiles one request at a time with the
-// in-process compilers of compiler.h. A compiler crash or a build past its timeout costs one
-// worker, which is killed and respawned; the caller gets a failed BuildResult, never a crash or a
-// hang.
+// Each worker is a long-lived child process, the crosstune-build-worker program (BuildWorkerPath
+// below), that compiles one request at a time with the in-process compilers of compiler.h. A
+// compiler crash or a build past its timeout costs one worker, which is killed and respawned; the
+// caller gets a failed BuildResult, never a crash or a hang.
 //
 // Thread-safety: Build and BuildMany may be called from any number of threads at once; requests
-// queue for the next free worker. Builder must outlive those calls. The workers are forked from the
-// calling process, so create the Builder before starting threads that hold locks across fork (a
-// worker respawn forks too; it then only runs the worker loop).
+// queue for the next free worker. Builder must outlive those calls. Only where no worker program
+// is found are the workers forks of the calling process: then create the Builder before starting
+// threads that hold locks across fork (a worker respawn forks too; it then only runs the worker
+// loop).
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,7 @@
 
 #include "crosstune/builder/target.h"
 #include "crosstune/package.h"
+#include "crosstune/protocol.h"
 #include "crosstune/status.h"
 
 namespace crosstune::builder {
@@ -90,6 +92,9 @@ struct BuilderOptions {
   // builds are stored). 0: unbounded.
   uint64_t cache_max_bytes = 0;
   std::chrono::milliseconds default_timeout{60'000};
+  // The workers' program; empty: BuildWorkerPath(). Whichever it is must answer the pool's
+  // handshake as this release's worker (see BuildWorkerPath).
+  std::string worker_program;
 };
 
 struct BuilderStats {
@@ -97,6 +102,7 @@ struct BuilderStats {
   uint64_t cache_hits = 0;
   uint64_t cache_damaged = 0;    // entries that failed their checks (then rebuilt)
   uint64_t worker_restarts = 0;  // crashes and timeouts
+  uint64_t workers_refused = 0;  // replacements refused at the handshake (another release's)
 };
 
 class Builder : public BuildService {
@@ -129,12 +135,38 @@ BuildResult BuildInProcess(const BuildRequest& request);
 
 // The pool's workers are processes of their own program, crosstune-build-worker, started with
 // posix_spawn: never a fork of the caller, whose other threads may hold locks (malloc's, a
-// logger's) that a forked child would inherit held. Where the program is: $CROSSTUNE_BUILD_WORKER,
-// else the build tree's, else the installed one (libexec/crosstune); "" when none exists, and the
-// pool then forks its workers as before.
+// logger's) that a forked child would inherit held. Where the program is, as for any installed
+// program:
+//   1. $CROSSTUNE_BUILD_WORKER, when set: a program named explicitly. This is how the build tree's
+//      own tests, benchmarks and scripts run the tree's worker (their CTest ENVIRONMENT), and how
+//      the Python package runs the one in its crosstune/bin;
+//   2. the installed one, libexec/crosstune/crosstune-build-worker: first beside the running
+//      program's install tree (bin/../libexec/crosstune, so a tree installed with another prefix,
+//      or moved, runs its own), then under the prefix this library was configured with.
+// Never the build tree's worker unless named so: a program of the build tree run by hand finds
+// the installed worker, or none. "" when none exists; the pool then forks its workers.
+//
+// Every worker answers the pool's handshake first (handshake.h's Hello and HelloReply): one of
+// another protocol (major or minor) or another crosstune release is refused with a
+// kVersionMismatch that names its path and both versions. A request field it does not know would
+// be skipped silently, and the build cache files its builds under this release's name. Refused
+// at Builder::Create, Create fails; a replacement refused later (the program was upgraded under a
+// running pool) fails the build it was started for and leaves its slot empty, and the pool goes
+// on with its other workers.
 std::string BuildWorkerPath();
-// The worker program's body: answers build requests on `fd` until the pool closes it.
-[[noreturn]] void RunBuildWorker(int fd);
+// The installed worker for a program at `program` (step 2 above), "" when neither exists.
+std::string InstalledBuildWorkerPath(const std::string& program);
+
+// What a worker says of itself in the handshake. A worker states its own; a test may start the
+// worker program stating another's, to stand for an older or newer crosstune's worker.
+struct BuildWorkerVersion {
+  uint16_t major = kProtocolMajor;
+  uint16_t minor = kProtocolMinor;
+  std::string release{kCrosstuneVersion};
+};
+// The worker program's body: answers the pool's handshake, then build requests on `fd`, until the
+// pool closes it.
+[[noreturn]] void RunBuildWorker(int fd, const BuildWorkerVersion& version = {});
 
 // Writes a .ctpkg for a successful build: lib/<name>.so or lib/<name>.cubin (+ lib/<name>.ptx),
 // optional graph.json text and params.bin bytes (stamped with the library's build id), and the
