@@ -26,6 +26,8 @@
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/cpus.h"
 #include "crosstune/crypto.h"
+#include "crosstune/model/layout_plan.h"
+#include "crosstune/model/tasks.h"
 #include "crosstune/timing.h"
 #include "crosstune/tuner/build_farm.h"
 #include "crosstune/tuner/device_pool.h"
@@ -384,15 +386,18 @@ void RunTune(const TuneFlags& f) {
 void RunWorkload(const TuneFlags& f, const builder::Target& target, tuner::TuneOptions options,
                  tuner::DevicePool& pool, builder::BuildService& builder,
                  const tuner::BuildFarm* farm_builds) {
-  const std::string name = f.workload.empty() ? ModelName(f.model) : f.workload;
+  std::string name = f.workload;
   const char* flag = f.workload.empty() ? "--model" : "--workload";
   if (options.log_path.empty())
     Fail(fmt::format("{} needs --log (its tasks resume from it)", flag));
   std::vector<tuner::WorkloadLayer> layers;
   if (f.workload.empty()) {
-    // The model's tasks (the same compile takes), less those no template takes yet.
-    model::TunableTasks tasks = model::SplitTunableTasks(
-        LoadModel(f.model, f.shapes), target, f.threads, Check(model::ParseLayouts(f.layouts)));
+    // The model's tasks (the same compile takes), less those no template takes yet; its
+    // records carry its name (the file's stem).
+    const model::LoadedModel m = LoadModel(f.model, f.shapes);
+    name = m.name;
+    model::TunableTasks tasks =
+        model::SplitTunableTasks(m.graph, target, f.threads, Check(model::ParseLayouts(f.layouts)));
     layers = std::move(tasks.layers);
     if (!tasks.left_out.empty() && !f.quiet) {
       std::string refused;
