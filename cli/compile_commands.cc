@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,29 +11,19 @@
 #include "compiler_module.h"
 #include "connect.h"
 #include "crosstune/builder/builder.h"
-#include "crosstune/model/compile.h"
+#include "crosstune/model/graph.h"
 #include "crosstune/model/onnx_import.h"
-#include "crosstune/model/passes.h"
-#include "crosstune/model/report.h"
+#include "crosstune/model/pipeline.h"
 #include "crosstune/model/storage_plan.h"
 #include "crosstune/model/tasks.h"
-#include "crosstune/tuner/records.h"
 #include "model_load.h"
 
 namespace crosstune::cli {
 
-model::Graph LoadModel(const std::string& path, const std::vector<std::string>& shapes,
-                       uint64_t max_model_mb) {
-  model::ImportOptions o;
-  o.shapes = Check(model::ParseShapeFlags(shapes));
-  o.max_model_bytes = max_model_mb << 20;
-  model::Graph g = Check(model::ImportOnnx(path, o));
-  Check(model::RunPasses(g, model::DefaultPasses()));
-  return g;
-}
-
-std::string ModelName(const std::string& path) {
-  return std::filesystem::path(path).stem().string();
+model::LoadedModel LoadModel(const std::string& path, const std::vector<std::string>& shapes,
+                             uint64_t max_model_mb) {
+  return Check(model::Load(
+      path, {.shapes = Check(model::ParseShapeFlags(shapes)), .max_model_mb = max_model_mb}));
 }
 
 namespace {
@@ -45,7 +34,7 @@ void AddModelBudgetOption(CLI::App* cmd, uint64_t* mb) {
                   "the import's memory budget in MiB: the model file, every tensor and all "
                   "constants together must fit")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, kMaxModelMb));
+      ->check(CLI::Range(uint64_t{1}, model::kMaxModelMb));
 }
 
 std::string Dims(const std::vector<int64_t>& shape) {
@@ -59,28 +48,24 @@ std::string Dims(const std::vector<int64_t>& shape) {
 struct ImportFlags {
   std::string model;
   std::vector<std::string> shapes;
-  uint64_t max_model_mb = kDefaultMaxModelMb;
+  uint64_t max_model_mb = model::kDefaultMaxModelMb;
   bool json_out = false;
 };
 
 void RunImport(const ImportFlags& f) {
   // What the file holds as written, and what compiles: the ops after the passes.
-  model::ImportOptions o;
-  o.shapes = Check(model::ParseShapeFlags(f.shapes));
-  o.max_model_bytes = f.max_model_mb << 20;
-  const model::Graph imported = Check(model::ImportOnnx(f.model, o));
-  const model::GraphStats before = model::Stats(imported);
-  model::Graph g = imported;
-  Check(model::RunPasses(g, model::DefaultPasses()));
+  const model::LoadedModel m = LoadModel(f.model, f.shapes, f.max_model_mb);
+  if (f.json_out) {
+    // Names from the file need not be UTF-8: PrintJson replaces what is not.
+    PrintJson(model::ImportReport(m));
+    return;
+  }
+  const model::Graph& g = m.graph;
+  const model::GraphStats& before = m.imported;
   const model::GraphStats after = model::Stats(g);
   const auto tasks = model::ExtractTasks(g);
   const model::StoragePlan plan = model::PlanStorage(g);
-  if (f.json_out) {
-    // Names from the file need not be UTF-8: PrintJson replaces what is not.
-    PrintJson(model::ImportReport(f.model, before, g));
-    return;
-  }
-  std::printf("%s: opset %d, %zu nodes\n", f.model.c_str(), g.opset, imported.nodes.size());
+  std::printf("%s: opset %d, %zu nodes\n", f.model.c_str(), g.opset, m.imported_nodes);
   for (int v : g.inputs) {
     std::printf("input  %s [%s] %s\n", g.values[v].name.c_str(), Dims(g.values[v].shape).c_str(),
                 model::DTypeName(g.values[v].dtype));
@@ -120,68 +105,49 @@ struct CompileFlags {
   std::string out;
   int workers = 0;
   std::string layouts = "blocked";
-  uint64_t max_model_mb = kDefaultMaxModelMb;
+  uint64_t max_model_mb = model::kDefaultMaxModelMb;
   ConnectFlags connect;
   bool json_out = false;
 };
 
 void RunCompile(const CompileFlags& f) {
-  const model::Layouts layouts = Check(model::ParseLayouts(f.layouts));
-  model::Graph g = LoadModel(f.model, f.shapes, f.max_model_mb);
-  // Workers are processes: the builder comes before any thread.
-  auto builder = Check(builder::Builder::Create({.workers = f.workers}));
-  builder::Target target;
-  std::string device_kind;
+  const model::LoadedModel m = LoadModel(f.model, f.shapes, f.max_model_mb);
+  // Workers are processes: the pool comes before any thread (a tracker lease renews on one).
+  auto pool = Check(builder::Builder::Create({.workers = f.workers}));
+  model::PackageOptions o;
+  o.target = f.target;
+  o.threads = f.threads;
+  o.log = f.log;
+  o.layouts = f.layouts;
+  o.out = f.out;
+  o.workers = f.workers;
   if (f.target == "auto") {
+    // The device compiled for: its target, and its kind picks the records. A target string
+    // asks no device (as Python's compile with a target string).
     if (f.connect.server.empty() && f.connect.tracker.empty()) {
       Fail("--target auto asks the device: give --server or --tracker/--key, or a target string");
     }
     auto session = Check(OpenSession(f.connect));
-    const msg::DeviceInfo info = Check(session->Info());
-    target = Check(builder::TargetFromDevice(info));
-    device_kind = tuner::DeviceKind(tuner::DeviceId{"", info.arch, info.cpu_model, ""});
-  } else {
-    target = Check(builder::ParseTarget(f.target));
+    o.device = Check(session->Info());
   }
-  model::CompileOptions o;
-  o.target = target;
-  o.threads = f.threads;
-  o.device_kind = device_kind;
-  o.layouts = layouts;
-  if (!f.log.empty()) {
-    auto log = Check(tuner::ReadLog(f.log));
-    for (const auto& w : log.warnings) std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());
-    o.records = std::move(log.records);
-  }
-  auto result = Check(model::CompileModel(std::move(g), o, *builder));
-  auto manifest = Check(model::WriteModelPackage(result, f.out));
-  const int tasks = result.tuned + result.defaults;
+  const model::CompiledPackage p = Check(model::CompileToPackage(m, o, pool.get()));
+  for (const auto& w : p.warnings) std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());
   if (f.json_out) {
-    PrintJson(model::CompileReport(f.model, f.out, o, result, manifest));
+    PrintJson(p.report);
     return;
   }
+  const model::CompileResult& result = p.result;
+  const int tasks = result.tuned + result.defaults;
   if (f.log.empty()) {
     std::printf("no --log: every task (%d) uses its template's default config\n", tasks);
   } else {
     std::printf("%d of %d tasks tuned from %s; %d on their template's default config\n",
                 result.tuned, tasks, f.log.c_str(), result.defaults);
   }
-  if (result.stale_records > 0) {
-    std::printf(
-        "%d record(s) measured code their template now generates differently (another "
-        "generator): not used\n",
-        result.stale_records);
-  }
-  if (result.untemplated > 0) {
-    std::printf(
-        "%d task nodes their template refuses (sizes past its limits) run generated "
-        "kernels, untuned\n",
-        result.untemplated);
-  }
   std::printf(
       "%s: %zu nodes (%d generated kernels) for %s, one library; activations %.2f MB, "
       "scratch %.2f MB, params %.1f MB; %.1f s\n",
-      f.out.c_str(), result.nodes.size(), result.generated, target.ToString().c_str(),
+      f.out.c_str(), result.nodes.size(), result.generated, p.options.target.ToString().c_str(),
       result.plan.activation_bytes / 1e6, result.scratch_bytes / 1e6, result.plan.param_bytes / 1e6,
       result.build_seconds);
 }

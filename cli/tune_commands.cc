@@ -21,6 +21,8 @@
 #include "connect.h"
 #include "crosstune/builder/build_cache.h"
 #include "crosstune/crypto.h"
+#include "crosstune/model/layout_plan.h"
+#include "crosstune/model/tasks.h"
 #include "crosstune/timing.h"
 #include "crosstune/tuner/export.h"
 #include "crosstune/tuner/log_report.h"
@@ -288,13 +290,15 @@ void RunTune(const TuneFlags& f) {
 
 void RunWorkload(const TuneFlags& f, tuner::TuneSetup& setup) {
   const builder::Target& target = setup.target();
-  const std::string name = f.workload.empty() ? ModelName(f.model) : f.workload;
+  std::string name = f.workload;
   std::vector<tuner::WorkloadLayer> layers;
   if (f.workload.empty()) {
-    // The model's tasks (the same compile takes), less those no template takes yet.
-    model::TunableTasks tasks =
-        model::SplitTunableTasks(LoadModel(f.model, f.shapes), target, f.setup.threads,
-                                 Check(model::ParseLayouts(f.layouts)));
+    // The model's tasks (the same compile takes), less those no template takes yet; its
+    // records carry its name (the file's stem).
+    const model::LoadedModel m = LoadModel(f.model, f.shapes);
+    name = m.name;
+    model::TunableTasks tasks = model::SplitTunableTasks(m.graph, target, f.setup.threads,
+                                                         Check(model::ParseLayouts(f.layouts)));
     layers = std::move(tasks.layers);
     if (!tasks.left_out.empty() && !f.quiet) {
       std::string refused;

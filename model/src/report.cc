@@ -52,6 +52,7 @@ json CompileReport(const std::string& model_path, const std::string& package_pat
           {"target", options.target.ToString()},
           {"threads", options.threads},
           {"layouts", LayoutsName(options.layouts)},
+          {"device_kind", options.device_kind},
           {"nodes", result.nodes.size()},
           {"tasks", result.tuned + result.defaults},
           {"tuned", result.tuned},

@@ -75,17 +75,21 @@ def import_onnx(
     shapes: Optional[Mapping[str, Sequence[int]]] = None,
     *,
     name: Optional[str] = None,
+    max_model_mb: int = 4096,
 ) -> Model:
-    """Imports an ONNX model (``crosstune import``) and returns the :class:`Model`.
+    """Imports an ONNX model (``crosstune import``: the same C++ call) and returns the
+    :class:`Model`.
 
-    ``shapes`` gives an input's dimensions (``{"input": (1, 3, 224, 224)}``): needed for a dynamic
-    dimension, checked against a static one. ``name`` is the workload name its tuning records
-    carry (default: the file's stem). Raises :class:`NotFound` for a missing file,
-    :class:`Unsupported` naming the node and operator the compiler lacks, and
-    :class:`InvalidArgument` for a bad file or shape.
+    ``shapes`` gives an input's dimensions (``{"input": (1, 3, 224, 224)}``, ``--shape``): needed
+    for a dynamic dimension, checked against a static one; each dimension from 1 to 2^31.
+    ``name`` is the workload name its tuning records carry (default: the file's stem).
+    ``max_model_mb`` is the import's memory budget (``--max-model-mb``): the file, every tensor
+    and all constants together must fit. Raises :class:`NotFound` for a missing file,
+    :class:`InvalidArgument` naming the node and operator the compiler lacks, a bad file, shape
+    or budget, and :class:`LimitExceeded` naming the tensor past the budget.
     """
     dims = {k: [int(d) for d in v] for k, v in (shapes or {}).items()}
-    return Model(_core.import_onnx(os.fspath(path), dims, name or ""))
+    return Model(_core.import_onnx(os.fspath(path), dims, name or "", int(max_model_mb)))
 
 
 class ModelPackage(Package):
@@ -125,16 +129,22 @@ def compile(
     workers: int = 0,
     layouts: str = "blocked",
 ) -> ModelPackage:
-    """Compiles a model into one package for one target (``crosstune compile``).
+    """Compiles a model into one package for one target (``crosstune compile``: the same C++
+    call, so the same defaults, warnings and report).
 
     Every tunable node takes its task's best record in ``log`` for this target and ``threads``
     (on this kind of device where the log has one), else its template's default config; every
     other node a generated kernel. ``target`` is a target string or preset, a :class:`Device`,
-    or ``"auto"``: the target of ``device``. The package goes to ``out``, or to a temporary
-    file that lasts as long as this process. ``workers`` build processes (0: one per core).
-    Unreadable log lines are skipped with a warning. ``layouts``: ``"blocked"`` keeps
-    activations in blocked channels (NCHWc) between convs with their weights packed here,
-    ``"nchw"`` keeps NCHW everywhere (their conv tasks differ: tune with the same choice).
+    or ``"auto"``: the target of ``device``, whose kind of device then picks the records (a
+    target string asks no device, as on the command line). The package goes to ``out``, or to a
+    temporary file that lasts as long as this process. ``workers`` build processes (0: one per
+    core). ``layouts``: ``"blocked"`` keeps activations in blocked channels (NCHWc) between
+    convs with their weights packed here, ``"nchw"`` keeps NCHW everywhere (their conv tasks
+    differ: tune with the same choice). What the command line prints as ``crosstune: warning:``
+    comes as a :class:`RuntimeWarning` each, and in ``report["warnings"]``: the log's unreadable
+    lines, a log with no record for this target, records of code their template now generates
+    differently, task nodes no template takes. A file with lines and not one record in them
+    raises :class:`InvalidArgument`.
     """
     import warnings
 
@@ -142,27 +152,18 @@ def compile(
 
     if isinstance(target, Device):
         device, target = target, "auto"
-    device_kind = ""
-    if target == "auto":
-        if device is None:
-            from ._errors import InvalidArgument
-
-            raise InvalidArgument("target='auto' needs a device: compile(model, device=dev)")
-        info = device.info()
-        target = device.target()
-        device_kind = _core.device_kind(info["arch"], info["cpu_model"])
     path = os.fspath(out) if out is not None else _scratch(model.name)
-    manifest, report, skipped = _core.compile_model(
+    manifest, report, found = _core.compile_model(
         model._handle,
-        target,
-        threads,
-        os.fspath(log) if log is not None else "",
-        device_kind,
-        workers,
         path,
+        target=target,
+        device=device._session if device is not None and target == "auto" else None,
+        threads=threads,
+        log=os.fspath(log) if log is not None else "",
+        workers=workers,
         layouts=layouts,
     )
-    for w in skipped:
+    for w in found:
         warnings.warn(w, RuntimeWarning, stacklevel=2)
     return ModelPackage(path, json.loads(manifest), json.loads(report))
 

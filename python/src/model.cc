@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,16 +23,11 @@
 #include <vector>
 
 #include "bindings.h"
-#include "crosstune/builder/builder.h"
-#include "crosstune/builder/target.h"
 #include "crosstune/client/remote_model.h"
+#include "crosstune/client/session.h"
 #include "crosstune/client/time_stats.h"
-#include "crosstune/model/compile.h"
-#include "crosstune/model/onnx_import.h"
-#include "crosstune/model/passes.h"
-#include "crosstune/model/report.h"
+#include "crosstune/model/pipeline.h"
 #include "crosstune/package.h"
-#include "crosstune/tuner/records.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -70,74 +64,56 @@ DLTensor HostTensorOf(nb::handle array, HostArray& storage, bool writable, const
 
 void BindModel(nb::module_& m) {
   nb::class_<ImportedModel>(m, "ImportedModel",
-                            "An ONNX model imported and put through the default passes.")
+                            "An ONNX model imported and put through the default passes "
+                            "(model::Load, as `crosstune import` loads it).")
       .def_ro("path", &ImportedModel::path)
       .def_ro("name", &ImportedModel::name)
       .def(
           "summary_json",
           [](const ImportedModel& model) {
             // Names from the file need not be UTF-8: what is not is replaced, never thrown.
-            return model::ImportReport(model.path, model.imported, model.graph)
-                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+            return model::ImportReport(model).dump(-1, ' ', false,
+                                                   nlohmann::json::error_handler_t::replace);
           },
           "What `crosstune import --json` prints, as JSON text.");
 
   m.def(
       "import_onnx",
       [](const std::string& path, const std::map<std::string, std::vector<int64_t>>& shapes,
-         const std::string& name) {
-        auto out = std::make_unique<ImportedModel>();
+         const std::string& name, uint64_t max_model_mb) {
         nb::gil_scoped_release release;
-        model::ImportOptions o;
-        o.shapes = shapes;
-        model::Graph g = Unwrap(model::ImportOnnx(path, o));
-        out->imported = model::Stats(g);
-        Check(model::RunPasses(g, model::DefaultPasses()));
-        out->graph = std::move(g);
-        out->path = path;
-        out->name = name.empty() ? std::filesystem::path(path).stem().string() : name;
-        return out;
+        return std::make_unique<ImportedModel>(Unwrap(
+            model::Load(path, {.shapes = shapes, .max_model_mb = max_model_mb, .name = name})));
       },
-      "path"_a, "shapes"_a, "name"_a = "",
-      "Imports an ONNX file (shapes: input name -> dims, for dynamic dimensions).");
-
-  m.def(
-      "device_kind",
-      [](const std::string& arch, const std::string& cpu_model) {
-        return tuner::DeviceKind(tuner::DeviceId{"", arch, cpu_model, ""});
-      },
-      "arch"_a, "cpu_model"_a, "The kind of device records are kept per (arch/CPU model).");
+      "path"_a, "shapes"_a, "name"_a = "", "max_model_mb"_a = model::kDefaultMaxModelMb,
+      "model::Load: imports an ONNX file (shapes: input name -> dims, for dynamic dimensions) "
+      "and runs the default passes.");
 
   m.def(
       "compile_model",
-      [](const ImportedModel& model, const std::string& target, int threads, const std::string& log,
-         const std::string& device_kind, int workers, const std::string& out,
-         const std::string& lib_name, const std::string& layouts) {
+      [](const ImportedModel& model, const std::string& out, const std::string& target,
+         client::Session* device, int threads, const std::string& log, int workers,
+         const std::string& layouts, const std::string& lib_name) {
         nb::gil_scoped_release release;
-        model::CompileOptions o;
-        o.layouts = Unwrap(model::ParseLayouts(layouts));
-        o.target = Unwrap(builder::ParseTarget(target));
+        model::PackageOptions o;
+        o.target = target;
+        if (device != nullptr) o.device = Unwrap(device->Info());
         o.threads = threads;
-        o.device_kind = device_kind;
-        if (!lib_name.empty()) o.name = lib_name;
-        std::vector<std::string> warnings;
-        if (!log.empty()) {
-          tuner::LogContents contents = Unwrap(tuner::ReadLog(log));
-          warnings = std::move(contents.warnings);
-          o.records = std::move(contents.records);
-        }
-        auto builder = Unwrap(builder::Builder::Create({.workers = workers}));
-        model::CompileResult result = Unwrap(model::CompileModel(model.graph, o, *builder));
-        pkg::Manifest manifest = Unwrap(model::WriteModelPackage(result, out));
-        return std::make_tuple(pkg::ManifestToJson(manifest),
-                               model::CompileReport(model.path, out, o, result, manifest)
-                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                               warnings);
+        o.log = log;
+        o.layouts = layouts;
+        o.out = out;
+        o.library_name = lib_name;
+        o.workers = workers;
+        model::CompiledPackage p = Unwrap(model::CompileToPackage(model, o));
+        return std::make_tuple(
+            pkg::ManifestToJson(p.manifest),
+            p.report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), p.warnings);
       },
-      "model"_a, "target"_a, "threads"_a, "log"_a, "device_kind"_a, "workers"_a, "out"_a,
-      "lib_name"_a = "", "layouts"_a = "blocked",
-      "Compiles a model into a package at `out`; returns (manifest JSON, summary JSON, the log's "
-      "warnings).");
+      "model"_a, "out"_a, "target"_a = "auto", "device"_a.none() = nb::none(), "threads"_a = 1,
+      "log"_a = "", "workers"_a = 0, "layouts"_a = "blocked", "lib_name"_a = "model",
+      "model::CompileToPackage: compiles a model into a package at `out` (target \"auto\": the "
+      "target of `device`, a session, whose kind of device picks the records); returns "
+      "(manifest JSON, report JSON, warnings).");
 
   nb::class_<client::RemoteModel>(m, "RemoteModel",
                                   "A model package loaded on a device. Belongs to its session.")

@@ -1,17 +1,11 @@
-// An imported model as the binding's files share it (model.cc binds it, tuner.cc tunes it).
+// An imported model as the binding's files share it (model.cc binds it, tuner.cc tunes it): the
+// model library's LoadedModel (crosstune/model/pipeline.h), loaded as the CLI loads it.
 #pragma once
-#include <string>
 
-#include "crosstune/model/graph.h"
+#include "crosstune/model/pipeline.h"
 
 namespace crosstune::python {
 
-// An ONNX model imported and put through the default passes: the graph tune and compile take,
-// and what the file held before the passes.
-struct ImportedModel {
-  std::string path, name;
-  model::Graph graph;
-  model::GraphStats imported;
-};
+using ImportedModel = model::LoadedModel;
 
 }  // namespace crosstune::python

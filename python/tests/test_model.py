@@ -4,8 +4,12 @@ compare with onnxruntime's answer."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import subprocess
+import warnings
+from typing import Any, Dict
 
 import numpy as np
 import pytest
@@ -33,6 +37,13 @@ def test_import_errors_are_named(small_model: ModelFiles, tmp_root: str) -> None
         ct.import_onnx(os.path.join(tmp_root, "missing.onnx"))
     with pytest.raises(ct.InvalidArgument, match="input"):
         ct.import_onnx(small_model.onnx, {"input": (1, 3, 32, 32)})
+    # The shapes and the budget are checked as --shape and --max-model-mb are.
+    with pytest.raises(ct.InvalidArgument, match=r"shape of 'input' \(1,3,0,16\)"):
+        ct.import_onnx(small_model.onnx, {"input": (1, 3, 0, 16)})
+    with pytest.raises(ct.InvalidArgument, match="'input': no dimensions"):
+        ct.import_onnx(small_model.onnx, {"input": ()})
+    with pytest.raises(ct.InvalidArgument, match="max model size 0 MiB"):
+        ct.import_onnx(small_model.onnx, max_model_mb=0)
     unsupported = ModelFiles(tmp_root, "unsupported")
     with pytest.raises(ct.InvalidArgument, match="not supported"):
         ct.import_onnx(unsupported.onnx)
@@ -166,6 +177,62 @@ def test_compile_needs_a_target(small_model: ModelFiles) -> None:
         ct.compile(model)
     with pytest.raises(ct.InvalidArgument):
         ct.compile(model, target="llvm -mcpu=no-such-cpu")
+
+
+def _cli(*args: str) -> "subprocess.CompletedProcess[str]":
+    cli = os.environ.get("CROSSTUNE_CLI", "")
+    if not cli:
+        pytest.fail("no CROSSTUNE_CLI: run through ctest (python/tests/CMakeLists.txt)")
+    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=600)
+
+
+def _same_compile(report: Dict[str, Any]) -> Dict[str, Any]:
+    """A compile report less what differs between two compiles of one model: the package's
+    path, its build id and the compile's wall time."""
+    return {k: v for k, v in report.items() if k not in ("package", "build_id", "build_s")}
+
+
+def test_the_cli_and_python_load_and_compile_through_the_same_calls(
+    dev: ct.Device, small_model: ModelFiles, tmp_root: str
+) -> None:
+    # One model and one log through `crosstune import/compile` and ct.import_onnx/ct.compile:
+    # the same objects, the same warnings (a line that is not a record, no record for this
+    # target), the same target and kind of device asked from the same server.
+    log = os.path.join(tmp_root, "front-doors.jsonl")
+    other_target = {"v": 1, "task": {"template": "conv2d", "shape": [1, 3, 16, 16, 8, 3, 3, 1, 1]},
+                    "target": "llvm -mtriple=aarch64-linux-gnu", "config": {"index": 0},
+                    "error": "ok", "costs": [1e-3], "mean": 1e-3}
+    with open(log, "w") as f:
+        f.write("not JSON\n" + json.dumps(other_target) + "\n")
+    imported = _cli("import", small_model.onnx, "--shape", "input=1,3,16,16", "--json")
+    assert imported.returncode == 0, imported.stderr
+    model = ct.import_onnx(small_model.onnx, {"input": (1, 3, 16, 16)})
+    assert json.loads(imported.stdout) == model.summary
+
+    for target, cli_target in (("auto", ["--target", "auto", "--server", dev.server]),
+                               (dev.target(), ["--target", dev.target()])):
+        out = os.path.join(tmp_root, "front-door-cli.ctpkg")
+        compiled = _cli("compile", small_model.onnx, "--log", log, "-o", out, "--json",
+                        *cli_target)
+        assert compiled.returncode == 0, compiled.stderr
+        cli_report = json.loads(compiled.stdout)
+        cli_warnings = [line[len("crosstune: warning: "):] for line in compiled.stderr.splitlines()
+                        if line.startswith("crosstune: warning: ")]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pkg = ct.compile(model, log=log, target=target, device=dev,
+                             out=os.path.join(tmp_root, "front-door-py.ctpkg"))
+        py_warnings = [str(w.message) for w in caught if w.category is RuntimeWarning]
+        assert len(cli_warnings) == 2, compiled.stderr
+        assert "front-doors.jsonl:1: skipped a line that is not JSON" in cli_warnings[0]
+        assert "none of its 1 records is for" in cli_warnings[1]
+        assert py_warnings == cli_warnings == pkg.report["warnings"] == cli_report["warnings"]
+        assert _same_compile(pkg.report) == _same_compile(cli_report)
+        assert pkg.report["target"] == dev.target()
+        info = dev.info()
+        # "auto" asks the device, whose kind picks the records; a target string asks none.
+        kind = f"{info['arch']}/{info['cpu_model']}" if target == "auto" else ""
+        assert pkg.report["device_kind"] == kind
 
 
 def test_tunes_and_runs_a_model_on_a_farm(farm: Farm, small_model: ModelFiles,

@@ -172,6 +172,32 @@ TEST(Records, BestIsPerKindOfDevice) {
   EXPECT_EQ(DeviceKind(best[1]), "aarch64/Cortex-A76");
 }
 
+// What a server reports, as the kind of device a kernel for the target runs on: the CPU for a
+// CPU target, the first GPU for a CUDA one (its CPU when it reports none); the same device the
+// measure pipeline writes into records (DeviceIdOf), so a compile for a device finds them.
+TEST(Records, DeviceKindOfADeviceIsWhatItsKernelsRunOn) {
+  msg::DeviceInfo info;
+  info.arch = "x86_64";
+  info.triple = "x86_64-linux-gnu";
+  info.cpu_model = "AMD EPYC 9R14";
+  auto cpu = builder::ParseTarget("llvm -mtriple=x86_64-linux-gnu");
+  auto cuda = builder::ParseTarget("cuda -arch=sm_90");
+  ASSERT_TRUE(cpu.ok() && cuda.ok());
+  EXPECT_EQ(DeviceKind(info, *cpu), "x86_64/AMD EPYC 9R14");
+  EXPECT_EQ(DeviceKind(info, *cuda), "x86_64/AMD EPYC 9R14") << "no GPU reported";
+  msg::GpuInfo gpu;
+  gpu.arch = "sm_90";
+  gpu.name = "NVIDIA H100";
+  info.gpus.push_back(gpu);
+  EXPECT_EQ(DeviceKind(info, *cpu), "x86_64/AMD EPYC 9R14");
+  EXPECT_EQ(DeviceKind(info, *cuda), "sm_90/NVIDIA H100");
+  const DeviceId id = DeviceIdOf(info, *cuda, "gpu-1", "h100");
+  EXPECT_EQ(id, (DeviceId{"gpu-1", "sm_90", "NVIDIA H100", "h100"}));
+  Record r = Sample(1, 1e-3);
+  r.device = id;
+  EXPECT_EQ(DeviceKind(r), DeviceKind(info, *cuda));
+}
+
 // A line nested 100,000 levels deep in `v`, `workload`, `config.index` or a `task.shape` element
 // (200 KB, under the line limit): the old reader parsed it, then overflowed the stack copying the
 // workload or quoting the value in its error text (log summary, best, export, replay and tune

@@ -166,8 +166,7 @@ Expected<std::unique_ptr<DeviceRunner>> DeviceRunner::Open(const DeviceSpec& spe
 
 DeviceId DeviceRunner::id() const {
   // What the task's kernels run on (a CUDA task's: the GPU) tells one record's device from another.
-  builder::Hardware hw = task_.target().backend().RunsOn(info_);
-  return DeviceId{spec_.name, std::move(hw.arch), std::move(hw.model), spec_.key};
+  return DeviceIdOf(info_, task_.target(), spec_.name, spec_.key);
 }
 
 Status DeviceRunner::Reopen() {

@@ -13,6 +13,7 @@
 #include <map>
 #include <utility>
 
+#include "crosstune/builder/backend.h"
 #include "crosstune/json_error.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/protocol.h"
@@ -314,6 +315,16 @@ Expected<LogContents> ReadLog(const std::string& path) {
 std::string DeviceKind(const DeviceId& device) {
   if (device.arch.empty() && device.cpu.empty()) return "";
   return device.arch + "/" + device.cpu;
+}
+
+DeviceId DeviceIdOf(const msg::DeviceInfo& device, const builder::Target& target, std::string name,
+                    std::string key) {
+  builder::Hardware hw = target.backend().RunsOn(device);
+  return DeviceId{std::move(name), std::move(hw.arch), std::move(hw.model), std::move(key)};
+}
+
+std::string DeviceKind(const msg::DeviceInfo& device, const builder::Target& target) {
+  return DeviceKind(DeviceIdOf(device, target));
 }
 
 std::vector<Record> BestRecords(const std::vector<Record>& records) {

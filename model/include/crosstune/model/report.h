@@ -20,8 +20,9 @@ nlohmann::json ImportReport(const std::string& path, const GraphStats& imported,
                             const Graph& graph);
 
 // A compile of the model at `model_path` written to `package_path`: {"model", "package",
-// "target", "threads", "nodes", "tasks", "tuned", "defaults", "generated", "untemplated",
-// "stale_records", "activation_mb", "scratch_mb", "params_mb", "build_id", "build_s"}.
+// "target", "threads", "layouts", "device_kind" ("" when no device was named), "nodes", "tasks",
+// "tuned", "defaults", "generated", "untemplated", "stale_records", "activation_mb",
+// "scratch_mb", "params_mb", "build_id", "build_s"}.
 nlohmann::json CompileReport(const std::string& model_path, const std::string& package_path,
                              const CompileOptions& options, const CompileResult& result,
                              const pkg::Manifest& manifest);

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "crosstune/builder/target.h"
+#include "crosstune/messages.h"
 #include "crosstune/status.h"
 
 namespace crosstune::tuner {
@@ -134,6 +136,16 @@ Expected<LogContents> ReadLog(const std::string& path);
 // record names neither.
 std::string DeviceKind(const DeviceId& device);
 inline std::string DeviceKind(const Record& record) { return DeviceKind(record.device); }
+
+// The device that runs a kernel for `target` when it runs on `device`, as its records name it
+// (the target's backend says what: the CPU for a CPU target, the first GPU for a CUDA one), with
+// the name and tracker key the record gives it.
+DeviceId DeviceIdOf(const msg::DeviceInfo& device, const builder::Target& target,
+                    std::string name = "", std::string key = "");
+// Its kind: the one function that tells, from what a server reports, which records were
+// measured on this kind of device ("x86_64/AMD EPYC 9R14"; "sm_90/NVIDIA H100" for a CUDA
+// target). model::CompileOptions::device_kind takes it.
+std::string DeviceKind(const msg::DeviceInfo& device, const builder::Target& target);
 
 // The best (lowest mean) successful record per task, target and device kind, in first-seen order:
 // the devices of one tracker key can differ (a Pi 4 and a Pi 5 under "rpi"), and the config
