@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh PART...    only these parts:
 #     apt              the Debian packages, the arm64/armhf OpenSSL sysroots and board runtimes
 #     tvm              Apache TVM in a venv (the tvm tests, the TVM benchmark)
-#     python           the Python package's build and test venv
+#     python           the Python package's build and test venv, and a wheelhouse of its
+#                      build requirements (pip builds the wheel from it without PyPI)
 #     model            onnx, onnxruntime, openvino in a venv (model tests, the demo's model step)
 #     riscv64-openssl  libcrypto for the riscv64 server, built from Debian's source (minutes):
 #                      not in the default set; the riscv64 server's build runs this part itself
@@ -163,6 +164,11 @@ PY_VENV=${CROSSTUNE_PYTHON_VENV:-/opt/crosstune/python-venv}
 PY_PINS=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0 mypy==2.4.1 numpy==2.4.6
          tqdm==4.70.1 nbformat==5.11.1 matplotlib==3.11.2
          sphinx==9.0.4 myst-parser==5.2.0 sphinx-autoapi==3.9.0)
+# pyproject.toml's [build-system] requires, at the venv's versions.
+PY_BUILD_PINS=()
+for pin in "${PY_PINS[@]}"; do
+  case ${pin%%==*} in nanobind | scikit-build-core | numpy) PY_BUILD_PINS+=("$pin") ;; esac
+done
 install_python_venv() {
   local stamp="$PY_VENV/.crosstune-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${PY_PINS[*]}" ]; then
@@ -175,6 +181,23 @@ install_python_venv() {
   $SUDO "$PY_VENV/bin/pip" install -q "${PY_PINS[@]}"
   "$PY_VENV/bin/python" -c "import nanobind, scikit_build_core, pytest, mypy, numpy, sphinx, myst_parser, autoapi" >/dev/null
   echo "${PY_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
+}
+
+# The build requirements as wheels (with what they need in turn), in a folder pip reads instead
+# of PyPI: `pip wheel --no-index --find-links "$PY_WHEELHOUSE" .` builds the package with build
+# isolation (pip's default, as a user runs it) and no network; the python.wheel test does.
+PY_WHEELHOUSE=${CROSSTUNE_PYTHON_WHEELHOUSE:-/opt/crosstune/wheels}
+install_python_wheelhouse() {
+  local stamp="$PY_WHEELHOUSE/.crosstune-pins"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${PY_BUILD_PINS[*]}" ]; then
+    echo "install-deps: Python build requirements present in $PY_WHEELHOUSE"
+    return 0
+  fi
+  echo "install-deps: downloading ${PY_BUILD_PINS[*]} into $PY_WHEELHOUSE"
+  $SUDO rm -rf "$PY_WHEELHOUSE"
+  $SUDO mkdir -p "$PY_WHEELHOUSE"
+  $SUDO "$PY_VENV/bin/pip" download -q --only-binary=:all: -d "$PY_WHEELHOUSE" "${PY_BUILD_PINS[@]}"
+  echo "${PY_BUILD_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
 }
 
 # onnx (writes the test models: scripts/make-model.py), onnxruntime (the reference outputs),
@@ -233,7 +256,10 @@ for part in "${parts[@]}"; do
   case $part in
     apt) install_apt ;;
     tvm) install_tvm_venv ;;
-    python) install_python_venv ;;
+    python)
+      install_python_venv
+      install_python_wheelhouse
+      ;;
     model) install_model_venv ;;
     riscv64-openssl) build_riscv64_openssl ;;
   esac

@@ -78,7 +78,7 @@ phase_done() {  # phase_done NAME [cold]: a build phase's share of cache misses 
 mkdir -p build
 bash scripts/install-deps.sh 2>&1 | tee build/install-deps-last.log
 deps_cold=
-grep -qE '^install-deps: (installing|building|unpacking)' build/install-deps-last.log && deps_cold=cold
+grep -qE '^install-deps: (installing|building|unpacking|downloading)' build/install-deps-last.log && deps_cold=cold
 phase_done "deps" $deps_cold
 # ccache hits across checkouts in other folders (CI clones afresh): paths relative to the tree.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
