@@ -26,6 +26,8 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bindings.h"
@@ -271,6 +273,23 @@ std::string RunTune(const TuneArgs& a, const ImportedModel* model, const Progres
   return out.dump();
 }
 
+// A TuneOptions property reading and writing the field `at` returns (a field of the
+// TuneSetupOptions inside, by tune()'s name).
+template <typename At>
+void Field(nb::class_<TuneArgs>& cls, const char* name, At at) {
+  using T = std::remove_reference_t<decltype(at(std::declval<TuneArgs&>()))>;
+  cls.def_prop_rw(
+      name, [at](TuneArgs& a) { return at(a); }, [at](TuneArgs& a, T v) { at(a) = std::move(v); });
+}
+
+// The same for a duration, in seconds on the Python side.
+template <typename At>
+void Seconds(nb::class_<TuneArgs>& cls, const char* name, At at) {
+  cls.def_prop_rw(
+      name, [at](TuneArgs& a) { return at(a).count() / 1000.0; },
+      [at](TuneArgs& a, double s) { at(a) = Ms(s); });
+}
+
 }  // namespace
 
 void BindTuner(nb::module_& m) {
@@ -280,107 +299,82 @@ void BindTuner(nb::module_& m) {
 
   // tune()'s options, one object (crosstune.tune fills it from its arguments): the fields of
   // tuner::TuneSetupOptions by tune()'s names, with the library's defaults.
-  nb::class_<TuneArgs>(m, "TuneOptions",
-                       "The options of one tune() run, as crosstune.tune passes them.")
-      .def(nb::init<>())
+  nb::class_<TuneArgs> options(m, "TuneOptions",
+                               "The options of one tune() run, as crosstune.tune passes them.");
+  options.def(nb::init<>())
       .def_rw("template", &TuneArgs::template_name)
       .def_rw("shape", &TuneArgs::shape)
       .def_rw("workload", &TuneArgs::workload)
       .def_rw("layouts", &TuneArgs::layouts)
       .def_rw("round", &TuneArgs::round)
       .def_rw("pins_json", &TuneArgs::pins_json)
-      .def_prop_rw(
-          "target", [](const TuneArgs& a) { return a.setup.target; },
-          [](TuneArgs& a, std::string v) { a.setup.target = std::move(v); })
-      .def_prop_rw(
-          "threads", [](const TuneArgs& a) { return a.setup.threads; },
-          [](TuneArgs& a, int v) { a.setup.threads = v; })
-      .def_prop_rw(
-          "servers", [](const TuneArgs& a) { return a.setup.devices.servers; },
-          [](TuneArgs& a, std::vector<std::string> v) { a.setup.devices.servers = std::move(v); })
-      .def_prop_rw(
-          "tracker", [](const TuneArgs& a) { return a.setup.devices.tracker; },
-          [](TuneArgs& a, std::string v) { a.setup.devices.tracker = std::move(v); })
-      .def_prop_rw(
-          "key", [](const TuneArgs& a) { return a.setup.devices.key; },
-          [](TuneArgs& a, std::string v) { a.setup.devices.key = std::move(v); })
-      .def_prop_rw(
-          "auth_secret", [](const TuneArgs& a) { return a.setup.devices.auth_secret; },
-          [](TuneArgs& a, std::string v) { a.setup.devices.auth_secret = std::move(v); })
-      .def_prop_rw(
-          "max_devices", [](const TuneArgs& a) { return a.setup.devices.max_devices; },
-          [](TuneArgs& a, int v) { a.setup.devices.max_devices = v; })
-      .def_prop_rw(
-          "wait", [](const TuneArgs& a) { return a.setup.devices.wait.count() / 1000.0; },
-          [](TuneArgs& a, double s) { a.setup.devices.wait = Ms(s); })
-      .def_prop_rw(
-          "timeout", [](const TuneArgs& a) { return a.setup.devices.timeout.count() / 1000.0; },
-          [](TuneArgs& a, double s) { a.setup.devices.timeout = Ms(s); })
-      .def_prop_rw(
-          "server_binary", [](const TuneArgs& a) { return a.setup.devices.server_binary; },
-          [](TuneArgs& a, std::string v) { a.setup.devices.server_binary = std::move(v); })
-      .def_prop_rw(
-          "workers", [](const TuneArgs& a) { return a.setup.workers; },
-          [](TuneArgs& a, int v) { a.setup.workers = v; })
-      .def_prop_rw(
-          "build_cache", [](const TuneArgs& a) { return a.setup.build_cache; },
-          [](TuneArgs& a, std::string v) { a.setup.build_cache = std::move(v); })
-      .def_prop_rw(
-          "build_cache_max_mb", [](const TuneArgs& a) { return a.setup.build_cache_max_mb; },
-          [](TuneArgs& a, double v) { a.setup.build_cache_max_mb = v; })
-      .def_prop_rw(
-          "build_key", [](const TuneArgs& a) { return a.setup.build_key; },
-          [](TuneArgs& a, std::string v) { a.setup.build_key = std::move(v); })
-      .def_prop_rw(
-          "build_timeout",
-          [](const TuneArgs& a) { return a.setup.tune.measure.build_timeout.count() / 1000.0; },
-          [](TuneArgs& a, double s) { a.setup.tune.measure.build_timeout = Ms(s); })
-      .def_prop_rw(
-          "overlap", [](const TuneArgs& a) { return a.setup.overlap; },
-          [](TuneArgs& a, std::optional<bool> v) { a.setup.overlap = v; })
-      .def_prop_rw(
-          "tuner", [](const TuneArgs& a) { return a.setup.tune.tuner; },
-          [](TuneArgs& a, std::string v) { a.setup.tune.tuner = std::move(v); })
-      .def_prop_rw(
-          "trials", [](const TuneArgs& a) { return a.setup.tune.trials; },
-          [](TuneArgs& a, int v) { a.setup.tune.trials = v; })
-      .def_prop_rw(
-          "batch", [](const TuneArgs& a) { return a.setup.tune.batch; },
-          [](TuneArgs& a, int v) { a.setup.tune.batch = v; })
-      .def_prop_rw(
-          "early_stop", [](const TuneArgs& a) { return a.setup.tune.early_stop; },
-          [](TuneArgs& a, int v) { a.setup.tune.early_stop = v; })
-      .def_prop_rw(
-          "include_default", [](const TuneArgs& a) { return a.setup.tune.include_default; },
-          [](TuneArgs& a, bool v) { a.setup.tune.include_default = v; })
-      .def_prop_rw(
-          "log", [](const TuneArgs& a) { return a.setup.tune.log_path; },
-          [](TuneArgs& a, std::string v) { a.setup.tune.log_path = std::move(v); })
-      .def_prop_rw(
-          "run_id", [](const TuneArgs& a) { return a.setup.tune.run_id; },
-          [](TuneArgs& a, std::string v) { a.setup.tune.run_id = std::move(v); })
-      .def_prop_rw(
-          "transfer", [](const TuneArgs& a) { return a.setup.tune.transfer_logs; },
-          [](TuneArgs& a, std::vector<std::string> v) {
-            a.setup.tune.transfer_logs = std::move(v);
-          })
       .def_rw("number", &TuneArgs::number)
       .def_rw("repeat", &TuneArgs::repeat)
       .def_rw("min_repeat_ms", &TuneArgs::min_repeat_ms)
       .def_rw("cooldown_ms", &TuneArgs::cooldown_ms)
-      .def_rw("flush_cache", &TuneArgs::flush_cache)
-      .def_prop_rw(
-          "run_timeout_ms", [](const TuneArgs& a) { return a.setup.tune.measure.run_timeout_ms; },
-          [](TuneArgs& a, uint32_t v) { a.setup.tune.measure.run_timeout_ms = v; })
-      .def_prop_rw(
-          "check", [](const TuneArgs& a) { return a.setup.tune.measure.check; },
-          [](TuneArgs& a, bool v) { a.setup.tune.measure.check = v; })
-      .def_prop_rw(
-          "seed", [](const TuneArgs& a) { return a.setup.tune.tuner_options.seed; },
-          [](TuneArgs& a, uint64_t v) { a.setup.tune.tuner_options.seed = v; })
-      .def_prop_rw(
-          "objective", [](const TuneArgs& a) { return a.setup.tune.tuner_options.objective; },
-          [](TuneArgs& a, std::string v) { a.setup.tune.tuner_options.objective = std::move(v); });
+      .def_rw("flush_cache", &TuneArgs::flush_cache);
+  Field(
+      options, "target", [](TuneArgs & a) -> auto& { return a.setup.target; });
+  Field(
+      options, "threads", [](TuneArgs & a) -> auto& { return a.setup.threads; });
+  Field(
+      options, "servers", [](TuneArgs & a) -> auto& { return a.setup.devices.servers; });
+  Field(
+      options, "tracker", [](TuneArgs & a) -> auto& { return a.setup.devices.tracker; });
+  Field(
+      options, "key", [](TuneArgs & a) -> auto& { return a.setup.devices.key; });
+  Field(
+      options, "auth_secret", [](TuneArgs & a) -> auto& { return a.setup.devices.auth_secret; });
+  Field(
+      options, "max_devices", [](TuneArgs & a) -> auto& { return a.setup.devices.max_devices; });
+  Seconds(
+      options, "wait", [](TuneArgs & a) -> auto& { return a.setup.devices.wait; });
+  Seconds(
+      options, "timeout", [](TuneArgs & a) -> auto& { return a.setup.devices.timeout; });
+  Field(
+      options, "server_binary",
+      [](TuneArgs & a) -> auto& { return a.setup.devices.server_binary; });
+  Field(
+      options, "workers", [](TuneArgs & a) -> auto& { return a.setup.workers; });
+  Field(
+      options, "build_cache", [](TuneArgs & a) -> auto& { return a.setup.build_cache; });
+  Field(
+      options, "build_cache_max_mb",
+      [](TuneArgs & a) -> auto& { return a.setup.build_cache_max_mb; });
+  Field(
+      options, "build_key", [](TuneArgs & a) -> auto& { return a.setup.build_key; });
+  Seconds(
+      options, "build_timeout",
+      [](TuneArgs & a) -> auto& { return a.setup.tune.measure.build_timeout; });
+  Field(
+      options, "overlap", [](TuneArgs & a) -> auto& { return a.setup.overlap; });
+  Field(
+      options, "tuner", [](TuneArgs & a) -> auto& { return a.setup.tune.tuner; });
+  Field(
+      options, "trials", [](TuneArgs & a) -> auto& { return a.setup.tune.trials; });
+  Field(
+      options, "batch", [](TuneArgs & a) -> auto& { return a.setup.tune.batch; });
+  Field(
+      options, "early_stop", [](TuneArgs & a) -> auto& { return a.setup.tune.early_stop; });
+  Field(
+      options, "include_default",
+      [](TuneArgs & a) -> auto& { return a.setup.tune.include_default; });
+  Field(
+      options, "log", [](TuneArgs & a) -> auto& { return a.setup.tune.log_path; });
+  Field(
+      options, "run_id", [](TuneArgs & a) -> auto& { return a.setup.tune.run_id; });
+  Field(
+      options, "transfer", [](TuneArgs & a) -> auto& { return a.setup.tune.transfer_logs; });
+  Field(
+      options, "run_timeout_ms",
+      [](TuneArgs & a) -> auto& { return a.setup.tune.measure.run_timeout_ms; });
+  Field(
+      options, "check", [](TuneArgs & a) -> auto& { return a.setup.tune.measure.check; });
+  Field(
+      options, "seed", [](TuneArgs & a) -> auto& { return a.setup.tune.tuner_options.seed; });
+  Field(
+      options, "objective",
+      [](TuneArgs & a) -> auto& { return a.setup.tune.tuner_options.objective; });
 
   m.def("tune", &RunTune, "options"_a, "model"_a.none() = nb::none(), "on_progress"_a = nb::none(),
         "on_record"_a = nb::none(), "on_warning"_a = nb::none(),
