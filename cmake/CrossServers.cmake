@@ -62,13 +62,17 @@ foreach(pair ${_ct_cross_arches})
   endif()
   set(bin_dir ${CMAKE_BINARY_DIR}/cross/${arch})
   set(server ${bin_dir}/rpc_server/crosstune-server)
+  # MinSizeRel (-Os): a board's server spends its time in the kernels it loads, which the builder
+  # compiles at -O3; its own code (frames, sessions, the timing loop) needs no -O2. The aarch64
+  # server compiled in 137 CPU-s against Release's 179 (-23%) and came out 6.2 MB against 6.8
+  # (aarch64-linux-gnu-g++ 12, ccache off, AMD EPYC VM, 2026-12-05).
   ExternalProject_Add(crosstune-server-${arch}
     SOURCE_DIR ${PROJECT_SOURCE_DIR}
     BINARY_DIR ${bin_dir}
     CMAKE_GENERATOR ${CMAKE_GENERATOR}
     CMAKE_ARGS
       -DCMAKE_TOOLCHAIN_FILE=${PROJECT_SOURCE_DIR}/cmake/${arch}.cmake
-      -DCMAKE_BUILD_TYPE=Release
+      -DCMAKE_BUILD_TYPE=MinSizeRel
       -DCROSSTUNE_SERVER_ONLY=ON
       -DBUILD_TESTING=OFF
       -DCROSSTUNE_CROSS_SYSROOT=${_ct_cross_sysroot}
