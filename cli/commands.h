@@ -4,6 +4,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -47,6 +49,11 @@ int PrintError(const std::string& what);
 // quote them) are replaced by U+FFFD, so the output is always valid JSON, where nlohmann's own
 // dump() would throw and print nothing.
 void PrintJson(const nlohmann::json& j, int indent = -1);
+
+// A --call-timeout flag's seconds as a call's milliseconds (0: the server's own call timeout).
+inline uint32_t TimeoutMs(double seconds) {
+  return static_cast<uint32_t>(std::lround(seconds * 1000));
+}
 
 // Ends the command with the error of a failed step (Fail), or returns the value.
 inline void Check(const Status& status) {

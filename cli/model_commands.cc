@@ -66,8 +66,6 @@ void AddModelOptions(CLI::App* cmd, ModelFlags* f, const char* input_help) {
   cmd->add_flag("--json", f->json, "machine-readable output");
 }
 
-uint32_t TimeoutMs(double seconds) { return static_cast<uint32_t>(std::lround(seconds * 1000)); }
-
 // "NAME=VALUE" -> {NAME, VALUE}; the name is whatever precedes the first '='.
 std::pair<std::string, std::string> SplitAssignment(const std::string& text, const char* flag) {
   size_t eq = text.find('=');

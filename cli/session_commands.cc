@@ -313,8 +313,6 @@ json SaveOutputs(PreparedCall& c, bool quiet) {
   return saved;
 }
 
-uint32_t TimeoutMs(double seconds) { return static_cast<uint32_t>(std::lround(seconds * 1000)); }
-
 void RegisterRun(CLI::App& app) {
   auto f = std::make_shared<CallFlags>();
   auto* cmd = app.add_subcommand("run", "Upload a module, call one function once, save outputs");

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "crosstune/client/tracker_client.h"
 #include "crosstune/crypto.h"
 #include "crosstune/handshake.h"
 #include "session_request.h"
@@ -21,13 +22,6 @@ namespace crosstune::client {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::string DefaultPeerName() {
-  const char* user = std::getenv("USER");
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  return std::string(user && *user ? user : "user") + "@" + host;
-}
 
 // Closes an fd on scope exit.
 struct FdCloser {
