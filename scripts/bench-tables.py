@@ -42,6 +42,8 @@ BENCHES = {
                                 "tracker_cpu_us_per_grant", "target_*"],
     "tvm_tracker_bench.py": ["p50_speedup", "crosstune_grant_ms_p*", "tvm_tracker_grant_ms_p*"],
     "crosstune-bench-builder": ["speedup", "pool_builds_per_s", "subprocess_builds_per_s"],
+    "python_tune_split.py": ["median_shared_over_split", "median_ms_*", "min_shared_over_split",
+                             "max_shared_over_split", "configs", "cpus_split*"],
     "crosstune-bench-tune": ["same_configs*", "*.trials_per_s", "*.wall_s", "*.best_gflops"],
     "crosstune-bench-tuners": ["*"],
     "crosstune-bench-farm": ["*.trials_per_s", "*.fraction_of_capacity", "*.device_busy_mean",
@@ -135,15 +137,20 @@ def table(run: dict, patterns: list[str]) -> list[str]:
     return lines
 
 
-def render(data_dir: pathlib.Path) -> str:
+def render(data_dir: pathlib.Path, only: str | None = None) -> str:
     """The Markdown of every recorded run under data_dir, newest first per bench, and a line
-    naming the benches with no recorded run."""
+    naming the benches with no recorded run; with `only`, that bench's runs alone (a page that
+    quotes one bench's figure), and a DataError when it has none."""
     runs = [(p, load(p)) for p in sorted(data_dir.glob("*.json"))] if data_dir.is_dir() else []
     by_bench: dict[str, list] = {}
     for path, run in runs:
         by_bench.setdefault(run["bench"], []).append((path, run))
     out = []
     order = [b for b in BENCHES if b in by_bench] + sorted(b for b in by_bench if b not in BENCHES)
+    if only is not None:
+        if only not in by_bench:
+            raise DataError(f"{data_dir}: no recorded run of {only}")
+        order = [only]
     for bench in order:
         out.append(f"### Runs of {bench}")
         out.append("")
@@ -155,7 +162,7 @@ def render(data_dir: pathlib.Path) -> str:
             out += table(run, BENCHES.get(bench, ["*"]))
             out.append("")
     missing = [b for b in BENCHES if b not in by_bench]
-    if missing:
+    if missing and only is None:
         out.append("No recorded run yet: " + ", ".join(f"`{b}`" for b in missing) + ".")
         out.append("")
     return "\n".join(out)

@@ -1,6 +1,7 @@
 """The `bench-tables` directive: the tables of every recorded benchmark run under
 docs/benchmarks/data, rendered by scripts/bench-tables.py (so the page and the script never
-disagree), with the benches that have no recorded run named."""
+disagree), with the benches that have no recorded run named; with a bench's name as its argument,
+that bench's runs alone (a page quoting one figure)."""
 
 import importlib.util
 import pathlib
@@ -18,11 +19,13 @@ DATA = ROOT / "docs" / "benchmarks" / "data"
 
 
 class BenchTables(Directive):
+    """```{bench-tables}``` renders every bench's runs; ```{bench-tables} NAME``` one bench's."""
     has_content = False
+    optional_arguments = 1
 
     def run(self):
         try:
-            text = _script.render(DATA)
+            text = _script.render(DATA, self.arguments[0] if self.arguments else None)
         except _script.DataError as e:
             raise self.error(str(e))
         container = nodes.container()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/bench-tables.py: the tables show a recorded run's figures with its CPU and date, name
-the benches with no run, refuse a file that is not a recorded run by name, and `record` wraps a
-bench's JSON with the CPU and date. Uses tests/docs/data/bench-rpc-fixture.json."""
+the benches with no run, show one bench's runs alone for a page that quotes it, refuse a file that
+is not a recorded run by name, and `record` wraps a bench's JSON with the CPU and date. Uses tests/docs/data/bench-rpc-fixture.json."""
 
 import importlib.util
 import json
@@ -41,6 +41,14 @@ class BenchTablesTest(unittest.TestCase):
         for bench in bt.BENCHES:
             self.assertIn(f"`{bench}`", text)
         self.assertNotIn("|", text)
+
+    def test_one_bench_alone_for_a_page_that_quotes_it(self):
+        shutil.copy(HERE / "data" / "bench-rpc-fixture.json", self.dir)
+        text = bt.render(self.dir, "crosstune-bench-rpc")
+        self.assertIn("| `rpc_over_raw_rtt` | 1.088 |", text)
+        self.assertNotIn("No recorded run yet:", text)
+        with self.assertRaisesRegex(bt.DataError, r"no recorded run of python_tune_split\.py"):
+            bt.render(self.dir, "python_tune_split.py")
 
     def test_a_file_that_is_not_a_recorded_run_is_named(self):
         (self.dir / "bad.json").write_text(json.dumps({"bench": "x", "date": "d", "cpu": {}}))
