@@ -17,16 +17,16 @@ constexpr size_t kMaxErrorKinds = 16;
 constexpr size_t kMaxErrorKindBytes = 32;
 constexpr size_t kMaxLeases = msg::kMaxTuneProgressLeases;
 
-Status Bad(const std::string& what) {
+Status BadProgress(const std::string& what) {
   return Status(ErrorCode::kInvalidArgument, "tune progress: " + what);
 }
 
 Status CheckText(const char* field, const std::string& s, size_t max, bool allow_empty) {
-  if (!allow_empty && s.empty()) return Bad(std::string(field) + " is empty");
+  if (!allow_empty && s.empty()) return BadProgress(std::string(field) + " is empty");
   if (s.size() > max) {
-    return Bad(fmt::format("{} is {} bytes (at most {})", field, s.size(), max));
+    return BadProgress(fmt::format("{} is {} bytes (at most {})", field, s.size(), max));
   }
-  if (!IsValidUtf8(s)) return Bad(std::string(field) + " is not UTF-8");
+  if (!IsValidUtf8(s)) return BadProgress(std::string(field) + " is not UTF-8");
   return Status::Ok();
 }
 
@@ -60,21 +60,23 @@ nlohmann::json RunJson(const std::string& run_id, const std::string& holder, con
 Status ValidateTuneProgress(const msg::TuneProgress& p) {
   CT_RETURN_IF_ERROR(CheckText("run id", p.run_id, kMaxIdBytes, false));
   CT_RETURN_IF_ERROR(CheckText("task", p.task, kMaxTaskBytes, false));
-  if (p.lease_tokens.empty()) return Bad("names no lease");
+  if (p.lease_tokens.empty()) return BadProgress("names no lease");
   if (p.lease_tokens.size() > kMaxLeases) {
-    return Bad(fmt::format("names {} leases (at most {})", p.lease_tokens.size(), kMaxLeases));
+    return BadProgress(
+        fmt::format("names {} leases (at most {})", p.lease_tokens.size(), kMaxLeases));
   }
   for (const auto& t : p.lease_tokens) CT_RETURN_IF_ERROR(CheckText("lease token", t, 128, false));
   if (p.errors.size() > kMaxErrorKinds) {
-    return Bad(fmt::format("{} error kinds (at most {})", p.errors.size(), kMaxErrorKinds));
+    return BadProgress(fmt::format("{} error kinds (at most {})", p.errors.size(), kMaxErrorKinds));
   }
   for (const auto& [kind, n] : p.errors) {
     CT_RETURN_IF_ERROR(CheckText("error kind", kind, kMaxErrorKindBytes, false));
   }
   for (double v : {p.best_gflops, p.rate}) {
-    if (!std::isfinite(v) || v < 0) return Bad("a figure is negative or not finite");
+    if (!std::isfinite(v) || v < 0) return BadProgress("a figure is negative or not finite");
   }
-  if (p.total > 0 && p.trials > p.total + p.total) return Bad("more trials than twice the goal");
+  if (p.total > 0 && p.trials > p.total + p.total)
+    return BadProgress("more trials than twice the goal");
   return Status::Ok();
 }
 

@@ -65,7 +65,7 @@ std::optional<int> Port(const json& j) {
   return static_cast<int>(v);
 }
 
-Status Bad(const std::string& what) {
+Status BadTvmMessage(const std::string& what) {
   return Status(ErrorCode::kProtocolError, "TVM tracker message: " + what);
 }
 
@@ -155,15 +155,15 @@ Expected<size_t> TvmPeers::OnInput(TimePoint now, uint64_t conn, std::string_vie
   for (size_t handled = 0; handled < max_messages && data.size() - used >= 4; ++handled) {
     int32_t len = DecodeInt(data.data() + used);
     if (len <= 0 || len > tvm::kMaxMessageBytes) {
-      return Bad("length " + std::to_string(len) + " out of range (1.." +
-                 std::to_string(tvm::kMaxMessageBytes) + ")");
+      return BadTvmMessage("length " + std::to_string(len) + " out of range (1.." +
+                           std::to_string(tvm::kMaxMessageBytes) + ")");
     }
     if (data.size() - used - 4 < static_cast<size_t>(len)) break;
     // Bounded: nothing nested deeper than kMaxJsonDepth is built (copying such a value, as the
     // UPDATE_INFO merge does, would recurse once per level). Strings must be UTF-8.
     auto msg = ParseJson(data.substr(used + 4, len), {.max_bytes = tvm::kMaxMessageBytes});
     used += 4 + static_cast<size_t>(len);
-    if (!msg.ok()) return Bad(msg.status().message());
+    if (!msg.ok()) return BadTvmMessage(msg.status().message());
     CT_RETURN_IF_ERROR(Handle(now, conn, it->second, *msg));
   }
   return used;
@@ -171,13 +171,13 @@ Expected<size_t> TvmPeers::OnInput(TimePoint now, uint64_t conn, std::string_vie
 
 Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
   if (!msg.is_array() || msg.empty() || !msg[0].is_number_integer()) {
-    return Bad("expected [code, ...]");
+    return BadTvmMessage("expected [code, ...]");
   }
   // Range first: get<int>() would cut 2^32 + 1 down to 1, a valid code.
   const json& code = msg[0];
   if (code.is_number_unsigned() ? code.get<uint64_t>() > 255
                                 : code.get<int64_t>() < -1 || code.get<int64_t>() > 255) {
-    return Bad("unknown code " + JsonExcerpt(code));
+    return BadTvmMessage("unknown code " + JsonExcerpt(code));
   }
   switch (code.get<int>()) {
     case tvm::kPing:
@@ -191,7 +191,7 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
       return Put(now, conn, p, msg);
     case tvm::kRequest: {
       if (msg.size() < 2 || !msg[1].is_string() || msg[1].get_ref<const std::string&>().empty()) {
-        return Bad("REQUEST needs a key");
+        return BadTvmMessage("REQUEST needs a key");
       }
       msg::DeviceRequest req;
       req.key = msg[1].get<std::string>();
@@ -205,7 +205,8 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
       return Status::Ok();  // answered by the grant, or by a failure
     }
     case tvm::kUpdateInfo: {
-      if (msg.size() < 2 || !msg[1].is_object()) return Bad("UPDATE_INFO needs an object");
+      if (msg.size() < 2 || !msg[1].is_object())
+        return BadTvmMessage("UPDATE_INFO needs an object");
       // Copies are safe: the message came through ParseJson (64 levels at most, 1 MiB).
       json info = msg[1];
       if (info.contains("addr") && info["addr"].is_array() && !info["addr"].empty() &&
@@ -217,8 +218,8 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
       merged.update(info);
       const size_t size = merged.dump(-1, ' ', false, json::error_handler_t::replace).size();
       if (size > tvm::kMaxInfoBytes) {
-        return Bad("UPDATE_INFO: the merged info would take " + std::to_string(size) +
-                   " bytes (at most " + std::to_string(tvm::kMaxInfoBytes) + ")");
+        return BadTvmMessage("UPDATE_INFO: the merged info would take " + std::to_string(size) +
+                             " bytes (at most " + std::to_string(tvm::kMaxInfoBytes) + ")");
       }
       p.info = std::move(merged);
       p.info_bytes = size;
@@ -236,17 +237,17 @@ Status TvmPeers::Handle(TimePoint now, uint64_t conn, Peer& p, const json& msg) 
       return Status::Ok();
     }
     default:
-      return Bad("unknown code " + std::to_string(code.get<int>()));
+      return BadTvmMessage("unknown code " + std::to_string(code.get<int>()));
   }
 }
 
 Status TvmPeers::Put(TimePoint now, uint64_t conn, Peer& p, const json& msg) {
   if (msg.size() < 3 || !msg[1].is_string() || msg[1].get_ref<const std::string&>().empty() ||
       !msg[2].is_array() || msg[2].size() != 2 || !msg[2][1].is_string()) {
-    return Bad("expected [3, key, [port, matchkey], custom_addr]");
+    return BadTvmMessage("expected [3, key, [port, matchkey], custom_addr]");
   }
   auto port = Port(msg[2][0]);
-  if (!port) return Bad("PUT: bad port " + JsonExcerpt(msg[2][0]));
+  if (!port) return BadTvmMessage("PUT: bad port " + JsonExcerpt(msg[2][0]));
   std::string key = msg[1].get<std::string>();
   CT_ASSIGN_OR_RETURN(std::string host, PutHost(p, msg));
   std::string address = JoinHostPort(host, *port);
@@ -325,7 +326,7 @@ void TvmPeers::Release(TimePoint now, uint64_t conn, Peer& p) {
 
 Expected<std::string> TvmPeers::PutHost(const Peer& p, const json& msg) const {
   if (msg.size() <= 3 || msg[3].is_null()) return p.remote;
-  if (!msg[3].is_string()) return Bad("PUT: custom_addr is not a string");
+  if (!msg[3].is_string()) return BadTvmMessage("PUT: custom_addr is not a string");
   const std::string& custom = msg[3].get_ref<const std::string&>();
   if (custom.empty()) return p.remote;
   boost::system::error_code ec;
@@ -335,13 +336,14 @@ Expected<std::string> TvmPeers::PutHost(const Peer& p, const json& msg) const {
   // is escaped where it is logged.)
   const std::string quoted = "'" + custom.substr(0, 80) + (custom.size() > 80 ? "...'" : "'");
   if (!options_.allow_custom_addr) {
-    return Bad("PUT: custom_addr " + quoted + " is not the address the server connects from (" +
-               p.remote +
-               "); the tracker probes and hands out only that one unless started with "
-               "--tvm-allow-custom-addr");
+    return BadTvmMessage("PUT: custom_addr " + quoted +
+                         " is not the address the server connects from (" + p.remote +
+                         "); the tracker probes and hands out only that one unless started with "
+                         "--tvm-allow-custom-addr");
   }
-  if (ec) return Bad("PUT: custom_addr " + quoted + " is not an IP address");
-  if (!InNetworks(a)) return Bad("PUT: custom_addr " + quoted + " is not within --tvm-network");
+  if (ec) return BadTvmMessage("PUT: custom_addr " + quoted + " is not an IP address");
+  if (!InNetworks(a))
+    return BadTvmMessage("PUT: custom_addr " + quoted + " is not within --tvm-network");
   return Unmapped(a).to_string();
 }
 
