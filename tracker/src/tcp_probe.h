@@ -1,6 +1,6 @@
 // One TCP probe of a device's address, shared by the self-check of a quarantined crosstune server
-// (tracker.cc: a Hello, any frame back proves a live server) and the port probe of an idle TVM
-// server (tvm_peers.cc: four bytes that are not TVM's RPC magic, nothing read back).
+// (tracker_leases.cc: a Hello, any frame back proves a live server) and the port probe of an idle
+// TVM server (tvm_peers.cc: four bytes that are not TVM's RPC magic, nothing read back).
 //
 // Thread-safety: call on the io_context's thread; `done` runs there too.
 #pragma once
