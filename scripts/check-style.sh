@@ -3,6 +3,8 @@
 #   clang-format  changed lines (or, with --all, every tracked file) as .clang-format says
 #   clang-tidy    .clang-tidy's checks (bugprone, concurrency, cert, ...) on the changed sources
 #                 (needs build/default's compile_commands.json; skipped with a note without it)
+#   lizard        no function in tuner/src over 80 lines (its kernel templates aside), in every
+#                 mode (needs the Python venv of scripts/install-deps.sh; skipped with a note)
 # "Changed" is against BASE: the argument, else $CROSSTUNE_STYLE_BASE, else the merge base with
 # origin/main (main) when HEAD is ahead of it, else HEAD's parent (the last commit, as CI on main
 # sees it). Exits non-zero on a deviation or a finding.
@@ -43,6 +45,18 @@ if [ "$all" = 1 ]; then
     status=1
   fi
   rm -f /tmp/check-style-format.$$
+fi
+
+# A long function is a plan whose steps have no names: the tuner's stay short enough to read on
+# one screen (TuneJob::Run is its steps). Lizard measures each function from its first line to
+# its closing brace; the templates are kernel source held in strings, not code of ours to split.
+lizard=${CROSSTUNE_PYTHON_VENV:-/opt/crosstune/python-venv}/bin/lizard
+if [ ! -x "$lizard" ]; then
+  echo "check-style: no $lizard (scripts/install-deps.sh python); function lengths not checked" >&2
+elif ! "$lizard" --languages cpp --length 80 --CCN 1000000 --arguments 1000 --warnings_only \
+  --exclude 'tuner/src/templates/*' tuner/src; then
+  echo "check-style: the functions above are over 80 lines: split them into named steps" >&2
+  status=1
 fi
 
 if [ -z "$base" ]; then

@@ -157,13 +157,14 @@ install_tvm_venv() {
 # The Python package (python/): its build requirements (nanobind, scikit-build-core), its tests
 # (pytest, mypy, nbformat for the example notebook), numpy, tqdm and matplotlib (run.plot()), and
 # the documentation's Sphinx, MyST parser and sphinx-autoapi (docs/: the newest releases that run
-# on Debian 12's Python 3.11), in a virtual environment of its own made from Debian's python3
-# (whose headers python3-dev gives). The default build finds it there (CROSSTUNE_PYTHON_VENV) and
-# builds the package with it; scripts/test.sh builds the docs with its sphinx-build.
+# on Debian 12's Python 3.11), and lizard (scripts/check-style.sh: the tuner's function lengths),
+# in a virtual environment of its own made from Debian's python3 (whose headers python3-dev
+# gives). The default build finds it there (CROSSTUNE_PYTHON_VENV) and builds the package with
+# it; scripts/test.sh builds the docs with its sphinx-build.
 PY_VENV=${CROSSTUNE_PYTHON_VENV:-/opt/crosstune/python-venv}
 PY_PINS=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0 mypy==2.4.1 numpy==2.4.6
          tqdm==4.70.1 nbformat==5.11.1 matplotlib==3.11.2
-         sphinx==9.0.4 myst-parser==5.2.0 sphinx-autoapi==3.9.0)
+         sphinx==9.0.4 myst-parser==5.2.0 sphinx-autoapi==3.9.0 lizard==1.24.3)
 # pyproject.toml's [build-system] requires, at the venv's versions.
 PY_BUILD_PINS=()
 for pin in "${PY_PINS[@]}"; do
@@ -179,7 +180,7 @@ install_python_venv() {
   $SUDO mkdir -p "$(dirname "$PY_VENV")"
   $SUDO /usr/bin/python3 -m venv "$PY_VENV"
   $SUDO "$PY_VENV/bin/pip" install -q "${PY_PINS[@]}"
-  "$PY_VENV/bin/python" -c "import nanobind, scikit_build_core, pytest, mypy, numpy, sphinx, myst_parser, autoapi" >/dev/null
+  "$PY_VENV/bin/python" -c "import nanobind, scikit_build_core, pytest, mypy, numpy, sphinx, myst_parser, autoapi, lizard" >/dev/null
   echo "${PY_PINS[*]}" | $SUDO tee "$stamp" >/dev/null
 }
 

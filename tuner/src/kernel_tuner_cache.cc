@@ -89,36 +89,35 @@ bool IsKnownFailure(const std::string& s) {
   return s == "CompilationFailedConfig" || s == "RuntimeFailedConfig" || s == "InvalidConfig";
 }
 
-}  // namespace
+// What a cache file says about its entries: the parameters' names in key order, their values
+// (tune_params, optional), and the objective and which way it improves.
+struct CacheHeader {
+  std::vector<std::string> params;
+  const nlohmann::json* tune_params = nullptr;  // into the parsed document
+  std::string objective = "time";
+  bool higher_is_better = false;
+};
 
-Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::string& source) {
-  auto parsed = ParseCacheText(std::move(text));
-  if (!parsed.ok()) return Malformed(source, parsed.status().message());
-  const nlohmann::json& doc = *parsed;
-  if (!doc.is_object()) return Malformed(source, "the top level is not an object");
-
+Expected<CacheHeader> ReadCacheHeader(const nlohmann::json& doc, const std::string& source) {
+  CacheHeader h;
   auto keys_it = doc.find("tune_params_keys");
   if (keys_it == doc.end() || !keys_it->is_array() || keys_it->empty()) {
     return Malformed(source, "no 'tune_params_keys' list");
   }
-  std::vector<std::string> params;
   for (const auto& k : *keys_it) {
     if (!k.is_string()) return Malformed(source, "'tune_params_keys' holds " + JsonExcerpt(k));
-    params.push_back(k.get<std::string>());
+    h.params.push_back(k.get<std::string>());
   }
-  const nlohmann::json* tune_params = nullptr;
   if (auto it = doc.find("tune_params"); it != doc.end()) {
     if (!it->is_object()) return Malformed(source, "'tune_params' is not an object");
-    tune_params = &*it;
+    h.tune_params = &*it;
   }
-  std::string objective = "time";
   if (auto it = doc.find("objective"); it != doc.end()) {
     if (!it->is_string()) return Malformed(source, "'objective' is not a string");
-    objective = it->get<std::string>();
+    h.objective = it->get<std::string>();
   }
-  bool higher_is_better = false;
   if (auto it = doc.find("objective_higher_is_better"); it != doc.end() && it->is_boolean()) {
-    higher_is_better = it->get<bool>();
+    h.higher_is_better = it->get<bool>();
   }
   if (auto it = doc.find("problem_size"); it != doc.end()) {
     bool ok = it->is_number() || it->is_string() || it->is_array();
@@ -129,6 +128,90 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
       return Malformed(source,
                        "'problem_size' is neither a number nor a list: " + JsonExcerpt(*it));
   }
+  return h;
+}
+
+// An entry's parameter values into p.values: the entry's own, else read from its key and matched
+// against tune_params.
+Status ReadPointValues(const CacheHeader& h, const std::string& key, const nlohmann::json& entry,
+                       const std::string& source, ReplayPoint& p) {
+  const std::vector<std::string>& params = h.params;
+  p.values = nlohmann::json::object();
+  std::vector<std::string> parts = SplitKey(key);
+  for (size_t k = 0; k < params.size(); ++k) {
+    const std::string& name = params[k];
+    if (auto v = entry.find(name); v != entry.end()) {
+      p.values[name] = *v;
+      continue;
+    }
+    // The entry lacks the value: read it from the key, matched against tune_params.
+    if (parts.size() != params.size()) {
+      return Malformed(source, "cache key '" + key + "' has " + std::to_string(parts.size()) +
+                                   " values for " + std::to_string(params.size()) + " parameters");
+    }
+    const nlohmann::json* match = nullptr;
+    if (h.tune_params && h.tune_params->contains(name) && (*h.tune_params)[name].is_array()) {
+      for (const auto& cand : (*h.tune_params)[name]) {
+        if (PyStr(cand) == parts[k]) match = &cand;
+      }
+    }
+    if (!match) {
+      return Malformed(source, "cache entry '" + key + "' has no value of '" + name + "'");
+    }
+    p.values[name] = *match;
+  }
+  return Status::Ok();
+}
+
+// An entry's objective into p's cost or failure, and its compile and benchmark times.
+Status ReadPointCost(const CacheHeader& h, const std::string& key, const nlohmann::json& entry,
+                     const std::string& source, ReplayPoint& p) {
+  const std::string& objective = h.objective;
+  auto obj = entry.find(objective);
+  if (obj == entry.end()) {
+    return Malformed(source, "cache entry '" + key + "' has no '" + objective + "'");
+  }
+  if (obj->is_number()) {
+    double v = obj->get<double>();
+    if (!std::isfinite(v) || v < 0 || (h.higher_is_better && v <= 0)) {
+      p.failure = "NonFinite";
+    } else {
+      p.ok = true;
+      p.cost = h.higher_is_better ? 1.0 / v : v;
+    }
+  } else if (obj->is_string()) {
+    p.failure = obj->get<std::string>();
+    if (!IsKnownFailure(p.failure)) {
+      return Malformed(source, "cache entry '" + key + "' has " + objective + " \"" + p.failure +
+                                   "\" (not a number or a known failure)");
+    }
+  } else {
+    return Malformed(source,
+                     "cache entry '" + key + "' has " + objective + " " + JsonExcerpt(*obj));
+  }
+  // Kernel Tuner keeps its times in milliseconds. A value that is not a finite, non-negative
+  // number is left out: these fields are for replaying a trial's duration only.
+  auto seconds = [&entry](const char* field) -> std::optional<double> {
+    auto f = entry.find(field);
+    if (f == entry.end() || !f->is_number()) return std::nullopt;
+    double ms = f->get<double>();
+    if (!std::isfinite(ms) || ms < 0) return std::nullopt;
+    return ms / 1e3;
+  };
+  if (p.ok && objective == "time" && !h.higher_is_better) p.kernel_s = p.cost / 1e3;
+  p.build_s = seconds("compile_time");
+  p.run_s = seconds("benchmark_time");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::string& source) {
+  auto parsed = ParseCacheText(std::move(text));
+  if (!parsed.ok()) return Malformed(source, parsed.status().message());
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object()) return Malformed(source, "the top level is not an object");
+  CT_ASSIGN_OR_RETURN(CacheHeader header, ReadCacheHeader(doc, source));
   auto cache_it = doc.find("cache");
   if (cache_it == doc.end() || !cache_it->is_object())
     return Malformed(source, "no 'cache' object");
@@ -138,70 +221,12 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
   for (const auto& [key, entry] : cache_it->items()) {
     if (!entry.is_object()) return Malformed(source, "cache entry '" + key + "' is not an object");
     ReplayPoint p;
-    p.values = nlohmann::json::object();
-    std::vector<std::string> parts = SplitKey(key);
-    for (size_t k = 0; k < params.size(); ++k) {
-      const std::string& name = params[k];
-      if (auto v = entry.find(name); v != entry.end()) {
-        p.values[name] = *v;
-        continue;
-      }
-      // The entry lacks the value: read it from the key, matched against tune_params.
-      if (parts.size() != params.size()) {
-        return Malformed(source, "cache key '" + key + "' has " + std::to_string(parts.size()) +
-                                     " values for " + std::to_string(params.size()) +
-                                     " parameters");
-      }
-      const nlohmann::json* match = nullptr;
-      if (tune_params && tune_params->contains(name) && (*tune_params)[name].is_array()) {
-        for (const auto& cand : (*tune_params)[name]) {
-          if (PyStr(cand) == parts[k]) match = &cand;
-        }
-      }
-      if (!match) {
-        return Malformed(source, "cache entry '" + key + "' has no value of '" + name + "'");
-      }
-      p.values[name] = *match;
-    }
-    auto obj = entry.find(objective);
-    if (obj == entry.end()) {
-      return Malformed(source, "cache entry '" + key + "' has no '" + objective + "'");
-    }
-    if (obj->is_number()) {
-      double v = obj->get<double>();
-      if (!std::isfinite(v) || v < 0 || (higher_is_better && v <= 0)) {
-        p.failure = "NonFinite";
-      } else {
-        p.ok = true;
-        p.cost = higher_is_better ? 1.0 / v : v;
-      }
-    } else if (obj->is_string()) {
-      p.failure = obj->get<std::string>();
-      if (!IsKnownFailure(p.failure)) {
-        return Malformed(source, "cache entry '" + key + "' has " + objective + " \"" + p.failure +
-                                     "\" (not a number or a known failure)");
-      }
-    } else {
-      return Malformed(source,
-                       "cache entry '" + key + "' has " + objective + " " + JsonExcerpt(*obj));
-    }
-    // Kernel Tuner keeps its times in milliseconds. A value that is not a finite, non-negative
-    // number is left out: these fields are for replaying a trial's duration only.
-    const nlohmann::json& fields = entry;  // a structured binding cannot be captured (C++17)
-    auto seconds = [&fields](const char* field) -> std::optional<double> {
-      auto f = fields.find(field);
-      if (f == fields.end() || !f->is_number()) return std::nullopt;
-      double ms = f->get<double>();
-      if (!std::isfinite(ms) || ms < 0) return std::nullopt;
-      return ms / 1e3;
-    };
-    if (p.ok && objective == "time" && !higher_is_better) p.kernel_s = p.cost / 1e3;
-    p.build_s = seconds("compile_time");
-    p.run_s = seconds("benchmark_time");
+    CT_RETURN_IF_ERROR(ReadPointValues(header, key, entry, source, p));
+    CT_RETURN_IF_ERROR(ReadPointCost(header, key, entry, source, p));
     points.push_back(std::move(p));
   }
   if (points.empty()) return Malformed(source, "'cache' holds no entries");
-  return KernelTunerCache{std::move(params), std::move(points)};
+  return KernelTunerCache{std::move(header.params), std::move(points)};
 }
 
 Expected<PointSpace> MakePointSpace(const std::string& source,

@@ -27,6 +27,50 @@ bool ReadWorkload(const json& w, LogTaskSummary& t) {
   return true;
 }
 
+// Each kind of failure with its count and commonest first message line, by the kind's name.
+std::vector<LogErrorKind> ErrorKinds(
+    const std::map<TrialError, int>& errors,
+    const std::map<TrialError, std::map<std::string, int>>& messages) {
+  std::vector<LogErrorKind> out;
+  for (const auto& [kind, n] : errors) {
+    const auto& msgs = messages.at(kind);
+    auto top = std::max_element(msgs.begin(), msgs.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+    out.push_back({kind, n, top->first, top->second});
+  }
+  std::sort(out.begin(), out.end(), [](const LogErrorKind& a, const LogErrorKind& b) {
+    return TrialErrorName(a.kind) < TrialErrorName(b.kind);
+  });
+  return out;
+}
+
+// A network's tasks on a target (`members`, indices into `tasks`): their count, trials and the
+// network's estimated time; each task's share of it, when every task has a time.
+LogNetworkSummary SummarizeNetwork(const std::vector<size_t>& members,
+                                   std::vector<LogTaskSummary>& tasks) {
+  LogNetworkSummary n;
+  n.name = tasks[members.front()].network;
+  n.target = tasks[members.front()].target;
+  std::vector<NetworkTask> times;
+  for (size_t i : members) {
+    const LogTaskSummary& t = tasks[i];
+    n.tasks++;
+    n.trials += t.trials;
+    times.push_back(
+        {static_cast<double>(t.count), t.has_best ? t.best.mean : TaskScheduler::kNoTime});
+  }
+  const NetworkTime time = EstimateNetworkTime(times);
+  n.missing = time.missing;
+  n.seconds = time.seconds;
+  if (time.complete()) {
+    for (size_t k = 0; k < members.size(); ++k) {
+      tasks[members[k]].share = time.shares[k];
+      tasks[members[k]].network_seconds = time.seconds;
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
 LogSummary SummarizeLog(const std::vector<Record>& records) {
@@ -74,41 +118,13 @@ LogSummary SummarizeLog(const std::vector<Record>& records) {
     Group& g = groups.at(key);
     LogTaskSummary& t = g.summary;
     t.unique_configs = g.configs.size();
-    for (const auto& [kind, n] : g.errors) {
-      const auto& msgs = g.messages.at(kind);
-      auto top = std::max_element(msgs.begin(), msgs.end(),
-                                  [](const auto& a, const auto& b) { return a.second < b.second; });
-      t.errors.push_back({kind, n, top->first, top->second});
-    }
-    std::sort(t.errors.begin(), t.errors.end(), [](const LogErrorKind& a, const LogErrorKind& b) {
-      return TrialErrorName(a.kind) < TrialErrorName(b.kind);
-    });
+    t.errors = ErrorKinds(g.errors, g.messages);
     t.in_network = ReadWorkload(g.workload, t);
     if (t.in_network) networks[t.network + "  [" + t.target + "]"].push_back(out.tasks.size());
     out.tasks.push_back(std::move(t));
   }
   for (const auto& [name_target, members] : networks) {
-    LogNetworkSummary n;
-    n.name = out.tasks[members.front()].network;
-    n.target = out.tasks[members.front()].target;
-    std::vector<NetworkTask> times;
-    for (size_t i : members) {
-      const LogTaskSummary& t = out.tasks[i];
-      n.tasks++;
-      n.trials += t.trials;
-      times.push_back(
-          {static_cast<double>(t.count), t.has_best ? t.best.mean : TaskScheduler::kNoTime});
-    }
-    const NetworkTime time = EstimateNetworkTime(times);
-    n.missing = time.missing;
-    n.seconds = time.seconds;
-    if (time.complete()) {
-      for (size_t k = 0; k < members.size(); ++k) {
-        out.tasks[members[k]].share = time.shares[k];
-        out.tasks[members[k]].network_seconds = time.seconds;
-      }
-    }
-    out.networks.push_back(n);
+    out.networks.push_back(SummarizeNetwork(members, out.tasks));
   }
   return out;
 }

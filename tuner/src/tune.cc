@@ -284,388 +284,521 @@ void TuneJob::AddTransfer(const Task& other, const std::vector<Record>& records)
   if (!samples.empty()) s.tuner->AddTransfer(samples);
 }
 
-Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int trials,
-                                   bool include_default) {
-  State& s = *s_;
-  const Task& task = s.task;
-  const ConfigSpace& space = *s.space;
-  const std::string& target = s.target;
-  Tuner* tuner = s.tuner.get();
-  builder::BuildService& builder = s.builder;
-  std::vector<Record>& task_records = s.task_records;
-  std::unordered_set<uint64_t>& done = s.done;
-  TuneOptions options = s.options;
-  options.trials = trials;
-  options.include_default = include_default;
-  auto warn = [&](const std::string& w) { s.Warn(w); };
-  const auto t_start = Clock::now();
-  TuneSummary sum;
-  sum.stale = s.stale;
-  sum.log_warnings = s.log_warnings;
-  sum.resumed = static_cast<int>(task_records.size());
-  ++s.runs;
+// One Run() of a job: the devices it opened, the pipeline of batches and the summary and progress
+// it fills. Run() is its plan: OpenDevices, StartPipeline (the first batch), then Step for each
+// batch (propose, build, measure, record, the stop rules) and Finish.
+//
+// Thread-safety: the calling thread owns it. While a batch runs, its device threads (MeasureOn)
+// change only the batch's queue and, under the queue's `mu`, alive_, lost_,
+// progress_.devices_busy, sum_.device_busy_s and the job's log; they read the runners, task, space,
+// options and tuner name, which nothing changes then. Overlapped, a planning step runs beside them
+// (PlanAndBuildAsync): it alone touches the tuner, planned_set_ and planned_ until the calling
+// thread takes its result from building_.
+class TuneJob::RunLoop {
+ public:
+  RunLoop(State& state, int trials, bool include_default);
+  // The log already holds `trials` configs of the task: nothing to measure.
+  bool Done() const { return progress_.done >= options_.trials; }
+  // Connects and starts the devices; an error when none could be used.
+  Status OpenDevices(const std::vector<DeviceSpec>& devices);
+  // Plans the first batch (the devices wait for it) and starts its build.
+  void StartPipeline();
+  // Measures one batch and records it: true while the run goes on, false when nothing was left
+  // to measure or a stop rule ended the run; an error when every device was lost.
+  Expected<bool> Step();
+  // The summary over every record of the task; AllFailedStatus's error when every one failed.
+  Expected<TuneSummary> Finish();
 
-  TuneProgress progress;
-  progress.total = options.trials;
-  progress.done = static_cast<int>(done.size());
-  for (const auto& r : task_records)
-    progress.best_gflops = std::max(progress.best_gflops, r.gflops());
-
-  auto finish = [&]() -> Expected<TuneSummary> {
-    sum.trials_in_log = static_cast<int>(task_records.size());
-    sum.wall_s = Since(t_start);
-    for (const auto& r : task_records) {
-      if (!r.ok()) sum.errors[r.error]++;
-    }
-    // The fastest of the devices' bests (BestRecords keeps one per device kind).
-    for (const auto& b : BestRecords(task_records)) {
-      if (!sum.has_best || b.mean < sum.best.mean) sum.best = b;
-      sum.has_best = true;
-    }
-    const uint64_t default_index = task.DefaultConfig().index();
-    for (const auto& r : task_records) {
-      auto c = space.FromJson(r.config_values);
-      if ((c.ok() ? c->index() : r.config_index) == default_index) {
-        sum.has_default = true;
-        sum.default_record = r;
-      }
-    }
-    CT_RETURN_IF_ERROR(AllFailedStatus(task_records));
-    return sum;
-  };
-  if (progress.done >= options.trials) return finish();
-
-  // --- Devices. Connected first: a task whose tensors a device cannot hold is refused there,
-  // before the host allocates the inputs and computes the reference (once per job).
-  std::vector<std::unique_ptr<DeviceRunner>> runners;
-  std::string open_errors;
-  Status too_big;
-  auto drop = [&](const DeviceSpec& spec, const Status& why) {
-    open_errors += (open_errors.empty() ? "" : "; ") + spec.name + ": " + why.ToString();
-    warn("device " + spec.name + " could not be used: " + why.ToString());
-    if (why.code() == ErrorCode::kLimitExceeded) too_big = why;
-    if (options.on_device_lost) options.on_device_lost(spec, why);
-  };
-  for (const auto& spec : devices) {
-    auto r = DeviceRunner::Connect(spec, task, options.measure);
-    if (r.ok()) {
-      runners.push_back(std::move(r).value());
-    } else {
-      drop(spec, r.status());
-    }
-  }
-  if (!runners.empty()) {
-    if (!s.reference) s.reference = ReferenceData::Make(task, options.measure.input_seed);
-    std::vector<std::unique_ptr<DeviceRunner>> started;
-    for (auto& r : runners) {
-      if (Status st = r->Start(*s.reference); st.ok()) {
-        started.push_back(std::move(r));
-      } else {
-        drop(r->spec(), st);
-      }
-    }
-    runners = std::move(started);
-  }
-  if (runners.empty()) {
-    // The one device is too small for the task: that is the error, with the size and limit.
-    if (!too_big.ok() && devices.size() == 1) return too_big;
-    return Status(ErrorCode::kNoDevice, "no device could be opened (" + open_errors + ")");
-  }
-  sum.devices = static_cast<int>(runners.size());
-  const msg::DeviceInfo limits = runners.front()->info();
-  // Which devices still measure. While a batch's device threads run, only under its `mu` (a
-  // vector<bool> packs its elements into shared words: a thread's write to its own element is a
-  // write to its neighbours' too).
-  std::vector<bool> alive(runners.size(), true);
-
-  // --- The loop: build batch i+1 while batch i runs.
-  sum.batch = ChooseBatch(options.batch, static_cast<int>(runners.size()));
-  const std::string tuner_name = tuner->name();  // for records, while the tuner plans beside them
-  // Everything measured, in the pipeline, or put in by us (the default config): a tuner that
-  // proposes one of these again (it hears of results a batch late) is not measured twice.
-  std::unordered_set<uint64_t> planned_set(done.begin(), done.end());
-  int planned = progress.done;  // trials measured or in the pipeline
-  // One planning step: the tuner hears of `heard` and, asked for n > 0 configs, refits and
-  // proposes up to n new ones. One step at a time, on this thread or (overlapped) beside the
-  // device threads, which never touch the tuner, planned_set or planned; its warnings are said
-  // on this thread (account).
+ private:
+  // One planning step's proposals, its tuner's warnings and its time.
   struct Plan {
     std::vector<uint64_t> indices;
     std::vector<std::string> warnings;
     PlanningTime time;
     Clock::time_point start, end;
   };
-  auto plan = [&](const std::vector<TrialResult>& heard, int n) {
-    Plan p;
-    p.start = Clock::now();
-    if (!heard.empty()) tuner->Update(heard);
-    if (n > 0) tuner->Refit();
-    const auto refitted = Clock::now();
-    for (int round = 0; round < 4 && static_cast<int>(p.indices.size()) < n; ++round) {
-      auto batch = tuner->NextBatch(n - static_cast<int>(p.indices.size()));
-      if (batch.empty()) break;
-      for (uint64_t i : batch) {
-        if (planned_set.insert(i).second) p.indices.push_back(i);
-      }
-    }
-    p.warnings = tuner->TakeWarnings();
-    p.end = Clock::now();
-    p.time.proposed = static_cast<int>(p.indices.size());
-    p.time.refit_s = Seconds(refitted - p.start);
-    p.time.propose_s = Seconds(p.end - refitted);
-    planned += p.time.proposed;
-    return p;
-  };
-  // A plan's time into the summary, `waited_s` of it while no device measured.
-  auto account = [&](const Plan& p, double waited_s) {
-    for (const auto& w : p.warnings) warn(w);
-    PlanningTime t = p.time;
-    t.waited_s = std::clamp(waited_s, 0.0, t.seconds());
-    sum.planning.Add(t);
-  };
   // A batch ready to measure and, overlapped, the plan that chose it.
   struct Prepared {
     std::vector<Candidate> batch;
     std::optional<Plan> plan;
   };
-  auto build_async = [&](std::vector<uint64_t> indices) {
-    return std::async(std::launch::async, [&, indices = std::move(indices)] {
-      return Prepared{BuildCandidates(builder, task, indices, limits, options.measure), {}};
-    });
+  // The stop rules, read before a batch runs: either one plans nothing after it.
+  struct Stops {
+    bool requested = false;  // options.stop
+    bool early = false;      // options.early_stop trials without a better config
+    bool any() const { return requested || early; }
   };
-  // Overlapped: plan beside the devices, then build what it proposed.
-  auto plan_and_build_async = [&](std::vector<TrialResult> heard, int n) {
-    return std::async(std::launch::async, [&, heard = std::move(heard), n] {
-      Prepared out;
-      out.plan = plan(heard, n);
-      out.batch = BuildCandidates(builder, task, out.plan->indices, limits, options.measure);
-      return out;
-    });
-  };
-  auto nothing_more = [] { return std::async(std::launch::deferred, [] { return Prepared{}; }); };
-  const uint64_t default_index = task.DefaultConfig().index();
-  std::vector<uint64_t> first;
-  if (options.include_default && space.IsValid(space.Get(default_index)) &&
-      planned_set.insert(default_index).second) {
-    first.push_back(default_index);
-  }
-  const int put_in = static_cast<int>(first.size());  // the default config, when measured
-  // The next batch's size: the given batch, or ChooseBatch's reached by RampBatch.
-  auto batch_now = [&] { return options.batch > 0 ? sum.batch : RampBatch(sum.batch, planned); };
-  {  // The first batch: the devices wait for its plan.
-    Plan p = plan(std::exchange(s.unheard, {}),
-                  std::min(batch_now(), options.trials - planned) - put_in);
-    account(p, p.time.seconds());
-    first.insert(first.end(), p.indices.begin(), p.indices.end());
-  }
-  planned += put_in;
-  std::future<Prepared> building = build_async(std::move(first));
-  double best_mean = std::numeric_limits<double>::infinity();
-  for (const auto& r : task_records) {
-    if (r.ok() && r.mean > 0) best_mean = std::min(best_mean, r.mean);
-  }
-  int since_best = 0;
-  Status lost;
-  Clock::time_point batch_end = Clock::now();  // when the devices finished the last batch
-
-  for (;;) {
-    Prepared prepared = building.get();
-    if (prepared.plan) {
-      // Planned beside the last batch: the devices waited for what outlasted it.
-      const Plan& p = *prepared.plan;
-      account(p, Seconds(p.end - std::max(p.start, batch_end)));
-    }
-    const std::vector<Candidate> batch = std::move(prepared.batch);
-    if (batch.empty()) break;
-    for (const auto& c : batch) {
-      if (!c.cache_warning.empty()) warn(c.cache_warning);
-    }
-    bool stop_now = options.stop && options.stop->load();
-    bool early = options.early_stop > 0 && since_best >= options.early_stop;
-    const int next_n = stop_now || early ? 0 : std::min(batch_now(), options.trials - planned);
-    // Taking turns: the next batch is planned now, before this one runs, and built after it.
-    std::vector<uint64_t> after_run;
-    if (!options.overlap && next_n > 0) {
-      Plan p = plan(std::exchange(s.unheard, {}), next_n);
-      account(p, p.time.seconds());
-      after_run = std::move(p.indices);
-    }
-
-    // Devices pull candidates; a lost device's candidate goes back for another.
+  using Finished = std::vector<std::pair<Record, TrialResult>>;
+  // What a batch's device threads share with the calling thread, all under `mu`.
+  struct BatchQueue {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<const Candidate*> queue;
-    for (const auto& c : batch) queue.push_back(&c);
     int in_flight = 0;
-    std::vector<std::pair<Record, TrialResult>> finished;
-    std::vector<std::string> device_warnings;  // the device threads' (mu), said by this thread
-    std::vector<std::thread> threads;
-    std::vector<size_t> measuring;  // read before the first thread starts
-    for (size_t d = 0; d < runners.size(); ++d) {
-      if (alive[d]) measuring.push_back(d);
-    }
-    for (size_t d : measuring) {
-      threads.emplace_back([&, d] {
-        DeviceRunner& runner = *runners[d];
-        std::unique_lock<std::mutex> lock(mu);
-        for (;;) {
-          cv.wait(lock, [&] { return !queue.empty() || in_flight == 0; });
-          if (queue.empty()) return;
-          const Candidate* c = queue.front();
-          queue.pop_front();
-          ++in_flight;
-          ++progress.devices_busy;
-          lock.unlock();
-          auto t0 = Clock::now();
-          Measurement m = runner.Measure(*c);
-          double busy = Since(t0);
-          // Outside the lock: it generates the config's source again to hash it.
-          const std::string generator = GeneratorHash(task, space.Get(m.index));
-          lock.lock();
-          --in_flight;
-          --progress.devices_busy;
-          sum.device_busy_s += busy;
-          if (m.error == TrialError::kDeviceLost) {
-            queue.push_front(c);
-            alive[d] = false;
-            // `lost` is shared (mu): the callback gets this device's own copy, as another device
-            // thread may set `lost` while it runs.
-            const Status why(ErrorCode::kDisconnected, m.message);
-            lost = why;
-            cv.notify_all();
-            lock.unlock();
-            if (options.on_device_lost) options.on_device_lost(runner.spec(), why);
-            return;
-          }
-          Record r;
-          r.tool = "";
-          r.run_id = options.run_id;
-          r.tuner = tuner_name;
-          r.task = task.id();
-          r.target = target;
-          r.device = runner.id();
-          r.config_index = m.index;
-          r.config_values = space.Get(m.index).ToJson();
-          r.generator = generator;
-          r.flops = task.flops();
-          r.costs = m.costs;
-          r.mean = m.mean;
-          r.error = m.error;
-          r.message = m.message;
-          r.build_s = m.build_s;
-          r.run_s = m.run_s;
-          r.build_cached = m.build_cached;
-          r.timestamp = UtcTimestamp();
-          r.workload = options.workload;
-          if (s.writer) {
-            // Said by the calling thread (the progress loop), as every warning is.
-            if (Status st = s.writer->Append(r); !st.ok()) device_warnings.push_back(st.ToString());
-          }
-          finished.emplace_back(r, ToTrial(m.index, r));
-          cv.notify_all();
-        }
-      });
-    }
-    // Overlapped: while the devices measure, the tuner hears of the batch before this one and
-    // plans the next, which then builds; its plan knows what it would know taking turns.
-    if (options.overlap) {
-      building =
-          next_n > 0 ? plan_and_build_async(std::exchange(s.unheard, {}), next_n) : nothing_more();
-    }
-    // Progress while the batch runs, from this thread.
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      size_t reported = 0;
-      for (;;) {
-        bool over = queue.empty() && in_flight == 0;
-        if (!over) {
-          bool any_alive = std::find(alive.begin(), alive.end(), true) != alive.end();
-          over = !any_alive;
-        }
-        if (!device_warnings.empty()) {
-          std::vector<std::string> said = std::exchange(device_warnings, {});
-          lock.unlock();
-          for (const auto& w : said) warn(w);
-          lock.lock();
-          continue;
-        }
-        if (finished.size() != reported && (options.on_progress || options.on_record)) {
-          std::vector<Record> fresh;
-          for (size_t i = reported; i < finished.size(); ++i) {
-            const Record& r = finished[i].first;
-            progress.best_gflops = std::max(progress.best_gflops, r.gflops());
-            if (!r.ok()) progress.errors[r.error]++;
-            if (options.on_record) fresh.push_back(r);
-          }
-          progress.measured = sum.measured + static_cast<int>(finished.size());
-          progress.done = static_cast<int>(done.size()) + static_cast<int>(finished.size());
-          progress.devices = static_cast<int>(std::count(alive.begin(), alive.end(), true));
-          progress.elapsed_s = Since(t_start);
-          progress.rate = progress.elapsed_s > 0 ? progress.measured / progress.elapsed_s : 0;
-          progress.batch_end = false;
-          reported = finished.size();
-          TuneProgress snapshot = progress;  // device threads update devices_busy
-          lock.unlock();
-          for (const Record& r : fresh) options.on_record(r);
-          if (options.on_progress) options.on_progress(snapshot);
-          lock.lock();
-          continue;
-        }
-        if (over) break;
-        cv.wait_for(lock, std::chrono::milliseconds(250));
-      }
-    }
-    for (auto& t : threads) t.join();
-    for (const auto& w : device_warnings) warn(w);  // none left, as the loop ends: to be sure
-    batch_end = Clock::now();
-    if (!options.overlap) {
-      building = next_n > 0 ? build_async(std::move(after_run)) : nothing_more();
-    }
+    Finished finished;
+    std::vector<std::string> device_warnings;  // said by the calling thread
+  };
 
-    for (auto& [r, t] : finished) {
-      if (r.build_cached) {
-        ++sum.builds;
-        sum.build_cache_hits += *r.build_cached;
-      }
-      done.insert(t.index);
-      s.unheard.push_back(t);  // the next plan's news
-      if (t.ok && t.cost < best_mean) {
-        best_mean = t.cost;
-        since_best = 0;
-      } else {
-        ++since_best;
-      }
-      task_records.push_back(std::move(r));
-    }
-    sum.measured += static_cast<int>(finished.size());
-    for (const auto& c : batch) sum.build_s += c.build_s;
+  Plan Propose(const std::vector<TrialResult>& heard, int n);
+  void Account(const Plan& p, double waited_s);
+  int BatchNow() const;
+  std::future<Prepared> BuildAsync(std::vector<uint64_t> indices);
+  std::future<Prepared> PlanAndBuildAsync(std::vector<TrialResult> heard, int n);
+  static std::future<Prepared> NothingMore();
+  Stops CheckStops() const;
+  Finished Measure(const std::vector<Candidate>& batch, int next_n);
+  void MeasureOn(size_t d, BatchQueue& q);
+  Record MakeRecord(const DeviceRunner& runner, const Measurement& m,
+                    const std::string& generator) const;
+  void ReportWhileMeasuring(BatchQueue& q);
+  void RecordBatch(Finished finished, const std::vector<Candidate>& batch);
+  void ReportBatchEnd();
+  Expected<bool> Ended(const Stops& stops);
+  void Warn(const std::string& w) const { s_.Warn(w); }
 
-    progress.measured = sum.measured;
-    progress.done = static_cast<int>(done.size());
-    progress.devices = static_cast<int>(std::count(alive.begin(), alive.end(), true));
-    progress.elapsed_s = Since(t_start);
-    progress.rate = progress.elapsed_s > 0 ? progress.measured / progress.elapsed_s : 0;
-    progress.batch_end = true;
-    if (options.on_progress) options.on_progress(progress);
+  State& s_;
+  const Task& task_;
+  const ConfigSpace& space_;
+  Tuner* tuner_;
+  TuneOptions options_;  // the job's, with this run's trials and include_default
+  const Clock::time_point t_start_;
+  TuneSummary sum_;
+  TuneProgress progress_;
+  std::vector<std::unique_ptr<DeviceRunner>> runners_;
+  msg::DeviceInfo limits_;  // the first device's, for the builds
+  // Which devices still measure. While a batch's device threads run, only under its `mu` (a
+  // vector<bool> packs its elements into shared words: a thread's write to its own element is a
+  // write to its neighbours' too).
+  std::vector<bool> alive_;
+  Status lost_;             // the last device lost (mu)
+  std::string tuner_name_;  // for records, while the tuner plans beside them
+  // Everything measured, in the pipeline, or put in by us (the default config): a tuner that
+  // proposes one of these again (it hears of results a batch late) is not measured twice.
+  std::unordered_set<uint64_t> planned_set_;
+  int planned_ = 0;  // trials measured or in the pipeline
+  double best_mean_ = std::numeric_limits<double>::infinity();
+  int since_best_ = 0;
+  Clock::time_point batch_end_;  // when the devices finished the last batch
+  // The next batch, planned and built beside this one. Last: destroyed first, its build waited
+  // for before what the build reads goes.
+  std::future<Prepared> building_;
+};
 
-    if (progress.devices == 0) {
-      building.wait();
-      return Status(ErrorCode::kDisconnected, "every device was lost (" + lost.message() + "); " +
-                                                  std::to_string(sum.measured) +
-                                                  " trials measured this run, records kept");
-    }
-    if (stop_now) {
-      sum.stopped = true;
-      building.wait();
-      break;
-    }
-    if (early) {
-      sum.early_stopped = true;
-      building.wait();
-      break;
+TuneJob::RunLoop::RunLoop(State& state, int trials, bool include_default)
+    : s_(state),
+      task_(state.task),
+      space_(*state.space),
+      tuner_(state.tuner.get()),
+      options_(state.options),
+      t_start_(Clock::now()) {
+  options_.trials = trials;
+  options_.include_default = include_default;
+  sum_.stale = s_.stale;
+  sum_.log_warnings = s_.log_warnings;
+  sum_.resumed = static_cast<int>(s_.task_records.size());
+  ++s_.runs;
+  progress_.total = options_.trials;
+  progress_.done = static_cast<int>(s_.done.size());
+  for (const auto& r : s_.task_records)
+    progress_.best_gflops = std::max(progress_.best_gflops, r.gflops());
+}
+
+Expected<TuneSummary> TuneJob::RunLoop::Finish() {
+  const std::vector<Record>& task_records = s_.task_records;
+  sum_.trials_in_log = static_cast<int>(task_records.size());
+  sum_.wall_s = Since(t_start_);
+  for (const auto& r : task_records) {
+    if (!r.ok()) sum_.errors[r.error]++;
+  }
+  // The fastest of the devices' bests (BestRecords keeps one per device kind).
+  for (const auto& b : BestRecords(task_records)) {
+    if (!sum_.has_best || b.mean < sum_.best.mean) sum_.best = b;
+    sum_.has_best = true;
+  }
+  const uint64_t default_index = task_.DefaultConfig().index();
+  for (const auto& r : task_records) {
+    auto c = space_.FromJson(r.config_values);
+    if ((c.ok() ? c->index() : r.config_index) == default_index) {
+      sum_.has_default = true;
+      sum_.default_record = r;
     }
   }
-  return finish();
+  CT_RETURN_IF_ERROR(AllFailedStatus(task_records));
+  return sum_;
+}
+
+// --- Devices. Connected first: a task whose tensors a device cannot hold is refused there,
+// before the host allocates the inputs and computes the reference (once per job).
+Status TuneJob::RunLoop::OpenDevices(const std::vector<DeviceSpec>& devices) {
+  std::string open_errors;
+  Status too_big;
+  auto drop = [&](const DeviceSpec& spec, const Status& why) {
+    open_errors += (open_errors.empty() ? "" : "; ") + spec.name + ": " + why.ToString();
+    Warn("device " + spec.name + " could not be used: " + why.ToString());
+    if (why.code() == ErrorCode::kLimitExceeded) too_big = why;
+    if (options_.on_device_lost) options_.on_device_lost(spec, why);
+  };
+  for (const auto& spec : devices) {
+    auto r = DeviceRunner::Connect(spec, task_, options_.measure);
+    if (r.ok()) {
+      runners_.push_back(std::move(r).value());
+    } else {
+      drop(spec, r.status());
+    }
+  }
+  if (!runners_.empty()) {
+    if (!s_.reference) s_.reference = ReferenceData::Make(task_, options_.measure.input_seed);
+    std::vector<std::unique_ptr<DeviceRunner>> started;
+    for (auto& r : runners_) {
+      if (Status st = r->Start(*s_.reference); st.ok()) {
+        started.push_back(std::move(r));
+      } else {
+        drop(r->spec(), st);
+      }
+    }
+    runners_ = std::move(started);
+  }
+  if (runners_.empty()) {
+    // The one device is too small for the task: that is the error, with the size and limit.
+    if (!too_big.ok() && devices.size() == 1) return too_big;
+    return Status(ErrorCode::kNoDevice, "no device could be opened (" + open_errors + ")");
+  }
+  sum_.devices = static_cast<int>(runners_.size());
+  limits_ = runners_.front()->info();
+  alive_.assign(runners_.size(), true);
+  return Status::Ok();
+}
+
+// One planning step: the tuner hears of `heard` and, asked for n > 0 configs, refits and
+// proposes up to n new ones. One step at a time, on the calling thread or (overlapped) beside
+// the device threads, which never touch the tuner, planned_set_ or planned_; its warnings are
+// said on the calling thread (Account).
+TuneJob::RunLoop::Plan TuneJob::RunLoop::Propose(const std::vector<TrialResult>& heard, int n) {
+  Plan p;
+  p.start = Clock::now();
+  if (!heard.empty()) tuner_->Update(heard);
+  if (n > 0) tuner_->Refit();
+  const auto refitted = Clock::now();
+  for (int round = 0; round < 4 && static_cast<int>(p.indices.size()) < n; ++round) {
+    auto batch = tuner_->NextBatch(n - static_cast<int>(p.indices.size()));
+    if (batch.empty()) break;
+    for (uint64_t i : batch) {
+      if (planned_set_.insert(i).second) p.indices.push_back(i);
+    }
+  }
+  p.warnings = tuner_->TakeWarnings();
+  p.end = Clock::now();
+  p.time.proposed = static_cast<int>(p.indices.size());
+  p.time.refit_s = Seconds(refitted - p.start);
+  p.time.propose_s = Seconds(p.end - refitted);
+  planned_ += p.time.proposed;
+  return p;
+}
+
+// A plan's time into the summary, `waited_s` of it while no device measured.
+void TuneJob::RunLoop::Account(const Plan& p, double waited_s) {
+  for (const auto& w : p.warnings) Warn(w);
+  PlanningTime t = p.time;
+  t.waited_s = std::clamp(waited_s, 0.0, t.seconds());
+  sum_.planning.Add(t);
+}
+
+// The next batch's size: the given batch, or ChooseBatch's reached by RampBatch.
+int TuneJob::RunLoop::BatchNow() const {
+  return options_.batch > 0 ? sum_.batch : RampBatch(sum_.batch, planned_);
+}
+
+std::future<TuneJob::RunLoop::Prepared> TuneJob::RunLoop::BuildAsync(
+    std::vector<uint64_t> indices) {
+  return std::async(std::launch::async, [this, indices = std::move(indices)] {
+    return Prepared{BuildCandidates(s_.builder, task_, indices, limits_, options_.measure), {}};
+  });
+}
+
+// Overlapped: plan beside the devices, then build what it proposed.
+std::future<TuneJob::RunLoop::Prepared> TuneJob::RunLoop::PlanAndBuildAsync(
+    std::vector<TrialResult> heard, int n) {
+  return std::async(std::launch::async, [this, heard = std::move(heard), n] {
+    Prepared out;
+    out.plan = Propose(heard, n);
+    out.batch = BuildCandidates(s_.builder, task_, out.plan->indices, limits_, options_.measure);
+    return out;
+  });
+}
+
+std::future<TuneJob::RunLoop::Prepared> TuneJob::RunLoop::NothingMore() {
+  return std::async(std::launch::deferred, [] { return Prepared{}; });
+}
+
+// The first batch: the default config (when asked for and valid) and the tuner's first plan,
+// which the devices wait for. Then batch i+1 builds while batch i runs (Step).
+void TuneJob::RunLoop::StartPipeline() {
+  sum_.batch = ChooseBatch(options_.batch, static_cast<int>(runners_.size()));
+  tuner_name_ = tuner_->name();
+  planned_set_.insert(s_.done.begin(), s_.done.end());
+  planned_ = progress_.done;
+  const uint64_t default_index = task_.DefaultConfig().index();
+  std::vector<uint64_t> first;
+  if (options_.include_default && space_.IsValid(space_.Get(default_index)) &&
+      planned_set_.insert(default_index).second) {
+    first.push_back(default_index);
+  }
+  const int put_in = static_cast<int>(first.size());  // the default config, when measured
+  Plan p = Propose(std::exchange(s_.unheard, {}),
+                   std::min(BatchNow(), options_.trials - planned_) - put_in);
+  Account(p, p.time.seconds());
+  // (One by one: GCC 12 takes a range insert here for an overflow, -Wstringop-overflow.)
+  for (uint64_t i : p.indices) first.push_back(i);
+  planned_ += put_in;
+  building_ = BuildAsync(std::move(first));
+  for (const auto& r : s_.task_records) {
+    if (r.ok() && r.mean > 0) best_mean_ = std::min(best_mean_, r.mean);
+  }
+  batch_end_ = Clock::now();
+}
+
+Expected<bool> TuneJob::RunLoop::Step() {
+  Prepared prepared = building_.get();
+  if (prepared.plan) {
+    // Planned beside the last batch: the devices waited for what outlasted it.
+    const Plan& p = *prepared.plan;
+    Account(p, Seconds(p.end - std::max(p.start, batch_end_)));
+  }
+  const std::vector<Candidate> batch = std::move(prepared.batch);
+  if (batch.empty()) return false;
+  for (const auto& c : batch) {
+    if (!c.cache_warning.empty()) Warn(c.cache_warning);
+  }
+  const Stops stops = CheckStops();
+  const int next_n = stops.any() ? 0 : std::min(BatchNow(), options_.trials - planned_);
+  // Taking turns: the next batch is planned now, before this one runs, and built after it.
+  std::vector<uint64_t> after_run;
+  if (!options_.overlap && next_n > 0) {
+    Plan p = Propose(std::exchange(s_.unheard, {}), next_n);
+    Account(p, p.time.seconds());
+    after_run = std::move(p.indices);
+  }
+  Finished finished = Measure(batch, next_n);
+  batch_end_ = Clock::now();
+  if (!options_.overlap) {
+    building_ = next_n > 0 ? BuildAsync(std::move(after_run)) : NothingMore();
+  }
+  RecordBatch(std::move(finished), batch);
+  ReportBatchEnd();
+  CT_ASSIGN_OR_RETURN(const bool ended, Ended(stops));
+  return !ended;
+}
+
+TuneJob::RunLoop::Stops TuneJob::RunLoop::CheckStops() const {
+  Stops stops;
+  stops.requested = options_.stop && options_.stop->load();
+  stops.early = options_.early_stop > 0 && since_best_ >= options_.early_stop;
+  return stops;
+}
+
+// Devices pull candidates; a lost device's candidate goes back for another.
+TuneJob::RunLoop::Finished TuneJob::RunLoop::Measure(const std::vector<Candidate>& batch,
+                                                     int next_n) {
+  BatchQueue q;
+  for (const auto& c : batch) q.queue.push_back(&c);
+  std::vector<std::thread> threads;
+  std::vector<size_t> measuring;  // read before the first thread starts
+  for (size_t d = 0; d < runners_.size(); ++d) {
+    if (alive_[d]) measuring.push_back(d);
+  }
+  for (size_t d : measuring) threads.emplace_back([this, d, &q] { MeasureOn(d, q); });
+  // Overlapped: while the devices measure, the tuner hears of the batch before this one and
+  // plans the next, which then builds; its plan knows what it would know taking turns.
+  if (options_.overlap) {
+    building_ =
+        next_n > 0 ? PlanAndBuildAsync(std::exchange(s_.unheard, {}), next_n) : NothingMore();
+  }
+  ReportWhileMeasuring(q);
+  for (auto& t : threads) t.join();
+  for (const auto& w : q.device_warnings) Warn(w);  // none left, as the loop ends: to be sure
+  return std::move(q.finished);
+}
+
+// Device d's thread: measures candidates from the queue until it is empty and nothing is in
+// flight (another device may give one back), or until the device is lost.
+void TuneJob::RunLoop::MeasureOn(size_t d, BatchQueue& q) {
+  DeviceRunner& runner = *runners_[d];
+  std::unique_lock<std::mutex> lock(q.mu);
+  for (;;) {
+    q.cv.wait(lock, [&] { return !q.queue.empty() || q.in_flight == 0; });
+    if (q.queue.empty()) return;
+    const Candidate* c = q.queue.front();
+    q.queue.pop_front();
+    ++q.in_flight;
+    ++progress_.devices_busy;
+    lock.unlock();
+    auto t0 = Clock::now();
+    Measurement m = runner.Measure(*c);
+    double busy = Since(t0);
+    // Outside the lock: it generates the config's source again to hash it.
+    const std::string generator = GeneratorHash(task_, space_.Get(m.index));
+    lock.lock();
+    --q.in_flight;
+    --progress_.devices_busy;
+    sum_.device_busy_s += busy;
+    if (m.error == TrialError::kDeviceLost) {
+      q.queue.push_front(c);
+      alive_[d] = false;
+      // lost_ is shared (mu): the callback gets this device's own copy, as another device
+      // thread may set lost_ while it runs.
+      const Status why(ErrorCode::kDisconnected, m.message);
+      lost_ = why;
+      q.cv.notify_all();
+      lock.unlock();
+      if (options_.on_device_lost) options_.on_device_lost(runner.spec(), why);
+      return;
+    }
+    Record r = MakeRecord(runner, m, generator);
+    if (s_.writer) {
+      // Said by the calling thread (the progress loop), as every warning is.
+      if (Status st = s_.writer->Append(r); !st.ok()) q.device_warnings.push_back(st.ToString());
+    }
+    q.finished.emplace_back(r, ToTrial(m.index, r));
+    q.cv.notify_all();
+  }
+}
+
+Record TuneJob::RunLoop::MakeRecord(const DeviceRunner& runner, const Measurement& m,
+                                    const std::string& generator) const {
+  Record r;
+  r.tool = "";
+  r.run_id = options_.run_id;
+  r.tuner = tuner_name_;
+  r.task = task_.id();
+  r.target = s_.target;
+  r.device = runner.id();
+  r.config_index = m.index;
+  r.config_values = space_.Get(m.index).ToJson();
+  r.generator = generator;
+  r.flops = task_.flops();
+  r.costs = m.costs;
+  r.mean = m.mean;
+  r.error = m.error;
+  r.message = m.message;
+  r.build_s = m.build_s;
+  r.run_s = m.run_s;
+  r.build_cached = m.build_cached;
+  r.timestamp = UtcTimestamp();
+  r.workload = options_.workload;
+  return r;
+}
+
+// Progress while the batch runs, from the calling thread: the device threads' warnings, and each
+// record (on_record) and a progress report as they finish, until the batch is over or no device
+// is left.
+void TuneJob::RunLoop::ReportWhileMeasuring(BatchQueue& q) {
+  std::unique_lock<std::mutex> lock(q.mu);
+  size_t reported = 0;
+  for (;;) {
+    bool over = q.queue.empty() && q.in_flight == 0;
+    if (!over) {
+      bool any_alive = std::find(alive_.begin(), alive_.end(), true) != alive_.end();
+      over = !any_alive;
+    }
+    if (!q.device_warnings.empty()) {
+      std::vector<std::string> said = std::exchange(q.device_warnings, {});
+      lock.unlock();
+      for (const auto& w : said) Warn(w);
+      lock.lock();
+      continue;
+    }
+    if (q.finished.size() != reported && (options_.on_progress || options_.on_record)) {
+      std::vector<Record> fresh;
+      for (size_t i = reported; i < q.finished.size(); ++i) {
+        const Record& r = q.finished[i].first;
+        progress_.best_gflops = std::max(progress_.best_gflops, r.gflops());
+        if (!r.ok()) progress_.errors[r.error]++;
+        if (options_.on_record) fresh.push_back(r);
+      }
+      progress_.measured = sum_.measured + static_cast<int>(q.finished.size());
+      progress_.done = static_cast<int>(s_.done.size()) + static_cast<int>(q.finished.size());
+      progress_.devices = static_cast<int>(std::count(alive_.begin(), alive_.end(), true));
+      progress_.elapsed_s = Since(t_start_);
+      progress_.rate = progress_.elapsed_s > 0 ? progress_.measured / progress_.elapsed_s : 0;
+      progress_.batch_end = false;
+      reported = q.finished.size();
+      TuneProgress snapshot = progress_;  // device threads update devices_busy
+      lock.unlock();
+      for (const Record& r : fresh) options_.on_record(r);
+      if (options_.on_progress) options_.on_progress(snapshot);
+      lock.lock();
+      continue;
+    }
+    if (over) break;
+    q.cv.wait_for(lock, std::chrono::milliseconds(250));
+  }
+}
+
+// A measured batch into the job: its records, the configs done, the tuner's next news, and how
+// long since the best config improved (the early stop).
+void TuneJob::RunLoop::RecordBatch(Finished finished, const std::vector<Candidate>& batch) {
+  for (auto& [r, t] : finished) {
+    if (r.build_cached) {
+      ++sum_.builds;
+      sum_.build_cache_hits += *r.build_cached;
+    }
+    s_.done.insert(t.index);
+    s_.unheard.push_back(t);  // the next plan's news
+    if (t.ok && t.cost < best_mean_) {
+      best_mean_ = t.cost;
+      since_best_ = 0;
+    } else {
+      ++since_best_;
+    }
+    s_.task_records.push_back(std::move(r));
+  }
+  sum_.measured += static_cast<int>(finished.size());
+  for (const auto& c : batch) sum_.build_s += c.build_s;
+}
+
+void TuneJob::RunLoop::ReportBatchEnd() {
+  progress_.measured = sum_.measured;
+  progress_.done = static_cast<int>(s_.done.size());
+  progress_.devices = static_cast<int>(std::count(alive_.begin(), alive_.end(), true));
+  progress_.elapsed_s = Since(t_start_);
+  progress_.rate = progress_.elapsed_s > 0 ? progress_.measured / progress_.elapsed_s : 0;
+  progress_.batch_end = true;
+  if (options_.on_progress) options_.on_progress(progress_);
+}
+
+// The stop rules after a batch: no device left is an error; a stop request or the early stop
+// (read before the batch ran) ends the run. Either way the batch being built is waited for.
+Expected<bool> TuneJob::RunLoop::Ended(const Stops& stops) {
+  if (progress_.devices == 0) {
+    building_.wait();
+    return Status(ErrorCode::kDisconnected, "every device was lost (" + lost_.message() + "); " +
+                                                std::to_string(sum_.measured) +
+                                                " trials measured this run, records kept");
+  }
+  if (stops.requested) {
+    sum_.stopped = true;
+    building_.wait();
+    return true;
+  }
+  if (stops.early) {
+    sum_.early_stopped = true;
+    building_.wait();
+    return true;
+  }
+  return false;
+}
+
+Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int trials,
+                                   bool include_default) {
+  RunLoop run(*s_, trials, include_default);
+  if (run.Done()) return run.Finish();
+  CT_RETURN_IF_ERROR(run.OpenDevices(devices));
+  run.StartPipeline();
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(const bool more, run.Step());
+    if (!more) break;
+  }
+  return run.Finish();
 }
 
 Expected<TuneSummary> Tune(const Task& task, const std::vector<DeviceSpec>& devices,

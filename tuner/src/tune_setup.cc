@@ -97,28 +97,12 @@ Expected<std::unique_ptr<TuneSetup>> TuneSetup::Open(TuneSetupOptions options) {
     CT_ASSIGN_OR_RETURN(s->builder_, builder::Builder::Create(bo));
   }
 
-  // The devices: a tracker's free devices of the key, given servers, or a server started here.
+  // The tracker, for the devices and the farm's build workers.
   client::TrackerOptions to;
   to.tracker = d.tracker;
   to.auth_secret = d.auth_secret;
   to.peer_name = d.peer_name;
-  if (!d.tracker.empty()) {
-    CT_ASSIGN_OR_RETURN(s->pool_, DevicePool::FromTracker(to, d.key, d.max_devices, d.wait,
-                                                          d.auth_secret, d.timeout));
-  } else if (!d.servers.empty()) {
-    s->pool_ = DevicePool::FromServers(d.servers, d.auth_secret, d.timeout);
-  } else {
-    client::LocalServerOptions server;
-    server.binary = d.server_binary;
-    if (pinned) server.args = {"--cpus", FormatCpuList(s->split_.kernel)};
-    CT_ASSIGN_OR_RETURN(s->pool_, DevicePool::StartLocal(d.timeout, server));
-    if (pinned) {
-      // This thread too: the cost model and the reference runs stay off the kernel's CPUs.
-      s->caller_cpus_ = AllowedCpus();
-      CT_RETURN_IF_ERROR(PinToCpus(s->split_.build));
-    }
-  }
-  if (s->pool_->devices().empty()) return Status(ErrorCode::kNotFound, "no device to tune on");
+  CT_RETURN_IF_ERROR(s->OpenDevices(to));
 
   // The farm's build workers, when asked for: builds go to them and to the local pool.
   if (!o.build_key.empty()) {
@@ -129,32 +113,64 @@ Expected<std::unique_ptr<TuneSetup>> TuneSetup::Open(TuneSetupOptions options) {
                                 [self](const std::string& w) { self->Warn(w); });
   }
   CT_ASSIGN_OR_RETURN(s->target_, ResolveTarget(o.target, s->pool_->devices().front()));
+  s->CompleteTuneOptions();
+  return s;
+}
 
+// The devices: a tracker's free devices of the key, given servers, or a server started here.
+Status TuneSetup::OpenDevices(const client::TrackerOptions& to) {
+  const TuneDevices& d = options_.devices;
+  const bool pinned = this->pinned();
+  if (!d.tracker.empty()) {
+    CT_ASSIGN_OR_RETURN(
+        pool_, DevicePool::FromTracker(to, d.key, d.max_devices, d.wait, d.auth_secret, d.timeout));
+  } else if (!d.servers.empty()) {
+    pool_ = DevicePool::FromServers(d.servers, d.auth_secret, d.timeout);
+  } else {
+    client::LocalServerOptions server;
+    server.binary = d.server_binary;
+    if (pinned) server.args = {"--cpus", FormatCpuList(split_.kernel)};
+    CT_ASSIGN_OR_RETURN(pool_, DevicePool::StartLocal(d.timeout, server));
+    if (pinned) {
+      // This thread too: the cost model and the reference runs stay off the kernel's CPUs.
+      caller_cpus_ = AllowedCpus();
+      CT_RETURN_IF_ERROR(PinToCpus(split_.build));
+    }
+  }
+  if (pool_->devices().empty()) return Status(ErrorCode::kNotFound, "no device to tune on");
+  return Status::Ok();
+}
+
+// The run's TuneOptions from the setup and the devices opened: overlap, timing, run id, the log
+// as a transfer source, and the pool told of every device lost.
+void TuneSetup::CompleteTuneOptions() {
+  TuneSetupOptions& o = options_;
+  const bool local = o.devices.local();
+  const bool pinned = this->pinned();
   TuneOptions& t = o.tune;
   // A batch smaller than the devices leaves some idle in every batch: kept, as asked, but said.
-  const int device_count = static_cast<int>(s->pool_->devices().size());
+  const int device_count = static_cast<int>(pool_->devices().size());
   if (t.batch > 0 && t.batch < device_count) {
-    s->Warn("batch " + std::to_string(t.batch) + " is smaller than the " +
-            std::to_string(device_count) + " devices: " + std::to_string(device_count - t.batch) +
-            " of them idle in every batch (leave the batch unset for " +
-            std::to_string(ChooseBatch(0, device_count)) + ")");
+    Warn("batch " + std::to_string(t.batch) + " is smaller than the " +
+         std::to_string(device_count) + " devices: " + std::to_string(device_count - t.batch) +
+         " of them idle in every batch (leave the batch unset for " +
+         std::to_string(ChooseBatch(0, device_count)) + ")");
   }
   // Builds beside the timed kernels when those run elsewhere or on CPUs of their own; servers
   // given on this machine (loopback) share CPUs with the builds we cannot steer: take turns.
-  t.overlap = o.overlap ? *o.overlap : (local ? pinned : !AllOnThisMachine(s->pool_->devices()));
+  t.overlap = o.overlap ? *o.overlap : (local ? pinned : !AllOnThisMachine(pool_->devices()));
   t.measure.timing = o.timing ? *o.timing : (o.network ? NetworkTiming() : MeasureOptions{}.timing);
   if (t.run_id.empty()) t.run_id = NewRunId();
   if (!t.log_path.empty() && std::find(t.transfer_logs.begin(), t.transfer_logs.end(),
                                        t.log_path) == t.transfer_logs.end()) {
     t.transfer_logs.push_back(t.log_path);
   }
-  DevicePool* pool = s->pool_.get();
+  DevicePool* pool = pool_.get();
   auto lost = std::move(t.on_device_lost);
   t.on_device_lost = [pool, lost](const DeviceSpec& device, const Status& why) {
     pool->Lost(device, why);
     if (lost) lost(device, why);
   };
-  return s;
 }
 
 TuneSetup::~TuneSetup() {

@@ -180,6 +180,7 @@ class TuneJob {
 
  private:
   struct State;
+  class RunLoop;  // one Run(): its devices, its batches and its summary (tune.cc)
   explicit TuneJob(std::unique_ptr<State> state);
   std::unique_ptr<State> s_;
 };

@@ -136,6 +136,9 @@ class TuneSetup {
 
  private:
   TuneSetup() = default;
+  // Open's steps: the device pool, then the run's TuneOptions completed from the setup.
+  Status OpenDevices(const client::TrackerOptions& to);
+  void CompleteTuneOptions();
   void Warn(const std::string& text) const;
 
   TuneSetupOptions options_;
