@@ -9,10 +9,6 @@
 namespace crosstune::tuner {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // A network's tuning under one budget: a task per layer, the scheduler that picks each round's
 // task, each task's search (opened at its first round and kept for the next ones) and the
 // summary it fills. TuneWorkload's steps: MakeTasks, Resume, RunRounds, Results.
@@ -226,7 +222,7 @@ Expected<WorkloadSummary> TuneWorkload(const std::vector<WorkloadLayer>& layers,
   rounds.Resume();
   CT_RETURN_IF_ERROR(rounds.RunRounds());
   WorkloadSummary summary = rounds.Results();
-  summary.wall_s = Since(t0);
+  summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }
 
