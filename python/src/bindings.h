@@ -5,6 +5,7 @@
 #include <dlpack/dlpack.h>
 #include <nanobind/nanobind.h>
 
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -51,6 +52,8 @@ struct HostArray {
 bool ToHostArg(nanobind::handle h, HostArray& storage, client::HostArg& out);
 // Seconds as the client's millisecond timeouts (0 or less: 0, the server's default).
 uint32_t TimeoutMs(double seconds);
+// Seconds as a duration, rounded to the millisecond.
+std::chrono::milliseconds Ms(double seconds);
 // The time evaluator's options as the package passes them.
 client::TimeOptions TimeOptionsOf(uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
                                   uint32_t cooldown_ms, bool flush_cache, double timeout_s,

@@ -48,10 +48,6 @@ nb::object& ErrorClasses() {
   return *classes;
 }
 
-milliseconds Ms(double seconds) {
-  return milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
-}
-
 // --- Type conversions ---------------------------------------------------------------------------
 
 AnyDict DeviceInfoDict(const msg::DeviceInfo& d) {
@@ -176,6 +172,10 @@ void CopyArray(client::RemoteTensor& t, nb::handle array, bool in) {
 
 void Check(const Status& s) {
   if (!s.ok()) throw StatusError(s);
+}
+
+milliseconds Ms(double seconds) {
+  return milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
 uint32_t TimeoutMs(double seconds) {

@@ -20,10 +20,6 @@ using namespace nb::literals;
 namespace crosstune::python {
 namespace {
 
-std::chrono::milliseconds Ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
-}
-
 // A session on a granted device and the tracker connection that holds its lease.
 class Lease {
  public:

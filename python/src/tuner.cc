@@ -51,10 +51,6 @@ using nlohmann::json;
 namespace crosstune::python {
 namespace {
 
-std::chrono::milliseconds Ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
-}
-
 // A record as the package shows it: the log's fields and its GFLOP/s.
 json RecordJson(const tuner::Record& r) {
   json j = r.ToJson();
