@@ -179,7 +179,7 @@ milliseconds Ms(double seconds) {
 }
 
 uint32_t TimeoutMs(double seconds) {
-  return seconds > 0 ? static_cast<uint32_t>(std::llround(seconds * 1000)) : 0;
+  return seconds > 0 ? static_cast<uint32_t>(Ms(seconds).count()) : 0;
 }
 
 client::TimeOptions TimeOptionsOf(uint32_t number, uint32_t repeat, uint32_t min_repeat_ms,
