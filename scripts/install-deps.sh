@@ -92,6 +92,19 @@ unpack_board_runtime() {
 # unpack: Debian's own source package (with Debian's patches) is configured for linux64-riscv64
 # and its libcrypto.a built with the riscv64 cross compiler, once (7 min on 2 busy cores); the stamp
 # names the version built. Not part of the default set: the riscv64 server's build asks for it.
+# A mirror in the middle of a sync can fail one index ("File has unexpected size ... Mirror sync
+# in progress?"): retry, then go on with what was fetched. A package or source whose index did
+# come is found; one whose index did not fails later, by name.
+apt_update() {
+  local try
+  for try in 1 2 3; do
+    if $SUDO apt-get update -qq; then return 0; fi
+    echo "install-deps: apt-get update failed (try $try)" >&2
+    [ "$try" -lt 3 ] && sleep 5
+  done
+  echo "install-deps: apt-get update failed 3 times; going on with the indexes it fetched" >&2
+}
+
 build_riscv64_openssl() {
   local root="$CROSS_SYSROOT/riscv64" tmp lock
   [ -f "$root/.complete" ] && return 0
@@ -109,7 +122,7 @@ build_riscv64_openssl() {
       grep -E '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' |
         $SUDO tee /etc/apt/sources.list.d/crosstune-deb-src.list >/dev/null
     fi
-    $SUDO apt-get update -qq
+    apt_update
   fi
   echo "install-deps: building OpenSSL (Debian's source package) for riscv64 into $root"
   tmp=$(mktemp -d)
@@ -233,12 +246,7 @@ install_apt() {
     fi
   done
   export DEBIAN_FRONTEND=noninteractive
-  # A mirror in the middle of a sync can fail one index; retry, then go on with what was fetched.
-  for try in 1 2 3; do
-    if $SUDO apt-get update -qq; then break; fi
-    echo "install-deps: apt-get update failed (try $try), retrying" >&2
-    sleep 5
-  done
+  apt_update
   if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
