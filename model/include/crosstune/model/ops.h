@@ -95,11 +95,12 @@ struct OpDef {
   // The oldest opset whose definition of the operator this implements: models of opsets below 7
   // import when every operator they use is unchanged since then.
   int since_opset = kMinOpsetDefault;
-  // The newest opset whose definition of the operator this implements (see kMaxOpsetDefault); a
-  // model of a newer opset is refused, naming the operator, the opset and this range.
-  int until_opset = kMaxOpsetDefault;
   // An operator the passes make (FusedConv, Dense, LayoutTransform): never read from a file.
   bool from_passes = false;
+  // The newest opset whose definition of the operator this implements (see kMaxOpsetDefault); a
+  // model of a newer opset is refused, naming the operator, the opset and this range. (Last: the
+  // rows initialise the fields above in order.)
+  int until_opset = kMaxOpsetDefault;
 };
 
 const OpDef* FindOp(const std::string& op);
