@@ -8,7 +8,8 @@
 // allocations land) and staggered by 1 KiB + 64 B steps. Prints one JSON object.
 //
 // OpenBLAS is opened with dlopen after OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from
-// the environment, so it picks its best kernel for this CPU (the JSON names it), and with
+// the environment, so it picks its best kernel for this CPU (the JSON names it; --openblas-core
+// names one instead, as the smoke test does to compare on every x86 CPU with AVX2's), and with
 // OPENBLAS_THREAD_TIMEOUT at its minimum, so its idle threads stop spinning before our kernel
 // runs. Our threaded kernels run on the same ParallelPool the server gives a session.
 //
@@ -96,8 +97,10 @@ struct Blas {
   char* (*corename)() = nullptr;
   char* (*config)() = nullptr;
 
-  static Blas Open() {
+  // core: an OpenBLAS kernel family to use ("Haswell": AVX2) instead of the best for this CPU.
+  static Blas Open(const std::string& core) {
     ::unsetenv("OPENBLAS_CORETYPE");
+    if (!core.empty()) ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
     ::unsetenv("OPENBLAS_L2_SIZE");
     ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);  // the minimum: idle threads sleep at once
     Blas b;
@@ -336,6 +339,10 @@ static int BenchMain(int argc, char** argv) {
   app.add_option("--min-round-ms", min_round_ms, "shortest timed round (median of --rounds)")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 10000.0));
+  std::string openblas_core;
+  app.add_option("--openblas-core", openblas_core,
+                 "OpenBLAS kernel family to compare with (e.g. Haswell, AVX2 only; default: the "
+                 "best for this CPU)");
   app.add_option("--rounds", g_rounds, "timed rounds per measurement")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
@@ -350,7 +357,7 @@ static int BenchMain(int argc, char** argv) {
     Die("cannot find omp_set_num_threads (oneDNN's OpenMP runtime)");
   }
   // OpenBLAS first, so that nothing else has touched its environment variables' effect.
-  Blas blas = Blas::Open();
+  Blas blas = Blas::Open(openblas_core);
 
   auto builder = builder::Builder::Create({.workers = 1});
   if (!builder.ok()) Die(builder.status().ToString());

@@ -26,10 +26,10 @@ function(crosstune_add_kernel name)
     COMMAND ${CROSSTUNE_KERNEL_CLANG} --target=${K_TRIPLE} ${K_FLAGS}
             -ffreestanding -nostdlib -fPIC -O3
             "-DCT_KERNEL_TARGET=\"llvm -mtriple=${K_TRIPLE}\""
-            -I${PROJECT_SOURCE_DIR}/common/include -I${CROSSTUNE_KERNEL_INCLUDE}
+            -I${PROJECT_SOURCE_DIR}/formats/include -I${CROSSTUNE_KERNEL_INCLUDE}
             -c ${src} -o ${obj}
     COMMAND ${CROSSTUNE_KERNEL_LLD} -shared ${obj} -o ${K_OUTPUT}
-    DEPENDS ${src} ${PROJECT_SOURCE_DIR}/common/include/crosstune/kernel_abi.h
+    DEPENDS ${src} ${PROJECT_SOURCE_DIR}/formats/include/crosstune/kernel_abi.h
     COMMENT "Kernel ${name} (${K_TRIPLE})"
     VERBATIM)
   add_custom_target(${name} ALL DEPENDS ${K_OUTPUT})

@@ -3,20 +3,23 @@
 "Layering"):
 
   common/       common/ only
-  builder/      common/
-  host_client/  common/, builder/
-  tuner/        common/, builder/, host_client/
-  model/        common/, builder/, host_client/, tuner/
-  cli/          all of the above (not tests/ or bench/)
-  rpc_server/   common/ only (the server cross-builds for boards with few dependencies)
-  tracker/      common/ only
-  build_worker/ common/, builder/, rpc_server/ (the farm's build worker: the server's acceptor
-                serving the builder's builds)
+  formats/      common/ (graph.json, params.bin, packages, the kernel ABI: what the model compiler
+                writes and the server reads)
+  builder/      common/, formats/
+  host_client/  common/, formats/ (a client talks to devices: no compiler)
+  tuner/        common/, formats/, builder/, host_client/
+  model/        common/, formats/, builder/, host_client/, tuner/
+  cli/          all of the above (not tests/, bench/ or python/)
+  python/       as cli/, less cli/ (the module binds the libraries, not the command line)
+  rpc_server/   common/, formats/ (the server cross-builds for boards with few dependencies)
+  tracker/      common/ only (it stores and forwards; it never reads a model)
+  build_worker/ common/, formats/, builder/, rpc_server/ (the farm's build worker: the server's
+                acceptor serving the builder's builds)
 
 An include ("..." or <crosstune/...>) is resolved as the compiler would: a folder's public headers
 (FOLDER/include/...) and the test helpers (tests/support/...), then beside the including file,
-then from the repository root. Folders not listed (tests/, bench/, fuzz/, python/, examples/) are
-not checked. Prints each include that points up or sideways and exits 1; exits 0 when there is
+then from the repository root. Folders not listed (tests/, bench/, fuzz/, examples/) are not
+checked. Prints each include that points up or sideways and exits 1; exits 0 when there is
 none.
 
   scripts/check-layering.py [REPO_ROOT]
@@ -29,14 +32,16 @@ import tempfile
 
 ALLOWED = {
     "common": {"common"},
-    "builder": {"common", "builder"},
-    "host_client": {"common", "builder", "host_client"},
-    "tuner": {"common", "builder", "host_client", "tuner"},
-    "model": {"common", "builder", "host_client", "tuner", "model"},
-    "cli": {"common", "builder", "host_client", "tuner", "model", "cli"},
-    "rpc_server": {"common", "rpc_server"},
+    "formats": {"common", "formats"},
+    "builder": {"common", "formats", "builder"},
+    "host_client": {"common", "formats", "host_client"},
+    "tuner": {"common", "formats", "builder", "host_client", "tuner"},
+    "model": {"common", "formats", "builder", "host_client", "tuner", "model"},
+    "cli": {"common", "formats", "builder", "host_client", "tuner", "model", "cli"},
+    "python": {"common", "formats", "builder", "host_client", "tuner", "model", "python"},
+    "rpc_server": {"common", "formats", "rpc_server"},
     "tracker": {"common", "tracker"},
-    "build_worker": {"common", "builder", "rpc_server", "build_worker"},
+    "build_worker": {"common", "formats", "builder", "rpc_server", "build_worker"},
 }
 SOURCES = (".h", ".hpp", ".c", ".cc", ".cpp", ".cu")
 INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<(crosstune/[^>]+)>)', re.M)
@@ -102,11 +107,13 @@ def self_test():
     that must pass."""
     headers = {
         "common": "common/include/crosstune/status.h",
+        "formats": "formats/include/crosstune/graph.h",
         "builder": "builder/include/crosstune/builder/target.h",
         "host_client": "host_client/include/crosstune/client/session.h",
         "tuner": "tuner/include/crosstune/tuner/task.h",
         "model": "model/include/crosstune/model/graph.h",
         "cli": "cli/commands.h",
+        "python": "python/src/bindings.h",
         "rpc_server": "rpc_server/include/crosstune/server/server.h",
         "tracker": "tracker/include/crosstune/tracker/scheduler.h",
         "build_worker": "build_worker/include/crosstune/build_worker/build_worker.h",

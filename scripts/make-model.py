@@ -7,6 +7,7 @@ onnx's helper API (no torch, nothing downloaded). Run it with the model venv's p
   make-model.py resnet50 --width 16 -o r50w16.onnx        # same 53 convs, a quarter of the width
   make-model.py resnet50 --bn explicit -o r50bn.onnx      # BatchNormalization nodes, not folded
   make-model.py small -o small.onnx                       # a few layers of every fusion pattern
+  make-model.py small --opset newest --ir newest -o s.onnx   # the same, as this onnx's newest
 
 Models:
   resnet50   ResNet-50 v1.5 (the stride of each stage's first block on its 3x3 conv), batch 1,
@@ -215,15 +216,24 @@ def main():
     p.add_argument("--width", type=int, default=64, help="resnet50: the stem's channels (64)")
     p.add_argument("--bn", choices=["folded", "explicit"], default="folded")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--opset", default="",
+                   help="the default domain's opset to declare instead of the model's own "
+                        "(a number, or 'newest': the newest this onnx release knows)")
+    p.add_argument("--ir", default="",
+                   help="the IR version to write (a number, or 'newest': this onnx release's)")
     args = p.parse_args()
     if args.width < 1:
         p.error("--width must be positive")
     b, inputs, outputs, opset = MODELS[args.model](args)
+    if args.opset:
+        opset = onnx.defs.onnx_opset_version() if args.opset == "newest" else int(args.opset)
     graph = helper.make_graph(b.nodes, args.model, inputs, outputs, b.inits)
     model = helper.make_model(graph,
                               producer_name="crosstune make-model.py",
                               opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 3 if args.model == "old-ir" else 8
+    if args.ir:
+        model.ir_version = onnx.IR_VERSION if args.ir == "newest" else int(args.ir)
     onnx.checker.check_model(model)
     if args.model == "external":
         location = os.path.basename(args.out) + ".data"

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -252,6 +253,55 @@ Status CheckOutputs(const Graph& g, const Node& n, const std::string& where, boo
   return Status::Ok();
 }
 
+// Every operator and attribute the graph uses that the operator table does not take, all in one
+// refusal (each with its node count and the first node names), before any tensor is read.
+Status RefuseWhatIsNotSupported(const onnx::GraphProto& gp, int opset) {
+  struct Uses {
+    size_t count = 0;
+    std::vector<std::string> nodes;  // the first three
+  };
+  std::map<std::string, Uses> missing;  // "operator Erf", "attribute 'inplace' of Relu"
+  auto note = [&](const std::string& what, const std::string& node) {
+    Uses& u = missing[what];
+    if (u.nodes.size() < 3) u.nodes.push_back(node);
+    ++u.count;
+  };
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const onnx::NodeProto& np = gp.node(k);
+    const std::string node = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
+    if (!np.domain().empty() && np.domain() != "ai.onnx") {
+      note("operator " + np.op_type() + " of domain '" + np.domain() + "'", node);
+      continue;
+    }
+    const OpDef* def = FindOp(np.op_type());
+    if (def == nullptr || def->from_passes) {
+      note("operator " + np.op_type(), node);
+      continue;
+    }
+    if (opset < def->since_opset || opset > def->until_opset) {
+      note("operator " + np.op_type() + " (opsets " + std::to_string(def->since_opset) + " to " +
+               std::to_string(def->until_opset) + ")",
+           node);
+      continue;
+    }
+    for (const auto& a : np.attribute()) {
+      const bool known = std::any_of(def->attributes.begin(), def->attributes.end(),
+                                     [&](const AttrSpec& spec) { return spec.name == a.name(); });
+      if (!known) note("attribute '" + a.name() + "' of " + np.op_type(), node);
+    }
+  }
+  if (missing.empty()) return Status::Ok();
+  std::string text;
+  for (const auto& [what, uses] : missing) {
+    text += (text.empty() ? "" : "; ") + what + " at ";
+    text += uses.count == 1 ? "node " : std::to_string(uses.count) + " nodes (";
+    for (size_t i = 0; i < uses.nodes.size(); ++i) text += (i ? ", '" : "'") + uses.nodes[i] + "'";
+    if (uses.count > uses.nodes.size()) text += ", ...";
+    if (uses.count > 1) text += ")";
+  }
+  return Invalid("not supported (opset " + std::to_string(opset) + "): " + text);
+}
+
 }  // namespace
 
 Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
@@ -270,21 +320,21 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
                    std::to_string(kMinIrVersion) + " to " + std::to_string(kMaxIrVersion) + ")");
   }
   Graph g;
-  g.opset = -1;
+  int64_t declared = -1;  // as the file says it: never truncated into a supported opset
   for (const auto& op : model.opset_import()) {
     if (!op.domain().empty() && op.domain() != "ai.onnx") continue;
-    // Out of int's range: refused below as -1, never truncated into a supported opset.
-    const bool fits = op.version() >= 1 && op.version() <= kMaxOpset;
-    g.opset = fits ? static_cast<int>(op.version()) : -1;
+    declared = op.version();
   }
-  if (model.opset_import_size() == 0) g.opset = 1;  // IR 3 files may leave it out: opset 1
+  if (model.opset_import_size() == 0) declared = 1;  // IR 3 files may leave it out: opset 1
   // Below kMinOpset only operators unchanged since then import (each OpDef says).
-  if (g.opset < 1 || g.opset > kMaxOpset) {
-    return Invalid("opset " + std::to_string(g.opset) +
+  if (declared < 1 || declared > kMaxOpset) {
+    return Invalid("opset " + std::to_string(declared) +
                    " of the default domain is not supported (" + std::to_string(kMinOpset) +
                    " to " + std::to_string(kMaxOpset) + ")");
   }
+  g.opset = static_cast<int>(declared);
   const onnx::GraphProto& gp = model.graph();
+  CT_RETURN_IF_ERROR(RefuseWhatIsNotSupported(gp, g.opset));
   g.name = gp.name();
   std::map<std::string, int> by_name;
   Budget budget(options.max_model_bytes);
@@ -363,6 +413,12 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     by_name[in.name()] = id;
     g.inputs.push_back(id);
   }
+  // Every value something reads: a node's input or a graph output. An optional output past what
+  // the operator table takes (Dropout's mask, MaxPool's indices, BatchNormalization's training
+  // statistics) is dropped when nothing reads it; one that is read is refused by name.
+  std::set<std::string> read;
+  for (const auto& np : gp.node()) read.insert(np.input().begin(), np.input().end());
+  for (const auto& out : gp.output()) read.insert(out.name());
   std::set<std::string> node_names;
   for (int k = 0; k < gp.node_size(); ++k) {
     const onnx::NodeProto& np = gp.node(k);
@@ -396,6 +452,7 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     }
     int outs = np.output_size();
     while (outs > 0 && np.output(outs - 1).empty()) --outs;  // optional outputs left out
+    while (outs > def->max_outputs && !read.count(np.output(outs - 1))) --outs;
     for (int o = 0; o < outs; ++o) {
       Value v;
       v.name = np.output(o);

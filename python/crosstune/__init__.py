@@ -74,6 +74,10 @@ use_package_programs()
 
 from ._tune import (  # noqa: E402
     SVG,
+    Record,
+    RecordConfig,
+    RecordDevice,
+    RecordTask,
     TuneRun,
     best_records,
     export,
@@ -98,6 +102,10 @@ __all__ = [
     "CopyStats",
     "LocalServer",
     "TuneRun",
+    "Record",
+    "RecordTask",
+    "RecordDevice",
+    "RecordConfig",
     "SVG",
     "connect",
     "connect_tracker",

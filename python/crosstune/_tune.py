@@ -6,7 +6,19 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypedDict,
+    Union,
+)
 
 from . import _core
 from ._build import Package
@@ -18,7 +30,67 @@ if TYPE_CHECKING:
     from ._model import Model
 
 PathLike = Union[str, "os.PathLike[str]"]
-Record = Dict[str, Any]
+
+
+class _RecordTaskFields(TypedDict):
+    template: str
+    shape: List[int]
+    dtype: str
+
+
+class RecordTask(_RecordTaskFields, total=False):
+    """A record's task: the template, its shape and element type (and ``threads`` when above 1)."""
+
+    threads: int
+
+
+class RecordDevice(TypedDict):
+    """The device a record was measured on."""
+
+    name: str
+    arch: str
+    cpu: str
+    key: str
+
+
+class RecordConfig(TypedDict):
+    """The measured config: its index in the template's space and its knob values."""
+
+    index: int
+    values: Dict[str, Any]
+
+
+class _RecordFields(TypedDict):
+    v: int
+    tool: str
+    run: str
+    tuner: str
+    task: RecordTask
+    target: str
+    device: RecordDevice
+    config: RecordConfig
+    flops: float
+    costs: List[float]
+    mean: float
+    error: str
+    message: str
+    build_s: float
+    run_s: float
+    timestamp: str
+
+
+class Record(_RecordFields, total=False):
+    """One tuning record: a line of a record log (``tuner/.../records.h`` describes each field),
+    read into a plain dict with these keys (``pandas.DataFrame(records)`` takes a list of them).
+    ``gflops`` is added by this package (0 for a failed trial); ``generator``, ``build_cached`` and
+    ``workload`` appear only where the run had them."""
+
+    gflops: float
+    generator: str
+    build_cached: bool
+    workload: Dict[str, Any]
+
+
 ProgressCallback = Callable[[Dict[str, Any]], None]
 
 

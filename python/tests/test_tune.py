@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from typing import Any, Dict
 
 import numpy as np
 import pytest
@@ -222,3 +223,18 @@ def test_records_are_plain_json(tmp_path: pathlib.Path) -> None:
     run = ct.tune("matmul", shape=(8, 8, 8), trials=2, **QUICK)
     json.dumps(run.records)
     json.dumps(run.report)
+
+
+def test_records_have_exactly_the_typed_fields(tmp_path: pathlib.Path) -> None:
+    """ct.Record and its parts name every key a record has, and a record has every required one:
+    a field the tuner adds or drops fails here until the TypedDict follows."""
+    log = tmp_path / "typed.jsonl"
+    run = ct.tune("matmul", shape=(8, 8, 8), trials=2, threads=2, log=log, **QUICK)
+    parts = {"task": ct.RecordTask, "device": ct.RecordDevice, "config": ct.RecordConfig}
+    for r in run.records + ct.read_log(log) + ct.best_records(log):
+        plain: Dict[str, Any] = dict(r)
+        for typed, value in [(ct.Record, plain)] + [(t, plain[k]) for k, t in parts.items()]:
+            keys = set(value)
+            assert typed.__required_keys__ <= keys, (typed.__name__, keys)
+            assert keys <= typed.__required_keys__ | typed.__optional_keys__, (typed.__name__, keys)
+        assert r["task"]["threads"] == 2 and isinstance(r["gflops"], float)

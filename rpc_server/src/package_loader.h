@@ -1,5 +1,5 @@
-// The `.ctpkg` loader: verifies a package against this device (common/package.h), unpacks it inside
-// the session workspace and loads its library through the CPU loader or the CUDA backend.
+// The `.ctpkg` loader: verifies a package against this device (formats/package.h), unpacks it
+// inside the session workspace and loads its library through the CPU loader or the CUDA backend.
 #pragma once
 
 #include <memory>

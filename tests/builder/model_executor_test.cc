@@ -1,5 +1,5 @@
 // The graph executor end to end: a small network whose node kernels are C compiled by the real
-// builder, its graph.json written through common/graph.h and its params through ParamsWriter,
+// builder, its graph.json written through formats/graph.h and its params through ParamsWriter,
 // packaged, uploaded to a real crosstune-server (127.0.0.1, port 0) and run through
 // client::RemoteModel, with outputs checked against values computed here. Then every bad
 // package and every bad request is refused with its own named error, and a node that crashes or

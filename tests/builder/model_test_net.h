@@ -1,5 +1,5 @@
 // The small network the model tests build and run: its node kernels (C, for the real builder),
-// its graph (through common/graph.h), its params, and what it computes, on the host.
+// its graph (through formats/graph.h), its params, and what it computes, on the host.
 //
 //   x[1,8] -> dense(w[8,4], b[4]) -> h -> relu -> r -> square (scratch) -> q -> split -> lo, hi
 #pragma once

@@ -219,23 +219,30 @@ TEST_F(PackageTest, RefusesParamsAndGraphFromAnotherBuild) {
             std::string::npos)
       << p.status().message();
 
-  std::string graph = Path("foreign_graph.ctpkg");
-  testing::RewritePackage(with, graph, [&](Manifest* m, std::vector<PackageInput>* files) {
-    for (auto& f : *files) {
-      if (f.path != "graph.json") continue;
-      f.data = R"({"build_id": "cccccccccccccccc", "nodes": []})";
-      for (auto& h : m->files) {
-        if (h.path == f.path) {
-          h.sha256 = Sha256Hex(f.data);
-          h.size = f.data.size();
+  // The build id where graph.h's version 2 keeps it (under "metadata"), and at the top level,
+  // where version 1 kept it.
+  for (const char* text : {R"({"nodes": [], "metadata": {"build_id": "cccccccccccccccc"}})",
+                           R"({"build_id": "cccccccccccccccc", "nodes": []})"}) {
+    std::string graph = Path("foreign_graph.ctpkg");
+    testing::RewritePackage(with, graph, [&](Manifest* m, std::vector<PackageInput>* files) {
+      for (auto& f : *files) {
+        if (f.path != "graph.json") continue;
+        f.data = text;
+        for (auto& h : m->files) {
+          if (h.path == f.path) {
+            h.sha256 = Sha256Hex(f.data);
+            h.size = f.data.size();
+          }
         }
       }
-    }
-  });
-  auto g = VerifyPackage(graph, X86Device());
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), ErrorCode::kBadHash);
-  EXPECT_NE(g.status().message().find("graph.json belongs to build"), std::string::npos);
+    });
+    auto g = VerifyPackage(graph, X86Device());
+    ASSERT_FALSE(g.ok()) << text;
+    EXPECT_EQ(g.status().code(), ErrorCode::kBadHash);
+    EXPECT_NE(g.status().message().find("graph.json belongs to build cccccccccccc"),
+              std::string::npos)
+        << g.status().message();
+  }
 }
 
 // A graph.json of the right build, hashed right, nested 100,000 levels deep: the old check read

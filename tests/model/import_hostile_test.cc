@@ -72,6 +72,7 @@ class HostileModel {
     return a;
   }
 
+  onnx::ModelProto* model() { return &model_; }
   std::string Bytes() const { return model_.SerializeAsString(); }
   Expected<Graph> Import(const std::string& dir = "", const ImportOptions& o = {}) const {
     return ImportOnnxBytes(Bytes(), dir, o);
@@ -115,6 +116,67 @@ class HostileFiles : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// The newest opset and IR version the pinned onnx writes import; past them, the refusal names the
+// version as the file gives it (a huge one is not truncated into a supported one).
+TEST(ImportHostileTest, OpsetsAndIrVersionsOutsideTheRangeAreRefusedAsWritten) {
+  HostileModel m;
+  m.Input("x", {1, 4});
+  m.Node("Relu", "r", {"x"}, {"y"});
+  m.Output("y");
+  m.model()->mutable_opset_import(0)->set_version(28);
+  m.model()->set_ir_version(14);
+  auto g = m.Import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->opset, 28);
+  m.model()->mutable_opset_import(0)->set_version(29);
+  EXPECT_EQ(m.Import().status().message(),
+            "opset 29 of the default domain is not supported (7 to 28)");
+  m.model()->mutable_opset_import(0)->set_version((int64_t{1} << 32) + 13);
+  EXPECT_EQ(m.Import().status().message(),
+            "opset 4294967309 of the default domain is not supported (7 to 28)");
+  m.model()->mutable_opset_import(0)->set_version(13);
+  m.model()->set_ir_version(15);
+  EXPECT_EQ(m.Import().status().message(), "IR version 15 is not supported (3 to 14)");
+}
+
+// Dropout's mask, as old model zoo files have it: nothing reads it, so it is dropped; read by
+// anything (here a graph output), it is refused by name.
+TEST(ImportOptionalOutputsTest, AnUnreadDropoutMaskIsDroppedAndAReadOneRefusedByName) {
+  HostileModel m;
+  m.Input("x", {1, 4});
+  m.Node("Dropout", "drop", {"x"}, {"y", "mask"});
+  m.Node("Relu", "act", {"y"}, {"z"});
+  m.Output("z");
+  auto g = m.Import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->nodes[0].outputs.size(), 1u);
+  m.Output("mask");
+  auto refused = m.Import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(Contains(refused.status().message(),
+                       "Dropout node 'drop': output 1 ('mask') is not supported"));
+}
+
+// MaxPool's indices and BatchNormalization's running statistics, unread: dropped.
+TEST(ImportOptionalOutputsTest, UnreadIndicesAndTrainingStatisticsAreDropped) {
+  HostileModel m;
+  m.Input("x", {1, 2, 4, 4});
+  for (const char* name : {"scale", "bias", "mean", "var"}) {
+    auto* t = m.Initializer(name, {2});
+    for (int i = 0; i < 2; ++i) t->add_float_data(1.0f);
+  }
+  m.Node("BatchNormalization", "bn", {"x", "scale", "bias", "mean", "var"},
+         {"y", "running_mean", "running_var"});
+  auto* pool = m.Node("MaxPool", "pool", {"y"}, {"p", "indices"});
+  auto* k = HostileModel::Attr(pool, "kernel_shape", onnx::AttributeProto::INTS);
+  k->add_ints(2);
+  k->add_ints(2);
+  m.Output("p");
+  auto g = m.Import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  for (const Node& n : g->nodes) EXPECT_EQ(n.outputs.size(), 1u) << n.name;
+}
 
 TEST(ImportHostileTest, ConstantWhoseValueIsNotATensorIsRefusedNamingTheAttribute) {
   HostileModel m;
@@ -321,7 +383,28 @@ TEST(ImportHostileTest, OperatorsOfThePassesAreNotOperatorsOfAFile) {
   auto g = m.Import();
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(),
-            "LayoutTransform node 'lt': operator LayoutTransform is not supported");
+            "not supported (opset 13): operator LayoutTransform at node 'lt'");
+}
+
+// Everything missing in one refusal, before any tensor is read: each operator and attribute with
+// its node count and first names, sorted, the opset named.
+TEST(ImportHostileTest, EveryUnsupportedOperatorAndAttributeIsListedAtOnce) {
+  HostileModel m;
+  m.Input("x", {1, 4});
+  m.Node("Erf", "e1", {"x"}, {"a"});
+  m.Node("Erf", "", {"a"}, {"b"});
+  for (int i = 0; i < 4; ++i) {
+    m.Node("Gather", "g" + std::to_string(i), {"b", "b"}, {"c" + std::to_string(i)});
+  }
+  HostileModel::Attr(m.Node("Relu", "act", {"x"}, {"r"}), "inplace", onnx::AttributeProto::INT);
+  m.Node("Attention", "att", {"x"}, {"y"})->set_domain("com.microsoft");
+  m.Output("y");
+  auto g = m.Import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message(),
+            "not supported (opset 13): attribute 'inplace' of Relu at node 'act'; operator "
+            "Attention of domain 'com.microsoft' at node 'att'; operator Erf at 2 nodes ('e1', "
+            "'Erf_1'); operator Gather at 4 nodes ('g0', 'g1', 'g2', ...)");
 }
 
 TEST_F(HostileFiles, ModelFileThatIsACharacterDeviceIsRefusedByName) {

@@ -54,6 +54,14 @@ std::string MakeModel(const std::string& file, const std::string& args) {
   return r.exit_code == 0 ? path : "";
 }
 
+std::string RunModelPython(const std::string& code, const std::string& args) {
+  const std::string script = crosstune::testing::WriteFile(Dir() + "/snippet.py", code);
+  auto r = crosstune::testing::RunCommand(Python() + " " + script + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << "the model venv's python (scripts/install-deps.sh)\n"
+                            << r.out << r.err;
+  return r.out;
+}
+
 std::vector<float> ReadNpyFloats(const std::string& path) {
   auto a = client::ReadNpy(path);
   EXPECT_TRUE(a.ok()) << path << ": " << a.status().message();

@@ -22,4 +22,8 @@ std::string SeededInputPath(const std::string& model, int seed = 1);
 // The .npy file's float32 data (a C-order array).
 std::vector<float> ReadNpyFloats(const std::string& path);
 
+// Runs `code` with the model venv's python (its onnx and onnxruntime) and ARGS; its stdout, and a
+// test failure with its output when it fails.
+std::string RunModelPython(const std::string& code, const std::string& args);
+
 }  // namespace crosstune::model::testing

@@ -113,9 +113,9 @@ Status InferNode(Graph& g, Node& n) {
     return Status(ErrorCode::kInvalidArgument, n.op + " node '" + n.name + "': " + what);
   };
   if (def == nullptr) return fail("operator " + n.op + " is not supported");
-  if (g.opset < def->since_opset) {
+  if (g.opset < def->since_opset || g.opset > def->until_opset) {
     return fail("opset " + std::to_string(g.opset) + " is not supported for " + n.op + " (" +
-                std::to_string(def->since_opset) + " to 17)");
+                std::to_string(def->since_opset) + " to " + std::to_string(def->until_opset) + ")");
   }
   for (const auto& [key, attr] : n.attrs) {
     auto spec = std::find_if(def->attributes.begin(), def->attributes.end(),

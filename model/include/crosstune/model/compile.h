@@ -12,7 +12,7 @@
 // activations blocked between convs, each conv's weight packed once here. The values live in a
 // liveness-based storage plan (storage_plan.h); the weights go to params.bin as each kernel reads
 // them (packed convs' weights with Value::layout naming their order). The graph's inputs and
-// outputs keep their names and NCHW shapes. graph.json follows common/graph.h, with each node's
+// outputs keep their names and NCHW shapes. graph.json follows formats/graph.h, with each node's
 // provenance (task, config index, record time, or default).
 //
 // Thread-safety: CompileModel may run on any thread; it uses the builder's pool.
@@ -89,7 +89,7 @@ struct CompileResult {
 Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
                                      builder::Builder& builder);
 
-// graph.json text for a compiled model (common/graph.h's schema), without the build id (the
+// graph.json text for a compiled model (formats/graph.h's schema), without the build id (the
 // package writer stamps it).
 std::string GraphJson(const CompileResult& result);
 // params.bin bytes: every constant the graph uses, by value name.

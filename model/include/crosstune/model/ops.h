@@ -55,6 +55,11 @@ class OpContext {
 };
 
 inline constexpr int kMinOpsetDefault = 7;
+// The newest opset the rows were checked against: onnx's definitions of every operator in the
+// table, up to this opset, changed nothing the row's kernel computes (only types it does not take,
+// which are refused by name, or attributes it does not take, refused by name too). A row whose
+// operator changed after it says so with its own until_opset.
+inline constexpr int kMaxOpsetDefault = 28;
 
 // An attribute an operator takes: its name and the kind a file must give it as (a wrong kind is
 // refused at import, naming the node, the attribute and both kinds).
@@ -92,6 +97,10 @@ struct OpDef {
   int since_opset = kMinOpsetDefault;
   // An operator the passes make (FusedConv, Dense, LayoutTransform): never read from a file.
   bool from_passes = false;
+  // The newest opset whose definition of the operator this implements (see kMaxOpsetDefault); a
+  // model of a newer opset is refused, naming the operator, the opset and this range. (Last: the
+  // rows initialise the fields above in order.)
+  int until_opset = kMaxOpsetDefault;
 };
 
 const OpDef* FindOp(const std::string& op);

@@ -1,4 +1,4 @@
-// The graph executor: runs a model package's network (graph.json, common/graph.h) with the
+// The graph executor: runs a model package's network (graph.json, formats/graph.h) with the
 // kernels of its library and the params of its params.bin.
 //
 // Everything that can fail is checked in Create, XNNPACK-style, so a run is a plain loop: the

@@ -2,7 +2,7 @@
 //
 // A ModuleLoader turns a file in the workspace into a Module. The session asks a LoaderRegistry,
 // which picks the first loader that accepts the file (by name and first bytes): the CPU loader
-// takes ELF shared objects; a `.ctpkg` package loader (common/package.h) and a CUDA loader
+// takes ELF shared objects; a `.ctpkg` package loader (formats/package.h) and a CUDA loader
 // (cubin/PTX, driver API) register the same way. See RegisterDefaultLoaders in loaders.cc.
 //
 // Thread-safety: modules are used by the one session thread that loaded them.

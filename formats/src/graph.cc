@@ -1,6 +1,8 @@
 #include "crosstune/graph.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -82,6 +84,54 @@ EntryRef ReadEntry(const json& v, const std::string& path) {
   return e;
 }
 
+// A signed integer written as a string (the version 2 node attrs are all strings,
+// as TVM's graph executor reads them).
+int64_t SignedText(const json& v, const std::string& path) {
+  if (!v.is_string()) throw Malformed(path + " must be a string, got " + Quote(v));
+  const std::string& s = v.get_ref<const std::string&>();
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size()) {
+    throw Malformed(path + " must be an integer, got " + Quote(v));
+  }
+  return n;
+}
+
+double NumberText(const json& v, const std::string& path) {
+  if (!v.is_string()) throw Malformed(path + " must be a string, got " + Quote(v));
+  const std::string& s = v.get_ref<const std::string&>();
+  double d = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(d)) {
+    throw Malformed(path + " must be a number, got " + Quote(v));
+  }
+  return d;
+}
+
+// Version 2: "provenance" is "default" or "record", the record's fields in provenance_task,
+// provenance_config_index and provenance_timestamp (strings).
+Provenance ReadProvenanceAttrs(const json& attrs, const std::string& apath) {
+  Provenance p;
+  const std::string kind = String(attrs.at("provenance"), apath + ".provenance");
+  if (kind == "default") {
+    p.is_default = true;
+  } else if (kind != "record") {
+    throw Malformed(apath + ".provenance must be \"default\" or \"record\", got " +
+                    Quote(attrs.at("provenance")));
+  }
+  if (auto it = attrs.find("provenance_task"); it != attrs.end()) {
+    p.task = String(*it, apath + ".provenance_task");
+  }
+  if (auto it = attrs.find("provenance_config_index"); it != attrs.end()) {
+    p.config_index = SignedText(*it, apath + ".provenance_config_index");
+  }
+  if (auto it = attrs.find("provenance_timestamp"); it != attrs.end()) {
+    p.timestamp = NumberText(*it, apath + ".provenance_timestamp");
+  }
+  return p;
+}
+
+// Version 1: {"default": true} or {"task": ..., "config_index": N, "timestamp": T}.
 Provenance ReadProvenance(const json& v, const std::string& path) {
   if (!v.is_object()) throw Malformed(path + " must be an object");
   Provenance p;
@@ -141,7 +191,11 @@ Node ReadNode(const json& v, size_t i) {
     } else if (key == "flops") {
       n.flops = Count<uint64_t>(*it, kpath);
     } else if (key == "provenance") {
-      n.provenance = ReadProvenance(*it, kpath);
+      n.provenance =
+          it->is_string() ? ReadProvenanceAttrs(attrs, apath) : ReadProvenance(*it, kpath);
+    } else if (key == "provenance_task" || key == "provenance_config_index" ||
+               key == "provenance_timestamp") {
+      // Read with "provenance" above.
     } else {
       n.other_attrs[key] = it->dump();
     }
@@ -204,9 +258,24 @@ Graph ReadGraph(const json& root) {
     if (!t.ok()) throw Malformed(p + ": " + t.status().message());
     g.dltype.push_back(*t);
   }
-  if (auto it = root.find("build_id"); it != root.end()) g.build_id = String(*it, "build_id");
-  if (auto it = root.find("crosstune"); it != root.end()) {
-    const json& ours = *it;
+  // Ours: under "metadata" (version 2), or at the top level (version 1, which TVM's loader
+  // refused).
+  const json* build_id = nullptr;
+  const json* ours_ptr = nullptr;
+  if (auto m = root.find("metadata"); m != root.end()) {
+    if (!m->is_object()) throw Malformed("metadata must be an object");
+    if (auto it = m->find("build_id"); it != m->end()) build_id = &*it;
+    if (auto it = m->find("crosstune"); it != m->end()) ours_ptr = &*it;
+  }
+  if (build_id == nullptr) {
+    if (auto it = root.find("build_id"); it != root.end()) build_id = &*it;
+  }
+  if (ours_ptr == nullptr) {
+    if (auto it = root.find("crosstune"); it != root.end()) ours_ptr = &*it;
+  }
+  if (build_id != nullptr) g.build_id = String(*build_id, "build_id");
+  if (ours_ptr != nullptr) {
+    const json& ours = *ours_ptr;
     if (!ours.is_object()) throw Malformed("crosstune must be an object");
     g.version = Count<uint32_t>(At(ours, "version", "crosstune"), "crosstune.version");
     if (g.version > kGraphVersion) {
@@ -438,18 +507,20 @@ std::string GraphToJson(const Graph& g, int indent) {
       a["num_outputs"] = std::to_string(n.num_outputs);
       a["flatten_data"] = n.flatten_data;
       if (!n.op_type.empty()) a["op_type"] = n.op_type;
-      a["scratch_bytes"] = n.scratch_bytes;
-      a["flops"] = n.flops;
+      a["scratch_bytes"] = std::to_string(n.scratch_bytes);
+      a["flops"] = std::to_string(n.flops);
       if (n.provenance) {
-        ordered_json p;
         if (n.provenance->is_default) {
-          p["default"] = true;
+          a["provenance"] = "default";
         } else {
-          p["task"] = n.provenance->task;
-          p["config_index"] = n.provenance->config_index;
-          p["timestamp"] = n.provenance->timestamp;
+          a["provenance"] = "record";
+          a["provenance_task"] = n.provenance->task;
+          a["provenance_config_index"] = std::to_string(n.provenance->config_index);
+          // The shortest text that reads back as the same double.
+          char buf[32];
+          auto res = std::to_chars(buf, buf + sizeof buf, n.provenance->timestamp);
+          a["provenance_timestamp"] = std::string(buf, res.ptr);
         }
-        a["provenance"] = p;
       }
       for (const auto& [key, text] : n.other_attrs) a[key] = ordered_json::parse(text);
       j["attrs"] = a;
@@ -468,11 +539,13 @@ std::string GraphToJson(const Graph& g, int indent) {
   root["attrs"] = {{"storage_id", {"list_int", g.storage_id}},
                    {"shape", {"list_shape", g.shape}},
                    {"dltype", {"list_str", dtypes}}};
-  root["build_id"] = g.build_id;
-  root["crosstune"] = {{"version", g.version},
-                       {"inputs", g.inputs},
-                       {"outputs", g.outputs},
-                       {"storage_bytes", g.storage_bytes}};
+  // Last: TVM's loader stops reading at "metadata".
+  root["metadata"] = {{"build_id", g.build_id},
+                      {"crosstune",
+                       {{"version", kGraphVersion},
+                        {"inputs", g.inputs},
+                        {"outputs", g.outputs},
+                        {"storage_bytes", g.storage_bytes}}}};
   return root.dump(indent);
 }
 

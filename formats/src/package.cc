@@ -414,15 +414,24 @@ Expected<Manifest> WritePackage(const std::string& out_path, Manifest manifest,
     if (in.path == kParamsPath) {
       CT_ASSIGN_OR_RETURN(data, RestampParams(data, manifest.build_id));
     } else if (in.path == kGraphPath) {
-      auto g = ParseJson(data, {.max_bytes = graph::kMaxGraphBytes});
+      auto g = ParseJson(data, {.max_bytes = graph::kMaxGraphBytes});  // the limits first
       if (!g.ok()) {
         return Status(ErrorCode::kInvalidArgument, "graph.json: " + g.status().message());
       }
       if (!g->is_object()) {
         return Status(ErrorCode::kInvalidArgument, "graph.json: not a JSON object");
       }
-      (*g)["build_id"] = manifest.build_id;
-      data = g->dump(2);
+      // The build id goes under "metadata", which stays the last key (graph.h: TVM's loader
+      // stops reading there); a version 1 file's top-level one is dropped. The keys keep their
+      // order.
+      auto doc = nlohmann::ordered_json::parse(data);
+      doc.erase("build_id");
+      nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+      if (auto it = doc.find("metadata"); it != doc.end() && it->is_object()) meta = *it;
+      doc.erase("metadata");
+      meta["build_id"] = manifest.build_id;
+      doc["metadata"] = std::move(meta);
+      data = doc.dump(2);
     }
     manifest.files.push_back({in.path, data.size(), Sha256Hex(data)});
     members.push_back({in.path, std::move(data), ""});
@@ -530,8 +539,18 @@ Expected<Package> OpenPackage(const std::string& path) {
     if (!doc.ok()) {
       return Status(ErrorCode::kInvalidArgument, "graph.json: " + doc.status().message());
     }
+    // build_id under "metadata" (graph.h's version 2), or at the top level (version 1).
+    const json* b = nullptr;
+    if (doc->is_object()) {
+      auto meta = doc->find("metadata");
+      if (meta != doc->end() && meta->is_object() && meta->contains("build_id")) {
+        b = &meta->at("build_id");
+      } else if (doc->contains("build_id")) {
+        b = &doc->at("build_id");
+      }
+    }
     std::string id;
-    if (auto b = doc->find("build_id"); doc->is_object() && b != doc->end()) {
+    if (b != nullptr) {
       if (!b->is_string()) {
         return Status(ErrorCode::kInvalidArgument,
                       "graph.json: build_id is not a string: " + JsonExcerpt(*b));

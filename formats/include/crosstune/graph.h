@@ -2,37 +2,46 @@
 // (through GraphToJson), crosstune-server reads and verifies it (ParseGraph, ValidateGraph,
 // CheckParams, CheckFunctions) before anything runs.
 //
-// The file keeps TVM's graph executor schema, so a TVM user can read it, plus keys of our own:
+// The file is in TVM's graph executor schema, as TVM's own loader (GraphExecutor::Load, in the
+// releases that have the graph executor) reads it: every node attr is a string, the graph attrs
+// are TVM's typed lists, and our own keys sit under "metadata", the last key, where that loader
+// stops reading (graph_test.cc's WritesWhatTvmsLoaderReads checks the rules):
 //
 // {
 //   "nodes": [                                      in topological order
 //     {"op": "null", "name": "input", "inputs": []},          a graph input or a param
 //     {"op": "tvm_op", "name": "layer1.0.conv1", "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]],
 //      "attrs": {"func_name": "ct_n3_conv2d",         the library function (kernel_abi.h)
-//                "num_inputs": "3", "num_outputs": "1",  strings (TVM) or numbers: both read
+//                "num_inputs": "3", "num_outputs": "1",
 //                "flatten_data": "0",                  TVM's; kept, not used
 //                "op_type": "conv2d",                  ours: for profiles and inspect
-//                "scratch_bytes": 0,                   ours: > 0 adds a LAST argument, a u8 1-D
+//                "scratch_bytes": "0",                 ours: > 0 adds a LAST argument, a u8 1-D
 //                                                      tensor of this many bytes, 64-byte aligned
 //                                                      (one buffer shared by all nodes: they run
 //                                                      one at a time)
-//                "flops": 231211008,                   ours: per call, for GFLOP/s in profiles
-//                "provenance": {"task": "conv2d 1,64,56,56,...", "config_index": 123,
-//                               "timestamp": 1764000000.0}      ours; or {"default": true}
-//               }}],
+//                "flops": "231211008",                 ours: per call, for GFLOP/s in profiles
+//                "provenance": "record",               ours: "record" or "default" (the
+//                "provenance_task": "conv2d 1,64,56,56,...",   template's default config)
+//                "provenance_config_index": "123",
+//                "provenance_timestamp": "1764000000.5"}}],
 //   "arg_nodes": [0, 1, 2],                          every "null" node, in order
 //   "node_row_ptr": [0, 1, 2, 3, 4],                 entry id of node i's output j: row_ptr[i] + j
 //   "heads": [[3, 0, 0]],                            the graph's outputs, in order
 //   "attrs": {"storage_id": ["list_int", [...]],     per entry
 //             "shape": ["list_shape", [[1, 3, 224, 224], ...]],   per entry
 //             "dltype": ["list_str", ["float32", ...]]},          per entry
-//   "build_id": "<SHA-256 of the library>",          stamped by pkg::WritePackage
-//   "crosstune": {"version": 1,
-//                 "inputs": ["input"],               the model's inputs: null nodes that are not
+//   "metadata": {
+//     "build_id": "<SHA-256 of the library>",        stamped by pkg::WritePackage
+//     "crosstune": {"version": 2,
+//                   "inputs": ["input"],             the model's inputs: null nodes that are not
 //                                                    params, in the order the model lists them
-//                 "outputs": ["logits"],             one name per head
-//                 "storage_bytes": [602112, ...]}    bytes of each storage id
+//                   "outputs": ["logits"],           one name per head
+//                   "storage_bytes": [602112, ...]}} bytes of each storage id
 // }
+//
+// Version 1 files (written before this schema) are still read: their "build_id" and
+// "crosstune" keys at the top level, numbers for scratch_bytes and flops, and provenance as an
+// object ({"default": true} or {"task", "config_index", "timestamp"}).
 //
 // Rules ValidateGraph enforces (each refusal names the node, entry or storage id):
 // - node names are unique and non-empty; "op" is "null" or "tvm_op"; a null node has no inputs
@@ -71,7 +80,7 @@
 namespace crosstune::graph {
 
 // crosstune.version; a reader refuses a newer one with kVersionMismatch.
-inline constexpr uint32_t kGraphVersion = 1;
+inline constexpr uint32_t kGraphVersion = 2;
 inline constexpr std::string_view kNullOp = "null";
 inline constexpr std::string_view kTvmOp = "tvm_op";
 // Read limits, checked while parsing: graph.json is small next to params.bin.

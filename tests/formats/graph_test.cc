@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace crosstune::graph {
@@ -70,6 +72,7 @@ TEST(Graph, RoundTripsThroughJson) {
   ASSERT_TRUE(back->nodes[2].provenance.has_value());
   EXPECT_EQ(back->nodes[2].provenance->config_index, 7);
   EXPECT_EQ(back->nodes[2].provenance->task, "add 1,4");
+  EXPECT_DOUBLE_EQ(back->nodes[2].provenance->timestamp, 1764000000.5);
   EXPECT_TRUE(back->nodes[3].provenance->is_default);
   EXPECT_EQ(back->nodes[4].other_attrs.at("hash"), "\"1234\"");
   EXPECT_EQ(back->build_id, "abc");
@@ -89,6 +92,120 @@ TEST(Graph, WritesTvmSchemaWithStringCounts) {
   EXPECT_EQ(j["heads"][0], nlohmann::json::array({4, 0, 0}));
 }
 
+// TVM's graph executor loader (GraphExecutor::Load) reads only these top-level keys, stopping at
+// "metadata"; a node's keys are op, name, inputs, attrs (or attr) and control_deps; an operator's
+// attrs are a map of strings that must hold func_name, num_inputs, num_outputs and flatten_data;
+// the graph attrs it knows have fixed types, and any other must be a list_int or a size_t to be
+// skipped. Each broken rule is one line.
+std::vector<std::string> TvmLoaderComplaints(const std::string& text) {
+  std::vector<std::string> out;
+  auto j = nlohmann::ordered_json::parse(text);
+  const std::vector<std::string> top = {"nodes", "arg_nodes", "node_row_ptr", "heads", "attrs"};
+  size_t i = 0;
+  for (auto it = j.begin(); it != j.end(); ++it, ++i) {
+    if (it.key() == "metadata") {
+      if (i + 1 != j.size()) out.push_back("metadata is not the last key");
+    } else if (std::find(top.begin(), top.end(), it.key()) == top.end()) {
+      out.push_back("top-level key " + it.key());
+    }
+  }
+  for (const std::string& k : top) {
+    if (!j.contains(k)) out.push_back("no " + k);
+  }
+  for (const auto& n : j["nodes"]) {
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string& k = it.key();
+      if (k != "op" && k != "name" && k != "inputs" && k != "attrs" && k != "attr" &&
+          k != "control_deps") {
+        out.push_back("node key " + k);
+      }
+    }
+    if (n["op"] != "tvm_op") continue;
+    const auto& a = n["attrs"];
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (!it->is_string()) out.push_back("attr " + it.key() + " is not a string");
+    }
+    for (const char* k : {"func_name", "num_inputs", "num_outputs", "flatten_data"}) {
+      if (!a.contains(k)) out.push_back(std::string("no attr ") + k);
+    }
+  }
+  const std::map<std::string, std::string> typed = {{"dltype", "list_str"},
+                                                    {"storage_id", "list_int"},
+                                                    {"device_index", "list_int"},
+                                                    {"shape", "list_shape"}};
+  for (auto it = j["attrs"].begin(); it != j["attrs"].end(); ++it) {
+    const std::string type = (*it)[0].get<std::string>();
+    auto known = typed.find(it.key());
+    if (known != typed.end() ? type != known->second : type != "list_int" && type != "size_t") {
+      out.push_back("graph attr " + it.key() + " of type " + type);
+    }
+  }
+  return out;
+}
+
+TEST(Graph, WritesWhatTvmsLoaderReads) {
+  Graph g = SmallGraph();
+  g.build_id = "abc";
+  g.nodes[2].scratch_bytes = 64;
+  EXPECT_EQ(TvmLoaderComplaints(GraphToJson(g)), std::vector<std::string>{});
+  // The checker itself: the version 1 layout broke three of its rules.
+  auto j = nlohmann::ordered_json::parse(GraphToJson(g));
+  j["build_id"] = "abc";
+  j["nodes"][2]["attrs"]["flops"] = 4;
+  j["nodes"][2]["attrs"].erase("flatten_data");
+  EXPECT_EQ(TvmLoaderComplaints(j.dump()),
+            (std::vector<std::string>{"metadata is not the last key", "top-level key build_id",
+                                      "attr flops is not a string", "no attr flatten_data"}));
+}
+
+// A file written before the TVM-strict schema: our keys at the top level, numbers for flops and
+// scratch_bytes, provenance as an object.
+TEST(Graph, ReadsVersionOneFiles) {
+  const std::string v1 = R"({
+    "nodes": [{"op": "null", "name": "x", "inputs": []},
+              {"op": "tvm_op", "name": "relu", "inputs": [[0, 0, 0]],
+               "attrs": {"func_name": "ct_relu", "num_inputs": "1", "num_outputs": "1",
+                         "flatten_data": "0", "scratch_bytes": 32, "flops": 4,
+                         "provenance": {"task": "relu 1,4", "config_index": 3,
+                                        "timestamp": 1764000000.25}}},
+              {"op": "tvm_op", "name": "neg", "inputs": [[1, 0, 0]],
+               "attrs": {"func_name": "ct_neg", "num_inputs": "1", "num_outputs": "1",
+                         "flatten_data": "0", "provenance": {"default": true}}}],
+    "arg_nodes": [0], "node_row_ptr": [0, 1, 2, 3], "heads": [[2, 0, 0]],
+    "attrs": {"storage_id": ["list_int", [0, 1, 0]],
+              "shape": ["list_shape", [[1, 4], [1, 4], [1, 4]]],
+              "dltype": ["list_str", ["float32", "float32", "float32"]]},
+    "build_id": "old",
+    "crosstune": {"version": 1, "inputs": ["x"], "outputs": ["y"], "storage_bytes": [16, 16]}})";
+  auto g = ParseGraph(v1);
+  ASSERT_TRUE(g.ok()) << Message(g.status());
+  EXPECT_EQ(g->build_id, "old");
+  EXPECT_EQ(g->version, 1u);
+  EXPECT_EQ(g->outputs, std::vector<std::string>{"y"});
+  EXPECT_EQ(g->nodes[1].scratch_bytes, 32u);
+  ASSERT_TRUE(g->nodes[1].provenance.has_value());
+  EXPECT_EQ(g->nodes[1].provenance->config_index, 3);
+  EXPECT_DOUBLE_EQ(g->nodes[1].provenance->timestamp, 1764000000.25);
+  EXPECT_TRUE(g->nodes[2].provenance->is_default);
+  // Written back in the current schema.
+  EXPECT_EQ(TvmLoaderComplaints(GraphToJson(*g)), std::vector<std::string>{});
+}
+
+TEST(Graph, RefusesAProvenanceThatIsNeitherRecordNorDefault) {
+  auto j = nlohmann::json::parse(GraphToJson(SmallGraph()));
+  j["nodes"][2]["attrs"]["provenance"] = "guess";
+  auto g = ParseGraph(j.dump());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("nodes[2].attrs.provenance"), std::string::npos)
+      << g.status().message();
+  j["nodes"][2]["attrs"]["provenance"] = "record";
+  j["nodes"][2]["attrs"]["provenance_config_index"] = "7x";
+  g = ParseGraph(j.dump());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("provenance_config_index"), std::string::npos)
+      << g.status().message();
+}
+
 TEST(Graph, ReadsCountsGivenAsNumbersAndTwoElementEntries) {
   auto j = nlohmann::json::parse(GraphToJson(SmallGraph()));
   j["nodes"][2]["attrs"]["num_inputs"] = 2;
@@ -103,7 +220,7 @@ TEST(Graph, ReadsCountsGivenAsNumbersAndTwoElementEntries) {
 
 TEST(Graph, ParsesTvmGraphWithoutOurKeysAndSaysWhatIsMissing) {
   auto j = nlohmann::json::parse(GraphToJson(SmallGraph()));
-  j.erase("crosstune");
+  j.erase("metadata");
   auto g = ParseGraph(j.dump());
   ASSERT_TRUE(g.ok()) << Message(g.status());
   Status s = ValidateGraph(*g);
@@ -140,7 +257,7 @@ TEST(Graph, RefusesDeepNestingAtParseTime) {
 
 TEST(Graph, RefusesNewerFormatVersion) {
   auto j = nlohmann::json::parse(GraphToJson(SmallGraph()));
-  j["crosstune"]["version"] = kGraphVersion + 1;
+  j["metadata"]["crosstune"]["version"] = kGraphVersion + 1;
   EXPECT_EQ(ParseGraph(j.dump()).status().code(), ErrorCode::kVersionMismatch);
 }
 
