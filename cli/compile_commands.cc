@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "crosstune/model/graph.h"
 #include "crosstune/model/onnx_import.h"
 #include "crosstune/model/pipeline.h"
+#include "crosstune/model/report.h"
 #include "crosstune/model/storage_plan.h"
 #include "crosstune/model/tasks.h"
 #include "model_load.h"
@@ -53,6 +55,16 @@ struct ImportFlags {
 };
 
 void RunImport(const ImportFlags& f) {
+  // A model that uses what the importer does not take: with --json, the whole list as JSON
+  // (and exit 1), for scripts; the import's own refusal (below) says the same in one line, and
+  // names a bad budget.
+  if (f.json_out && f.max_model_mb >= 1 && f.max_model_mb <= model::kMaxModelMb) {
+    auto found = model::FindUnsupported(f.model, f.max_model_mb << 20);
+    if (found.ok() && !found->unsupported.empty()) {
+      PrintJson(model::UnsupportedJson(f.model, *found));
+      std::exit(1);
+    }
+  }
   // What the file holds as written, and what compiles: the ops after the passes.
   const model::LoadedModel m = LoadModel(f.model, f.shapes, f.max_model_mb);
   if (f.json_out) {

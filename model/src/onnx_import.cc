@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "crosstune/checked_math.h"
 #include "crosstune/model/ops.h"
@@ -253,53 +254,98 @@ Status CheckOutputs(const Graph& g, const Node& n, const std::string& where, boo
   return Status::Ok();
 }
 
-// Every operator and attribute the graph uses that the operator table does not take, all in one
-// refusal (each with its node count and the first node names), before any tensor is read.
-Status RefuseWhatIsNotSupported(const onnx::GraphProto& gp, int opset) {
-  struct Uses {
-    size_t count = 0;
-    std::vector<std::string> nodes;  // the first three
-  };
-  std::map<std::string, Uses> missing;  // "operator Erf", "attribute 'inplace' of Relu"
-  auto note = [&](const std::string& what, const std::string& node) {
-    Uses& u = missing[what];
-    if (u.nodes.size() < 3) u.nodes.push_back(node);
-    ++u.count;
+// Every operator, opset and attribute the graph uses that the operator table does not take.
+std::vector<Unsupported> CollectUnsupported(const onnx::GraphProto& gp, int opset) {
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, Unsupported> found;
+  auto note = [&](Unsupported u, const std::string& node) {
+    Unsupported& entry = found.try_emplace({u.kind, u.domain, u.op, u.attribute}, u).first->second;
+    entry.nodes.push_back(node);
   };
   for (int k = 0; k < gp.node_size(); ++k) {
     const onnx::NodeProto& np = gp.node(k);
     const std::string node = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
+    Unsupported u;
+    u.op = np.op_type();
     if (!np.domain().empty() && np.domain() != "ai.onnx") {
-      note("operator " + np.op_type() + " of domain '" + np.domain() + "'", node);
+      u.kind = "operator";
+      u.domain = np.domain();
+      note(u, node);
       continue;
     }
     const OpDef* def = FindOp(np.op_type());
     if (def == nullptr || def->from_passes) {
-      note("operator " + np.op_type(), node);
+      u.kind = "operator";
+      note(u, node);
       continue;
     }
     if (opset < def->since_opset || opset > def->until_opset) {
-      note("operator " + np.op_type() + " (opsets " + std::to_string(def->since_opset) + " to " +
-               std::to_string(def->until_opset) + ")",
-           node);
+      u.kind = "opset";
+      u.since_opset = def->since_opset;
+      u.until_opset = def->until_opset;
+      note(u, node);
       continue;
     }
     for (const auto& a : np.attribute()) {
       const bool known = std::any_of(def->attributes.begin(), def->attributes.end(),
                                      [&](const AttrSpec& spec) { return spec.name == a.name(); });
-      if (!known) note("attribute '" + a.name() + "' of " + np.op_type(), node);
+      if (known) continue;
+      u.kind = "attribute";
+      u.attribute = a.name();
+      note(u, node);
     }
   }
+  std::vector<Unsupported> out;
+  for (auto& [key, u] : found) out.push_back(std::move(u));
+  return out;
+}
+
+// The refusal: each entry with its node count and the first three names.
+Status RefuseWhatIsNotSupported(const onnx::GraphProto& gp, int opset) {
+  const std::vector<Unsupported> missing = CollectUnsupported(gp, opset);
   if (missing.empty()) return Status::Ok();
   std::string text;
-  for (const auto& [what, uses] : missing) {
+  for (const Unsupported& u : missing) {
+    std::string what =
+        u.kind == "attribute" ? "attribute '" + u.attribute + "' of " + u.op : "operator " + u.op;
+    if (!u.domain.empty()) what += " of domain '" + u.domain + "'";
+    if (u.kind == "opset") {
+      what += " (opsets " + std::to_string(u.since_opset) + " to " + std::to_string(u.until_opset) +
+              ")";
+    }
+    const size_t count = u.nodes.size();
     text += (text.empty() ? "" : "; ") + what + " at ";
-    text += uses.count == 1 ? "node " : std::to_string(uses.count) + " nodes (";
-    for (size_t i = 0; i < uses.nodes.size(); ++i) text += (i ? ", '" : "'") + uses.nodes[i] + "'";
-    if (uses.count > uses.nodes.size()) text += ", ...";
-    if (uses.count > 1) text += ")";
+    text += count == 1 ? "node " : std::to_string(count) + " nodes (";
+    for (size_t i = 0; i < std::min<size_t>(count, 3); ++i) {
+      text += (i ? ", '" : "'") + u.nodes[i] + "'";
+    }
+    if (count > 3) text += ", ...";
+    if (count > 1) text += ")";
   }
   return Invalid("not supported (opset " + std::to_string(opset) + "): " + text);
+}
+
+// The model's protobuf and its default-domain opset, checked against the supported ranges.
+Status ParseModel(const std::string& bytes, onnx::ModelProto* model, int* opset) {
+  if (!model->ParseFromString(bytes))
+    return Invalid("not an ONNX model (the protobuf does not parse)");
+  if (model->ir_version() < kMinIrVersion || model->ir_version() > kMaxIrVersion) {
+    return Invalid("IR version " + std::to_string(model->ir_version()) + " is not supported (" +
+                   std::to_string(kMinIrVersion) + " to " + std::to_string(kMaxIrVersion) + ")");
+  }
+  int64_t declared = -1;  // as the file says it: never truncated into a supported opset
+  for (const auto& op : model->opset_import()) {
+    if (!op.domain().empty() && op.domain() != "ai.onnx") continue;
+    declared = op.version();
+  }
+  if (model->opset_import_size() == 0) declared = 1;  // IR 3 files may leave it out: opset 1
+  // Below kMinOpset only operators unchanged since then import (each OpDef says).
+  if (declared < 1 || declared > kMaxOpset) {
+    return Invalid("opset " + std::to_string(declared) +
+                   " of the default domain is not supported (" + std::to_string(kMinOpset) +
+                   " to " + std::to_string(kMaxOpset) + ")");
+  }
+  *opset = static_cast<int>(declared);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -313,26 +359,8 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
                                                  " bytes (--max-model-mb)");
   }
   onnx::ModelProto model;
-  if (!model.ParseFromString(bytes))
-    return Invalid("not an ONNX model (the protobuf does not parse)");
-  if (model.ir_version() < kMinIrVersion || model.ir_version() > kMaxIrVersion) {
-    return Invalid("IR version " + std::to_string(model.ir_version()) + " is not supported (" +
-                   std::to_string(kMinIrVersion) + " to " + std::to_string(kMaxIrVersion) + ")");
-  }
   Graph g;
-  int64_t declared = -1;  // as the file says it: never truncated into a supported opset
-  for (const auto& op : model.opset_import()) {
-    if (!op.domain().empty() && op.domain() != "ai.onnx") continue;
-    declared = op.version();
-  }
-  if (model.opset_import_size() == 0) declared = 1;  // IR 3 files may leave it out: opset 1
-  // Below kMinOpset only operators unchanged since then import (each OpDef says).
-  if (declared < 1 || declared > kMaxOpset) {
-    return Invalid("opset " + std::to_string(declared) +
-                   " of the default domain is not supported (" + std::to_string(kMinOpset) +
-                   " to " + std::to_string(kMaxOpset) + ")");
-  }
-  g.opset = static_cast<int>(declared);
+  CT_RETURN_IF_ERROR(ParseModel(bytes, &model, &g.opset));
   const onnx::GraphProto& gp = model.graph();
   CT_RETURN_IF_ERROR(RefuseWhatIsNotSupported(gp, g.opset));
   g.name = gp.name();
@@ -482,6 +510,16 @@ Expected<Graph> ImportOnnx(const std::string& path, const ImportOptions& options
   auto g = ImportOnnxBytes(bytes, FolderOf(path), options);
   if (!g.ok()) return Status(g.status().code(), path + ": " + g.status().message());
   return g;
+}
+
+Expected<UnsupportedReport> FindUnsupported(const std::string& path, uint64_t max_model_bytes) {
+  CT_ASSIGN_OR_RETURN(std::string bytes, ReadModelFile(path, max_model_bytes));
+  onnx::ModelProto model;
+  UnsupportedReport report;
+  Status s = ParseModel(bytes, &model, &report.opset);
+  if (!s.ok()) return Status(s.code(), path + ": " + s.message());
+  report.unsupported = CollectUnsupported(model.graph(), report.opset);
+  return report;
 }
 
 Expected<std::vector<std::string>> OnnxInputNames(const std::string& path) {

@@ -67,4 +67,19 @@ json CompileReport(const std::string& model_path, const std::string& package_pat
           {"build_s", result.build_seconds}};
 }
 
+nlohmann::json UnsupportedJson(const std::string& path, const UnsupportedReport& report) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Unsupported& u : report.unsupported) {
+    nlohmann::json j = {{"kind", u.kind},          {"op", u.op},
+                        {"domain", u.domain},      {"attribute", u.attribute},
+                        {"count", u.nodes.size()}, {"nodes", u.nodes}};
+    if (u.kind == "opset") j["opsets"] = {u.since_opset, u.until_opset};
+    list.push_back(std::move(j));
+  }
+  return {{"model", path},
+          {"opset", report.opset},
+          {"supported", report.unsupported.empty()},
+          {"unsupported", std::move(list)}};
+}
+
 }  // namespace crosstune::model

@@ -88,7 +88,15 @@ from ._tune import (  # noqa: E402
     templates,
     tune,
 )
-from ._model import Model, ModelPackage, Network, Profile, compile, import_onnx  # noqa: E402
+from ._model import (  # noqa: E402
+    Model,
+    ModelPackage,
+    Network,
+    Profile,
+    compile,
+    import_onnx,
+    unsupported,
+)
 
 __all__ = [
     "Device",
@@ -126,6 +134,7 @@ __all__ = [
     "Network",
     "Profile",
     "import_onnx",
+    "unsupported",
     "compile",
 ]
 # The error classes, as the errors module lists them (one list, not two).

@@ -92,6 +92,19 @@ def import_onnx(
     return Model(_core.import_onnx(os.fspath(path), dims, name or "", int(max_model_mb)))
 
 
+def unsupported(path: PathLike, *, max_model_mb: int = 4096) -> Dict[str, Any]:
+    """What an ONNX model uses that the importer does not take (``crosstune import --json`` on
+    a model it refuses: the same C++ call), without importing it: ``{"model", "opset",
+    "supported", "unsupported": [{"kind": "operator" | "opset" | "attribute", "op", "domain",
+    "attribute", "opsets", "count", "nodes"}]}``. ``supported`` is True and the list empty when
+    every operator, opset and attribute is one the importer takes (shapes and tensors are
+    checked by :func:`import_onnx`). Raises :class:`NotFound` for a missing file and
+    :class:`InvalidArgument` for a file that is no ONNX model or of an IR version or opset out of
+    range."""
+    result: Dict[str, Any] = json.loads(_core.unsupported_json(os.fspath(path), int(max_model_mb)))
+    return result
+
+
 class ModelPackage(Package):
     """A compiled model (.ctpkg: one library, graph.json, params.bin) and what the compiler
     did: ``report`` is ``crosstune compile --json``'s object (nodes, tasks, tuned, defaults,

@@ -27,6 +27,7 @@
 #include "crosstune/client/session.h"
 #include "crosstune/client/time_stats.h"
 #include "crosstune/model/pipeline.h"
+#include "crosstune/model/report.h"
 #include "crosstune/package.h"
 
 namespace nb = nanobind;
@@ -88,6 +89,18 @@ void BindModel(nb::module_& m) {
       "path"_a, "shapes"_a, "name"_a = "", "max_model_mb"_a = model::kDefaultMaxModelMb,
       "model::Load: imports an ONNX file (shapes: input name -> dims, for dynamic dimensions) "
       "and runs the default passes.");
+
+  m.def(
+      "unsupported_json",
+      [](const std::string& path, uint64_t max_model_mb) {
+        nb::gil_scoped_release release;
+        auto found = Unwrap(model::FindUnsupported(path, max_model_mb << 20));
+        return model::UnsupportedJson(path, found)
+            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      },
+      "path"_a, "max_model_mb"_a = model::kDefaultMaxModelMb,
+      "model::FindUnsupported: what `crosstune import --json` lists for a model the importer "
+      "refuses, as JSON text.");
 
   m.def(
       "compile_model",

@@ -47,6 +47,14 @@ def test_import_errors_are_named(small_model: ModelFiles, tmp_root: str) -> None
     unsupported = ModelFiles(tmp_root, "unsupported")
     with pytest.raises(ct.InvalidArgument, match="not supported"):
         ct.import_onnx(unsupported.onnx)
+    # The same list as `crosstune import --json` prints, without importing.
+    found = ct.unsupported(unsupported.onnx)
+    assert found["supported"] is False and found["opset"] == 13
+    assert [(u["kind"], u["op"], u["nodes"]) for u in found["unsupported"]] == [
+        ("operator", "Erf", ["gelu_erf"])]
+    assert ct.unsupported(small_model.onnx)["unsupported"] == []
+    with pytest.raises(ct.NotFound):
+        ct.unsupported(os.path.join(tmp_root, "missing.onnx"))
 
 
 def test_blocked_and_nchw_layouts_compute_the_same(dev: ct.Device, small_model: ModelFiles) -> None:

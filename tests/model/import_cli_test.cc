@@ -86,6 +86,49 @@ TEST_F(ImportCliTest, RefusesACharacterDeviceByName) {
       << r.err;
 }
 
+// A model with what the importer does not take: `import --json` lists all of it for a script
+// (every node's name, counted), exits 1, and the line without --json names the same.
+TEST_F(ImportCliTest, JsonListsEverythingUnsupportedAtOnce) {
+  const std::string path = WriteModel("unsupported.onnx", "x");
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(testing::ReadFile(path)));
+  auto* g = m.mutable_graph();
+  for (int i = 0; i < 2; ++i) {
+    auto* erf = g->add_node();
+    erf->set_op_type("Erf");
+    erf->set_name("erf" + std::to_string(i));
+    erf->add_input(i == 0 ? "y" : "e0");
+    erf->add_output("e" + std::to_string(i));
+  }
+  auto* inplace = g->mutable_node(0)->add_attribute();  // the Relu
+  inplace->set_name("inplace");
+  inplace->set_type(onnx::AttributeProto::INT);
+  testing::WriteFile(path, m.SerializeAsString());
+
+  auto r = Crosstune("import " + path + " --json");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  EXPECT_EQ(j["supported"], false);
+  EXPECT_EQ(j["opset"], 13);
+  ASSERT_EQ(j["unsupported"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["unsupported"][0]["kind"], "attribute");
+  EXPECT_EQ(j["unsupported"][0]["op"], "Relu");
+  EXPECT_EQ(j["unsupported"][0]["attribute"], "inplace");
+  EXPECT_EQ(j["unsupported"][0]["nodes"], nlohmann::json::array({"relu"}));
+  EXPECT_EQ(j["unsupported"][1]["kind"], "operator");
+  EXPECT_EQ(j["unsupported"][1]["op"], "Erf");
+  EXPECT_EQ(j["unsupported"][1]["count"], 2);
+  EXPECT_EQ(j["unsupported"][1]["nodes"], nlohmann::json::array({"erf0", "erf1"}));
+
+  auto line = Crosstune("import " + path);
+  EXPECT_EQ(line.exit_code, 1);
+  EXPECT_NE(line.err.find("not supported (opset 13): attribute 'inplace' of Relu at node 'relu'; "
+                          "operator Erf at 2 nodes ('erf0', 'erf1')"),
+            std::string::npos)
+      << line.err;
+}
+
 TEST_F(ImportCliTest, MaxModelMbRaisesTheBudget) {
   const std::string model = WriteModel("weights.onnx", "x", int64_t{1} << 19);  // 2 MiB
   auto tight = Crosstune("import " + model + " --max-model-mb 1");

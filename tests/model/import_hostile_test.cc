@@ -402,9 +402,9 @@ TEST(ImportHostileTest, EveryUnsupportedOperatorAndAttributeIsListedAtOnce) {
   auto g = m.Import();
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(),
-            "not supported (opset 13): attribute 'inplace' of Relu at node 'act'; operator "
-            "Attention of domain 'com.microsoft' at node 'att'; operator Erf at 2 nodes ('e1', "
-            "'Erf_1'); operator Gather at 4 nodes ('g0', 'g1', 'g2', ...)");
+            "not supported (opset 13): attribute 'inplace' of Relu at node 'act'; operator Erf "
+            "at 2 nodes ('e1', 'Erf_1'); operator Gather at 4 nodes ('g0', 'g1', 'g2', ...); "
+            "operator Attention of domain 'com.microsoft' at node 'att'");
 }
 
 TEST_F(HostileFiles, ModelFileThatIsACharacterDeviceIsRefusedByName) {

@@ -55,6 +55,28 @@ Expected<Graph> ImportOnnx(const std::string& path, const ImportOptions& options
 Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
                                 const ImportOptions& options = {});
 
+// What a model uses that the operator table does not take: one entry per operator (of another
+// domain, or missing from the table), per operator whose row does not cover the model's opset,
+// and per attribute an operator's row does not take. The import refuses the same, in one
+// message; `crosstune import --json` prints these.
+struct Unsupported {
+  std::string kind;       // "operator", "opset" or "attribute"
+  std::string op;         // the operator's type
+  std::string domain;     // "" for the default domain
+  std::string attribute;  // for "attribute"
+  int since_opset = 0;    // for "opset": the opsets the row covers
+  int until_opset = 0;
+  std::vector<std::string> nodes;  // every node that uses it, in the file's order
+};
+struct UnsupportedReport {
+  int opset = 0;                         // the default domain's, as the file declares it
+  std::vector<Unsupported> unsupported;  // sorted by kind, domain, operator, attribute
+};
+// Reads the model's graph (no tensor is checked or evaluated); an error only when the file is no
+// ONNX model, or its IR version or opset is out of range.
+Expected<UnsupportedReport> FindUnsupported(const std::string& path,
+                                            uint64_t max_model_bytes = kDefaultMaxModelBytes);
+
 // The names of a model's inputs that are not initializers, in order (no shapes needed).
 Expected<std::vector<std::string>> OnnxInputNames(const std::string& path);
 

@@ -8,6 +8,7 @@
 
 #include "crosstune/model/compile.h"
 #include "crosstune/model/graph.h"
+#include "crosstune/model/onnx_import.h"
 #include "crosstune/package.h"
 
 namespace crosstune::model {
@@ -18,6 +19,13 @@ namespace crosstune::model {
 // "count"}), "params", "params_mb", "flops", "activation_mb"}.
 nlohmann::json ImportReport(const std::string& path, const GraphStats& imported,
                             const Graph& graph);
+
+// What the model at `path` uses that the importer does not take (onnx_import.h's
+// FindUnsupported), for `crosstune import --json` on a model that does not import: {"model",
+// "opset", "supported" (false when anything is listed), "unsupported": [{"kind" ("operator",
+// "opset" or "attribute"), "op", "domain", "attribute", "opsets" ([since, until], for "opset"),
+// "count", "nodes"}]}.
+nlohmann::json UnsupportedJson(const std::string& path, const UnsupportedReport& report);
 
 // A compile of the model at `model_path` written to `package_path`: {"model", "package",
 // "target", "threads", "layouts", "device_kind" ("" when no device was named), "nodes", "tasks",
