@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -12,6 +11,7 @@
 #include "crosstune/json_error.h"
 #include "crosstune/json_fields.h"
 #include "crosstune/json_reader.h"
+#include "crosstune/numbers.h"
 #include "crosstune/tensor.h"
 
 namespace crosstune::graph {
@@ -84,28 +84,15 @@ EntryRef ReadEntry(const json& v, const std::string& path) {
   return e;
 }
 
-// A signed integer written as a string (the version 2 node attrs are all strings,
-// as TVM's graph executor reads them).
-int64_t SignedText(const json& v, const std::string& path) {
+// A number written as a string (the version 2 node attrs are all strings, as TVM's graph
+// executor reads them), parsed by numbers.h's ParseIntegerIn or ParseNumberIn.
+template <typename T>
+T FromText(const json& v, const std::string& path, Expected<T> (*parse)(std::string_view, T, T)) {
   if (!v.is_string()) throw Malformed(path + " must be a string, got " + Quote(v));
-  const std::string& s = v.get_ref<const std::string&>();
-  int64_t n = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size()) {
-    throw Malformed(path + " must be an integer, got " + Quote(v));
-  }
-  return n;
-}
-
-double NumberText(const json& v, const std::string& path) {
-  if (!v.is_string()) throw Malformed(path + " must be a string, got " + Quote(v));
-  const std::string& s = v.get_ref<const std::string&>();
-  double d = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
-  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(d)) {
-    throw Malformed(path + " must be a number, got " + Quote(v));
-  }
-  return d;
+  auto n = parse(v.get_ref<const std::string&>(), std::numeric_limits<T>::lowest(),
+                 std::numeric_limits<T>::max());
+  if (!n.ok()) throw Malformed(path + ": " + n.status().message());
+  return *n;
 }
 
 // Version 2: "provenance" is "default" or "record", the record's fields in provenance_task,
@@ -123,10 +110,10 @@ Provenance ReadProvenanceAttrs(const json& attrs, const std::string& apath) {
     p.task = String(*it, apath + ".provenance_task");
   }
   if (auto it = attrs.find("provenance_config_index"); it != attrs.end()) {
-    p.config_index = SignedText(*it, apath + ".provenance_config_index");
+    p.config_index = FromText<int64_t>(*it, apath + ".provenance_config_index", ParseIntegerIn);
   }
   if (auto it = attrs.find("provenance_timestamp"); it != attrs.end()) {
-    p.timestamp = NumberText(*it, apath + ".provenance_timestamp");
+    p.timestamp = FromText<double>(*it, apath + ".provenance_timestamp", ParseNumberIn);
   }
   return p;
 }
