@@ -168,7 +168,8 @@ void WorkerMain(int fd, const std::string& scratch_dir, const BuildWorkerVersion
   // confined says so in its handshake, and ends.
   const Status boxed = LandlockAbi() > 0 ? ConfineBuilds(scratch_dir, "") : Status::Ok();
   Channel ch(3);
-  ch.set_utf8_strings(false);  // sources, libraries and diagnostics are raw bytes
+  ch.set_utf8_strings(false);                    // sources, libraries and diagnostics are raw bytes
+  ch.set_max_send_frame_bytes(kMaxWorkerFrame);  // a whole network's library
   if (!AnswerPoolHello(ch, version, boxed).ok()) ::_exit(boxed.ok() ? 2 : 3);
   for (;;) {
     auto frame = ch.ReadFrame(NoDeadline(), kMaxWorkerFrame);
@@ -189,7 +190,13 @@ void WorkerMain(int fd, const std::string& scratch_dir, const BuildWorkerVersion
       for (;;) ::pause();
     }
     BuildResult result = BuildInProcess(r);
-    if (!ch.Send(Opcode::kResult, frame->request_id, ToWire(result), NoDeadline()).ok()) ::_exit(0);
+    Status sent = ch.Send(Opcode::kResult, frame->request_id, ToWire(result), NoDeadline());
+    if (sent.code() == ErrorCode::kLimitExceeded) {  // a library past the pool's frame limit
+      sent = ch.SendError(frame->request_id,
+                          Status(sent.code(), "the built library is too large: " + sent.message()),
+                          NoDeadline());
+    }
+    if (!sent.ok()) ::_exit(0);
   }
 }
 
@@ -473,8 +480,12 @@ class Builder::Pool {
     Deadline deadline = DeadlineIn(timeout);
     uint32_t id = w->ch.NextRequestId();
     Status sent = w->ch.Send(Opcode::kCall, id, ToWire(request), deadline);
+    if (sent.code() == ErrorCode::kLimitExceeded) {  // nothing was sent: the worker serves on
+      return Failed(Status(sent.code(), "the build request is too large: " + sent.message()));
+    }
     Expected<Frame> reply =
         sent.ok() ? w->ch.ReadFrame(deadline, kMaxWorkerFrame) : Expected<Frame>(sent);
+    if (reply.ok() && reply->op == Opcode::kError) return Failed(reply->AsStatus());
     if (reply.ok()) {
       auto wire = reply->As<WireResult>();
       if (wire.ok()) return FromWire(std::move(*wire));
@@ -604,7 +615,8 @@ class Builder::Pool {
     w->pid = spawned.pid;
     w->ch = Channel(spawned.fd);
     w->scratch_dir = std::move(spawned.scratch_dir);
-    w->ch.set_utf8_strings(false);  // libraries and compiler output are raw bytes
+    w->ch.set_utf8_strings(false);                    // libraries and compiler output are raw bytes
+    w->ch.set_max_send_frame_bytes(kMaxWorkerFrame);  // a link request carries every object
     return Status::Ok();
   }
 

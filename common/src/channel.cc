@@ -64,6 +64,7 @@ Channel::Channel(Channel&& other) noexcept
       rend_(other.rend_),
       rcvtimeo_us_(other.rcvtimeo_us_),
       blocking_(other.blocking_),
+      max_send_frame_bytes_(other.max_send_frame_bytes_),
       next_request_id_(other.next_request_id_),
       utf8_strings_(other.utf8_strings_),
       busy_poll_(other.busy_poll_),
@@ -83,6 +84,7 @@ Channel& Channel::operator=(Channel&& other) noexcept {
     rend_ = other.rend_;
     rcvtimeo_us_ = other.rcvtimeo_us_;
     blocking_ = other.blocking_;
+    max_send_frame_bytes_ = other.max_send_frame_bytes_;
     next_request_id_ = other.next_request_id_;
     utf8_strings_ = other.utf8_strings_;
     busy_poll_ = other.busy_poll_;
@@ -357,13 +359,13 @@ Expected<Frame> Channel::ReadFrame(Deadline deadline, uint32_t max_frame_bytes) 
   return DecodeFrameBody(body.data(), body.size(), utf8_strings_);
 }
 
-Status Channel::CheckOutgoingFrame(Opcode op, const std::string& frame) {
+Status Channel::CheckOutgoingFrame(Opcode op, const std::string& frame) const {
   const size_t body = frame.size() - 4;
-  if (body <= Limits::kMaxFrameBytes) return Status::Ok();
+  if (body <= max_send_frame_bytes_) return Status::Ok();
   std::string what = op == Opcode::kResult ? std::string("the reply") : std::string(OpcodeName(op));
   return Status(ErrorCode::kLimitExceeded, what + " would be " + std::to_string(body) +
                                                " bytes, over the protocol's frame limit of " +
-                                               std::to_string(Limits::kMaxFrameBytes));
+                                               std::to_string(max_send_frame_bytes_));
 }
 
 Status Channel::SendError(uint32_t request_id, const Status& status, Deadline deadline) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "crosstune/builder/builder.h"
 #include "crosstune/builder/compiler.h"
 #include "crosstune/client/session.h"
 #include "crosstune/crypto.h"
@@ -92,6 +93,72 @@ TEST_F(ServerPackageTest, RunsBuiltPackageWithCheckedAnswers) {
       mod->Call("scale", {CallArg::Tensor(*tc), CallArg::Int(n), CallArg::Float(2.0)}).ok());
   ASSERT_TRUE(tc->CopyTo(c.data(), n * 4).ok());
   EXPECT_FLOAT_EQ(c[10], 30.0f);
+}
+
+// A network's link request carries every node's object, and its reply the whole library: both
+// go through the pool's worker pipe whole, past the 1 MiB frame of the network protocol (a
+// densenet121's request is 4 MiB). Three objects of 6 MiB each (a table of constants) make a
+// link request of over 16 MiB and a library of 18 MiB; it is packaged, uploaded, loaded and run.
+TEST_F(ServerPackageTest, ALinkRequestOver16MiBBuildsInThePoolAndItsLibraryRuns) {
+  auto pool = builder::Builder::Create({.workers = 2, .worker_program = CT_BUILD_WORKER_BIN});
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  const builder::Target target = *builder::ParseTarget("x86-64");
+  std::vector<builder::BuildRequest> parts;
+  for (int i = 0; i < 3; ++i) {
+    builder::BuildRequest r;
+    const std::string n = std::to_string(i);
+    r.source = "static const unsigned char table[6 << 20] = {" + std::to_string(i + 1) +
+               "};\n"
+               "unsigned char table_" +
+               n + "(long at) { return table[at]; }\n";
+    r.target = target;
+    r.object_only = true;
+    r.source_name = "table_" + n + ".c";
+    parts.push_back(std::move(r));
+  }
+  std::vector<builder::BuildResult> objects = (*pool)->BuildMany(parts);
+  builder::BuildRequest link;
+  link.target = target;
+  link.name = "tables";
+  link.source_name = "tables.c";
+  link.source = R"(
+#include <stdint.h>
+#include "kernel_abi.h"
+unsigned char table_0(long), table_1(long), table_2(long);
+/* out[0..2]: each table's first byte; out[3..5]: its last */
+static int32_t firsts_and_lasts(const ct_arg* args, int32_t num_args) {
+  if (num_args != 1) return 1;
+  float* out = (float*)args[0].value.v_tensor->data;
+  const long last = (6L << 20) - 1;
+  out[0] = table_0(0); out[1] = table_1(0); out[2] = table_2(0);
+  out[3] = table_0(last); out[4] = table_1(last); out[5] = table_2(last);
+  return 0;
+}
+static const ct_function kFns[] = {{"firsts_and_lasts", firsts_and_lasts, "t"}};
+CT_DEFINE_MODULE("crosstune large link test", kFns, 0)
+)";
+  size_t request_bytes = link.source.size();
+  for (auto& o : objects) {
+    ASSERT_TRUE(o.ok()) << o.status.ToString() << o.diagnostics;
+    request_bytes += o.library.size();
+    link.link_objects.push_back(std::move(o.library));
+  }
+  ASSERT_GT(request_bytes, size_t{16} << 20);
+  builder::BuildResult lib = (*pool)->Build(link);
+  ASSERT_TRUE(lib.ok()) << lib.status.ToString() << lib.diagnostics;
+  EXPECT_GT(lib.library.size(), size_t{18} << 20);
+  link.link_objects.clear();
+  ASSERT_TRUE(builder::WriteBuildPackage(link, lib, Path("tables.ctpkg")).ok());
+
+  auto mod = UploadAndLoad(Path("tables.ctpkg"), "tables.ctpkg");
+  ASSERT_TRUE(mod.ok()) << mod.status().ToString();
+  auto out = session_->AllocTensor({6}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto r = mod->Call("firsts_and_lasts", {CallArg::Tensor(*out)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<float> got(6, -1);
+  ASSERT_TRUE(out->CopyTo(got.data(), got.size() * 4).ok());
+  EXPECT_EQ(got, (std::vector<float>{1, 2, 3, 0, 0, 0}));
 }
 
 TEST_F(ServerPackageTest, RefusesPackageWithBadHash) {

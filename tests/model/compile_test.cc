@@ -235,6 +235,29 @@ TEST_F(CompileTest, ResNet50Width16FromTheCommandLineMatchesOnnxRuntime) {
               "onnxruntime");
 }
 
+// A network past the protocol's frame: the onnx wheel's light DenseNet-121 (730 nodes) links
+// from 4 MiB of objects into a library of 2.8 MiB, each over the 1 MiB frame; they go through
+// the builder's pool whole, and the package runs and matches onnxruntime. (Its weights are made
+// by the model's ConstantOfShape nodes, folded here.)
+TEST_F(CompileTest, DenseNet121FromTheOnnxWheelMatchesOnnxRuntime) {
+  std::string path = testing::RunModelPython(
+      "import os, onnx\n"
+      "print(os.path.join(os.path.dirname(onnx.__file__), 'backend', 'test', 'data', 'light',\n"
+      "                   'light_densenet121.onnx'))\n",
+      "");
+  while (!path.empty() && path.back() == '\n') path.pop_back();
+  ASSERT_TRUE(fs::exists(path)) << path;
+  // A copy: the package is written beside the model, not into the wheel.
+  const std::string copy = *dir_ + "/light_densenet121.onnx";
+  fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+  path = copy;
+  auto c = CompileFile(path, Target(), DefaultPasses(), "");
+  ASSERT_TRUE(c.ok);
+  EXPECT_GT(c.result.library.library.size(), size_t{1} << 20);
+  ExpectClose(RunOnServer(server_->address(), c.package, SeededInput(path)), ReferenceOutput(path),
+              "light_densenet121 from the onnx wheel, on the server, vs onnxruntime");
+}
+
 // `tune --model` tunes the model's tasks and resumes from its log; `compile --log` then takes
 // each task's best record, and the package still computes the model.
 TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {

@@ -41,6 +41,10 @@ class Channel {
   // false: frames read may hold strings that are not UTF-8 (trusted internal pipes only; see
   // DecodeFrameBody).
   void set_utf8_strings(bool on) { utf8_strings_ = on; }
+  // The largest frame body Send sends (Limits::kMaxFrameBytes unless set): raised only on
+  // trusted internal pipes whose reader takes larger frames (the builder's pool and its workers,
+  // whose requests carry a whole network's objects).
+  void set_max_send_frame_bytes(uint32_t bytes) { max_send_frame_bytes_ = bytes; }
   int fd() const { return fd_; }
   // Whether bytes already received wait in the read-ahead buffer. Code that polls fd() for input
   // must check this first: a frame read ahead is no longer in the socket.
@@ -74,8 +78,9 @@ class Channel {
   Status WriteBytes(const void* data, size_t size, Deadline deadline);
   Status ReadBytes(void* data, size_t size, Deadline deadline);
 
-  // A frame whose body would exceed Limits::kMaxFrameBytes (which the peer would refuse, ending
-  // the connection) is not sent: kLimitExceeded, naming its size, and the connection goes on.
+  // A frame whose body would exceed Limits::kMaxFrameBytes, or the limit set above (which the
+  // peer would refuse, ending the connection) is not sent: kLimitExceeded, naming its size, and
+  // the connection goes on.
   template <typename T>
   Status Send(Opcode op, uint32_t request_id, const T& payload, Deadline deadline) {
     std::string f = EncodeFrame(op, request_id, payload);
@@ -114,7 +119,7 @@ class Channel {
 
  private:
   static Status CheckReply(const Frame& f, uint32_t request_id);
-  static Status CheckOutgoingFrame(Opcode op, const std::string& frame);
+  Status CheckOutgoingFrame(Opcode op, const std::string& frame) const;
   Status WaitFor(short events, Deadline deadline);
   // Copies up to `size` read-ahead bytes out; returns how many.
   size_t TakeBuffered(void* data, size_t size);
@@ -138,6 +143,7 @@ class Channel {
   size_t rend_ = 0;
   int64_t rcvtimeo_us_ = 0;  // the socket's SO_RCVTIMEO as last set (0: none)
   bool blocking_ = false;    // O_NONBLOCK cleared
+  uint32_t max_send_frame_bytes_ = Limits::kMaxFrameBytes;
   uint32_t next_request_id_ = 1;
   bool utf8_strings_ = true;
   std::chrono::microseconds busy_poll_{0};
