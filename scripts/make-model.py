@@ -18,7 +18,7 @@ Models:
   shapes     a reshape whose target comes from Constant, Unsqueeze and Concat, and a
              ConstantOfShape of a Shape: what constant folding must remove.
   dynamic    an input with a symbolic batch dimension ("N"): import needs --shape.
-  unsupported  a graph with an operator crosstune does not import (Erf).
+  unsupported  a graph with an operator crosstune does not import (Hardmax).
   old-ir     IR version 3, opset 7, initializers listed among the graph inputs.
   external   weights in an external data file beside the model.
 """
@@ -180,7 +180,7 @@ def dynamic(args):
 def unsupported(args):
     b = Builder(args.seed)
     x = b.conv_bn("input", "conv", 3, 4, 3, 1, 1, "folded", True)
-    b.node("Erf", [x], "gelu_erf", ["out"])
+    b.node("Hardmax", [x], "hardmax", ["out"])
     inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 8, 8])]
     outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])]
     return b, inputs, outputs, 13

@@ -124,11 +124,20 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
   }
   CompileResult result;
   result.graph = std::move(graph);
-  for (int o : result.graph.outputs) {
-    if (result.graph.values[o].is_const()) {
-      return Status(ErrorCode::kInvalidArgument, "output '" + result.graph.values[o].name +
-                                                     "' is a constant; nothing computes it");
-    }
+  // An output the passes folded into a constant (a Shape's, say) is copied from the params by
+  // an Identity node, so every output is a value some node writes.
+  for (int& o : result.graph.outputs) {
+    Graph& gr = result.graph;
+    if (!gr.values[o].is_const()) continue;
+    Value param = gr.values[o];
+    param.name += ":constant";
+    Node copy;
+    copy.op = "Identity";
+    copy.name = gr.values[o].name + ":copy";
+    copy.inputs = {gr.AddValue(std::move(param))};
+    gr.values[o].data.reset();
+    copy.outputs = {o};
+    gr.nodes.push_back(std::move(copy));
   }
   // The plan is made without the target (as ExtractTasks makes it); only the block is its own.
   CT_RETURN_IF_ERROR(RewriteLayouts(result.graph, PlanLayouts(result.graph, options.layouts),

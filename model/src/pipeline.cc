@@ -8,6 +8,7 @@
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/builder/target.h"
+#include "crosstune/model/kernels.h"
 #include "crosstune/model/layout_plan.h"
 #include "crosstune/model/passes.h"
 #include "crosstune/model/report.h"
@@ -114,6 +115,9 @@ Expected<LoadedModel> Load(const std::string& path, const LoadOptions& options) 
   m.imported_nodes = m.graph.nodes.size();
   m.imported = Stats(m.graph);
   CT_RETURN_IF_ERROR(RunPasses(m.graph, DefaultPasses()));
+  // What the passes leave is what compiles: a node of a type its kernel does not compute is
+  // refused here, by name, not first in compile.
+  for (const Node& n : m.graph.nodes) CT_RETURN_IF_ERROR(CheckKernelTypes(m.graph, n));
   m.path = path;
   m.name = options.name.empty() ? std::filesystem::path(path).stem().string() : options.name;
   return m;

@@ -94,11 +94,11 @@ TEST_F(ImportCliTest, JsonListsEverythingUnsupportedAtOnce) {
   ASSERT_TRUE(m.ParseFromString(testing::ReadFile(path)));
   auto* g = m.mutable_graph();
   for (int i = 0; i < 2; ++i) {
-    auto* erf = g->add_node();
-    erf->set_op_type("Erf");
-    erf->set_name("erf" + std::to_string(i));
-    erf->add_input(i == 0 ? "y" : "e0");
-    erf->add_output("e" + std::to_string(i));
+    auto* hm = g->add_node();
+    hm->set_op_type("Hardmax");
+    hm->set_name("hm" + std::to_string(i));
+    hm->add_input(i == 0 ? "y" : "e0");
+    hm->add_output("e" + std::to_string(i));
   }
   auto* inplace = g->mutable_node(0)->add_attribute();  // the Relu
   inplace->set_name("inplace");
@@ -117,14 +117,14 @@ TEST_F(ImportCliTest, JsonListsEverythingUnsupportedAtOnce) {
   EXPECT_EQ(j["unsupported"][0]["attribute"], "inplace");
   EXPECT_EQ(j["unsupported"][0]["nodes"], nlohmann::json::array({"relu"}));
   EXPECT_EQ(j["unsupported"][1]["kind"], "operator");
-  EXPECT_EQ(j["unsupported"][1]["op"], "Erf");
+  EXPECT_EQ(j["unsupported"][1]["op"], "Hardmax");
   EXPECT_EQ(j["unsupported"][1]["count"], 2);
-  EXPECT_EQ(j["unsupported"][1]["nodes"], nlohmann::json::array({"erf0", "erf1"}));
+  EXPECT_EQ(j["unsupported"][1]["nodes"], nlohmann::json::array({"hm0", "hm1"}));
 
   auto line = Crosstune("import " + path);
   EXPECT_EQ(line.exit_code, 1);
   EXPECT_NE(line.err.find("not supported (opset 13): attribute 'inplace' of Relu at node 'relu'; "
-                          "operator Erf at 2 nodes ('erf0', 'erf1')"),
+                          "operator Hardmax at 2 nodes ('hm0', 'hm1')"),
             std::string::npos)
       << line.err;
 }

@@ -87,7 +87,7 @@ TEST(PipelineTest, RefusesBadShapesBudgetsAndOperatorsByName) {
   expect_invalid(Load(SmallModel(), {.max_model_mb = kMaxModelMb + 1}), "max model size");
   const std::string unsupported = MakeModel("unsupported.onnx", "unsupported");
   ASSERT_FALSE(unsupported.empty());
-  expect_invalid(Load(unsupported), "operator Erf at node 'gelu_erf'");
+  expect_invalid(Load(unsupported), "operator Hardmax at node 'hardmax'");
   auto missing = Load(Dir() + "/missing.onnx");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound) << missing.status().ToString();

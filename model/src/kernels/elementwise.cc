@@ -36,26 +36,84 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
   } else if (n.op == "Clip") {
     const std::string lo = n.Has("min") ? CFloat(n.Float("min", 0)) : "-__builtin_inff()";
     const std::string hi = n.Has("max") ? CFloat(n.Float("max", 0)) : "__builtin_inff()";
-    expr = "v < " + lo + " ? " + lo + " : (v > " + hi + " ? " + hi + " : v)";
+    expr = "AT_MOST(AT_LEAST(v, " + lo + "), " + hi + ")";  // min > max: every value is max
+  } else if (n.op == "Abs") {
+    expr = "__builtin_fabsf(v)";
+  } else if (n.op == "Neg") {
+    expr = "-v";
+  } else if (n.op == "Exp") {
+    expr = "__builtin_expf(v)";
+  } else if (n.op == "Log") {
+    expr = "__builtin_logf(v)";
+  } else if (n.op == "Sqrt") {
+    expr = "__builtin_sqrtf(v)";
+  } else if (n.op == "Reciprocal") {
+    expr = "1.0f / v";
+  } else if (n.op == "Tanh") {
+    expr = "__builtin_tanhf(v)";
+  } else if (n.op == "Erf") {
+    expr = "__builtin_erff(v)";
+  } else if (n.op == "Floor") {
+    expr = "__builtin_floorf(v)";
+  } else if (n.op == "Ceil") {
+    expr = "__builtin_ceilf(v)";
+  } else if (n.op == "Softplus") {
+    expr = "v > 0 ? v + __builtin_log1pf(__builtin_expf(-v)) : __builtin_log1pf(__builtin_expf(v))";
+  } else if (n.op == "Softsign") {
+    expr = "v / (1.0f + __builtin_fabsf(v))";
+  } else if (n.op == "Elu") {
+    expr = "v >= 0 ? v : " + CFloat(n.Float("alpha", 1)) + " * (__builtin_expf(v) - 1.0f)";
+  } else if (n.op == "Selu") {
+    const std::string a = CFloat(n.Float("alpha", 0)), g = CFloat(n.Float("gamma", 0));
+    expr = "v > 0 ? " + g + " * v : " + g + " * (" + a + " * __builtin_expf(v) - " + a + ")";
+  } else if (n.op == "HardSigmoid") {
+    expr = "HARD(" + CFloat(n.Float("alpha", 0)) + " * v + " + CFloat(n.Float("beta", 0)) + ")";
+  } else if (n.op == "HardSwish") {
+    expr = "v * HARD(v / 6.0f + 0.5f)";
+  } else if (n.op == "Gelu" && n.String("approximate", "none") == "tanh") {
+    expr = "0.5f * v * (1.0f + __builtin_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))";
+  } else if (n.op == "Gelu") {
+    expr = "0.5f * v * (1.0f + __builtin_erff(v * 0.7071067811865476f))";
+  }
+  if (expr.empty()) {
+    return Status(ErrorCode::kInternal, n.op + " node '" + n.name + "': no unary kernel");
   }
   const int64_t e = g.values[n.outputs[0]].elements();
-  return LoopKernel(name, 1, 1, Chunks(e), "",
+  return LoopKernel(name, 1, 1, Chunks(e),
+                    "#define HARD(t) ((t) < 0.0f ? 0.0f : ((t) > 1.0f ? 1.0f : (t)))\n"
+                    "#define AT_LEAST(v, lo) ((v) < (lo) ? (lo) : (v))\n"
+                    "#define AT_MOST(v, hi) ((v) > (hi) ? (hi) : (v))\n",
                     ChunkRange(e) +
                         "    for (long j = j0; j < j1; ++j) {\n"
                         "      const float v = in0[j];\n      out0[j] = " +
                         expr + ";\n    }");
 }
 
-// Add, Sub, Mul, Div, Sum: rows of the output's last dimension; each input's offset from the
-// row's index through its broadcast strides.
+// Add, Sub, Mul, Div, Pow, Sum, Min, Max, Mean, PRelu: rows of the output's last dimension; each
+// input's offset from the row's index through its broadcast strides.
 Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::string& name) {
   const auto& out = g.values[n.outputs[0]].shape;
   const int inputs = static_cast<int>(n.inputs.size());
-  const std::string op = n.op == "Sub" ? "-" : n.op == "Mul" ? "*" : n.op == "Div" ? "/" : "+";
+  // How the value so far and the next input's term combine.
+  auto combine = [&n](const std::string& a, const std::string& b) -> std::string {
+    if (n.op == "Sub") return "(" + a + ") - " + b;
+    if (n.op == "Mul") return "(" + a + ") * " + b;
+    if (n.op == "Div") return "(" + a + ") / " + b;
+    if (n.op == "Pow") return "__builtin_powf(" + a + ", " + b + ")";
+    if (n.op == "Min") return "MIN2(" + a + ", " + b + ")";
+    if (n.op == "Max") return "MAX2(" + a + ", " + b + ")";
+    if (n.op == "PRelu") return "PRELU(" + a + ", " + b + ")";
+    return "(" + a + ") + " + b;  // Add, Sum, Mean
+  };
   const int64_t rank = static_cast<int64_t>(out.size());
   const int64_t len = rank ? out.back() : 1;
   const int64_t rows = len ? NumElements(out) / len : 0;
-  std::string defines = "#define RANK " + std::to_string(rank) + "\n";
+  std::string defines =
+      "#define RANK " + std::to_string(rank) +
+      "\n"
+      "static inline float MIN2(float a, float b) { return b < a ? b : a; }\n"
+      "static inline float MAX2(float a, float b) { return b > a ? b : a; }\n"
+      "static inline float PRELU(float x, float s) { return x < 0 ? s * x : x; }\n";
   defines += "static const long kOut[] = " + CArray(out) + ";\n";
   std::string offsets = "    long rem = it";
   for (int i = 0; i < inputs; ++i) offsets += ", o" + std::to_string(i) + " = 0";
@@ -70,8 +128,9 @@ Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::st
     offsets += "      o" + s + " += x * kS" + s + "[d];\n";
     const std::string last = rank ? std::to_string(strides.back()) : "0";
     const std::string term = "in" + s + "[o" + s + " + j * " + last + "L]";
-    expr = i == 0 ? term : "(" + expr + ") " + op + " " + term;
+    expr = i == 0 ? term : combine(expr, term);
   }
+  if (n.op == "Mean") expr = "(" + expr + ") / " + std::to_string(inputs) + ".0f";
   offsets += "    }\n";
   return LoopKernel(name, inputs, 1, rows ? rows : 1, defines,
                     offsets + "    for (long j = 0; j < " + std::to_string(len) +

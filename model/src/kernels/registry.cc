@@ -20,11 +20,33 @@ const KernelRow kKernels[] = {
     {"Sigmoid", kernels::Unary},
     {"LeakyRelu", kernels::Unary},
     {"Clip", kernels::Unary},
+    {"Abs", kernels::Unary},
+    {"Neg", kernels::Unary},
+    {"Exp", kernels::Unary},
+    {"Log", kernels::Unary},
+    {"Sqrt", kernels::Unary},
+    {"Reciprocal", kernels::Unary},
+    {"Tanh", kernels::Unary},
+    {"Erf", kernels::Unary},
+    {"Floor", kernels::Unary},
+    {"Ceil", kernels::Unary},
+    {"Softplus", kernels::Unary},
+    {"Softsign", kernels::Unary},
+    {"Elu", kernels::Unary},
+    {"Selu", kernels::Unary},
+    {"HardSigmoid", kernels::Unary},
+    {"HardSwish", kernels::Unary},
+    {"Gelu", kernels::Unary},
     {"Add", kernels::Broadcast},
     {"Sub", kernels::Broadcast},
     {"Mul", kernels::Broadcast},
     {"Div", kernels::Broadcast},
     {"Sum", kernels::Broadcast},
+    {"Pow", kernels::Broadcast},
+    {"Min", kernels::Broadcast},
+    {"Max", kernels::Broadcast},
+    {"Mean", kernels::Broadcast},
+    {"PRelu", kernels::Broadcast},
     {"BatchNormalization", kernels::BatchNorm},
     {"MaxPool", kernels::Pool},
     {"AveragePool", kernels::Pool},
@@ -50,16 +72,26 @@ bool HasGeneratedKernel(const std::string& op) {
   return false;
 }
 
-Expected<GeneratedKernel> GenerateKernel(const Graph& g, const Node& n) {
+Status CheckKernelTypes(const Graph& g, const Node& n) {
   for (const KernelRow& r : kKernels) {
     if (n.op != r.op) continue;
     for (int o : n.outputs) {
       if (g.values[o].dtype != DType::kFloat32 && r.generate != kernels::Copy &&
           r.generate != kernels::Concat && r.generate != kernels::Transpose) {
         return Status(ErrorCode::kInvalidArgument,
-                      n.op + " node '" + n.name + "': only float32 is compiled");
+                      n.op + " node '" + n.name + "': only float32 is compiled, not " +
+                          DTypeName(g.values[o].dtype) + " (a " + DTypeName(g.values[o].dtype) +
+                          " " + n.op + " runs only where its inputs are constants)");
       }
     }
+  }
+  return Status::Ok();
+}
+
+Expected<GeneratedKernel> GenerateKernel(const Graph& g, const Node& n) {
+  for (const KernelRow& r : kKernels) {
+    if (n.op != r.op) continue;
+    CT_RETURN_IF_ERROR(CheckKernelTypes(g, n));
     std::string fn;
     for (char c : n.op) fn += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     return r.generate(g, n, fn);

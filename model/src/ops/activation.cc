@@ -1,4 +1,8 @@
-// Elementwise activations: Relu, Sigmoid, LeakyRelu, Clip (float32).
+// Elementwise activations and math on float32: Relu, Sigmoid, LeakyRelu, Clip; Abs, Neg, Exp,
+// Log, Sqrt, Reciprocal, Tanh, Erf, Floor, Ceil; Softplus, Softsign, Elu, Selu, HardSigmoid,
+// HardSwish, Gelu. The host evaluates in double and rounds once, as the generated kernels'
+// float math (kernels/elementwise.cc) stays within fp32 tolerance of it.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -45,7 +49,8 @@ Status InferClip(OpContext& ctx) {
     if (!ctx.has_input(i)) continue;
     const Value& b = ctx.in(i);
     if (!b.is_const() || b.dtype != DType::kFloat32 || b.elements() != 1) {
-      return ctx.Error(std::string(i == 1 ? "min" : "max") + " must be a float32 scalar constant");
+      return ctx.Error(std::string(i == 1 ? "min" : "max") +
+                       " must be a float32 scalar constant known at compile time");
     }
     n.SetFloat(i == 1 ? "min" : "max", b.floats()[0]);
   }
@@ -56,7 +61,111 @@ Status InferClip(OpContext& ctx) {
 Status EvalClip(OpContext& ctx) {
   const float lo = static_cast<float>(ctx.node().Float("min", -FLT_MAX));
   const float hi = static_cast<float>(ctx.node().Float("max", FLT_MAX));
-  return EvalUnary(ctx, [lo, hi](float v) { return v < lo ? lo : (v > hi ? hi : v); });
+  // min, then max: where min > max every value becomes max, as ONNX states.
+  return EvalUnary(ctx, [lo, hi](float v) {
+    const float t = v < lo ? lo : v;
+    return t > hi ? hi : t;
+  });
+}
+
+// ONNX's defaults of the attributes below: Infer writes each one the node lacks, so the kernels
+// (kernels/elementwise.cc) read the same values.
+constexpr double kSeluAlpha = 1.67326319217681884765625;
+constexpr double kSeluGamma = 1.05070102214813232421875;
+
+template <typename F>
+Status EvalMath(OpContext& ctx, F f) {
+  return EvalUnary(ctx, [&f](float v) { return static_cast<float>(f(static_cast<double>(v))); });
+}
+
+Status EvalAbs(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::fabs(v); });
+}
+Status EvalNeg(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return -v; });
+}
+Status EvalExp(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::exp(v); });
+}
+Status EvalLog(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::log(v); });
+}
+Status EvalSqrt(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::sqrt(v); });
+}
+Status EvalReciprocal(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return 1.0 / v; });
+}
+Status EvalTanh(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::tanh(v); });
+}
+Status EvalErf(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::erf(v); });
+}
+Status EvalFloor(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::floor(v); });
+}
+Status EvalCeil(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::ceil(v); });
+}
+Status EvalSoftplus(OpContext& ctx) {
+  return EvalMath(
+      ctx, [](double v) { return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)); });
+}
+Status EvalSoftsign(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return v / (1 + std::fabs(v)); });
+}
+// The unary ops whose attributes have defaults.
+Status InferWithDefaults(OpContext& ctx, std::initializer_list<std::pair<const char*, double>> d) {
+  CT_RETURN_IF_ERROR(InferUnary(ctx));
+  for (const auto& [key, value] : d) {
+    if (!ctx.node().Has(key)) ctx.node().SetFloat(key, value);
+  }
+  return Status::Ok();
+}
+Status InferElu(OpContext& ctx) { return InferWithDefaults(ctx, {{"alpha", 1.0}}); }
+Status InferSelu(OpContext& ctx) {
+  return InferWithDefaults(ctx, {{"alpha", kSeluAlpha}, {"gamma", kSeluGamma}});
+}
+Status InferHardSigmoid(OpContext& ctx) {
+  return InferWithDefaults(ctx, {{"alpha", 0.2}, {"beta", 0.5}});
+}
+
+Status EvalElu(OpContext& ctx) {
+  const double alpha = ctx.node().Float("alpha", 1.0);
+  return EvalMath(ctx, [alpha](double v) { return v >= 0 ? v : alpha * (std::exp(v) - 1); });
+}
+Status EvalSelu(OpContext& ctx) {
+  const double alpha = ctx.node().Float("alpha", kSeluAlpha);
+  const double gamma = ctx.node().Float("gamma", kSeluGamma);
+  return EvalMath(ctx, [alpha, gamma](double v) {
+    return v > 0 ? gamma * v : gamma * (alpha * std::exp(v) - alpha);
+  });
+}
+Status EvalHardSigmoid(OpContext& ctx) {
+  const double alpha = ctx.node().Float("alpha", 0.2), beta = ctx.node().Float("beta", 0.5);
+  return EvalMath(ctx, [alpha, beta](double v) { return std::clamp(alpha * v + beta, 0.0, 1.0); });
+}
+Status EvalHardSwish(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return v * std::clamp(v / 6 + 0.5, 0.0, 1.0); });
+}
+
+// Gelu's `approximate`: "none" (the erf form) or "tanh".
+Status InferGelu(OpContext& ctx) {
+  CT_RETURN_IF_ERROR(InferUnary(ctx));
+  const std::string a = ctx.node().String("approximate", "none");
+  if (a != "none" && a != "tanh") {
+    return ctx.Error("approximate '" + a + "' is not one of none, tanh");
+  }
+  return Status::Ok();
+}
+Status EvalGelu(OpContext& ctx) {
+  if (ctx.node().String("approximate", "none") == "tanh") {
+    return EvalMath(ctx, [](double v) {
+      return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    });
+  }
+  return EvalMath(ctx, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
 }
 
 double ElementFlops(const Graph& g, const Node& n) {
@@ -71,5 +180,39 @@ const OpDef kLeakyRelu = {"LeakyRelu", {attr::Float("alpha")}, 1,           1, 1
                           InferUnary,  EvalLeakyRelu,          ElementFlops};
 const OpDef kClip = {
     "Clip", {attr::Float("min"), attr::Float("max")}, 1, 3, 1, InferClip, EvalClip, ElementFlops};
+const OpDef kAbs = {"Abs", {}, 1, 1, 1, InferUnary, EvalAbs, ElementFlops, false, 6};
+const OpDef kNeg = {"Neg", {}, 1, 1, 1, InferUnary, EvalNeg, ElementFlops, false, 6};
+const OpDef kExp = {"Exp", {}, 1, 1, 1, InferUnary, EvalExp, ElementFlops, false, 6};
+const OpDef kLog = {"Log", {}, 1, 1, 1, InferUnary, EvalLog, ElementFlops, false, 6};
+const OpDef kSqrt = {"Sqrt", {}, 1, 1, 1, InferUnary, EvalSqrt, ElementFlops, false, 6};
+const OpDef kReciprocal = {"Reciprocal",   {},           1,     1, 1, InferUnary,
+                           EvalReciprocal, ElementFlops, false, 6};
+const OpDef kTanh = {"Tanh", {}, 1, 1, 1, InferUnary, EvalTanh, ElementFlops, false, 6};
+const OpDef kErf = {"Erf", {}, 1, 1, 1, InferUnary, EvalErf, ElementFlops, false, 9};
+const OpDef kFloor = {"Floor", {}, 1, 1, 1, InferUnary, EvalFloor, ElementFlops, false, 6};
+const OpDef kCeil = {"Ceil", {}, 1, 1, 1, InferUnary, EvalCeil, ElementFlops, false, 6};
+const OpDef kSoftplus = {"Softplus", {}, 1, 1, 1, InferUnary, EvalSoftplus, ElementFlops, false, 1};
+const OpDef kSoftsign = {"Softsign", {}, 1, 1, 1, InferUnary, EvalSoftsign, ElementFlops, false, 1};
+const OpDef kElu = {"Elu",   {attr::Float("alpha")}, 1,     1, 1, InferElu,
+                    EvalElu, ElementFlops,           false, 6};
+const OpDef kSelu = {"Selu",   {attr::Float("alpha"), attr::Float("gamma")},
+                     1,        1,
+                     1,        InferSelu,
+                     EvalSelu, ElementFlops,
+                     false,    6};
+const OpDef kHardSigmoid = {"HardSigmoid",
+                            {attr::Float("alpha"), attr::Float("beta")},
+                            1,
+                            1,
+                            1,
+                            InferHardSigmoid,
+                            EvalHardSigmoid,
+                            ElementFlops,
+                            false,
+                            6};
+const OpDef kHardSwish = {"HardSwish",   {},           1,     1, 1, InferUnary,
+                          EvalHardSwish, ElementFlops, false, 14};
+const OpDef kGelu = {
+    "Gelu", {attr::String("approximate")}, 1, 1, 1, InferGelu, EvalGelu, ElementFlops, false, 20};
 
 }  // namespace crosstune::model

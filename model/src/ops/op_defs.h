@@ -9,17 +9,22 @@
 
 namespace crosstune::model {
 
-extern const OpDef kConv, kFusedConv;                          // conv.cc
-extern const OpDef kBatchNormalization, kLrn;                  // norm.cc
-extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;         // activation.cc
-extern const OpDef kAdd, kSub, kMul, kDiv, kSum;               // binary.cc
-extern const OpDef kMaxPool, kAveragePool, kGlobalAvgPool;     // pool.cc
-extern const OpDef kConcat, kFlatten, kReshape, kTranspose;    // shape_ops.cc
-extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;  // shape_ops.cc
-extern const OpDef kConstant, kConstantOfShape, kShape;        // constant.cc
-extern const OpDef kGemm, kMatMul, kDense;                     // gemm.cc
-extern const OpDef kSoftmax;                                   // softmax.cc
-extern const OpDef kLayoutTransform;                           // layout_transform.cc
+extern const OpDef kConv, kFusedConv;                           // conv.cc
+extern const OpDef kBatchNormalization, kLrn;                   // norm.cc
+extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;          // activation.cc
+extern const OpDef kAbs, kNeg, kExp, kLog, kSqrt, kReciprocal;  // activation.cc
+extern const OpDef kTanh, kErf, kFloor, kCeil, kSoftplus;       // activation.cc
+extern const OpDef kSoftsign, kElu, kSelu, kHardSigmoid;        // activation.cc
+extern const OpDef kHardSwish, kGelu;                           // activation.cc
+extern const OpDef kAdd, kSub, kMul, kDiv, kSum;                // binary.cc
+extern const OpDef kPow, kMin, kMax, kMean, kPRelu;             // binary.cc
+extern const OpDef kMaxPool, kAveragePool, kGlobalAvgPool;      // pool.cc
+extern const OpDef kConcat, kFlatten, kReshape, kTranspose;     // shape_ops.cc
+extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;   // shape_ops.cc
+extern const OpDef kConstant, kConstantOfShape, kShape;         // constant.cc
+extern const OpDef kGemm, kMatMul, kDense;                      // gemm.cc
+extern const OpDef kSoftmax;                                    // softmax.cc
+extern const OpDef kLayoutTransform;                            // layout_transform.cc
 
 namespace ops {
 

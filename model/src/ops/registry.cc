@@ -20,11 +20,33 @@ const OpDef* const kOps[] = {
     &kSigmoid,
     &kLeakyRelu,
     &kClip,
+    &kAbs,
+    &kNeg,
+    &kExp,
+    &kLog,
+    &kSqrt,
+    &kReciprocal,
+    &kTanh,
+    &kErf,
+    &kFloor,
+    &kCeil,
+    &kSoftplus,
+    &kSoftsign,
+    &kElu,
+    &kSelu,
+    &kHardSigmoid,
+    &kHardSwish,
+    &kGelu,
     &kAdd,
     &kSub,
     &kMul,
     &kDiv,
     &kSum,
+    &kPow,
+    &kMin,
+    &kMax,
+    &kMean,
+    &kPRelu,
     &kMaxPool,
     &kAveragePool,
     &kGlobalAvgPool,
@@ -59,6 +81,15 @@ std::vector<std::string> SupportedOps() {
   std::vector<std::string> out;
   for (const OpDef* d : kOps) out.emplace_back(d->op);
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<OnnxOperator> OnnxOperators() {
+  std::vector<OnnxOperator> out;
+  for (const std::string& op : SupportedOps()) {
+    const OpDef* d = FindOp(op);
+    if (!d->from_passes) out.push_back({op, d->since_opset, d->until_opset});
+  }
   return out;
 }
 

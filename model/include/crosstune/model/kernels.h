@@ -27,5 +27,9 @@ struct GeneratedKernel {
 // kInvalidArgument naming the node when no generator knows its operator.
 Expected<GeneratedKernel> GenerateKernel(const Graph& g, const Node& n);
 bool HasGeneratedKernel(const std::string& op);
+// Whether the node's kernel takes its outputs' element types (every kernel but the copies,
+// Concat and Transpose computes float32 only): kInvalidArgument naming the node and the type,
+// what GenerateKernel would refuse, checked at import so that a model that imports compiles.
+Status CheckKernelTypes(const Graph& g, const Node& n);
 
 }  // namespace crosstune::model

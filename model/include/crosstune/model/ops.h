@@ -106,6 +106,13 @@ struct OpDef {
 const OpDef* FindOp(const std::string& op);
 // Operator names of the table, sorted.
 std::vector<std::string> SupportedOps();
+// The ONNX operators a model may use (the rows the passes do not make), sorted, each with the
+// opsets its row implements.
+struct OnnxOperator {
+  std::string op;
+  int since_opset = 0, until_opset = 0;
+};
+std::vector<OnnxOperator> OnnxOperators();
 
 // Checks the node against its OpDef (known operator, attribute names and kinds, input and output
 // counts), infers its outputs and checks their shapes (CheckedBytes: rank, no negative dimension,
