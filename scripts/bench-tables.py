@@ -47,6 +47,7 @@ BENCHES = {
     "crosstune-bench-tuners": ["*"],
     "crosstune-bench-farm": ["*.trials_per_s", "*.fraction_of_capacity", "*.device_busy_mean",
                              "quality.*"],
+    "onnx-conformance.py": ["*"],
 }
 MAX_ROWS = 40
 # CPU features worth naming beside a figure (lscpu's flag names).
@@ -136,6 +137,46 @@ def table(run: dict, patterns: list[str]) -> list[str]:
     return lines
 
 
+def conformance_table(run: dict) -> list[str]:
+    """scripts/onnx-conformance.py's run: per operator, passed / failed / refused of each
+    runtime, the operators crosstune takes first, then the totals."""
+    result = run["result"]
+    runtimes = [w for w in ("crosstune", "onnxruntime") if w in result.get("totals", {}).get("all", {})]
+    if not runtimes or not isinstance(result.get("ops"), dict):
+        raise DataError(f"{run['bench']}: a conformance run needs 'ops' and 'totals'")
+    versions = ", ".join(f"{k} {v}" for k, v in result.get("versions", {}).items())
+
+    def cell(counts: dict) -> str:
+        return f"{counts['passed']} / {counts['failed']} / {counts['refused']}"
+
+    lines = [f"{result.get('tests', '?')} tests ({versions}); each cell: passed / failed / "
+             "refused by name.", ""]
+    lines.append("| | " + " | ".join(runtimes) + " |")
+    lines.append("|---|" + "---|" * len(runtimes))
+    for key, label in (("supported", "operators crosstune takes"), ("all", "the whole suite")):
+        tot = result["totals"][key]
+        cells = []
+        for w in runtimes:
+            n = sum(tot[w].values())
+            cells.append(f"{cell(tot[w])} ({100 * tot[w]['passed'] / max(n, 1):.1f}% passed)")
+        lines.append(f"| **{label}** | " + " | ".join(cells) + " |")
+    lines += ["", "| operator | tests | " + " | ".join(runtimes) + " |",
+              "|---|---|" + "---|" * len(runtimes)]
+    ops = result["ops"]
+    for op in sorted(ops, key=lambda o: (not ops[o].get("supported"), o)):
+        row = ops[op]
+        n = sum(row[runtimes[0]].values())
+        name = f"**{fmt(op)}**" if row.get("supported") else fmt(op)
+        lines.append(f"| {name} | {n} | " + " | ".join(cell(row[w]) for w in runtimes) + " |")
+    lines.append("")
+    lines.append("(In bold: an operator crosstune takes.)")
+    return lines
+
+
+# Benches whose run is shown as a table of its own, not as figure/value rows.
+TABLES = {"onnx-conformance.py": conformance_table}
+
+
 def render(data_dir: pathlib.Path, only: str | None = None) -> str:
     """The Markdown of every recorded run under data_dir, newest first per bench, and a line
     naming the benches with no recorded run; with `only`, that bench's runs alone (a page that
@@ -158,7 +199,7 @@ def render(data_dir: pathlib.Path, only: str | None = None) -> str:
             out.append(f"Run on {run['date']} on {cpu_line(run['cpu'])}: `{command}` "
                        f"(`{path.name}`)")
             out.append("")
-            out += table(run, BENCHES.get(bench, ["*"]))
+            out += TABLES[bench](run) if bench in TABLES else table(run, BENCHES.get(bench, ["*"]))
             out.append("")
     missing = [b for b in BENCHES if b not in by_bench]
     if missing and only is None:

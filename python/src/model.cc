@@ -26,6 +26,7 @@
 #include "crosstune/client/remote_model.h"
 #include "crosstune/client/session.h"
 #include "crosstune/client/time_stats.h"
+#include "crosstune/model/ops.h"
 #include "crosstune/model/pipeline.h"
 #include "crosstune/model/report.h"
 #include "crosstune/package.h"
@@ -101,6 +102,18 @@ void BindModel(nb::module_& m) {
       "path"_a, "max_model_mb"_a = model::kDefaultMaxModelMb,
       "model::FindUnsupported: what `crosstune import --json` lists for a model the importer "
       "refuses, as JSON text.");
+
+  m.def(
+      "onnx_operators",
+      [] {
+        std::vector<std::tuple<std::string, int, int>> out;
+        for (const auto& o : model::OnnxOperators()) {
+          out.emplace_back(o.op, o.since_opset, o.until_opset);
+        }
+        return out;
+      },
+      "model::OnnxOperators: (op, since_opset, until_opset) of each ONNX operator the importer "
+      "takes, sorted.");
 
   m.def(
       "compile_model",
