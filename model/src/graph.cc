@@ -29,6 +29,49 @@ const char* DTypeName(DType t) {
   return "?";
 }
 
+Expected<DType> DTypeFromOnnx(int32_t code, const std::string& what) {
+  switch (code) {
+    case 1:
+      return DType::kFloat32;
+    case 2:
+      return DType::kUint8;
+    case 3:
+      return DType::kInt8;
+    case 6:
+      return DType::kInt32;
+    case 7:
+      return DType::kInt64;
+    case 9:
+      return DType::kBool;
+    case 11:
+      return DType::kFloat64;
+    default:
+      return Status(ErrorCode::kInvalidArgument,
+                    what + ": element type " + std::to_string(code) +
+                        " is not supported (float32, float64, int64, int32, int8, uint8, bool)");
+  }
+}
+
+int32_t DTypeToOnnx(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return 1;
+    case DType::kUint8:
+      return 2;
+    case DType::kInt8:
+      return 3;
+    case DType::kInt32:
+      return 6;
+    case DType::kInt64:
+      return 7;
+    case DType::kBool:
+      return 9;
+    case DType::kFloat64:
+      return 11;
+  }
+  return 0;
+}
+
 int DTypeBytes(DType t) {
   switch (t) {
     case DType::kFloat32:

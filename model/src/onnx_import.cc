@@ -56,27 +56,11 @@ struct TensorSource {
   Budget* budget = nullptr;
 };
 
-Expected<DType> FromOnnxType(int32_t t, const std::string& what) {
-  switch (t) {
-    case onnx::TensorProto::FLOAT:
-      return DType::kFloat32;
-    case onnx::TensorProto::INT64:
-      return DType::kInt64;
-    case onnx::TensorProto::INT32:
-      return DType::kInt32;
-    case onnx::TensorProto::BOOL:
-      return DType::kBool;
-    case onnx::TensorProto::UINT8:
-      return DType::kUint8;
-    case onnx::TensorProto::INT8:
-      return DType::kInt8;
-    case onnx::TensorProto::DOUBLE:
-      return DType::kFloat64;
-    default:
-      return Invalid(what + ": element type " + std::to_string(t) +
-                     " is not supported (float32, float64, int64, int32, int8, uint8, bool)");
-  }
-}
+// graph.h's DTypeFromOnnx reads ONNX's type codes by number: they are these.
+static_assert(onnx::TensorProto::FLOAT == 1 && onnx::TensorProto::UINT8 == 2 &&
+              onnx::TensorProto::INT8 == 3 && onnx::TensorProto::INT32 == 6 &&
+              onnx::TensorProto::INT64 == 7 && onnx::TensorProto::BOOL == 9 &&
+              onnx::TensorProto::DOUBLE == 11);
 
 // The bytes of an external tensor: location (relative, inside base_dir), offset, length.
 Expected<std::string> ReadExternal(const onnx::TensorProto& t, const TensorSource& src,
@@ -112,7 +96,7 @@ Expected<Value> FromTensorProto(const onnx::TensorProto& t, const TensorSource& 
   Value v;
   v.name = t.name();
   const std::string what = "tensor '" + t.name() + "'";
-  CT_ASSIGN_OR_RETURN(v.dtype, FromOnnxType(t.data_type(), what));
+  CT_ASSIGN_OR_RETURN(v.dtype, DTypeFromOnnx(t.data_type(), what));
   v.shape.assign(t.dims().begin(), t.dims().end());
   // The size is checked and charged before any byte is read or allocated.
   CT_ASSIGN_OR_RETURN(const uint64_t want,
@@ -402,7 +386,7 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     Value v;
     v.name = in.name();
     const auto& tt = in.type().tensor_type();
-    CT_ASSIGN_OR_RETURN(v.dtype, FromOnnxType(tt.elem_type(), "input '" + in.name() + "'"));
+    CT_ASSIGN_OR_RETURN(v.dtype, DTypeFromOnnx(tt.elem_type(), "input '" + in.name() + "'"));
     std::vector<int64_t> given;
     if (auto it = options.shapes.find(in.name()); it != options.shapes.end()) {
       given = it->second;

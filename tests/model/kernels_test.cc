@@ -134,6 +134,7 @@ TEST(KernelTableTest, EveryOperatorThatCanSurviveFoldingHasAKernelRow) {
   const Folded kAlwaysFolded[] = {
       {"Constant", {}, DType::kFloat32, nullptr},   // no inputs: folds at once
       {"Shape", {2, 3}, DType::kFloat32, nullptr},  // reads only its input's shape
+      {"Size", {2, 3}, DType::kFloat32, nullptr},   // the same
       {"ConstantOfShape", {1}, DType::kInt64, "must be a constant known at compile time"},
   };
   for (const Folded& f : kAlwaysFolded) {

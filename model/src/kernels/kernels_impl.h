@@ -27,5 +27,7 @@ Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&)
 Expected<GeneratedKernel> Lrn(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> MatrixProduct(const Graph&, const Node&, const std::string&);  // math.cc
 Expected<GeneratedKernel> DirectConv(const Graph&, const Node&, const std::string&);     // math.cc
+Expected<GeneratedKernel> Reduce(const Graph&, const Node&, const std::string&);     // reduce.cc
+Expected<GeneratedKernel> LayerNorm(const Graph&, const Node&, const std::string&);  // reduce.cc
 
 }  // namespace crosstune::model::kernels

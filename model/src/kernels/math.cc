@@ -1,6 +1,6 @@
-// Generated kernels with arithmetic beyond one element: Softmax, LRN, a generic Gemm and MatMul
-// (those the dense template does not take), and a direct convolution for the convs no template
-// takes (groups, dilation, uneven pads or strides, a depthwise conv without relu).
+// Generated kernels with arithmetic beyond one element: Softmax and LogSoftmax, LRN, a generic Gemm
+// and MatMul (those the dense template does not take), and a direct convolution for the convs no
+// template takes (groups, dilation, uneven pads or strides, a depthwise conv without relu).
 #include "../ops/op_defs.h"
 #include "kernels/kernels_impl.h"
 
@@ -19,16 +19,22 @@ Expected<GeneratedKernel> Softmax(const Graph& g, const Node& n, const std::stri
   }
   std::ostringstream d;
   d << "#define LEN " << len << "L\n#define INNER " << inner << "L\n";
-  return LoopKernel(name, 1, 1, outer * inner, d.str(),
-                    "    const long base = it / INNER * LEN * INNER + it % INNER;\n"
-                    "    float m = in0[base];\n"
-                    "    for (long j = 1; j < LEN; ++j) if (in0[base + j * INNER] > m) m = "
-                    "in0[base + j * INNER];\n"
-                    "    float sum = 0;\n"
-                    "    for (long j = 0; j < LEN; ++j) {\n"
-                    "      const float e = __builtin_expf(in0[base + j * INNER] - m);\n"
-                    "      out0[base + j * INNER] = e;\n      sum += e;\n    }\n"
-                    "    for (long j = 0; j < LEN; ++j) out0[base + j * INNER] /= sum;");
+  return LoopKernel(
+      name, 1, 1, outer * inner, d.str(),
+      "    const long base = it / INNER * LEN * INNER + it % INNER;\n"
+      "    float m = in0[base];\n"
+      "    for (long j = 1; j < LEN; ++j) if (in0[base + j * INNER] > m) m = "
+      "in0[base + j * INNER];\n"
+      "    float sum = 0;\n"
+      "    for (long j = 0; j < LEN; ++j) {\n"
+      "      const float e = __builtin_expf(in0[base + j * INNER] - m);\n"
+      "      out0[base + j * INNER] = e;\n      sum += e;\n    }\n" +
+          std::string(n.op == "LogSoftmax"
+                          ? "    const float ls = __builtin_logf(sum);\n"
+                            "    for (long j = 0; j < LEN; ++j) out0[base + j * INNER] = "
+                            "in0[base + j * INNER] - m - ls;"
+                          : "    for (long j = 0; j < LEN; ++j) out0[base + j * INNER] "
+                            "/= sum;"));
 }
 
 Expected<GeneratedKernel> Lrn(const Graph& g, const Node& n, const std::string& name) {

@@ -16,6 +16,8 @@ const KernelRow kKernels[] = {
     {"Unsqueeze", kernels::Copy},
     {"Identity", kernels::Copy},
     {"Dropout", kernels::Copy},
+    {"Cast", kernels::Copy},      // to its own type only (CheckKernelTypes)
+    {"CastLike", kernels::Copy},  // (never reached: Infer makes every CastLike a Cast)
     {"Relu", kernels::Unary},
     {"Sigmoid", kernels::Unary},
     {"LeakyRelu", kernels::Unary},
@@ -55,6 +57,18 @@ const KernelRow kKernels[] = {
     {"Transpose", kernels::Transpose},
     {"LayoutTransform", kernels::LayoutTransform},
     {"Softmax", kernels::Softmax},
+    {"LogSoftmax", kernels::Softmax},
+    {"ReduceSum", kernels::Reduce},
+    {"ReduceMean", kernels::Reduce},
+    {"ReduceMax", kernels::Reduce},
+    {"ReduceMin", kernels::Reduce},
+    {"ReduceProd", kernels::Reduce},
+    {"ReduceL1", kernels::Reduce},
+    {"ReduceL2", kernels::Reduce},
+    {"ReduceLogSum", kernels::Reduce},
+    {"ReduceLogSumExp", kernels::Reduce},
+    {"ReduceSumSquare", kernels::Reduce},
+    {"LayerNormalization", kernels::LayerNorm},
     {"LRN", kernels::Lrn},
     {"Gemm", kernels::MatrixProduct},
     {"MatMul", kernels::MatrixProduct},
@@ -73,6 +87,13 @@ bool HasGeneratedKernel(const std::string& op) {
 }
 
 Status CheckKernelTypes(const Graph& g, const Node& n) {
+  if (n.op == "Cast" && g.values[n.inputs[0]].dtype != g.values[n.outputs[0]].dtype) {
+    return Status(ErrorCode::kInvalidArgument,
+                  n.op + " node '" + n.name + "': a cast from " +
+                      DTypeName(g.values[n.inputs[0]].dtype) + " to " +
+                      DTypeName(g.values[n.outputs[0]].dtype) +
+                      " is computed only where its input is a constant");
+  }
   for (const KernelRow& r : kKernels) {
     if (n.op != r.op) continue;
     for (int o : n.outputs) {

@@ -1,5 +1,5 @@
-// Softmax: over one axis (opset 13+, default -1), or before opset 13 over the flattened
-// dimensions from `axis` on (default 1), as the ONNX versions define it.
+// Softmax and LogSoftmax: over one axis (opset 13+, default -1), or before opset 13 over the
+// flattened dimensions from `axis` on (default 1), as the ONNX versions define it.
 #include <cmath>
 
 #include "ops/op_defs.h"
@@ -18,7 +18,7 @@ Status InferSoftmax(OpContext& ctx) {
   return Status::Ok();
 }
 
-Status EvalSoftmax(OpContext& ctx) {
+Status EvalSoftmaxOrLog(OpContext& ctx, bool log) {
   const Value& xv = ctx.in(0);
   const int64_t axis = ctx.node().Int("axis", 0);
   const auto& s = xv.shape;
@@ -42,12 +42,15 @@ Status EvalSoftmax(OpContext& ctx) {
       for (int64_t j = 0; j < len; ++j)
         sum += std::exp(static_cast<double>(x[base + j * inner]) - m);
       for (int64_t j = 0; j < len; ++j) {
-        y[base + j * inner] =
-            static_cast<float>(std::exp(static_cast<double>(x[base + j * inner]) - m) / sum);
+        const double v = static_cast<double>(x[base + j * inner]) - m;
+        y[base + j * inner] = static_cast<float>(log ? v - std::log(sum) : std::exp(v) / sum);
       }
     }
   return Status::Ok();
 }
+
+Status EvalSoftmax(OpContext& ctx) { return EvalSoftmaxOrLog(ctx, false); }
+Status EvalLogSoftmax(OpContext& ctx) { return EvalSoftmaxOrLog(ctx, true); }
 
 double SoftmaxFlops(const Graph& g, const Node& n) {
   return 3.0 * g.values[n.outputs[0]].elements();
@@ -57,5 +60,7 @@ double SoftmaxFlops(const Graph& g, const Node& n) {
 
 const OpDef kSoftmax = {"Softmax", {attr::Int("axis")}, 1,           1,
                         1,         InferSoftmax,        EvalSoftmax, SoftmaxFlops};
+const OpDef kLogSoftmax = {"LogSoftmax", {attr::Int("axis")}, 1,           1, 1,
+                           InferSoftmax, EvalLogSoftmax,      SoftmaxFlops};
 
 }  // namespace crosstune::model

@@ -27,6 +27,10 @@ enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool, kUint8, kInt8, kFl
 // "float32", "int64", ... (TVM's dltype names).
 const char* DTypeName(DType t);
 int DTypeBytes(DType t);
+// The type of ONNX's TensorProto.DataType code (1 FLOAT, 2 UINT8, 3 INT8, 6 INT32, 7 INT64,
+// 9 BOOL, 11 DOUBLE); kInvalidArgument naming `what` and the types taken for any other.
+Expected<DType> DTypeFromOnnx(int32_t code, const std::string& what);
+int32_t DTypeToOnnx(DType t);
 
 // The product of the dimensions (checked_math.h); -1 for a shape no check below would pass (a
 // negative dimension, or a product past 2^62), which every value has passed after import.

@@ -1,0 +1,133 @@
+// Cast and CastLike between the element types the importer takes (float32, float64, int64,
+// int32, int8, uint8, bool; float to integer truncates toward zero, anything to bool is "not
+// zero"), and Size (a tensor's element count, known from its shape). A Cast that changes the
+// type is computed where its input is a constant (the shape and mask arithmetic exporters
+// write); one left to compile must keep the type (a copy), else the import refuses it by name.
+#include <cstring>
+
+#include "ops/op_defs.h"
+
+namespace crosstune::model {
+namespace {
+
+Status InferCast(OpContext& ctx) {
+  auto to = DTypeFromOnnx(static_cast<int32_t>(ctx.node().Int("to", 0)), "attribute 'to'");
+  if (!to.ok()) return ctx.Error(to.status().message());
+  ctx.node().attrs.erase("saturate");  // float8 only
+  ctx.SetOutput(0, *to, ctx.in(0).shape);
+  return Status::Ok();
+}
+
+// CastLike becomes the Cast to its second input's type (whose data it never reads).
+Status InferCastLike(OpContext& ctx) {
+  Node& n = ctx.node();
+  const DType to = ctx.in(1).dtype;
+  n.op = "Cast";
+  n.attrs.erase("saturate");
+  n.SetInt("to", DTypeToOnnx(to));
+  n.inputs.resize(1);
+  ctx.SetOutput(0, to, ctx.in(0).shape);
+  return Status::Ok();
+}
+
+// Element i of `data` (of type t) as a double, or as an int64 for the integer types.
+double AsDouble(const uint8_t* data, DType t, int64_t i) {
+  switch (t) {
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, data + i * 4, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, data + i * 8, 8);
+      return v;
+    }
+    default:
+      return 0;
+  }
+}
+int64_t AsInt(const uint8_t* data, DType t, int64_t i) {
+  switch (t) {
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, data + i * 8, 8);
+      return v;
+    }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, data + i * 4, 4);
+      return v;
+    }
+    case DType::kInt8:
+      return static_cast<int8_t>(data[i]);
+    case DType::kUint8:
+    case DType::kBool:
+      return data[i];
+    default:
+      return 0;
+  }
+}
+bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+template <typename T>
+void Put(uint8_t* out, int64_t i, T v) {
+  std::memcpy(out + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+}
+
+Status EvalCast(OpContext& ctx) {
+  const Value& x = ctx.in(0);
+  const DType from = x.dtype, to = ctx.out(0).dtype;
+  const uint8_t* in = x.data->data();
+  std::vector<uint8_t>& y = ctx.OutBytes(0);
+  for (int64_t i = 0; i < x.elements(); ++i) {
+    const bool f = IsFloat(from);
+    const double d = f ? AsDouble(in, from, i) : static_cast<double>(AsInt(in, from, i));
+    const int64_t n = f ? static_cast<int64_t>(d) : AsInt(in, from, i);
+    switch (to) {
+      case DType::kFloat32:
+        Put(y.data(), i, static_cast<float>(d));
+        break;
+      case DType::kFloat64:
+        Put(y.data(), i, d);
+        break;
+      case DType::kInt64:
+        Put(y.data(), i, n);
+        break;
+      case DType::kInt32:
+        Put(y.data(), i, static_cast<int32_t>(n));
+        break;
+      case DType::kInt8:
+        Put(y.data(), i, static_cast<int8_t>(n));
+        break;
+      case DType::kUint8:
+        Put(y.data(), i, static_cast<uint8_t>(n));
+        break;
+      case DType::kBool:
+        Put(y.data(), i, static_cast<uint8_t>(f ? d != 0 : n != 0));
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status InferSize(OpContext& ctx) {
+  ctx.SetOutput(0, DType::kInt64, {});
+  return Status::Ok();
+}
+
+Status EvalSize(OpContext& ctx) {
+  Put(ctx.OutBytes(0).data(), 0, NumElements(ctx.in(0).shape));
+  return Status::Ok();
+}
+
+}  // namespace
+
+const OpDef kCast = {
+    "Cast", {attr::Int("to"), attr::Int("saturate")}, 1, 1, 1, InferCast, EvalCast, nullptr, false,
+    6};
+const OpDef kCastLike = {
+    "CastLike", {attr::Int("saturate")}, 2, 2, 1, InferCastLike, EvalCast, nullptr, false, 15};
+const OpDef kSize = {"Size", {}, 1, 1, 1, InferSize, EvalSize, nullptr, true};
+
+}  // namespace crosstune::model
