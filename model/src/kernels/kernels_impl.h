@@ -21,6 +21,7 @@ Expected<GeneratedKernel> Pool(const Graph&, const Node&, const std::string&);  
 Expected<GeneratedKernel> GlobalAvgPool(const Graph&, const Node&, const std::string&);  // pool.cc
 Expected<GeneratedKernel> Concat(const Graph&, const Node&, const std::string&);     // layout.cc
 Expected<GeneratedKernel> Transpose(const Graph&, const Node&, const std::string&);  // layout.cc
+Expected<GeneratedKernel> Slice(const Graph&, const Node&, const std::string&);      // layout.cc
 Expected<GeneratedKernel> LayoutTransform(const Graph&, const Node&,
                                           const std::string&);                     // layout.cc
 Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);  // math.cc

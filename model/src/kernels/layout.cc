@@ -1,6 +1,8 @@
 // Generated kernels that move data between layouts: Concat (items: outer rows), Transpose
-// (items: output rows, each input offset from the row's index through permuted strides) and
-// LayoutTransform (layout_plan.h; items: rows of the blocked side).
+// (items: output rows, each input offset from the row's index through permuted strides), Slice
+// (the same through the slice's strides) and LayoutTransform (layout_plan.h; items: rows of the
+// blocked side).
+#include "../ops/op_defs.h"
 #include "crosstune/model/layout_plan.h"
 #include "kernels/kernels_impl.h"
 
@@ -82,6 +84,32 @@ Expected<GeneratedKernel> LayoutTransform(const Graph& g, const Node& n, const s
         "      for (long x = 0; x < W; ++x) dst[l * HW + x] = src[x * CB + l];";
   }
   return LoopKernel(name, 1, 1, b[0] * b[1] * b[2], d.str(), body);
+}
+
+// Slice: rows of the output's last dimension, each input element through the slice's strides.
+Expected<GeneratedKernel> Slice(const Graph& g, const Node& n, const std::string& name) {
+  const Value& x = g.values[n.inputs[0]];
+  const auto& out = g.values[n.outputs[0]].shape;
+  const ops::SliceStrides s = ops::SliceOf(n, x.shape);
+  const size_t rank = out.size();
+  const int64_t len = rank ? out.back() : 1;
+  const int64_t rows = len ? NumElements(out) / len : 0;
+  const std::string es = std::to_string(DTypeBytes(x.dtype));
+  std::string defines = "#define RANK " + std::to_string(rank) + "\n#define ES " + es + "\n" +
+                        "static const long kOut[] = " + CArray(out) + ";\n" +
+                        "static const long kS[] = " + CArray(s.strides) + ";\n";
+  std::string body =
+      "    long rem = it, o = " + std::to_string(s.offset) +
+      "L;\n"
+      "    for (int d = RANK - 2; d >= 0; --d) { o += rem % kOut[d] * kS[d]; rem /= kOut[d]; }\n"
+      "    const char* src = (const char*)in0; char* dst = (char*)out0 + it * " +
+      std::to_string(len) +
+      "L * ES;\n"
+      "    for (long j = 0; j < " +
+      std::to_string(len) + "L; ++j)\n" +
+      "      for (int b = 0; b < ES; ++b) dst[j * ES + b] = src[(o + j * " +
+      (rank ? "kS[RANK - 1]" : std::string("0")) + ") * ES + b];";
+  return LoopKernel(name, 1, 1, rows, defines, body);
 }
 
 }  // namespace crosstune::model::kernels

@@ -55,6 +55,7 @@ const KernelRow kKernels[] = {
     {"GlobalAveragePool", kernels::GlobalAvgPool},
     {"Concat", kernels::Concat},
     {"Transpose", kernels::Transpose},
+    {"Slice", kernels::Slice},
     {"LayoutTransform", kernels::LayoutTransform},
     {"Softmax", kernels::Softmax},
     {"LogSoftmax", kernels::Softmax},
@@ -98,7 +99,8 @@ Status CheckKernelTypes(const Graph& g, const Node& n) {
     if (n.op != r.op) continue;
     for (int o : n.outputs) {
       if (g.values[o].dtype != DType::kFloat32 && r.generate != kernels::Copy &&
-          r.generate != kernels::Concat && r.generate != kernels::Transpose) {
+          r.generate != kernels::Concat && r.generate != kernels::Transpose &&
+          r.generate != kernels::Slice) {
         return Status(ErrorCode::kInvalidArgument,
                       n.op + " node '" + n.name + "': only float32 is compiled, not " +
                           DTypeName(g.values[o].dtype) + " (a " + DTypeName(g.values[o].dtype) +

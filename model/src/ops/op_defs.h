@@ -23,6 +23,7 @@ extern const OpDef kConcat, kFlatten, kReshape, kTranspose;           // shape_o
 extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;         // shape_ops.cc
 extern const OpDef kConstant, kConstantOfShape, kShape;               // constant.cc
 extern const OpDef kCast, kCastLike, kSize;                           // cast.cc
+extern const OpDef kSlice;                                            // slice.cc
 extern const OpDef kGemm, kMatMul, kDense;                            // gemm.cc
 extern const OpDef kSoftmax, kLogSoftmax;                             // softmax.cc
 extern const OpDef kReduceSum, kReduceMean, kReduceMax, kReduceMin;   // reduce.cc
@@ -68,6 +69,14 @@ Expected<std::vector<float>> EvalPlain(OpContext& ctx, std::vector<PlainTensor> 
                                        const std::vector<int64_t>& out_shape);
 // A float32 value's elements.
 std::vector<float> FloatsOf(const Value& v);
+
+// A Slice node after Infer (its `starts` and `steps` per dimension): the input element of the
+// output's first element, and each output dimension's stride in the input (in elements).
+struct SliceStrides {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+SliceStrides SliceOf(const Node& n, const std::vector<int64_t>& in_shape);
 
 // A reduction's index spaces over a compact tensor of `shape`: the dimensions kept and those
 // reduced (`axes`), each with its element strides in the input.

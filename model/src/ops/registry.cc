@@ -80,6 +80,7 @@ const OpDef* const kOps[] = {
     &kCast,
     &kCastLike,
     &kSize,
+    &kSlice,
     &kLayoutTransform,
 };
 
