@@ -140,8 +140,12 @@ class CrosstuneRep(BackendRep):  # type: ignore[misc, unused-ignore]
                 model.graph.initializer.append(numpy_helper.from_array(array, name))
             key = digest.hexdigest()
         network = self._networks.get(key) or self._compile(model, key)
-        outputs = network(**feed)
-        return [np.asarray(o) for o in outputs]
+        outputs = [np.asarray(o) for o in network(**feed)]
+        # A bool travels as one byte (crosstune's "bool" is u8): numpy's bool again here.
+        for i, o in enumerate(self._model.graph.output[: len(outputs)]):
+            if o.type.tensor_type.elem_type == onnx.TensorProto.BOOL and outputs[i].dtype == np.uint8:
+                outputs[i] = outputs[i].view(np.bool_)
+        return outputs
 
 
 class CrosstuneBackend(Backend):  # type: ignore[misc, unused-ignore]

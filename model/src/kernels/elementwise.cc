@@ -1,5 +1,7 @@
 // Generated kernels that go element by element: copies (Reshape, Flatten, Squeeze, Unsqueeze,
 // Identity, Dropout), activations, broadcasting arithmetic and a standalone BatchNormalization.
+#include <map>
+
 #include "kernels/kernels_impl.h"
 
 namespace crosstune::model::kernels {
@@ -89,8 +91,10 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
                         expr + ";\n    }");
 }
 
-// Add, Sub, Mul, Div, Pow, Sum, Min, Max, Mean, PRelu: rows of the output's last dimension; each
-// input's offset from the row's index through its broadcast strides.
+// Add, Sub, Mul, Div, Pow, Sum, Min, Max, Mean, PRelu; Equal, Less, Greater, LessOrEqual,
+// GreaterOrEqual, Not, And, Or, Xor, Where (each argument of its own element type): rows of the
+// output's last dimension; each input's offset from the row's index through its broadcast
+// strides.
 Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::string& name) {
   const auto& out = g.values[n.outputs[0]].shape;
   const int inputs = static_cast<int>(n.inputs.size());
@@ -121,20 +125,43 @@ Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::st
       ";\n    for (int d = RANK - 2; d >= 0; --d) {\n      const long x = rem % kOut[d];\n"
       "      rem /= kOut[d];\n";
   std::string expr;
+  std::vector<std::string> terms, types;
   for (int i = 0; i < inputs; ++i) {
     const std::string s = std::to_string(i);
     const auto strides = BroadcastStrides(g.values[n.inputs[i]].shape, out);
     defines += "static const long kS" + s + "[] = " + CArray(strides) + ";\n";
     offsets += "      o" + s + " += x * kS" + s + "[d];\n";
     const std::string last = rank ? std::to_string(strides.back()) : "0";
-    const std::string term = "in" + s + "[o" + s + " + j * " + last + "L]";
-    expr = i == 0 ? term : combine(expr, term);
+    terms.push_back("in" + s + "[o" + s + " + j * " + last + "L]");
+    types.push_back(CType(g.values[n.inputs[i]].dtype));
+    expr = i == 0 ? terms[0] : combine(expr, terms.back());
   }
+  types.push_back(CType(g.values[n.outputs[0]].dtype));
   if (n.op == "Mean") expr = "(" + expr + ") / " + std::to_string(inputs) + ".0f";
+  // Comparisons and logic (any element type in, bool out) and Where.
+  const std::map<std::string, std::string> kCompare = {{"Equal", "=="},
+                                                       {"Less", "<"},
+                                                       {"Greater", ">"},
+                                                       {"LessOrEqual", "<="},
+                                                       {"GreaterOrEqual", ">="}};
+  if (auto c = kCompare.find(n.op); c != kCompare.end()) {
+    expr = "(" + terms[0] + " " + c->second + " " + terms[1] + ")";
+  } else if (n.op == "Not") {
+    expr = "(" + terms[0] + " == 0)";
+  } else if (n.op == "And") {
+    expr = "(" + terms[0] + " != 0 && " + terms[1] + " != 0)";
+  } else if (n.op == "Or") {
+    expr = "(" + terms[0] + " != 0 || " + terms[1] + " != 0)";
+  } else if (n.op == "Xor") {
+    expr = "((" + terms[0] + " != 0) != (" + terms[1] + " != 0))";
+  } else if (n.op == "Where") {
+    expr = "(" + terms[0] + " ? " + terms[1] + " : " + terms[2] + ")";
+  }
   offsets += "    }\n";
-  return LoopKernel(name, inputs, 1, rows ? rows : 1, defines,
+  return LoopKernel(name, inputs, 1, rows, defines,
                     offsets + "    for (long j = 0; j < " + std::to_string(len) +
-                        "L; ++j) out0[it * " + std::to_string(len) + "L + j] = " + expr + ";");
+                        "L; ++j) out0[it * " + std::to_string(len) + "L + j] = " + expr + ";",
+                    types);
 }
 
 // Standalone BatchNormalization (one that did not fold into a conv): items are planes.

@@ -4,8 +4,31 @@
 
 namespace crosstune::model::kernels {
 
+const char* CType(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return "float";
+    case DType::kFloat64:
+      return "double";
+    case DType::kInt64:
+      return "long long";
+    case DType::kInt32:
+      return "int";
+    case DType::kInt8:
+      return "signed char";
+    case DType::kUint8:
+    case DType::kBool:
+      return "unsigned char";
+  }
+  return "float";
+}
+
 GeneratedKernel LoopKernel(const std::string& function, int inputs, int outputs, int64_t items,
-                           const std::string& defines, const std::string& body) {
+                           const std::string& defines, const std::string& body,
+                           const std::vector<std::string>& types) {
+  auto type = [&types](int i) {
+    return i < static_cast<int>(types.size()) ? types[i] : std::string("float");
+  };
   std::ostringstream o;
   const int args = inputs + outputs;
   o << "/* crosstune generated kernel " << function << " */\n"
@@ -20,10 +43,12 @@ GeneratedKernel LoopKernel(const std::string& function, int inputs, int outputs,
     << "static int32_t body(int32_t task, int32_t num_tasks, void* closure) {\n"
     << "  const ct_arg* args = (const ct_arg*)closure;\n";
   for (int i = 0; i < inputs; ++i) {
-    o << "  const float* restrict in" << i << " = arg_data(&args[" << i << "]);\n";
+    o << "  const " << type(i) << "* restrict in" << i << " = (const " << type(i)
+      << "*)arg_data(&args[" << i << "]);\n";
   }
   for (int i = 0; i < outputs; ++i) {
-    o << "  float* restrict out" << i << " = arg_data(&args[" << inputs + i << "]);\n";
+    o << "  " << type(inputs + i) << "* restrict out" << i << " = (" << type(inputs + i)
+      << "*)arg_data(&args[" << inputs + i << "]);\n";
   }
   o << "  const long first = ITEMS * task / num_tasks, last = ITEMS * (task + 1) / num_tasks;\n"
     << "  for (long it = first; it < last; ++it) {\n"

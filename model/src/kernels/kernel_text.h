@@ -13,8 +13,13 @@ namespace crosstune::model::kernels {
 // A kernel whose work is `items` independent items: `body` is C run for each item `it` (a long)
 // with `in0`.. `inN` (const float*) and `out0`.. (float*) in scope, after `defines` (macros,
 // constant tables, helper functions). The module exports `function`.
+// `types`, when given, names each argument's C element type (inputs, then outputs; "float"
+// where it runs out).
 GeneratedKernel LoopKernel(const std::string& function, int inputs, int outputs, int64_t items,
-                           const std::string& defines, const std::string& body);
+                           const std::string& defines, const std::string& body,
+                           const std::vector<std::string>& types = {});
+// The C element type of a dtype ("float", "long long", "unsigned char", ...).
+const char* CType(DType t);
 
 // "{1, 2, 3}" for a C array initializer.
 std::string CArray(const std::vector<int64_t>& v);

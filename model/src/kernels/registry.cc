@@ -1,4 +1,6 @@
 // The generated kernels' table (kernels.h): one row per operator.
+#include <set>
+
 #include "kernels/kernels_impl.h"
 
 namespace crosstune::model {
@@ -49,6 +51,16 @@ const KernelRow kKernels[] = {
     {"Max", kernels::Broadcast},
     {"Mean", kernels::Broadcast},
     {"PRelu", kernels::Broadcast},
+    {"Equal", kernels::Broadcast},
+    {"Less", kernels::Broadcast},
+    {"Greater", kernels::Broadcast},
+    {"LessOrEqual", kernels::Broadcast},
+    {"GreaterOrEqual", kernels::Broadcast},
+    {"Not", kernels::Broadcast},
+    {"And", kernels::Broadcast},
+    {"Or", kernels::Broadcast},
+    {"Xor", kernels::Broadcast},
+    {"Where", kernels::Broadcast},
     {"BatchNormalization", kernels::BatchNorm},
     {"MaxPool", kernels::Pool},
     {"AveragePool", kernels::Pool},
@@ -95,6 +107,11 @@ Status CheckKernelTypes(const Graph& g, const Node& n) {
                       DTypeName(g.values[n.outputs[0]].dtype) +
                       " is computed only where its input is a constant");
   }
+  // The comparisons, logic and Where are written for their arguments' own element types.
+  static const std::set<std::string> kTyped = {
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+      "Not",   "And",  "Or",      "Xor",         "Where"};
+  if (kTyped.count(n.op)) return Status::Ok();
   for (const KernelRow& r : kKernels) {
     if (n.op != r.op) continue;
     for (int o : n.outputs) {

@@ -9,28 +9,30 @@
 
 namespace crosstune::model {
 
-extern const OpDef kConv, kFusedConv;                                 // conv.cc
-extern const OpDef kBatchNormalization, kLrn;                         // norm.cc
-extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;                // activation.cc
-extern const OpDef kAbs, kNeg, kExp, kLog, kSqrt, kReciprocal;        // activation.cc
-extern const OpDef kTanh, kErf, kFloor, kCeil, kSoftplus;             // activation.cc
-extern const OpDef kSoftsign, kElu, kSelu, kHardSigmoid;              // activation.cc
-extern const OpDef kHardSwish, kGelu;                                 // activation.cc
-extern const OpDef kAdd, kSub, kMul, kDiv, kSum;                      // binary.cc
-extern const OpDef kPow, kMin, kMax, kMean, kPRelu;                   // binary.cc
-extern const OpDef kMaxPool, kAveragePool, kGlobalAvgPool;            // pool.cc
-extern const OpDef kConcat, kFlatten, kReshape, kTranspose;           // shape_ops.cc
-extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;         // shape_ops.cc
-extern const OpDef kConstant, kConstantOfShape, kShape;               // constant.cc
-extern const OpDef kCast, kCastLike, kSize;                           // cast.cc
-extern const OpDef kSlice;                                            // slice.cc
-extern const OpDef kGemm, kMatMul, kDense;                            // gemm.cc
-extern const OpDef kSoftmax, kLogSoftmax;                             // softmax.cc
-extern const OpDef kReduceSum, kReduceMean, kReduceMax, kReduceMin;   // reduce.cc
-extern const OpDef kReduceProd, kReduceL1, kReduceL2, kReduceLogSum;  // reduce.cc
-extern const OpDef kReduceLogSumExp, kReduceSumSquare;                // reduce.cc
-extern const OpDef kLayerNormalization;                               // reduce.cc
-extern const OpDef kLayoutTransform;                                  // layout_transform.cc
+extern const OpDef kConv, kFusedConv;                                       // conv.cc
+extern const OpDef kBatchNormalization, kLrn;                               // norm.cc
+extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;                      // activation.cc
+extern const OpDef kAbs, kNeg, kExp, kLog, kSqrt, kReciprocal;              // activation.cc
+extern const OpDef kTanh, kErf, kFloor, kCeil, kSoftplus;                   // activation.cc
+extern const OpDef kSoftsign, kElu, kSelu, kHardSigmoid;                    // activation.cc
+extern const OpDef kHardSwish, kGelu;                                       // activation.cc
+extern const OpDef kAdd, kSub, kMul, kDiv, kSum;                            // binary.cc
+extern const OpDef kPow, kMin, kMax, kMean, kPRelu;                         // binary.cc
+extern const OpDef kMaxPool, kAveragePool, kGlobalAvgPool;                  // pool.cc
+extern const OpDef kConcat, kFlatten, kReshape, kTranspose;                 // shape_ops.cc
+extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;               // shape_ops.cc
+extern const OpDef kConstant, kConstantOfShape, kShape;                     // constant.cc
+extern const OpDef kCast, kCastLike, kSize;                                 // cast.cc
+extern const OpDef kSlice;                                                  // slice.cc
+extern const OpDef kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;  // logic.cc
+extern const OpDef kNot, kAnd, kOr, kXor, kWhere;                           // logic.cc
+extern const OpDef kGemm, kMatMul, kDense;                                  // gemm.cc
+extern const OpDef kSoftmax, kLogSoftmax;                                   // softmax.cc
+extern const OpDef kReduceSum, kReduceMean, kReduceMax, kReduceMin;         // reduce.cc
+extern const OpDef kReduceProd, kReduceL1, kReduceL2, kReduceLogSum;        // reduce.cc
+extern const OpDef kReduceLogSumExp, kReduceSumSquare;                      // reduce.cc
+extern const OpDef kLayerNormalization;                                     // reduce.cc
+extern const OpDef kLayoutTransform;                                        // layout_transform.cc
 
 namespace ops {
 

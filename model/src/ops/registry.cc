@@ -81,6 +81,16 @@ const OpDef* const kOps[] = {
     &kCastLike,
     &kSize,
     &kSlice,
+    &kEqual,
+    &kLess,
+    &kGreater,
+    &kLessOrEqual,
+    &kGreaterOrEqual,
+    &kNot,
+    &kAnd,
+    &kOr,
+    &kXor,
+    &kWhere,
     &kLayoutTransform,
 };
 
