@@ -116,6 +116,52 @@ TEST_P(KernelTest, GeneratedKernelsComputeWhatTheInterpreterDoes) {
   RecordProperty("parallel_launches", threads.launches());
 }
 
+// Gather's indices may come at run time: one out of range fails the call with a named error,
+// and the kernel serves the next call.
+TEST(GatherKernelTest, AnIndexOutOfRangeAtRunTimeFailsTheCallByName) {
+  Graph g;
+  g.opset = 13;
+  Value data, idx, out;
+  data.name = "data";
+  data.shape = {5, 3};
+  std::vector<float> d(15);
+  for (int i = 0; i < 15; ++i) d[i] = static_cast<float>(i);
+  data.data = std::make_shared<std::vector<uint8_t>>(
+      reinterpret_cast<const uint8_t*>(d.data()), reinterpret_cast<const uint8_t*>(d.data() + 15));
+  idx.name = "idx";
+  idx.dtype = DType::kInt64;
+  idx.shape = {2};
+  out.name = "y";
+  Node n;
+  n.op = "Gather";
+  n.name = "lookup";
+  n.inputs = {g.AddValue(data), g.AddValue(idx)};
+  n.outputs = {g.AddValue(out)};
+  ASSERT_TRUE(InferNode(g, n).ok());
+  EXPECT_EQ(g.values[n.outputs[0]].shape, (std::vector<int64_t>{2, 3}));
+  auto k = GenerateKernel(g, n);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto lib = Loaded::Compile(*k);
+  ASSERT_TRUE(lib.ok()) << lib.status().message();
+  auto call = [&](std::vector<int64_t> at, std::vector<float>* got) {
+    Value i = g.values[n.inputs[1]], y = g.values[n.outputs[0]];
+    i.data =
+        std::make_shared<std::vector<uint8_t>>(reinterpret_cast<const uint8_t*>(at.data()),
+                                               reinterpret_cast<const uint8_t*>(at.data() + 2));
+    y.data = std::make_shared<std::vector<uint8_t>>(24, 0);
+    std::vector<Value*> args = {&g.values[n.inputs[0]], &i, &y};
+    const int32_t rc = (*lib)->Call(args);
+    got->assign(y.floats(), y.floats() + 6);
+    return rc;
+  };
+  std::vector<float> got;
+  EXPECT_NE(call({1, 99}, &got), 0);
+  EXPECT_NE((*lib)->LastError().find("an index is out of range"), std::string::npos)
+      << (*lib)->LastError();
+  ASSERT_EQ(call({4, -5}, &got), 0);
+  EXPECT_EQ(got, (std::vector<float>{12, 13, 14, 0, 1, 2}));
+}
+
 INSTANTIATE_TEST_SUITE_P(OnnxTestData, KernelTest, ::testing::ValuesIn(testing::kCases),
                          [](const auto& info) { return std::string(info.param).substr(5); });
 

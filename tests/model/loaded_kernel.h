@@ -61,6 +61,10 @@ class Loaded {
     }
     return module_->functions[0].fn(a.data(), static_cast<int32_t>(a.size()));
   }
+  // The module's last error ("" when it has none).
+  std::string LastError() const {
+    return module_->last_error ? module_->last_error() : std::string();
+  }
 
  private:
   Loaded() = default;

@@ -22,6 +22,7 @@ Expected<GeneratedKernel> GlobalAvgPool(const Graph&, const Node&, const std::st
 Expected<GeneratedKernel> Concat(const Graph&, const Node&, const std::string&);     // layout.cc
 Expected<GeneratedKernel> Transpose(const Graph&, const Node&, const std::string&);  // layout.cc
 Expected<GeneratedKernel> Slice(const Graph&, const Node&, const std::string&);      // layout.cc
+Expected<GeneratedKernel> Gather(const Graph&, const Node&, const std::string&);     // layout.cc
 Expected<GeneratedKernel> LayoutTransform(const Graph&, const Node&,
                                           const std::string&);                     // layout.cc
 Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);  // math.cc

@@ -86,6 +86,33 @@ Expected<GeneratedKernel> LayoutTransform(const Graph& g, const Node& n, const s
   return LoopKernel(name, 1, 1, b[0] * b[1] * b[2], d.str(), body);
 }
 
+// Gather: items are (outer, index) pairs, each a copy of one inner slice; an index out of range
+// fails the run, naming it.
+Expected<GeneratedKernel> Gather(const Graph& g, const Node& n, const std::string& name) {
+  const Value& data = g.values[n.inputs[0]];
+  const Value& idx = g.values[n.inputs[1]];
+  const int64_t axis = n.Int("axis", 0);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < data.shape.size(); ++d) {
+    inner *= data.shape[d];
+  }
+  const int64_t nidx = NumElements(idx.shape);
+  const std::string defines = "#define DIM " + std::to_string(data.shape[axis]) +
+                              "L\n#define NIDX " + std::to_string(nidx) + "L\n#define ROW " +
+                              std::to_string(inner * DTypeBytes(data.dtype)) + "L\n";
+  const std::string body =
+      "    long i = (long)in1[it % NIDX];\n"
+      "    if (i < 0) i += DIM;\n"
+      "    if (i < 0 || i >= DIM) { g_error = \"" +
+      name +
+      ": an index is out of range\"; return 1; }\n"
+      "    const char* src = (const char*)in0 + ((it / NIDX) * DIM + i) * ROW;\n"
+      "    char* dst = (char*)out0 + it * ROW;\n"
+      "    for (long b = 0; b < ROW; ++b) dst[b] = src[b];";
+  return LoopKernel(name, 2, 1, outer * nidx, defines, body, {"char", CType(idx.dtype), "char"});
+}
+
 // Slice: rows of the output's last dimension, each input element through the slice's strides.
 Expected<GeneratedKernel> Slice(const Graph& g, const Node& n, const std::string& name) {
   const Value& x = g.values[n.inputs[0]];

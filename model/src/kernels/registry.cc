@@ -68,6 +68,7 @@ const KernelRow kKernels[] = {
     {"Concat", kernels::Concat},
     {"Transpose", kernels::Transpose},
     {"Slice", kernels::Slice},
+    {"Gather", kernels::Gather},
     {"LayoutTransform", kernels::LayoutTransform},
     {"Softmax", kernels::Softmax},
     {"LogSoftmax", kernels::Softmax},
@@ -107,10 +108,10 @@ Status CheckKernelTypes(const Graph& g, const Node& n) {
                       DTypeName(g.values[n.outputs[0]].dtype) +
                       " is computed only where its input is a constant");
   }
-  // The comparisons, logic and Where are written for their arguments' own element types.
+  // The comparisons, logic, Where and Gather are written for their arguments' own element types.
   static const std::set<std::string> kTyped = {
-      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-      "Not",   "And",  "Or",      "Xor",         "Where"};
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+      "And",   "Or",   "Xor",     "Where",       "Gather"};
   if (kTyped.count(n.op)) return Status::Ok();
   for (const KernelRow& r : kKernels) {
     if (n.op != r.op) continue;

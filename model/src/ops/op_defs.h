@@ -24,6 +24,7 @@ extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;               // s
 extern const OpDef kConstant, kConstantOfShape, kShape;                     // constant.cc
 extern const OpDef kCast, kCastLike, kSize;                                 // cast.cc
 extern const OpDef kSlice;                                                  // slice.cc
+extern const OpDef kGather;                                                 // gather.cc
 extern const OpDef kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;  // logic.cc
 extern const OpDef kNot, kAnd, kOr, kXor, kWhere;                           // logic.cc
 extern const OpDef kGemm, kMatMul, kDense;                                  // gemm.cc

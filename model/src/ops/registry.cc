@@ -81,6 +81,7 @@ const OpDef* const kOps[] = {
     &kCastLike,
     &kSize,
     &kSlice,
+    &kGather,
     &kEqual,
     &kLess,
     &kGreater,
