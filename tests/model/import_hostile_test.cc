@@ -394,7 +394,7 @@ TEST(ImportHostileTest, EveryUnsupportedOperatorAndAttributeIsListedAtOnce) {
   m.Node("Hardmax", "e1", {"x"}, {"a"});
   m.Node("Hardmax", "", {"a"}, {"b"});
   for (int i = 0; i < 4; ++i) {
-    m.Node("Gather", "g" + std::to_string(i), {"b", "b"}, {"c" + std::to_string(i)});
+    m.Node("Det", "d" + std::to_string(i), {"b"}, {"c" + std::to_string(i)});
   }
   HostileModel::Attr(m.Node("Relu", "act", {"x"}, {"r"}), "inplace", onnx::AttributeProto::INT);
   m.Node("Attention", "att", {"x"}, {"y"})->set_domain("com.microsoft");
@@ -402,8 +402,8 @@ TEST(ImportHostileTest, EveryUnsupportedOperatorAndAttributeIsListedAtOnce) {
   auto g = m.Import();
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(),
-            "not supported (opset 13): attribute 'inplace' of Relu at node 'act'; operator Gather "
-            "at 4 nodes ('g0', 'g1', 'g2', ...); operator Hardmax at 2 nodes ('e1', 'Hardmax_1'); "
+            "not supported (opset 13): attribute 'inplace' of Relu at node 'act'; operator Det at "
+            "4 nodes ('d0', 'd1', 'd2', ...); operator Hardmax at 2 nodes ('e1', 'Hardmax_1'); "
             "operator Attention of domain 'com.microsoft' at node 'att'");
 }
 
