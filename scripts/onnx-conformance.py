@@ -132,8 +132,12 @@ _state = {}
 
 def worker_init(which, device):
     if which == "crosstune":
+        import multiprocessing.util
+
         import crosstune.onnx_backend as backend
         _state["backend"], _state["note"] = backend.CrosstuneBackend, backend.REFUSED_AT_IMPORT
+        # A pool's worker ends by os._exit, past atexit: its server and scratch folder go here.
+        multiprocessing.util.Finalize(None, backend.close, exitpriority=10)
     else:
         import onnxruntime
         import onnxruntime.backend as backend
@@ -153,8 +157,12 @@ def run_all(which, cases, jobs, device):
         worker_init(which, device)
         return [worker_run(c) for c in cases]
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(jobs, initializer=worker_init, initargs=(which, device)) as pool:
+    pool = ctx.Pool(jobs, initializer=worker_init, initargs=(which, device))
+    try:
         return list(pool.imap_unordered(worker_run, cases, chunksize=4))
+    finally:
+        pool.close()  # the workers end on their own, running their finalizers (not terminate)
+        pool.join()
 
 
 def table(results, supported):

@@ -40,6 +40,7 @@ __all__ = [
     "run_node",
     "supports_device",
     "supported_ops",
+    "close",
     "REFUSED_AT_IMPORT",
 ]
 
@@ -67,6 +68,20 @@ def _connect(device: str) -> _device.Device:
         address = device
     _devices[key] = _device.connect(address)
     return _devices[key]
+
+
+def close() -> None:
+    """Closes the connections this module opened, stops the local server it started and removes
+    its scratch folder (also done at exit; a process that ends by os._exit, as a
+    multiprocessing worker does, calls it itself)."""
+    global _local_server
+    for device in _devices.values():
+        device.close()
+    _devices.clear()
+    if _local_server is not None:
+        _local_server.stop()
+        _local_server = None
+    _scratch.cleanup()
 
 
 def supported_ops() -> Dict[str, Tuple[int, int]]:
@@ -98,8 +113,13 @@ class CrosstuneRep(BackendRep):  # type: ignore[misc, unused-ignore]
         except _errors.Error as e:
             e.add_note(REFUSED_AT_IMPORT)
             raise
-        package = _model.compile(imported, target=self._device, out=path + ".ctpkg")
-        network = self._device.load_model(package)
+        try:
+            package = _model.compile(imported, target=self._device, out=path + ".ctpkg")
+            network = self._device.load_model(package)
+        finally:  # the device holds its copy once loaded: nothing stays on this disk
+            for f in (path + ".onnx", path + ".ctpkg"):
+                if os.path.exists(f):
+                    os.remove(f)
         self._networks[key] = network
         return network
 
