@@ -165,7 +165,7 @@ def run_all(which, cases, jobs, device):
         pool.join()
 
 
-def table(results, supported):
+def table(results):
     """Per op: {ours: Counter, onnxruntime: Counter}."""
     rows = collections.defaultdict(lambda: {"crosstune": collections.Counter(),
                                             "onnxruntime": collections.Counter()})
@@ -240,33 +240,28 @@ def main():
         timing[which] = time.monotonic() - t
         print(f"onnx-conformance: {which}: {timing[which]:.0f} s", file=sys.stderr, flush=True)
 
-    rows = table(results, supported)
+    rows = table(results)
+    result = summary(results, rows, supported, timing, len(cases))
     header = f"{'operator':28} {'tests':>5}  {'crosstune pass/fail/refused':>28}"
     if "onnxruntime" in results:
         header += f"  {'onnxruntime pass/fail/refused':>30}"
     print(header)
-    totals = {w: collections.Counter() for w in results}
-    sup_totals = {w: collections.Counter() for w in results}
-    for op in sorted(rows, key=lambda o: (o not in supported, o)):
-        r = rows[op]
-        n = sum(r["crosstune"].values())
-        mark = "*" if op in supported else " "
-        line = f"{mark}{op:27} {n:>5}"
+    ops = result["ops"]
+    for op in sorted(ops, key=lambda o: (not ops[o]["supported"], o)):
+        line = f"{'*' if ops[op]['supported'] else ' '}{op:27} {sum(ops[op]['crosstune'].values()):>5}"
         for w in results:
-            c = r[w]
-            line += f"  {c['passed']:>{12 if w == 'crosstune' else 14}}/{c['failed']}/{c['refused']}"
-            line += " " * (12 - len(f"{c['failed']}/{c['refused']}"))
-            totals[w].update(c)
-            if op in supported:
-                sup_totals[w].update(c)
-        print(line.rstrip())
+            c = ops[op][w]
+            cell = f"{c['passed']}/{c['failed']}/{c['refused']}"
+            line += f"  {cell:>{24 if w == 'crosstune' else 28}}"
+        print(line)
     print("(* an operator crosstune takes)")
-    for label, tot in (("supported operators", sup_totals), ("all", totals)):
+    for label, key in (("supported operators", "supported"), ("all", "all")):
         parts = []
         for w in results:
-            n = sum(tot[w].values())
-            parts.append(f"{w} {tot[w]['passed']}/{n} passed ({100 * tot[w]['passed'] / max(n, 1):.1f}%),"
-                         f" {tot[w]['failed']} failed, {tot[w]['refused']} refused")
+            tot = result["totals"][key][w]
+            n = sum(tot.values())
+            parts.append(f"{w} {tot['passed']}/{n} passed ({100 * tot['passed'] / max(n, 1):.1f}%),"
+                         f" {tot['failed']} failed, {tot['refused']} refused")
         print(f"{label}: " + "; ".join(parts))
     failed = [r for r in results["crosstune"] if r[2] == "failed"]
     failed_supported = [r for r in failed if r[1] in supported]
@@ -282,7 +277,7 @@ def main():
                 "seconds": {w: round(t, 1) for w, t in timing.items()},
             }, f, indent=1)
     if args.print_json:
-        print(json.dumps(summary(results, rows, supported, timing, len(cases))))
+        print(json.dumps(result))
     if args.check and failed_supported:
         print(f"onnx-conformance: {len(failed_supported)} tests of supported operators failed",
               file=sys.stderr)

@@ -26,7 +26,9 @@ cd "$(dirname "$0")/.."
 # and the three board servers too), asan build 561, tsan 420, total 2,970 s.
 # Warm: CI's runs (build 178 s, asan 92, tsan 123) with room for the files whose flags name a
 # path of the clone (58 of the main tree's 288 miss ccache in a clone elsewhere).
-# The test phases: the slower cold run's figures (asan ctest 353 s, tsan ctest 135 s), rounded up. The style phase's budget grows with the
+# The test phases: the slower cold run's figures (asan ctest 353 s, tsan ctest 135 s), rounded up;
+# ctest's 660 s holds ONNX's conformance tests and the DenseNet-121 compile added since (51 s and
+# 42 s in the cold newcomer run of 2026-12-06 on the Intel Xeon VM, whose ctest took 614 s). The style phase's budget grows with the
 # sources clang-tidy checks (below). A cold run is 27 to 37 minutes today against an aim of 35;
 # each cut to build or test time lowers its phase's figure here. New tests come with their
 # share: raise a figure only with the measurement that shows why.
@@ -38,7 +40,7 @@ declare -A BUDGET=(
   ["docs"]="        30    30"
   ["asan build"]=" 260   650"
   ["tsan build"]=" 150   480"
-  ["ctest"]="      600   600"
+  ["ctest"]="      660   660"
   ["fuzz ctest"]=" 100   100"
   ["asan ctest"]=" 360   360"
   ["tsan ctest"]=" 140   140"

@@ -163,6 +163,20 @@ std::vector<int64_t> Value::AsInts() const {
   return out;
 }
 
+std::vector<double> Value::AsDoubles() const {
+  if (dtype == DType::kFloat32) {
+    const float* f = floats();
+    return std::vector<double>(f, f + elements());
+  }
+  if (dtype == DType::kFloat64) {
+    std::vector<double> out(static_cast<size_t>(elements()));
+    if (!out.empty()) std::memcpy(out.data(), data->data(), out.size() * 8);
+    return out;
+  }
+  const std::vector<int64_t> ints = AsInts();
+  return std::vector<double>(ints.begin(), ints.end());
+}
+
 const char* Attr::KindName(Kind k) {
   switch (k) {
     case Kind::kInt:

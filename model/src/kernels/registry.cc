@@ -1,6 +1,4 @@
 // The generated kernels' table (kernels.h): one row per operator.
-#include <set>
-
 #include "kernels/kernels_impl.h"
 
 namespace crosstune::model {
@@ -9,17 +7,20 @@ namespace {
 struct KernelRow {
   const char* op;
   kernels::Generator generate;
+  // The kernel is written for its arguments' own element types (copies, layout moves,
+  // comparisons, logic, Where, Gather); the others compute float32 only.
+  bool any_type = false;
 };
 
 const KernelRow kKernels[] = {
-    {"Reshape", kernels::Copy},
-    {"Flatten", kernels::Copy},
-    {"Squeeze", kernels::Copy},
-    {"Unsqueeze", kernels::Copy},
-    {"Identity", kernels::Copy},
-    {"Dropout", kernels::Copy},
-    {"Cast", kernels::Copy},      // to its own type only (CheckKernelTypes)
-    {"CastLike", kernels::Copy},  // (never reached: Infer makes every CastLike a Cast)
+    {"Reshape", kernels::Copy, true},
+    {"Flatten", kernels::Copy, true},
+    {"Squeeze", kernels::Copy, true},
+    {"Unsqueeze", kernels::Copy, true},
+    {"Identity", kernels::Copy, true},
+    {"Dropout", kernels::Copy, true},
+    {"Cast", kernels::Copy, true},      // to its own type only (CheckKernelTypes)
+    {"CastLike", kernels::Copy, true},  // (never reached: Infer makes every CastLike a Cast)
     {"Relu", kernels::Unary},
     {"Sigmoid", kernels::Unary},
     {"LeakyRelu", kernels::Unary},
@@ -51,24 +52,24 @@ const KernelRow kKernels[] = {
     {"Max", kernels::Broadcast},
     {"Mean", kernels::Broadcast},
     {"PRelu", kernels::Broadcast},
-    {"Equal", kernels::Broadcast},
-    {"Less", kernels::Broadcast},
-    {"Greater", kernels::Broadcast},
-    {"LessOrEqual", kernels::Broadcast},
-    {"GreaterOrEqual", kernels::Broadcast},
-    {"Not", kernels::Broadcast},
-    {"And", kernels::Broadcast},
-    {"Or", kernels::Broadcast},
-    {"Xor", kernels::Broadcast},
-    {"Where", kernels::Broadcast},
+    {"Equal", kernels::Broadcast, true},
+    {"Less", kernels::Broadcast, true},
+    {"Greater", kernels::Broadcast, true},
+    {"LessOrEqual", kernels::Broadcast, true},
+    {"GreaterOrEqual", kernels::Broadcast, true},
+    {"Not", kernels::Broadcast, true},
+    {"And", kernels::Broadcast, true},
+    {"Or", kernels::Broadcast, true},
+    {"Xor", kernels::Broadcast, true},
+    {"Where", kernels::Broadcast, true},
     {"BatchNormalization", kernels::BatchNorm},
     {"MaxPool", kernels::Pool},
     {"AveragePool", kernels::Pool},
     {"GlobalAveragePool", kernels::GlobalAvgPool},
-    {"Concat", kernels::Concat},
-    {"Transpose", kernels::Transpose},
-    {"Slice", kernels::Slice},
-    {"Gather", kernels::Gather},
+    {"Concat", kernels::Concat, true},
+    {"Transpose", kernels::Transpose, true},
+    {"Slice", kernels::Slice, true},
+    {"Gather", kernels::Gather, true},
     {"LayoutTransform", kernels::LayoutTransform},
     {"Softmax", kernels::Softmax},
     {"LogSoftmax", kernels::Softmax},
@@ -108,17 +109,10 @@ Status CheckKernelTypes(const Graph& g, const Node& n) {
                       DTypeName(g.values[n.outputs[0]].dtype) +
                       " is computed only where its input is a constant");
   }
-  // The comparisons, logic, Where and Gather are written for their arguments' own element types.
-  static const std::set<std::string> kTyped = {
-      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
-      "And",   "Or",   "Xor",     "Where",       "Gather"};
-  if (kTyped.count(n.op)) return Status::Ok();
   for (const KernelRow& r : kKernels) {
-    if (n.op != r.op) continue;
+    if (n.op != r.op || r.any_type) continue;
     for (int o : n.outputs) {
-      if (g.values[o].dtype != DType::kFloat32 && r.generate != kernels::Copy &&
-          r.generate != kernels::Concat && r.generate != kernels::Transpose &&
-          r.generate != kernels::Slice) {
+      if (g.values[o].dtype != DType::kFloat32) {
         return Status(ErrorCode::kInvalidArgument,
                       n.op + " node '" + n.name + "': only float32 is compiled, not " +
                           DTypeName(g.values[o].dtype) + " (a " + DTypeName(g.values[o].dtype) +

@@ -30,44 +30,6 @@ Status InferCastLike(OpContext& ctx) {
   return Status::Ok();
 }
 
-// Element i of `data` (of type t) as a double, or as an int64 for the integer types.
-double AsDouble(const uint8_t* data, DType t, int64_t i) {
-  switch (t) {
-    case DType::kFloat32: {
-      float v;
-      std::memcpy(&v, data + i * 4, 4);
-      return v;
-    }
-    case DType::kFloat64: {
-      double v;
-      std::memcpy(&v, data + i * 8, 8);
-      return v;
-    }
-    default:
-      return 0;
-  }
-}
-int64_t AsInt(const uint8_t* data, DType t, int64_t i) {
-  switch (t) {
-    case DType::kInt64: {
-      int64_t v;
-      std::memcpy(&v, data + i * 8, 8);
-      return v;
-    }
-    case DType::kInt32: {
-      int32_t v;
-      std::memcpy(&v, data + i * 4, 4);
-      return v;
-    }
-    case DType::kInt8:
-      return static_cast<int8_t>(data[i]);
-    case DType::kUint8:
-    case DType::kBool:
-      return data[i];
-    default:
-      return 0;
-  }
-}
 bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 
 template <typename T>
@@ -77,34 +39,36 @@ void Put(uint8_t* out, int64_t i, T v) {
 
 Status EvalCast(OpContext& ctx) {
   const Value& x = ctx.in(0);
-  const DType from = x.dtype, to = ctx.out(0).dtype;
-  const uint8_t* in = x.data->data();
+  const DType to = ctx.out(0).dtype;
+  // Integers stay exact through AsInts; floats go through AsDoubles (to an integer: truncated).
+  const bool f = IsFloat(x.dtype);
+  const std::vector<double> d = f ? x.AsDoubles() : std::vector<double>();
+  const std::vector<int64_t> n = f ? std::vector<int64_t>() : x.AsInts();
   std::vector<uint8_t>& y = ctx.OutBytes(0);
   for (int64_t i = 0; i < x.elements(); ++i) {
-    const bool f = IsFloat(from);
-    const double d = f ? AsDouble(in, from, i) : static_cast<double>(AsInt(in, from, i));
-    const int64_t n = f ? static_cast<int64_t>(d) : AsInt(in, from, i);
+    const double dv = f ? d[i] : static_cast<double>(n[i]);
+    const int64_t iv = f ? static_cast<int64_t>(d[i]) : n[i];
     switch (to) {
       case DType::kFloat32:
-        Put(y.data(), i, static_cast<float>(d));
+        Put(y.data(), i, static_cast<float>(dv));
         break;
       case DType::kFloat64:
-        Put(y.data(), i, d);
+        Put(y.data(), i, dv);
         break;
       case DType::kInt64:
-        Put(y.data(), i, n);
+        Put(y.data(), i, iv);
         break;
       case DType::kInt32:
-        Put(y.data(), i, static_cast<int32_t>(n));
+        Put(y.data(), i, static_cast<int32_t>(iv));
         break;
       case DType::kInt8:
-        Put(y.data(), i, static_cast<int8_t>(n));
+        Put(y.data(), i, static_cast<int8_t>(iv));
         break;
       case DType::kUint8:
-        Put(y.data(), i, static_cast<uint8_t>(n));
+        Put(y.data(), i, static_cast<uint8_t>(iv));
         break;
       case DType::kBool:
-        Put(y.data(), i, static_cast<uint8_t>(f ? d != 0 : n != 0));
+        Put(y.data(), i, static_cast<uint8_t>(f ? dv != 0 : iv != 0));
         break;
     }
   }

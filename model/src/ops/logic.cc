@@ -49,51 +49,19 @@ Status InferWhere(OpContext& ctx) {
   return Status::Ok();
 }
 
-// Element i of a value as a double (every type the importer takes fits one exactly enough to
-// compare, int64 past 2^53 aside).
-double At(const Value& v, int64_t i) {
-  const uint8_t* p = v.data->data();
-  switch (v.dtype) {
-    case DType::kFloat32: {
-      float x;
-      std::memcpy(&x, p + i * 4, 4);
-      return x;
-    }
-    case DType::kFloat64: {
-      double x;
-      std::memcpy(&x, p + i * 8, 8);
-      return x;
-    }
-    case DType::kInt64: {
-      int64_t x;
-      std::memcpy(&x, p + i * 8, 8);
-      return static_cast<double>(x);
-    }
-    case DType::kInt32: {
-      int32_t x;
-      std::memcpy(&x, p + i * 4, 4);
-      return x;
-    }
-    case DType::kInt8:
-      return static_cast<int8_t>(p[i]);
-    case DType::kUint8:
-    case DType::kBool:
-      return p[i];
-  }
-  return 0;
-}
-
 template <typename F>
 Status EvalBool(OpContext& ctx, F f) {
   const auto& shape = ctx.out(0).shape;
   std::vector<std::vector<int64_t>> idx;
+  std::vector<std::vector<double>> v;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     idx.push_back(ops::BroadcastIndex(ctx.in(i).shape, shape));
+    v.push_back(ctx.in(i).AsDoubles());
   }
   std::vector<uint8_t>& y = ctx.OutBytes(0);
   for (size_t e = 0; e < y.size(); ++e) {
-    const double a = At(ctx.in(0), idx[0][e]);
-    const double b = ctx.num_inputs() > 1 ? At(ctx.in(1), idx[1][e]) : 0;
+    const double a = v[0][idx[0][e]];
+    const double b = ctx.num_inputs() > 1 ? v[1][idx[1][e]] : 0;
     y[e] = f(a, b) ? 1 : 0;
   }
   return Status::Ok();

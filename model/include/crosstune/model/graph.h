@@ -62,6 +62,8 @@ struct Value {
   const int64_t* ints() const { return reinterpret_cast<const int64_t*>(data->data()); }
   // A constant's elements as int64 (int64, int32, bool, uint8, int8 or whole floats).
   std::vector<int64_t> AsInts() const;
+  // The same as doubles (floats exactly; integers past 2^53 rounded).
+  std::vector<double> AsDoubles() const;
 };
 
 // A node attribute, as ONNX has them.
