@@ -7,6 +7,7 @@ onnx's helper API (no torch, nothing downloaded). Run it with the model venv's p
   make-model.py resnet50 --width 16 -o r50w16.onnx        # same 53 convs, a quarter of the width
   make-model.py resnet50 --bn explicit -o r50bn.onnx      # BatchNormalization nodes, not folded
   make-model.py small -o small.onnx                       # a few layers of every fusion pattern
+  make-model.py bert -o bert.onnx                         # a 2-layer BERT-style encoder
   make-model.py small --opset newest --ir newest -o s.onnx   # the same, as this onnx's newest
 
 Models:
@@ -15,6 +16,14 @@ Models:
              each conv a bias; --bn explicit keeps a BatchNormalization after each conv.
   small      conv + BN + relu, a residual block with a projection shortcut, max and average
              pools, global pool, flatten, gemm, softmax: a fast model for fusion tests.
+  bert       a BERT-style encoder as exporters write it: inputs "input_ids", "attention_mask",
+             "token_type_ids" (int64 [--batch, --seq]); Gather embeddings, LayerNormalization
+             (--ln decomposed: ReduceMean/Sub/Pow/Sqrt/Div, as exporters before opset 17 write
+             it), per layer Q/K/V MatMuls whose head split is a Reshape to a shape computed from
+             Shape/Gather/Concat, batched MatMuls for QK^T and PV, the mask as Unsqueeze/Cast/Sub/Mul,
+             Softmax, a GELU written with Erf, residual Adds; outputs "last_hidden_state"
+             [batch, seq, hidden] and "pooler_output" [batch, hidden] (the first token, Gemm-free
+             MatMul + Tanh). --layers 2, --hidden 128, --heads 4, --seq 32, --vocab 1000.
   shapes     a reshape whose target comes from Constant, Unsqueeze and Concat, and a
              ConstantOfShape of a Shape: what constant folding must remove.
   dynamic    an input with a symbolic batch dimension ("N"): import needs --shape.
@@ -198,9 +207,128 @@ def old_ir(args):
     return b, inputs, outputs, 7
 
 
+def bert(args):
+    b = Builder(args.seed)
+    hidden, heads, seq, batch = args.hidden, args.heads, args.seq, args.batch
+    if hidden % heads:
+        raise SystemExit("make-model.py: --hidden must be a multiple of --heads")
+    head_dim = hidden // heads
+    ffn = 4 * hidden
+
+    def weight(name, rows, cols):
+        w = (b.rng.standard_normal((rows, cols)) * np.sqrt(1.0 / rows)).astype(np.float32)
+        return b.const(name, w)
+
+    def bias(name, n, scale=0.02):
+        return b.const(name, (b.rng.standard_normal(n) * scale).astype(np.float32))
+
+    def scalar(name, v, dtype=np.float32):
+        return b.const(name, np.array(v, dtype))
+
+    def layer_norm(x, name):
+        gamma = b.const(name + ".weight", (1 + 0.1 * b.rng.standard_normal(hidden)).astype(
+            np.float32))
+        beta = bias(name + ".bias", hidden, 0.1)
+        if args.ln == "op":
+            return b.node("LayerNormalization", [x, gamma, beta], name, axis=-1, epsilon=1e-12)
+        if "ln.two" not in b.count:
+            b.name("ln.two")
+            scalar("ln.two", 2.0)
+            scalar("ln.eps", 1e-12)
+        mean = b.node("ReduceMean", [x], name + ".mean", axes=[-1], keepdims=1)
+        d = b.node("Sub", [x, mean], name + ".sub")
+        sq = b.node("Pow", [d, "ln.two"], name + ".pow")
+        var = b.node("ReduceMean", [sq], name + ".var", axes=[-1], keepdims=1)
+        std = b.node("Sqrt", [b.node("Add", [var, "ln.eps"], name + ".add_eps")], name + ".sqrt")
+        y = b.node("Div", [d, std], name + ".div")
+        return b.node("Add", [b.node("Mul", [y, gamma], name + ".mul"), beta], name + ".add")
+
+    def dense(x, name, rows, cols):
+        y = b.node("MatMul", [x, weight(name + ".weight", rows, cols)], name + ".matmul")
+        return b.node("Add", [y, bias(name + ".bias", cols)], name)
+
+    # Embeddings: word + position + token type, then LayerNorm.
+    ids, types, mask = "input_ids", "token_type_ids", "attention_mask"
+    word = b.const("embeddings.word", (b.rng.standard_normal((args.vocab, hidden)) * 0.5).astype(
+        np.float32))
+    pos = b.const("embeddings.position", (b.rng.standard_normal((seq, hidden)) * 0.5).astype(
+        np.float32))
+    tok = b.const("embeddings.token_type", (b.rng.standard_normal((2, hidden)) * 0.5).astype(
+        np.float32))
+    x = b.node("Gather", [word, ids], "embeddings.word_lookup", axis=0)
+    # The position ids as exporters compute them: Range(0, Shape(input_ids)[1]), Unsqueezed.
+    shape_ids = b.node("Shape", [ids], "embeddings.shape")
+    seq_len = b.node("Gather", [shape_ids, scalar("one_i64", 1, np.int64)], "embeddings.seq_len",
+                     axis=0)
+    pos_ids = b.node("Range", [scalar("zero_i64", 0, np.int64), seq_len,
+                               "one_i64"], "embeddings.position_ids")
+    pos_ids = b.node("Unsqueeze", [pos_ids, b.const("axes0", np.array([0], np.int64))],
+                     "embeddings.position_ids_2d")
+    x = b.node("Add", [x, b.node("Gather", [pos, pos_ids], "embeddings.position_lookup", axis=0)],
+               "embeddings.add_position")
+    x = b.node("Add", [x, b.node("Gather", [tok, types], "embeddings.token_type_lookup", axis=0)],
+               "embeddings.add_token_type")
+    x = layer_norm(x, "embeddings.ln")
+
+    # The mask: [batch, 1, 1, seq], 0 where attended and a large negative where not.
+    m = b.node("Unsqueeze", [mask, b.const("axes12", np.array([1, 2], np.int64))], "mask.unsqueeze")
+    m = b.node("Cast", [m], "mask.cast", to=TensorProto.FLOAT)
+    m = b.node("Sub", [scalar("one_f32", 1.0), m], "mask.invert")
+    m = b.node("Mul", [m, scalar("mask.large_negative", -10000.0)], "mask.bias")
+
+    # The head split's target shape from the input's own shape: [batch, seq, heads, head_dim].
+    shape_x = b.node("Shape", [ids], "heads.shape")
+    batch_dim = b.node("Gather", [shape_x, b.const("index0", np.array([0], np.int64))],
+                       "heads.batch", axis=0)
+    seq_dim = b.node("Gather", [shape_x, b.const("index1", np.array([1], np.int64))], "heads.seq",
+                     axis=0)
+    split = b.node("Concat", [batch_dim, seq_dim, b.const("heads.dims", np.array(
+        [heads, head_dim], np.int64))], "heads.split_shape", axis=0)
+    merged = b.const("heads.merged_shape", np.array([0, 0, hidden], np.int64))
+    scale = scalar("attention.scale", float(np.sqrt(head_dim)))
+    sqrt2 = scalar("gelu.sqrt2", float(np.sqrt(2.0)))
+    half = scalar("gelu.half", 0.5)
+
+    for i in range(args.layers):
+        p = f"layer{i}"
+        def heads_of(t, name, perm):
+            t = b.node("Reshape", [t, split], name + ".reshape")
+            return b.node("Transpose", [t], name + ".transpose", perm=perm)
+        q = heads_of(dense(x, p + ".query", hidden, hidden), p + ".q", [0, 2, 1, 3])
+        k = heads_of(dense(x, p + ".key", hidden, hidden), p + ".k", [0, 2, 3, 1])
+        v = heads_of(dense(x, p + ".value", hidden, hidden), p + ".v", [0, 2, 1, 3])
+        s = b.node("MatMul", [q, k], p + ".scores")
+        s = b.node("Div", [s, scale], p + ".scaled")
+        s = b.node("Add", [s, m], p + ".masked")
+        a = b.node("Softmax", [s], p + ".softmax", axis=-1)
+        c = b.node("MatMul", [a, v], p + ".context")
+        c = b.node("Transpose", [c], p + ".context.transpose", perm=[0, 2, 1, 3])
+        c = b.node("Reshape", [c, merged], p + ".context.reshape")
+        y = dense(c, p + ".attention.output", hidden, hidden)
+        x = layer_norm(b.node("Add", [y, x], p + ".attention.residual"), p + ".attention.ln")
+        h = dense(x, p + ".intermediate", hidden, ffn)
+        e = b.node("Erf", [b.node("Div", [h, sqrt2], p + ".gelu.div")], p + ".gelu.erf")
+        e = b.node("Add", [e, "one_f32"], p + ".gelu.add")
+        h = b.node("Mul", [b.node("Mul", [h, e], p + ".gelu.mul"), half], p + ".gelu")
+        y = dense(h, p + ".output", ffn, hidden)
+        x = layer_norm(b.node("Add", [y, x], p + ".output.residual"), p + ".output.ln")
+
+    b.node("Identity", [x], "last_hidden_state", ["last_hidden_state"])
+    first = b.node("Gather", [x, scalar("index0_scalar", 0, np.int64)], "pooler.first", axis=1)
+    first = dense(first, "pooler.dense", hidden, hidden)
+    b.node("Tanh", [first], "pooler.tanh", ["pooler_output"])
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, [batch, seq])
+              for n in (ids, mask, types)]
+    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                             [batch, seq, hidden]),
+               helper.make_tensor_value_info("pooler_output", TensorProto.FLOAT, [batch, hidden])]
+    return b, inputs, outputs, 17 if args.ln == "op" else 14
+
+
 MODELS = {
     "resnet50": resnet50,
     "small": small,
+    "bert": bert,
     "shapes": shapes,
     "dynamic": dynamic,
     "unsupported": unsupported,
@@ -216,6 +344,12 @@ def main():
     p.add_argument("--width", type=int, default=64, help="resnet50: the stem's channels (64)")
     p.add_argument("--bn", choices=["folded", "explicit"], default="folded")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ln", choices=["op", "decomposed"], default="op",
+                   help="bert: LayerNormalization nodes (opset 17) or their ReduceMean/Sub/Pow/"
+                        "Sqrt/Div form (opset 14)")
+    for name, default in (("layers", 2), ("hidden", 128), ("heads", 4), ("seq", 32),
+                          ("vocab", 1000), ("batch", 1)):
+        p.add_argument("--" + name, type=int, default=default, help=f"bert ({default})")
     p.add_argument("--opset", default="",
                    help="the default domain's opset to declare instead of the model's own "
                         "(a number, or 'newest': the newest this onnx release knows)")

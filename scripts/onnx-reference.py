@@ -6,8 +6,10 @@ and optionally times it. Run it with the model venv's python (/opt/crosstune/mod
   onnx-reference.py model.onnx --seed 1 --write-inputs DIR --out-dir DIR   # seeded inputs
   onnx-reference.py model.onnx --seed 1 --time --threads 1 --json          # latency (median ms)
 
-Seeded inputs are uniform in [-1, 1) from numpy's default_rng(seed), one array per graph input in
-order; --write-inputs saves them as <name>.npy so another runtime gets the same bytes.
+Seeded inputs come from numpy's default_rng(seed), one array per graph input in order: floats
+uniform in [-1, 1), integers uniform in [0, 2) unless --int-high NAME=N raises the bound (token ids
+below a vocabulary's size; 0/1 fits masks and token types); --write-inputs saves them as
+<name>.npy so another runtime gets the same bytes.
 """
 import argparse
 import json
@@ -26,6 +28,8 @@ def main():
     p.add_argument("--out", action="append", default=[], help="NAME=FILE.npy (one per output)")
     p.add_argument("--out-dir", help="write every output as DIR/<name>.npy")
     p.add_argument("--seed", type=int, default=0, help="inputs not given are seeded from this")
+    p.add_argument("--int-high", action="append", default=[],
+                   help="NAME=N: seed integer input NAME uniform in [0, N) (default 2)")
     p.add_argument("--write-inputs", help="save the inputs used as DIR/<name>.npy")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads")
     p.add_argument("--time", action="store_true", help="time runs (median of --runs)")
@@ -42,16 +46,21 @@ def main():
     sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
 
     given = dict(s.split("=", 1) for s in args.input)
+    high = {k: int(v) for k, v in (s.split("=", 1) for s in args.int_high)}
     rng = np.random.default_rng(args.seed)
     feeds = {}
     for i in sess.get_inputs():
         if i.name in given:
             feeds[i.name] = np.load(given.pop(i.name))
+            continue
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        if i.type in ("tensor(int64)", "tensor(int32)"):
+            dtype = np.int64 if i.type == "tensor(int64)" else np.int32
+            feeds[i.name] = rng.integers(0, high.pop(i.name, 2), shape).astype(dtype)
         else:
-            shape = [d if isinstance(d, int) else 1 for d in i.shape]
             feeds[i.name] = rng.uniform(-1, 1, shape).astype(np.float32)
-    if given:
-        sys.exit(f"onnx-reference: error: the model has no input {sorted(given)[0]}")
+    if given or high:
+        sys.exit(f"onnx-reference: error: the model has no input {sorted({**given, **high})[0]}")
     if args.write_inputs:
         os.makedirs(args.write_inputs, exist_ok=True)
         for name, a in feeds.items():

@@ -176,12 +176,14 @@ TEST(KernelTableTest, EveryOperatorThatCanSurviveFoldingHasAKernelRow) {
     std::vector<int64_t> input_shape;  // empty: no input
     DType input_dtype;
     const char* refused_with;  // null: the node infers and folds from its shapes alone
+    int inputs = 1;            // each of input_shape and input_dtype
   };
   const Folded kAlwaysFolded[] = {
       {"Constant", {}, DType::kFloat32, nullptr},   // no inputs: folds at once
       {"Shape", {2, 3}, DType::kFloat32, nullptr},  // reads only its input's shape
       {"Size", {2, 3}, DType::kFloat32, nullptr},   // the same
       {"ConstantOfShape", {1}, DType::kInt64, "must be a constant known at compile time"},
+      {"Range", {1}, DType::kInt64, "must be known at compile time", 3},
   };
   for (const Folded& f : kAlwaysFolded) {
     SCOPED_TRACE(f.op);
@@ -190,9 +192,9 @@ TEST(KernelTableTest, EveryOperatorThatCanSurviveFoldingHasAKernelRow) {
     Node n;
     n.name = std::string("a_") + f.op;
     n.op = f.op;
-    if (!f.input_shape.empty()) {
+    for (int i = 0; i < (f.input_shape.empty() ? 0 : f.inputs); ++i) {
       Value in;
-      in.name = "x";  // a graph input: no data
+      in.name = "x" + std::to_string(i);  // a graph input: no data
       in.dtype = f.input_dtype;
       in.shape = f.input_shape;
       n.inputs.push_back(g.AddValue(in));

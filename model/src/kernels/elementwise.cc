@@ -1,5 +1,6 @@
 // Generated kernels that go element by element: copies (Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, Dropout), activations, broadcasting arithmetic and a standalone BatchNormalization.
+// Identity, Dropout), casts, activations, broadcasting arithmetic and a standalone
+// BatchNormalization.
 #include <map>
 
 #include "kernels/kernels_impl.h"
@@ -25,6 +26,59 @@ Expected<GeneratedKernel> Copy(const Graph& g, const Node& n, const std::string&
                     ChunkRange(bytes) +
                         "    const char* s = (const char*)in0; char* d = (char*)out0;\n"
                         "    for (long j = j0; j < j1; ++j) d[j] = s[j];");
+}
+
+// Cast: each element converted as C converts it (floats to integers toward zero, as ONNX's Cast
+// does; to bool: whether it is nonzero). A cast to the input's own type is a copy.
+Expected<GeneratedKernel> Cast(const Graph& g, const Node& n, const std::string& name) {
+  const Value& x = g.values[n.inputs[0]];
+  const Value& y = g.values[n.outputs[0]];
+  if (x.dtype == y.dtype) return Copy(g, n, name);
+  const int64_t count = y.elements();
+  const std::string to = CType(y.dtype);
+  const std::string conv =
+      y.dtype == DType::kBool ? "(unsigned char)(in0[j] != 0)" : "(" + to + ")in0[j]";
+  return LoopKernel(
+      name, 1, 1, Chunks(count), "",
+      ChunkRange(count) + "    for (long j = j0; j < j1; ++j) out0[j] = " + conv + ";",
+      {CType(x.dtype), to});
+}
+
+// QuantizeLinear and DequantizeLinear (ops/quantize.cc): element j's scale and zero point are
+// index j / INNER % DIM of theirs (DIM 1: one for the tensor); no zero point input reads 0.
+Expected<GeneratedKernel> Quantize(const Graph& g, const Node& n, const std::string& name) {
+  const Value& x = g.values[n.inputs[0]];
+  const Value& y = g.values[n.outputs[0]];
+  const int64_t count = y.elements();
+  const int64_t axis = n.Int("axis", -1);
+  int64_t inner = 1, dim = 1;
+  if (axis >= 0) {
+    dim = x.shape[axis];
+    for (size_t d = static_cast<size_t>(axis) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  }
+  const bool zero = n.inputs.size() > 2 && n.inputs[2] >= 0;
+  const std::string defines = "#define INNER " + std::to_string(inner) + "L\n#define DIM " +
+                              std::to_string(dim) + "L\n#define ZERO(c) " +
+                              (zero ? "((float)in2[c])" : "0.0f") + "\n";
+  std::string body = ChunkRange(count) +
+                     "    for (long j = j0; j < j1; ++j) {\n"
+                     "      const long c = j / INNER % DIM;\n";
+  const DType q = n.op == "QuantizeLinear" ? y.dtype : x.dtype;
+  if (n.op == "QuantizeLinear") {
+    const bool s8 = y.dtype == DType::kInt8;
+    body +=
+        "      float v = __builtin_nearbyintf(in0[j] / in1[c]) + ZERO(c);\n"
+        "      v = v != v ? 0.0f : v < " +
+        std::string(s8 ? "-128.0f ? -128.0f : v > 127.0f ? 127.0f"
+                       : "0.0f ? 0.0f : v > 255.0f ? 255.0f") +
+        " : v;\n      out0[j] = (" + CType(y.dtype) + ")v;\n    }";
+  } else {
+    body += "      out0[j] = ((float)in0[j] - ZERO(c)) * in1[c];\n    }";
+  }
+  std::vector<std::string> types = {CType(x.dtype), "float"};
+  if (zero) types.push_back(CType(q));
+  types.push_back(CType(y.dtype));
+  return LoopKernel(name, zero ? 3 : 2, 1, Chunks(count), defines, body, types);
 }
 
 Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string& name) {

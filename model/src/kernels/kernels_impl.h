@@ -11,7 +11,10 @@ namespace crosstune::model::kernels {
 using Generator = Expected<GeneratedKernel> (*)(const Graph& g, const Node& n,
                                                 const std::string& function);
 
-Expected<GeneratedKernel> Copy(const Graph&, const Node&, const std::string&);   // elementwise.cc
+Expected<GeneratedKernel> Copy(const Graph&, const Node&, const std::string&);  // elementwise.cc
+Expected<GeneratedKernel> Cast(const Graph&, const Node&, const std::string&);  // elementwise.cc
+Expected<GeneratedKernel> Quantize(const Graph&, const Node&,
+                                   const std::string&);                          // elementwise.cc
 Expected<GeneratedKernel> Unary(const Graph&, const Node&, const std::string&);  // elementwise.cc
 Expected<GeneratedKernel> Broadcast(const Graph&, const Node&,
                                     const std::string&);  // elementwise.cc
@@ -23,6 +26,8 @@ Expected<GeneratedKernel> Concat(const Graph&, const Node&, const std::string&);
 Expected<GeneratedKernel> Transpose(const Graph&, const Node&, const std::string&);  // layout.cc
 Expected<GeneratedKernel> Slice(const Graph&, const Node&, const std::string&);      // layout.cc
 Expected<GeneratedKernel> Gather(const Graph&, const Node&, const std::string&);     // layout.cc
+Expected<GeneratedKernel> Remap(const Graph&, const Node&, const std::string&);      // layout.cc
+Expected<GeneratedKernel> Split(const Graph&, const Node&, const std::string&);      // layout.cc
 Expected<GeneratedKernel> LayoutTransform(const Graph&, const Node&,
                                           const std::string&);                     // layout.cc
 Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);  // math.cc

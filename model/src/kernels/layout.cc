@@ -1,7 +1,8 @@
 // Generated kernels that move data between layouts: Concat (items: outer rows), Transpose
 // (items: output rows, each input offset from the row's index through permuted strides), Slice
-// (the same through the slice's strides) and LayoutTransform (layout_plan.h; items: rows of the
-// blocked side).
+// (the same through the slice's strides), Expand, Tile and Pad (items: output rows, each element's
+// source found per dimension), Split (items: outer rows) and LayoutTransform (layout_plan.h;
+// items: rows of the blocked side).
 #include "../ops/op_defs.h"
 #include "crosstune/model/layout_plan.h"
 #include "kernels/kernels_impl.h"
@@ -137,6 +138,92 @@ Expected<GeneratedKernel> Slice(const Graph& g, const Node& n, const std::string
       "      for (int b = 0; b < ES; ++b) dst[j * ES + b] = src[(o + j * " +
       (rank ? "kS[RANK - 1]" : std::string("0")) + ") * ES + b];";
   return LoopKernel(name, 1, 1, rows, defines, body);
+}
+
+// Expand, Tile and Pad: each output element copies the input element whose index, per
+// dimension, SRC(o, d) gives from the output's index o (-1: Pad's constant).
+Expected<GeneratedKernel> Remap(const Graph& g, const Node& n, const std::string& name) {
+  const Value& x = g.values[n.inputs[0]];
+  const auto& out = g.values[n.outputs[0]].shape;
+  const size_t rank = out.size();
+  std::vector<int64_t> in(rank - x.shape.size(), 1);  // Expand: leading dimensions of 1
+  in.insert(in.end(), x.shape.begin(), x.shape.end());
+  const int64_t es = DTypeBytes(x.dtype);
+  std::string map;
+  std::vector<int64_t> begin(rank, 0);
+  std::string helpers = "static const unsigned char kFill[] = {0};\n";
+  if (n.op == "Expand") {
+    map = "(kIn[d] == 1 ? 0 : o)";
+  } else if (n.op == "Tile") {
+    map = "(o % kIn[d])";
+  } else {
+    const auto pads = n.Ints("pads");
+    for (size_t d = 0; d < rank; ++d) begin[d] = pads[d];
+    const std::string mode = n.String("mode", "constant");
+    map = "pad_src(o - kBegin[d], kIn[d])";
+    std::string f;
+    if (mode == "constant") {
+      f = "return -1;";
+    } else if (mode == "edge") {
+      f = "return i < 0 ? 0 : dim - 1;";
+    } else if (mode == "wrap") {
+      f = "return (i % dim + dim) % dim;";
+    } else {
+      f = "return dim == 1 ? 0 : i < 0 ? -i : 2 * (dim - 1) - i;";
+    }
+    std::string bytes;  // the constant in the data's own type
+    for (uint8_t c : ops::ScalarBytes(x.dtype, n.Float("value", 0.0))) {
+      bytes += (bytes.empty() ? "" : ", ") + std::to_string(c);
+    }
+    helpers =
+        "static const unsigned char kFill[] = {" + bytes +
+        "};\nstatic long pad_src(long i, long dim) {\n  if (i >= 0 && i < dim) return i;\n  " + f +
+        "\n}\n";
+  }
+  const int64_t len = rank ? out.back() : 1;
+  const int64_t rows = len ? NumElements(out) / len : 0;
+  std::string defines =
+      "#define RANK " + std::to_string(rank) + "\n#define ES " + std::to_string(es) +
+      "\n#define LEN " + std::to_string(len) + "L\n" +
+      "static const long kOut[] = " + CArray(rank ? out : std::vector<int64_t>{1}) +
+      ";\nstatic const long kIn[] = " + CArray(rank ? in : std::vector<int64_t>{1}) +
+      ";\nstatic const long kBegin[] = " + CArray(rank ? begin : std::vector<int64_t>{0}) + ";\n" +
+      helpers;
+  std::string body =
+      "    for (long j = 0; j < LEN; ++j) {\n"
+      "      long rem = it * LEN + j, src = 0, stride = 1; int hole = 0;\n"
+      "      for (int d = RANK - 1; d >= 0; --d) {\n"
+      "        const long o = rem % kOut[d]; rem /= kOut[d];\n"
+      "        const long s = " +
+      map +
+      ";\n"
+      "        if (s < 0) { hole = 1; break; }\n"
+      "        src += s * stride; stride *= kIn[d];\n"
+      "      }\n"
+      "      const char* from = hole ? (const char*)kFill : (const char*)in0 + src * ES;\n"
+      "      char* dst = (char*)out0 + (it * LEN + j) * ES;\n"
+      "      for (int b = 0; b < ES; ++b) dst[b] = from[b];\n"
+      "    }";
+  return LoopKernel(name, 1, 1, rows, defines, body);
+}
+
+// Split: items are outer rows; each copies its part of the row into each output.
+Expected<GeneratedKernel> Split(const Graph& g, const Node& n, const std::string& name) {
+  const Value& x = g.values[n.inputs[0]];
+  const int64_t axis = n.Int("axis", 0);
+  const auto split = n.Ints("split");
+  int64_t outer = 1, inner = DTypeBytes(x.dtype);
+  for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  std::string body = "    const char* s = (const char*)in0 + it * " +
+                     std::to_string(x.shape[axis] * inner) + "L;\n";
+  for (size_t i = 0; i < split.size(); ++i) {
+    const int64_t chunk = split[i] * inner;
+    body += "    { char* d = (char*)out" + std::to_string(i) + " + it * " + std::to_string(chunk) +
+            "L;\n      for (long j = 0; j < " + std::to_string(chunk) +
+            "L; ++j) d[j] = s[j];\n      s += " + std::to_string(chunk) + "L; }\n";
+  }
+  return LoopKernel(name, 1, static_cast<int>(split.size()), outer, "", body);
 }
 
 }  // namespace crosstune::model::kernels

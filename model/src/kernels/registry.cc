@@ -19,8 +19,10 @@ const KernelRow kKernels[] = {
     {"Unsqueeze", kernels::Copy, true},
     {"Identity", kernels::Copy, true},
     {"Dropout", kernels::Copy, true},
-    {"Cast", kernels::Copy, true},      // to its own type only (CheckKernelTypes)
-    {"CastLike", kernels::Copy, true},  // (never reached: Infer makes every CastLike a Cast)
+    {"Cast", kernels::Cast, true},
+    {"CastLike", kernels::Cast, true},  // (never reached: Infer makes every CastLike a Cast)
+    {"QuantizeLinear", kernels::Quantize, true},
+    {"DequantizeLinear", kernels::Quantize, true},
     {"Relu", kernels::Unary},
     {"Sigmoid", kernels::Unary},
     {"LeakyRelu", kernels::Unary},
@@ -70,6 +72,10 @@ const KernelRow kKernels[] = {
     {"Transpose", kernels::Transpose, true},
     {"Slice", kernels::Slice, true},
     {"Gather", kernels::Gather, true},
+    {"Expand", kernels::Remap, true},
+    {"Tile", kernels::Remap, true},
+    {"Pad", kernels::Remap, true},
+    {"Split", kernels::Split, true},
     {"LayoutTransform", kernels::LayoutTransform},
     {"Softmax", kernels::Softmax},
     {"LogSoftmax", kernels::Softmax},
@@ -102,13 +108,6 @@ bool HasGeneratedKernel(const std::string& op) {
 }
 
 Status CheckKernelTypes(const Graph& g, const Node& n) {
-  if (n.op == "Cast" && g.values[n.inputs[0]].dtype != g.values[n.outputs[0]].dtype) {
-    return Status(ErrorCode::kInvalidArgument,
-                  n.op + " node '" + n.name + "': a cast from " +
-                      DTypeName(g.values[n.inputs[0]].dtype) + " to " +
-                      DTypeName(g.values[n.outputs[0]].dtype) +
-                      " is computed only where its input is a constant");
-  }
   for (const KernelRow& r : kKernels) {
     if (n.op != r.op || r.any_type) continue;
     for (int o : n.outputs) {

@@ -1,8 +1,7 @@
 // Cast and CastLike between the element types the importer takes (float32, float64, int64,
 // int32, int8, uint8, bool; float to integer truncates toward zero, anything to bool is "not
-// zero"), and Size (a tensor's element count, known from its shape). A Cast that changes the
-// type is computed where its input is a constant (the shape and mask arithmetic exporters
-// write); one left to compile must keep the type (a copy), else the import refuses it by name.
+// zero"), and Size (a tensor's element count, known from its shape). A Cast of a constant folds;
+// one left to compile is a generated kernel of its two element types (kernels/elementwise.cc).
 #include <cstring>
 
 #include "ops/op_defs.h"

@@ -1,4 +1,6 @@
-// Constant, ConstantOfShape and Shape: values known at compile time (the fold pass removes them).
+// Constant, ConstantOfShape, Shape and Range: values known at compile time (the fold pass removes
+// them).
+#include <cmath>
 #include <cstring>
 
 #include "ops/op_defs.h"
@@ -88,6 +90,78 @@ Status EvalShape(OpContext& ctx) {
   return Status::Ok();
 }
 
+// Range(start, limit, delta), three scalars of one type (float32, float64, int32 or int64): its
+// length depends on their values, so they must be constants (exporters compute them from Shape,
+// which folds where the shapes are static).
+Status InferRange(OpContext& ctx) {
+  const DType t = ctx.in(0).dtype;
+  if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kInt32 && t != DType::kInt64) {
+    return ctx.Error(std::string("the element type ") + DTypeName(t) +
+                     " is not supported (float32, float64, int32, int64)");
+  }
+  for (int i = 0; i < 3; ++i) {
+    const Value& v = ctx.in(i);
+    if (v.dtype != t) return ctx.Error("start, limit and delta differ in element type");
+    if (!v.shape.empty() && NumElements(v.shape) != 1) return ctx.Error("inputs must be scalars");
+    if (!v.is_const()) {
+      return ctx.Error(std::string(i == 0   ? "start"
+                                   : i == 1 ? "limit"
+                                            : "delta") +
+                       " is computed at run time; the output's length depends on it, so it "
+                       "must be known at compile time (a constant, or from a static Shape)");
+    }
+  }
+  int64_t n = 0;
+  if (t == DType::kInt32 || t == DType::kInt64) {
+    const int64_t start = ctx.in(0).AsInts()[0], limit = ctx.in(1).AsInts()[0],
+                  delta = ctx.in(2).AsInts()[0];
+    if (delta == 0) return ctx.Error("delta is 0");
+    const int64_t span = limit - start;
+    n = delta > 0 ? (span > 0 ? (span + delta - 1) / delta : 0)
+                  : (span < 0 ? (-span + -delta - 1) / -delta : 0);
+  } else {
+    const double start = ctx.in(0).AsDoubles()[0], limit = ctx.in(1).AsDoubles()[0],
+                 delta = ctx.in(2).AsDoubles()[0];
+    if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
+      return ctx.Error("delta is 0 or an input is not finite");
+    }
+    const double count = std::ceil((limit - start) / delta);
+    if (count > static_cast<double>(int64_t{1} << 40)) return ctx.Error("the range is too long");
+    n = count > 0 ? static_cast<int64_t>(count) : 0;
+  }
+  // The data is made by eval, once the importer has checked the shape against its budget.
+  ctx.SetOutput(0, t, {n});
+  return Status::Ok();
+}
+
+template <typename T>
+void FillRange(std::vector<uint8_t>& y, T start, T delta) {
+  T* out = reinterpret_cast<T*>(y.data());
+  const size_t n = y.size() / sizeof(T);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+}
+
+Status EvalRange(OpContext& ctx) {
+  std::vector<uint8_t>& y = ctx.OutBytes(0);
+  const Value &s = ctx.in(0), &d = ctx.in(2);
+  switch (s.dtype) {
+    case DType::kInt64:
+      FillRange<int64_t>(y, s.AsInts()[0], d.AsInts()[0]);
+      break;
+    case DType::kInt32:
+      FillRange<int32_t>(y, static_cast<int32_t>(s.AsInts()[0]),
+                         static_cast<int32_t>(d.AsInts()[0]));
+      break;
+    case DType::kFloat32:
+      FillRange<float>(y, s.floats()[0], d.floats()[0]);
+      break;
+    default:
+      FillRange<double>(y, s.AsDoubles()[0], d.AsDoubles()[0]);
+      break;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const OpDef kConstant = {
@@ -104,5 +178,7 @@ const OpDef kConstantOfShape = {"ConstantOfShape",    {attr::Tensor("value")}, 1
                                 InferConstantOfShape, EvalConstantOfShape,     nullptr};
 const OpDef kShape = {
     "Shape", {attr::Int("start"), attr::Int("end")}, 1, 1, 1, InferShape, EvalShape, nullptr, true};
+
+const OpDef kRange = {"Range", {}, 3, 3, 1, InferRange, EvalRange, nullptr, false, 11};
 
 }  // namespace crosstune::model

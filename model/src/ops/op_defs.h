@@ -21,10 +21,12 @@ extern const OpDef kPow, kMin, kMax, kMean, kPRelu;                         // b
 extern const OpDef kMaxPool, kAveragePool, kGlobalAvgPool;                  // pool.cc
 extern const OpDef kConcat, kFlatten, kReshape, kTranspose;                 // shape_ops.cc
 extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;               // shape_ops.cc
-extern const OpDef kConstant, kConstantOfShape, kShape;                     // constant.cc
+extern const OpDef kConstant, kConstantOfShape, kShape, kRange;             // constant.cc
 extern const OpDef kCast, kCastLike, kSize;                                 // cast.cc
 extern const OpDef kSlice;                                                  // slice.cc
 extern const OpDef kGather;                                                 // gather.cc
+extern const OpDef kExpand, kTile, kSplit, kPad;                            // expand.cc
+extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // quantize.cc
 extern const OpDef kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;  // logic.cc
 extern const OpDef kNot, kAnd, kOr, kXor, kWhere;                           // logic.cc
 extern const OpDef kGemm, kMatMul, kDense;                                  // gemm.cc
@@ -87,6 +89,9 @@ struct ReduceShape {
   std::vector<int64_t> kept_dims, kept_strides, reduced_dims, reduced_strides;
 };
 ReduceShape SplitReduce(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes);
+
+// One element of type `t` holding `v` (converted as C converts; bool: v != 0), as bytes.
+std::vector<uint8_t> ScalarBytes(DType t, double v);
 
 }  // namespace ops
 }  // namespace crosstune::model
