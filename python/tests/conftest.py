@@ -12,7 +12,7 @@ import os
 import subprocess
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -129,21 +129,23 @@ class ModelFiles:
     """A model written by scripts/make-model.py and onnxruntime's answer for a seeded input
     (scripts/onnx-reference.py), both run with the model venv's Python."""
 
-    def __init__(self, root: str, name: str) -> None:
+    def __init__(self, root: str, name: str, args: Sequence[str] = (),
+                 reference_args: Sequence[str] = (), file: str = "") -> None:
         python = os.environ.get("CROSSTUNE_MODEL_PYTHON", "")
         scripts = os.environ.get("CROSSTUNE_SCRIPTS", "")
         if not (python and os.path.exists(python) and scripts):
             pytest.fail("no model venv (CROSSTUNE_MODEL_PYTHON, CROSSTUNE_SCRIPTS): run "
                         "scripts/install-deps.sh")
-        self.dir = os.path.join(root, name)
+        file = file or name
+        self.dir = os.path.join(root, file)
         os.makedirs(self.dir, exist_ok=True)
-        self.onnx = os.path.join(self.dir, name + ".onnx")
-        subprocess.run([python, os.path.join(scripts, "make-model.py"), name, "-o", self.onnx],
-                       check=True, capture_output=True)
+        self.onnx = os.path.join(self.dir, file + ".onnx")
+        subprocess.run([python, os.path.join(scripts, "make-model.py"), name, *args, "-o",
+                        self.onnx], check=True, capture_output=True)
         self.refs = os.path.join(self.dir, "ref")
         subprocess.run([python, os.path.join(scripts, "onnx-reference.py"), self.onnx, "--seed",
-                        "1", "--write-inputs", self.dir, "--out-dir", self.refs],
-                       check=True, capture_output=True)
+                        "1", "--write-inputs", self.dir, "--out-dir", self.refs,
+                        *reference_args], check=True, capture_output=True)
 
     def input(self, name: str) -> Any:
         return np.load(os.path.join(self.dir, name + ".npy"))
@@ -155,3 +157,14 @@ class ModelFiles:
 @pytest.fixture(scope="session")
 def small_model(tmp_root: str) -> ModelFiles:
     return ModelFiles(tmp_root, "small")
+
+
+# A BERT-style encoder (make-model.py bert: int64 token ids, mask and token types in; the last
+# hidden state and the pooled output out), its token ids seeded below its vocabulary.
+BERT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+BERT_OUTPUTS = ("last_hidden_state", "pooler_output")
+
+
+@pytest.fixture(scope="session")
+def bert_model(tmp_root: str) -> ModelFiles:
+    return ModelFiles(tmp_root, "bert", reference_args=["--int-high", "input_ids=1000"])

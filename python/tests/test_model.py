@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import crosstune as ct
-from conftest import Farm, ModelFiles, wait_for
+from conftest import BERT_INPUTS, BERT_OUTPUTS, Farm, ModelFiles, wait_for
 
 
 def test_imports_a_model_with_its_inputs_outputs_and_tasks(small_model: ModelFiles) -> None:
@@ -259,3 +259,18 @@ def test_tunes_and_runs_a_model_on_a_farm(farm: Farm, small_model: ModelFiles,
         with dev.load_model(pkg) as net:
             (y,) = net(small_model.input("input"))
     np.testing.assert_allclose(y, small_model.reference("probs"), rtol=1e-4, atol=1e-6)
+
+
+def test_a_bert_style_encoder_runs_and_matches_onnxruntime(dev: ct.Device,
+                                                          bert_model: ModelFiles) -> None:
+    # Token ids through Gather, the int64 mask cast to float at run time, position ids from
+    # Shape and Range (folded), heads split by a Reshape to a shape from Shape/Gather/Concat,
+    # batched MatMuls, Softmax, LayerNormalization, Erf's GELU, the pooler's Tanh.
+    model = ct.import_onnx(bert_model.onnx)
+    assert [i["name"] for i in model.inputs] == list(BERT_INPUTS)
+    assert all(i["dtype"] == "int64" for i in model.inputs)
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        outputs = net(*[bert_model.input(n) for n in BERT_INPUTS])
+    assert len(outputs) == len(BERT_OUTPUTS)
+    for got, name in zip(outputs, BERT_OUTPUTS):
+        np.testing.assert_allclose(got, bert_model.reference(name), rtol=1e-3, atol=1e-4)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import crosstune as ct
-from conftest import VADD, ModelFiles
+from conftest import BERT_INPUTS, BERT_OUTPUTS, VADD, ModelFiles
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +61,11 @@ def test_runs_a_model_on_the_board(board: ct.Device, small_model: ModelFiles) ->
     with board.load_model(pkg) as net:
         (y,) = net(small_model.input("input"))
     np.testing.assert_allclose(y, small_model.reference("probs"), rtol=1e-4, atol=1e-6)
+
+
+def test_runs_a_bert_style_encoder_on_the_board(board: ct.Device, bert_model: ModelFiles) -> None:
+    pkg = ct.compile(ct.import_onnx(bert_model.onnx), device=board)
+    with board.load_model(pkg) as net:
+        outputs = net(*[bert_model.input(n) for n in BERT_INPUTS])
+    for got, name in zip(outputs, BERT_OUTPUTS):
+        np.testing.assert_allclose(got, bert_model.reference(name), rtol=1e-3, atol=1e-4)

@@ -258,6 +258,51 @@ TEST_F(CompileTest, DenseNet121FromTheOnnxWheelMatchesOnnxRuntime) {
               "light_densenet121 from the onnx wheel, on the server, vs onnxruntime");
 }
 
+// An int8 copy of ResNet-50 (width 16) as onnxruntime's quantizer writes it (QDQ: uint8
+// activations, int8 weights per channel): the weights' DequantizeLinear nodes fold at compile
+// time, the activations' QuantizeLinear/DequantizeLinear pairs run as kernels, and the logits
+// match onnxruntime's int8 run within one quantization step of the output (the scale of the
+// DequantizeLinear that writes it: a requantization that rounds a tie the other way moves an
+// output by one step).
+TEST_F(CompileTest, Int8QdqResNetFromOnnxRuntimesQuantizerMatchesItWithinOneStep) {
+  const std::string path = MakeModel("r50w16_int8.onnx", "resnet50 --width 16 --int8 per-channel");
+  ASSERT_FALSE(path.empty());
+  const std::string step_text = testing::RunModelPython(
+      "import sys, onnx\n"
+      "from onnx import numpy_helper\n"
+      "m = onnx.load(sys.argv[1])\n"
+      "inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}\n"
+      "last = [n for n in m.graph.node if n.output[0] == m.graph.output[0].name][0]\n"
+      "assert last.op_type == 'DequantizeLinear', last.op_type\n"
+      "print(float(inits[last.input[1]]))\n",
+      path);
+  const double step = std::stod(step_text);
+  ASSERT_GT(step, 0);
+  auto c = CompileFile(path, Target(), DefaultPasses(), "");
+  ASSERT_TRUE(c.ok);
+  int q = 0, dq = 0;
+  for (const Node& n : c.result.graph.nodes) {
+    q += n.op == "QuantizeLinear";
+    dq += n.op == "DequantizeLinear";
+  }
+  EXPECT_GT(q, 0);
+  EXPECT_EQ(q, dq) << "every weight's DequantizeLinear folds; each activation's pair stays";
+  const std::vector<float> got = RunOnServer(server_->address(), c.package, SeededInput(path));
+  const std::vector<float> want = ReferenceOutput(path);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  size_t argmax_got = 0, argmax_want = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
+    if (got[i] > got[argmax_got]) argmax_got = i;
+    if (want[i] > want[argmax_want]) argmax_want = i;
+  }
+  std::printf("int8 ResNet-50 w16 vs onnxruntime's int8 run: max abs error %.3g (one step %.3g)\n",
+              worst, step);
+  EXPECT_LE(worst, step * (1 + 1e-4)) << "more than one quantization step from onnxruntime";
+  EXPECT_EQ(argmax_got, argmax_want);
+}
+
 // `tune --model` tunes the model's tasks and resumes from its log; `compile --log` then takes
 // each task's best record, and the package still computes the model.
 TEST_F(CompileTest, TuneModelResumesFromItsLogAndCompileTakesItsBest) {
