@@ -11,8 +11,10 @@
 # Then the whole-model journey on every device: `crosstune compile` builds ResNet-50 (width 16,
 # written by scripts/make-model.py) for the device's target with its tuning log, `crosstune
 # run-model` runs it through the tracker, its logits are checked against onnxruntime's, and
-# `crosstune bench-model` times it. Prints a table with one row per device and the time each step
-# took. Exits non-zero if a device is missing or a check fails.
+# `crosstune bench-model` times it. A second network, a BERT-style encoder (2 layers, hidden 128,
+# 32 tokens; make-model.py bert), is compiled for the local device and the first board and run
+# there the same way, its two outputs checked against onnxruntime's. Prints a table with one row
+# per device and the time each step took. Exits non-zero if a device is missing or a check fails.
 #
 # The first result comes early: only the host tools are built before the local device tunes; the
 # board servers build in the background meanwhile (on the CPUs the local server does not use, so
@@ -326,6 +328,14 @@ echo "demo: compiling ResNet-50 (width 16) for ${NAMES[*]} and running it throug
 "$MODEL_PY" scripts/make-model.py resnet50 --width 16 -o "$WORK/r50w16.onnx"
 "$MODEL_PY" scripts/onnx-reference.py "$WORK/r50w16.onnx" --seed 1 --write-inputs "$WORK/model-in" \
   --out-dir "$WORK/model-ref"
+# The BERT-style encoder: token ids below its vocabulary of 1000, a 0/1 mask and token types.
+"$MODEL_PY" scripts/make-model.py bert -o "$WORK/bert.onnx"
+"$MODEL_PY" scripts/onnx-reference.py "$WORK/bert.onnx" --seed 1 --int-high input_ids=1000 \
+  --write-inputs "$WORK/bert-in" --out-dir "$WORK/bert-ref"
+BERT_ON=(local)
+for dev in "${NAMES[@]}"; do
+  [ "$dev" != local ] && BERT_ON+=("$dev") && break
+done
 # Emulated boards run a whole network in seconds to tens of seconds: one timed run there.
 declare -A MODEL_REPEAT=()
 MODEL_PIDS=()
@@ -338,7 +348,17 @@ for dev in "${NAMES[@]}"; do
       "${ON_OTHERS[@]}" "$CT" run-model "$WORK/$dev-model.ctpkg" --tracker "$TRACKER" --key "$dev" \
         --input "input=$WORK/model-in/input.npy" --out "$WORK/$dev-logits.npy" &&
       "${ON_OTHERS[@]}" "$CT" bench-model "$WORK/$dev-model.ctpkg" --tracker "$TRACKER" --key "$dev" --number 1 \
-        --repeat "${MODEL_REPEAT[$dev]}" --min-repeat-ms 0 --json >"$WORK/$dev-model.json"
+        --repeat "${MODEL_REPEAT[$dev]}" --min-repeat-ms 0 --json >"$WORK/$dev-model.json" &&
+      if [[ " ${BERT_ON[*]} " == *" $dev "* ]]; then
+        "${ON_OTHERS[@]}" "$CT" compile "$WORK/bert.onnx" --target auto --tracker "$TRACKER" --key "$dev" \
+          --workers 1 -o "$WORK/$dev-bert.ctpkg" &&
+          "${ON_OTHERS[@]}" "$CT" run-model "$WORK/$dev-bert.ctpkg" --tracker "$TRACKER" --key "$dev" \
+            --input "input_ids=$WORK/bert-in/input_ids.npy" \
+            --input "attention_mask=$WORK/bert-in/attention_mask.npy" \
+            --input "token_type_ids=$WORK/bert-in/token_type_ids.npy" \
+            --out "last_hidden_state=$WORK/$dev-bert-hidden.npy" \
+            --out "pooler_output=$WORK/$dev-bert-pooled.npy"
+      fi
   ) >"$WORK/$dev.model.log" 2>&1 &
   MODEL_PIDS+=($!)
 done
@@ -410,22 +430,42 @@ PYEOF
 )
   fi
   [ "$model_ok" = ok ] || FAILED=1
-  ROWS+=("$dev|$arch|${SHAPE[$dev]}|$untuned|$tuned|$trials|$ok|$model_ms|$model_ok")
+  # The BERT-style encoder where it ran: both outputs against onnxruntime's.
+  bert_ok=-
+  if [[ " ${BERT_ON[*]} " == *" $dev "* ]]; then
+    bert_ok=$("$MODEL_PY" - "$WORK/$dev-bert-hidden.npy" "$WORK/bert-ref/last_hidden_state.npy" \
+      "$WORK/$dev-bert-pooled.npy" "$WORK/bert-ref/pooler_output.npy" <<'PYEOF'
+import os, sys, numpy as np
+worst, ok = 0.0, True
+for got, want in zip(sys.argv[1::2], sys.argv[2::2]):
+    if not os.path.exists(got):
+        print("FAIL(no output)")
+        sys.exit()
+    g, w = np.load(got), np.load(want)
+    ok = ok and g.shape == w.shape and bool(np.all(np.abs(g - w) <= 1e-4 + 1e-3 * np.abs(w)))
+    worst = max(worst, float(np.max(np.abs(g - w))) if g.shape == w.shape else float("inf"))
+print("ok" if ok else "FAIL(%.3g)" % worst)
+PYEOF
+)
+    [ "$bert_ok" = ok ] || FAILED=1
+  fi
+  ROWS+=("$dev|$arch|${SHAPE[$dev]}|$untuned|$tuned|$trials|$ok|$model_ms|$model_ok|$bert_ok")
 done
 step_end
 
 echo
-printf '%-14s %-8s %-12s %10s %10s %7s  %-6s %9s  %s\n' device arch matmul untuned tuned trials \
-  check "model ms" "model check"
+printf '%-14s %-8s %-12s %10s %10s %7s  %-6s %9s  %-11s %s\n' device arch matmul untuned tuned \
+  trials check "model ms" "model check" "bert check"
 for row in "${ROWS[@]}"; do
-  IFS='|' read -r dev arch shape untuned tuned trials ok model_ms model_ok <<<"$row"
-  printf '%-14s %-8s %-12s %10s %10s %7s  %-6s %9s  %s\n' "$dev" "$arch" "$shape" "$untuned" \
-    "$tuned" "$trials" "$ok" "$model_ms" "$model_ok"
+  IFS='|' read -r dev arch shape untuned tuned trials ok model_ms model_ok bert_ok <<<"$row"
+  printf '%-14s %-8s %-12s %10s %10s %7s  %-6s %9s  %-11s %s\n' "$dev" "$arch" "$shape" \
+    "$untuned" "$tuned" "$trials" "$ok" "$model_ms" "$model_ok" "$bert_ok"
 done
 echo "(GFLOP/s of the template's default config and of the best one found; fp32 matmul M,N,K;"
 echo " the best config exported to a .ctpkg, deployed through the tracker and checked against numpy;"
 echo " model: ResNet-50 v1.5 at width 16, compiled for the device into one package, run through the"
 echo " tracker: median ms of a whole run, logits checked against onnxruntime's (|d| <= 1e-4 + 1e-3 |ref|);"
+echo " bert: a 2-layer BERT-style encoder compiled and run the same way, both outputs checked so;"
 echo " qemu devices are emulated, so their speeds are not a board's)"
 printf -v times '%s; ' "${STEPS[@]}"
 echo "demo: time by step: ${times%; }; total $SECONDS s"

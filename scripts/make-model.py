@@ -34,7 +34,9 @@ Models:
 
 --int8 per-channel|per-tensor writes the model's int8 copy instead, as onnxruntime's quantizer
 makes it (quantize_static, QDQ format: uint8 activations, int8 weights; calibrated on four
-seeded inputs uniform in [-1, 1)); for models whose inputs are float32.
+seeded inputs uniform in [-1, 1)); for models whose inputs are float32. --int8 dynamic writes
+the copy quantize_dynamic makes (int8 weights; each MatMul's activations quantized at run time
+by DynamicQuantizeLinear, the products by MatMulInteger), as for transformers.
 """
 import argparse
 import os
@@ -342,12 +344,19 @@ MODELS = {
 }
 
 
-def quantize(model, out, per_channel, seed):
-    """Writes `model`'s int8 QDQ copy to `out` through onnxruntime's static quantizer."""
+def quantize(model, out, how, seed):
+    """Writes `model`'s int8 copy to `out` through onnxruntime's quantizer: static QDQ
+    (`how` per-channel or per-tensor) or dynamic."""
     import tempfile
 
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+                                          quantize_dynamic, quantize_static)
+    if how == "dynamic":
+        with tempfile.TemporaryDirectory() as tmp:
+            fp32 = os.path.join(tmp, "fp32.onnx")
+            onnx.save_model(model, fp32)
+            quantize_dynamic(fp32, out, weight_type=QuantType.QInt8)
+        return
     inputs = [(i.name, [d.dim_value for d in i.type.tensor_type.shape.dim]) for i in
               model.graph.input if i.type.tensor_type.elem_type == TensorProto.FLOAT]
     if len(inputs) != len(model.graph.input):
@@ -366,7 +375,7 @@ def quantize(model, out, per_channel, seed):
         fp32 = os.path.join(tmp, "fp32.onnx")
         onnx.save_model(model, fp32)
         quantize_static(fp32, out, Reader(), quant_format=QuantFormat.QDQ,
-                        per_channel=per_channel, activation_type=QuantType.QUInt8,
+                        per_channel=how == "per-channel", activation_type=QuantType.QUInt8,
                         weight_type=QuantType.QInt8)
 
 
@@ -388,7 +397,7 @@ def main():
                         "(a number, or 'newest': the newest this onnx release knows)")
     p.add_argument("--ir", default="",
                    help="the IR version to write (a number, or 'newest': this onnx release's)")
-    p.add_argument("--int8", choices=["per-channel", "per-tensor"],
+    p.add_argument("--int8", choices=["per-channel", "per-tensor", "dynamic"],
                    help="write the int8 (QDQ) copy onnxruntime's quantizer makes")
     args = p.parse_args()
     if args.width < 1:
@@ -409,7 +418,7 @@ def main():
         onnx.save_model(model, args.out, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=location, size_threshold=0)
     elif args.int8:
-        quantize(model, args.out, args.int8 == "per-channel", args.seed)
+        quantize(model, args.out, args.int8, args.seed)
     else:
         onnx.save_model(model, args.out)
     params = sum(int(np.prod(t.dims)) for t in b.inits)

@@ -32,6 +32,9 @@ def main():
                    help="NAME=N: seed integer input NAME uniform in [0, N) (default 2)")
     p.add_argument("--write-inputs", help="save the inputs used as DIR/<name>.npy")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads")
+    p.add_argument("--no-optimize", action="store_true",
+                   help="graph optimizations off: each node as ONNX defines it (onnxruntime's "
+                        "fused int8 kernels round differently from its own unfused run)")
     p.add_argument("--time", action="store_true", help="time runs (median of --runs)")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--json", action="store_true")
@@ -41,6 +44,8 @@ def main():
     so.intra_op_num_threads = args.threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if args.no_optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if args.threads > 1:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])

@@ -274,3 +274,15 @@ def test_a_bert_style_encoder_runs_and_matches_onnxruntime(dev: ct.Device,
     assert len(outputs) == len(BERT_OUTPUTS)
     for got, name in zip(outputs, BERT_OUTPUTS):
         np.testing.assert_allclose(got, bert_model.reference(name), rtol=1e-3, atol=1e-4)
+
+
+def test_its_int8_copy_from_onnxruntimes_dynamic_quantizer_matches_onnxruntime(
+        dev: ct.Device, bert_int8_model: ModelFiles) -> None:
+    # DynamicQuantizeLinear on each MatMul's activations, MatMulInteger, the int32 sums cast to
+    # float and scaled: the same integers as onnxruntime, so fp32's tolerance holds.
+    model = ct.import_onnx(bert_int8_model.onnx)
+    assert model.summary["ops"]["MatMulInteger"] > 0
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        outputs = net(*[bert_int8_model.input(n) for n in BERT_INPUTS])
+    for got, name in zip(outputs, BERT_OUTPUTS):
+        np.testing.assert_allclose(got, bert_int8_model.reference(name), rtol=1e-3, atol=1e-4)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's first command, scripts/demo.sh, as a user would, and checks its table: one
-# row (or more) per expected device, its kernel check (column 7) and its model check (the last
-# column) both "ok", the demo building the cross servers it found as build targets, its early
+# row (or more) per expected device, its kernel check (column 7) and its model check (the column
+# before the last) both "ok", the BERT-style encoder's check (the last column) "ok" on the local
+# device and on one board (and "-" where it did not run), the demo building the cross servers it found as build targets, its early
 # first-result line and its time by step.
 #   demo_test.sh SOURCE_DIR DEVICE...      (e.g. local qemu-aarch64 qemu-armhf)
 set -uo pipefail
@@ -24,7 +25,7 @@ table=$(awk 'seen && NF { print } $1 == "device" { seen = 1 }' <<<"$out")
 for dev in "$@"; do
   rows=$(awk -v d="$dev" '$1 == d' <<<"$table")
   [ -n "$rows" ] || fail "no row for device $dev"
-  bad=$(awk '$7 != "ok" || $NF != "ok"' <<<"$rows")
+  bad=$(awk '$7 != "ok" || $(NF - 1) != "ok" || ($NF != "ok" && $NF != "-")' <<<"$rows")
   [ -z "$bad" ] || fail "device $dev: a row without ok: $bad"
   case $dev in
     qemu-*)
@@ -36,6 +37,11 @@ for dev in "$@"; do
       ;;
   esac
 done
+bert_rows=$(awk '$NF == "ok" { print $1 }' <<<"$table")
+grep -qx local <<<"$bert_rows" || fail "the BERT-style encoder did not run on the local device"
+if [ $# -gt 1 ]; then
+  grep -q '^qemu-' <<<"$bert_rows" || fail "the BERT-style encoder did not run on a board"
+fi
 # The first result comes from the local device before the boards and the model (its own line),
 # and every step says how long it took.
 grep -qE '^demo: first result: local matmul .* GFLOP/s tuned' <<<"$out" ||

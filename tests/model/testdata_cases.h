@@ -379,6 +379,16 @@ inline const char* const kCases[] = {
     "test_quantizelinear_axis",
     "test_dequantizelinear",
     "test_dequantizelinear_axis",
+    "test_dynamicquantizelinear",
+    "test_dynamicquantizelinear_expanded",
+    "test_dynamicquantizelinear_max_adjusted",
+    "test_dynamicquantizelinear_max_adjusted_expanded",
+    "test_dynamicquantizelinear_min_adjusted",
+    "test_dynamicquantizelinear_min_adjusted_expanded",
+    "test_matmulinteger",
+    "test_round",
+    "test_qlinearmatmul_2D",
+    "test_qlinearmatmul_3D",
 };
 
 inline std::filesystem::path NodeTestDir(const std::string& name) {

@@ -81,6 +81,32 @@ Expected<GeneratedKernel> Quantize(const Graph& g, const Node& n, const std::str
   return LoopKernel(name, zero ? 3 : 2, 1, Chunks(count), defines, body, types);
 }
 
+// DynamicQuantizeLinear: one item (the range of the whole tensor comes first); out0 uint8, out1
+// the scale, out2 the zero point (those the graph reads).
+Expected<GeneratedKernel> DynamicQuantize(const Graph& g, const Node& n, const std::string& name) {
+  const int64_t count = g.values[n.inputs[0]].elements();
+  const int outs = static_cast<int>(n.outputs.size());
+  std::string body =
+      "    float lo = 0.0f, hi = 0.0f;\n"
+      "    for (long j = 0; j < " +
+      std::to_string(count) +
+      "L; ++j) { lo = in0[j] < lo ? in0[j] : lo; hi = in0[j] > hi ? in0[j] : hi; }\n"
+      "    const float scale = (hi - lo) / 255.0f;\n"
+      "    float zero = scale == 0.0f ? 0.0f : __builtin_nearbyintf(-lo / scale);\n"
+      "    zero = zero < 0.0f ? 0.0f : zero > 255.0f ? 255.0f : zero;\n"
+      "    for (long j = 0; j < " +
+      std::to_string(count) +
+      "L; ++j) {\n"
+      "      float v = scale == 0.0f ? zero : __builtin_nearbyintf(in0[j] / scale) + zero;\n"
+      "      v = v != v ? 0.0f : v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;\n"
+      "      out0[j] = (unsigned char)v;\n    }\n";
+  if (outs > 1) body += "    out1[0] = scale;\n";
+  if (outs > 2) body += "    out2[0] = (unsigned char)zero;\n";
+  std::vector<std::string> types = {"float", "unsigned char", "float", "unsigned char"};
+  types.resize(static_cast<size_t>(1 + outs));
+  return LoopKernel(name, 1, outs, 1, "", body, types);
+}
+
 Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string& name) {
   std::string expr;
   if (n.op == "Relu") {
@@ -111,6 +137,8 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
     expr = "__builtin_erff(v)";
   } else if (n.op == "Floor") {
     expr = "__builtin_floorf(v)";
+  } else if (n.op == "Round") {
+    expr = "__builtin_nearbyintf(v)";
   } else if (n.op == "Ceil") {
     expr = "__builtin_ceilf(v)";
   } else if (n.op == "Softplus") {

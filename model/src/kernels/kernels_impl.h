@@ -14,7 +14,9 @@ using Generator = Expected<GeneratedKernel> (*)(const Graph& g, const Node& n,
 Expected<GeneratedKernel> Copy(const Graph&, const Node&, const std::string&);  // elementwise.cc
 Expected<GeneratedKernel> Cast(const Graph&, const Node&, const std::string&);  // elementwise.cc
 Expected<GeneratedKernel> Quantize(const Graph&, const Node&,
-                                   const std::string&);                          // elementwise.cc
+                                   const std::string&);  // elementwise.cc
+Expected<GeneratedKernel> DynamicQuantize(const Graph&, const Node&,
+                                          const std::string&);                   // elementwise.cc
 Expected<GeneratedKernel> Unary(const Graph&, const Node&, const std::string&);  // elementwise.cc
 Expected<GeneratedKernel> Broadcast(const Graph&, const Node&,
                                     const std::string&);  // elementwise.cc

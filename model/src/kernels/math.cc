@@ -58,8 +58,8 @@ Expected<GeneratedKernel> Lrn(const Graph& g, const Node& n, const std::string& 
                     "__builtin_expf(BETA * __builtin_logf(t));\n    }");
 }
 
-// Gemm (alpha, beta, transposes, C broadcast), Dense without a template, MatMul: items are
-// output rows.
+// Gemm (alpha, beta, transposes, C broadcast), Dense without a template, MatMul, MatMulInteger,
+// QLinearMatMul: items are output rows.
 Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std::string& name) {
   const auto& a = g.values[n.inputs[0]].shape;
   const auto& out = g.values[n.outputs[0]].shape;
@@ -88,7 +88,7 @@ Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std
     return LoopKernel(name, inputs, 1, m, d.str(), body);
   }
   // MatMul: both operands as batches of matrices, broadcast over the batch dimensions.
-  const auto& b = g.values[n.inputs[1]].shape;
+  const auto& b = g.values[n.inputs[n.op == "QLinearMatMul" ? 3 : 1]].shape;
   const int64_t m = a.size() == 1 ? 1 : a[a.size() - 2], k = a.back();
   const int64_t nn = b.size() == 1 ? 1 : b.back();
   std::vector<int64_t> ab(a.begin(), a.end() - std::min<size_t>(2, a.size()));
@@ -100,16 +100,57 @@ Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std
     << batch.size() << "\nstatic const long kBatch[] = " << CArray(batch)
     << ";\nstatic const long kSA[] = " << CArray(sa)
     << ";\nstatic const long kSB[] = " << CArray(sb) << ";\n";
-  body =
+  const std::string batch_offsets =
       "    long rem = it / M, oa = 0, ob = 0;\n"
       "    for (int d = BR - 1; d >= 0; --d) { const long x = rem % kBatch[d]; rem /= kBatch[d];\n"
-      "      oa += x * kSA[d]; ob += x * kSB[d]; }\n"
-      "    const float* pa = in0 + oa * M * K + it % M * K;\n"
-      "    const float* pb = in1 + ob * K * N;\n"
-      "    for (long j = 0; j < N; ++j) {\n      float sum = 0;\n"
-      "      for (long p = 0; p < K; ++p) sum += pa[p] * pb[p * N + j];\n"
-      "      out0[it * N + j] = sum;\n    }";
-  return LoopKernel(name, 2, 1, NumElements(out) / nn, d.str(), body);
+      "      oa += x * kSA[d]; ob += x * kSB[d]; }\n";
+  if (n.op == "MatMul") {
+    body = batch_offsets +
+           "    const float* pa = in0 + oa * M * K + it % M * K;\n"
+           "    const float* pb = in1 + ob * K * N;\n"
+           "    for (long j = 0; j < N; ++j) {\n      float sum = 0;\n"
+           "      for (long p = 0; p < K; ++p) sum += pa[p] * pb[p * N + j];\n"
+           "      out0[it * N + j] = sum;\n    }";
+    return LoopKernel(name, 2, 1, NumElements(out) / nn, d.str(), body);
+  }
+  // MatMulInteger (A, B, A's zero point, B's) and QLinearMatMul (a, a_scale, a_zero_point, b,
+  // b_scale, b_zero_point, y_scale, y_zero_point): int sums of the operands less their zero
+  // points; QLinearMatMul requantizes each as QuantizeLinear does.
+  const bool qlinear = n.op == "QLinearMatMul";
+  const int b_at = qlinear ? 3 : 1;
+  // The kernel's arguments are the node's present inputs, in order.
+  std::vector<std::string> types;
+  std::vector<std::string> arg(n.inputs.size());
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] < 0) continue;
+    arg[i] = "in" + std::to_string(types.size());
+    types.push_back(CType(g.values[n.inputs[i]].dtype));
+  }
+  types.push_back(CType(g.values[n.outputs[0]].dtype));
+  auto zero = [&](size_t i, const std::string& index) {
+    if (i >= arg.size() || arg[i].empty()) return std::string("0");
+    const bool one = g.values[n.inputs[i]].elements() == 1;
+    return "(int)" + arg[i] + "[" + (one ? std::string("0") : index) + "]";
+  };
+  const std::string za = zero(qlinear ? 2 : 2, "it % M"), zb = zero(qlinear ? 5 : 3, "j");
+  body = batch_offsets + "    const " + types[0] + "* pa = " + arg[0] +
+         " + oa * M * K + it % M * K;\n" + "    const " + types[b_at] + "* pb = " + arg[b_at] +
+         " + ob * K * N;\n" + "    const int za = " + za + ";\n" +
+         "    for (long j = 0; j < N; ++j) {\n      int sum = 0;\n      const int zb = " + zb +
+         ";\n      for (long p = 0; p < K; ++p) sum += ((int)pa[p] - za) * ((int)pb[p * N + j] - "
+         "zb);\n";
+  if (qlinear) {
+    const bool s8 = g.values[n.outputs[0]].dtype == DType::kInt8;
+    body += "      float v = __builtin_nearbyintf((float)sum * (" + arg[1] + "[0] * " + arg[4] +
+            "[0] / " + arg[6] + "[0])) + (float)" + arg[7] + "[0];\n" +
+            "      v = v != v ? 0.0f : v < " + (s8 ? "-128.0f ? -128.0f" : "0.0f ? 0.0f") +
+            " : v > " + (s8 ? "127.0f ? 127.0f" : "255.0f ? 255.0f") +
+            " : v;\n      out0[it * N + j] = (" + types.back() + ")v;\n    }";
+  } else {
+    body += "      out0[it * N + j] = sum;\n    }";
+  }
+  return LoopKernel(name, static_cast<int>(types.size()) - 1, 1, NumElements(out) / nn, d.str(),
+                    body, types);
 }
 
 Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::string& name) {

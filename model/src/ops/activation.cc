@@ -1,5 +1,5 @@
 // Elementwise activations and math on float32: Relu, Sigmoid, LeakyRelu, Clip; Abs, Neg, Exp,
-// Log, Sqrt, Reciprocal, Tanh, Erf, Floor, Ceil; Softplus, Softsign, Elu, Selu, HardSigmoid,
+// Log, Sqrt, Reciprocal, Tanh, Erf, Floor, Round, Ceil; Softplus, Softsign, Elu, Selu, HardSigmoid,
 // HardSwish, Gelu. The host evaluates in double and rounds once, as the generated kernels'
 // float math (kernels/elementwise.cc) stays within fp32 tolerance of it.
 #include <algorithm>
@@ -105,6 +105,10 @@ Status EvalErf(OpContext& ctx) {
 Status EvalFloor(OpContext& ctx) {
   return EvalMath(ctx, [](double v) { return std::floor(v); });
 }
+// Round: halves to even (the default rounding mode), as ONNX states.
+Status EvalRound(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::nearbyint(v); });
+}
 Status EvalCeil(OpContext& ctx) {
   return EvalMath(ctx, [](double v) { return std::ceil(v); });
 }
@@ -190,6 +194,7 @@ const OpDef kReciprocal = {"Reciprocal",   {},           1,     1, 1, InferUnary
 const OpDef kTanh = {"Tanh", {}, 1, 1, 1, InferUnary, EvalTanh, ElementFlops, false, 6};
 const OpDef kErf = {"Erf", {}, 1, 1, 1, InferUnary, EvalErf, ElementFlops, false, 9};
 const OpDef kFloor = {"Floor", {}, 1, 1, 1, InferUnary, EvalFloor, ElementFlops, false, 6};
+const OpDef kRound = {"Round", {}, 1, 1, 1, InferUnary, EvalRound, ElementFlops, false, 11};
 const OpDef kCeil = {"Ceil", {}, 1, 1, 1, InferUnary, EvalCeil, ElementFlops, false, 6};
 const OpDef kSoftplus = {"Softplus", {}, 1, 1, 1, InferUnary, EvalSoftplus, ElementFlops, false, 1};
 const OpDef kSoftsign = {"Softsign", {}, 1, 1, 1, InferUnary, EvalSoftsign, ElementFlops, false, 1};

@@ -73,19 +73,8 @@ Status InferMatMul(OpContext& ctx) {
   if (a.dtype != DType::kFloat32 || b.dtype != DType::kFloat32) {
     return ctx.Error("only float32 is supported");
   }
-  if (a.shape.empty() || b.shape.empty()) return ctx.Error("scalars do not multiply");
-  const int64_t ka = a.shape.back();
-  const int64_t kb = b.shape.size() == 1 ? b.shape[0] : b.shape[b.shape.size() - 2];
-  if (ka != kb) {
-    return ctx.Error("A " + ShapeText(a.shape) + " and B " + ShapeText(b.shape) +
-                     " do not multiply");
-  }
-  std::vector<int64_t> ba(a.shape.begin(), a.shape.end() - std::min<size_t>(2, a.shape.size()));
-  std::vector<int64_t> bb(b.shape.begin(), b.shape.end() - std::min<size_t>(2, b.shape.size()));
   std::vector<int64_t> out;
-  if (!ops::BroadcastShapes(ba, bb, &out)) return ctx.Error("batch dimensions do not broadcast");
-  if (a.shape.size() >= 2) out.push_back(a.shape[a.shape.size() - 2]);
-  if (b.shape.size() >= 2) out.push_back(b.shape.back());
+  CT_RETURN_IF_ERROR(ops::MatMulShape(ctx, a.shape, b.shape, &out));
   ctx.SetOutput(0, DType::kFloat32, out);
   return Status::Ok();
 }
@@ -175,6 +164,26 @@ const OpDef kDense = {"Dense",
                       /*folds_from_shapes=*/false,
                       kMinOpsetDefault,
                       /*from_passes=*/true};
+namespace ops {
+
+Status MatMulShape(const OpContext& ctx, const std::vector<int64_t>& a,
+                   const std::vector<int64_t>& b, std::vector<int64_t>* out) {
+  if (a.empty() || b.empty()) return ctx.Error("scalars do not multiply");
+  const int64_t ka = a.back();
+  const int64_t kb = b.size() == 1 ? b[0] : b[b.size() - 2];
+  if (ka != kb) {
+    return ctx.Error("A " + ShapeText(a) + " and B " + ShapeText(b) + " do not multiply");
+  }
+  std::vector<int64_t> ba(a.begin(), a.end() - std::min<size_t>(2, a.size()));
+  std::vector<int64_t> bb(b.begin(), b.end() - std::min<size_t>(2, b.size()));
+  if (!BroadcastShapes(ba, bb, out)) return ctx.Error("batch dimensions do not broadcast");
+  if (a.size() >= 2) out->push_back(a[a.size() - 2]);
+  if (b.size() >= 2) out->push_back(b.back());
+  return Status::Ok();
+}
+
+}  // namespace ops
+
 const OpDef kGemm = {
     "Gemm",   {attr::Float("alpha"), attr::Float("beta"), attr::Int("transA"), attr::Int("transB")},
     2,        3,

@@ -13,7 +13,7 @@ extern const OpDef kConv, kFusedConv;                                       // c
 extern const OpDef kBatchNormalization, kLrn;                               // norm.cc
 extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;                      // activation.cc
 extern const OpDef kAbs, kNeg, kExp, kLog, kSqrt, kReciprocal;              // activation.cc
-extern const OpDef kTanh, kErf, kFloor, kCeil, kSoftplus;                   // activation.cc
+extern const OpDef kTanh, kErf, kFloor, kRound, kCeil, kSoftplus;           // activation.cc
 extern const OpDef kSoftsign, kElu, kSelu, kHardSigmoid;                    // activation.cc
 extern const OpDef kHardSwish, kGelu;                                       // activation.cc
 extern const OpDef kAdd, kSub, kMul, kDiv, kSum;                            // binary.cc
@@ -27,6 +27,7 @@ extern const OpDef kSlice;                                                  // s
 extern const OpDef kGather;                                                 // gather.cc
 extern const OpDef kExpand, kTile, kSplit, kPad;                            // expand.cc
 extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // quantize.cc
+extern const OpDef kMatMulInteger, kQLinearMatMul, kDynamicQuantizeLinear;  // quantize.cc
 extern const OpDef kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;  // logic.cc
 extern const OpDef kNot, kAnd, kOr, kXor, kWhere;                           // logic.cc
 extern const OpDef kGemm, kMatMul, kDense;                                  // gemm.cc
@@ -89,6 +90,11 @@ struct ReduceShape {
   std::vector<int64_t> kept_dims, kept_strides, reduced_dims, reduced_strides;
 };
 ReduceShape SplitReduce(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes);
+
+// MatMul's output shape (numpy's: batched, broadcast, 1-D operands promoted and dropped), or an
+// error through ctx naming the shapes.
+Status MatMulShape(const OpContext& ctx, const std::vector<int64_t>& a,
+                   const std::vector<int64_t>& b, std::vector<int64_t>* out);
 
 // One element of type `t` holding `v` (converted as C converts; bool: v != 0), as bytes.
 std::vector<uint8_t> ScalarBytes(DType t, double v);
