@@ -35,8 +35,12 @@ Expected<GeneratedKernel> LayoutTransform(const Graph&, const Node&,
 Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);  // math.cc
 Expected<GeneratedKernel> Lrn(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> MatrixProduct(const Graph&, const Node&, const std::string&);  // math.cc
-Expected<GeneratedKernel> DirectConv(const Graph&, const Node&, const std::string&);     // math.cc
-Expected<GeneratedKernel> Reduce(const Graph&, const Node&, const std::string&);     // reduce.cc
-Expected<GeneratedKernel> LayerNorm(const Graph&, const Node&, const std::string&);  // reduce.cc
+Expected<GeneratedKernel> ConvTranspose(const Graph&, const Node&,
+                                        const std::string&);                          // math.cc
+Expected<GeneratedKernel> DirectConv(const Graph&, const Node&, const std::string&);  // math.cc
+Expected<GeneratedKernel> Reduce(const Graph&, const Node&, const std::string&);      // reduce.cc
+Expected<GeneratedKernel> LayerNorm(const Graph&, const Node&, const std::string&);   // reduce.cc
+Expected<GeneratedKernel> InstanceNorm(const Graph&, const Node&,
+                                       const std::string&);  // reduce.cc
 
 }  // namespace crosstune::model::kernels

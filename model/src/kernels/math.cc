@@ -153,6 +153,44 @@ Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std
                     body, types);
 }
 
+// ConvTranspose (ops/conv_transpose.cc): items are output rows (n, m, oh); each output pixel
+// sums the input pixels whose stride lands on it.
+Expected<GeneratedKernel> ConvTranspose(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const auto& wt = g.values[n.inputs[1]].shape;
+  const auto& y = g.values[n.outputs[0]].shape;
+  const auto pads = n.Ints("pads"), s = n.Ints("strides"), dl = n.Ints("dilations");
+  const bool bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
+  std::ostringstream d;
+  d << "#define C " << x[1] << "L\n#define H " << x[2] << "L\n#define W " << x[3]
+    << "L\n#define MG " << wt[1] << "L\n#define KH " << wt[2] << "L\n#define KW " << wt[3]
+    << "L\n#define M " << y[1] << "L\n#define OH " << y[2] << "L\n#define OW " << y[3]
+    << "L\n#define CG " << x[1] / n.Int("group", 1) << "L\n#define PT " << pads[0]
+    << "L\n#define PL " << pads[1] << "L\n#define SH " << s[0] << "L\n#define SW " << s[1]
+    << "L\n#define DH " << dl[0] << "L\n#define DW " << dl[1] << "L\n";
+  const std::string body =
+      "    const long yy = it % OH, o = it / OH % M, b = it / OH / M;\n"
+      "    const long g = o / MG, ol = o % MG;\n"
+      "    for (long xx = 0; xx < OW; ++xx) {\n"
+      "      float sum = " +
+      std::string(bias ? "in2[o]" : "0.0f") +
+      ";\n"
+      "      for (long ci = g * CG; ci < (g + 1) * CG; ++ci)\n"
+      "        for (long r = 0; r < KH; ++r) {\n"
+      "          const long ty = yy + PT - r * DH;\n"
+      "          if (ty < 0 || ty % SH != 0 || ty / SH >= H) continue;\n"
+      "          for (long q = 0; q < KW; ++q) {\n"
+      "            const long tx = xx + PL - q * DW;\n"
+      "            if (tx < 0 || tx % SW != 0 || tx / SW >= W) continue;\n"
+      "            sum += in0[((b * C + ci) * H + ty / SH) * W + tx / SW] *\n"
+      "                   in1[((ci * MG + ol) * KH + r) * KW + q];\n"
+      "          }\n"
+      "        }\n"
+      "      out0[it * OW + xx] = sum;\n"
+      "    }";
+  return LoopKernel(name, bias ? 3 : 2, 1, y[0] * y[1] * y[2], d.str(), body);
+}
+
 Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::string& name) {
   const auto& x = g.values[n.inputs[0]].shape;
   const auto& wt = g.values[n.inputs[1]].shape;

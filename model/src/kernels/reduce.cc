@@ -1,5 +1,6 @@
 // Generated kernels of the reductions (ReduceSum ... ReduceSumSquare; items are output
-// elements, each a loop over its reduced elements) and of LayerNormalization (items are rows of
+// elements, each a loop over its reduced elements), InstanceNormalization (items are (n, c)
+// planes) and LayerNormalization (items are rows of
 // the normalized trailing axes; its Mean and InvStdDev, when the node has them, one per row).
 #include "../ops/op_defs.h"
 #include "kernels/kernels_impl.h"
@@ -66,6 +67,26 @@ Expected<GeneratedKernel> Reduce(const Graph& g, const Node& n, const std::strin
           "      const float v = in0[off];\n      " + step + "\n    }\n    (void)m;\n" +
           "    out0[it] = " + final + ";";
   return LoopKernel(name, 1, 1, kept, d.str(), body);
+}
+
+// InstanceNormalization: items are (n, c) planes.
+Expected<GeneratedKernel> InstanceNorm(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const int64_t c = x[1], len = NumElements(x) / x[0] / c;
+  std::ostringstream d;
+  d << "#define LEN " << len << "L\n#define C " << c << "L\n#define EPS "
+    << CFloat(n.Float("epsilon", 1e-5)) << "\n";
+  const std::string body =
+      "    const float* x = in0 + it * LEN;\n"
+      "    float* y = out0 + it * LEN;\n"
+      "    float mean = 0, var = 0;\n"
+      "    for (long j = 0; j < LEN; ++j) mean += x[j];\n"
+      "    mean /= (float)LEN;\n"
+      "    for (long j = 0; j < LEN; ++j) var += (x[j] - mean) * (x[j] - mean);\n"
+      "    var /= (float)LEN;\n"
+      "    const float a = in1[it % C] / __builtin_sqrtf(var + EPS), b = in2[it % C];\n"
+      "    for (long j = 0; j < LEN; ++j) y[j] = (x[j] - mean) * a + b;";
+  return LoopKernel(name, 3, 1, x[0] * c, d.str(), body);
 }
 
 Expected<GeneratedKernel> LayerNorm(const Graph& g, const Node& n, const std::string& name) {

@@ -92,6 +92,7 @@ const KernelRow kKernels[] = {
     {"ReduceLogSumExp", kernels::Reduce},
     {"ReduceSumSquare", kernels::Reduce},
     {"LayerNormalization", kernels::LayerNorm},
+    {"InstanceNormalization", kernels::InstanceNorm},
     {"LRN", kernels::Lrn},
     {"Gemm", kernels::MatrixProduct},
     {"MatMul", kernels::MatrixProduct},
@@ -99,6 +100,7 @@ const KernelRow kKernels[] = {
     {"QLinearMatMul", kernels::MatrixProduct, true},
     {"Dense", kernels::MatrixProduct},
     {"Conv", kernels::DirectConv},
+    {"ConvTranspose", kernels::ConvTranspose},
     {"FusedConv", kernels::DirectConv},
 };
 

@@ -1,4 +1,5 @@
-// BatchNormalization (inference) and LRN, over NCHW (any number of spatial dimensions).
+// BatchNormalization (inference), InstanceNormalization and LRN, over NCHW (any number of spatial
+// dimensions).
 #include <cmath>
 
 #include "ops/op_defs.h"
@@ -34,6 +35,43 @@ Status EvalBatchNorm(OpContext& ctx) {
   for (int64_t i = 0; i < xv.elements(); ++i) {
     const int64_t ch = i / inner % c;
     y[i] = static_cast<float>((x[i] - mean[ch]) / std::sqrt(var[ch] + eps) * scale[ch] + bias[ch]);
+  }
+  return Status::Ok();
+}
+
+// InstanceNormalization: each (n, c) plane normalised by its own mean and variance, then
+// scale[c] and bias[c].
+Status InferInstanceNorm(OpContext& ctx) {
+  const Value& x = ctx.in(0);
+  if (x.dtype != DType::kFloat32 || x.shape.size() < 3) {
+    return ctx.Error("data must be float32 [N, C, D1, ...]");
+  }
+  for (int i = 1; i < 3; ++i) {
+    if (ctx.in(i).dtype != DType::kFloat32 || ctx.in(i).shape != std::vector<int64_t>{x.shape[1]}) {
+      return ctx.Error("scale and bias must each be float32 [" + std::to_string(x.shape[1]) + "]");
+    }
+  }
+  ctx.SetOutput(0, DType::kFloat32, x.shape);
+  return Status::Ok();
+}
+
+Status EvalInstanceNorm(OpContext& ctx) {
+  const Value& xv = ctx.in(0);
+  const float *x = xv.floats(), *scale = ctx.InFloats(1), *bias = ctx.InFloats(2);
+  const double eps = ctx.node().Float("epsilon", 1e-5);
+  const int64_t c = xv.shape[1], len = xv.elements() / xv.shape[0] / c;
+  std::vector<float>& y = ctx.OutFloats(0);
+  for (int64_t row = 0; row < xv.shape[0] * c; ++row) {
+    const float* p = x + row * len;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < len; ++j) mean += p[j];
+    mean /= static_cast<double>(len);
+    for (int64_t j = 0; j < len; ++j) var += (p[j] - mean) * (p[j] - mean);
+    var /= static_cast<double>(len);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < len; ++j) {
+      y[row * len + j] = static_cast<float>((p[j] - mean) * inv * scale[row % c] + bias[row % c]);
+    }
   }
   return Status::Ok();
 }
@@ -87,6 +125,10 @@ const OpDef kBatchNormalization = {"BatchNormalization",
                                    InferBatchNorm,
                                    EvalBatchNorm,
                                    BatchNormFlops};
+
+const OpDef kInstanceNormalization = {
+    "InstanceNormalization", {attr::Float("epsilon")}, 3,       3,     1,
+    InferInstanceNorm,       EvalInstanceNorm,         nullptr, false, 6};
 
 const OpDef kLrn = {
     "LRN",   {attr::Float("alpha"), attr::Float("beta"), attr::Float("bias"), attr::Int("size")},

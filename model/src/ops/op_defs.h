@@ -9,8 +9,8 @@
 
 namespace crosstune::model {
 
-extern const OpDef kConv, kFusedConv;                                       // conv.cc
-extern const OpDef kBatchNormalization, kLrn;                               // norm.cc
+extern const OpDef kConv, kFusedConv, kConvTranspose;                       // conv.cc
+extern const OpDef kBatchNormalization, kInstanceNormalization, kLrn;       // norm.cc
 extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;                      // activation.cc
 extern const OpDef kAbs, kNeg, kExp, kLog, kSqrt, kReciprocal;              // activation.cc
 extern const OpDef kTanh, kErf, kFloor, kRound, kCeil, kSoftplus;           // activation.cc

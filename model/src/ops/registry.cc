@@ -14,6 +14,7 @@ namespace {
 const OpDef* const kOps[] = {
     &kConv,
     &kFusedConv,
+    &kConvTranspose,
     &kBatchNormalization,
     &kLrn,
     &kRelu,
@@ -73,6 +74,7 @@ const OpDef* const kOps[] = {
     &kReduceLogSumExp,
     &kReduceSumSquare,
     &kLayerNormalization,
+    &kInstanceNormalization,
     &kDropout,
     &kIdentity,
     &kConstant,
