@@ -30,6 +30,7 @@ Expected<GeneratedKernel> Slice(const Graph&, const Node&, const std::string&); 
 Expected<GeneratedKernel> Gather(const Graph&, const Node&, const std::string&);     // layout.cc
 Expected<GeneratedKernel> Remap(const Graph&, const Node&, const std::string&);      // layout.cc
 Expected<GeneratedKernel> Split(const Graph&, const Node&, const std::string&);      // layout.cc
+Expected<GeneratedKernel> Resize(const Graph&, const Node&, const std::string&);     // layout.cc
 Expected<GeneratedKernel> LayoutTransform(const Graph&, const Node&,
                                           const std::string&);                     // layout.cc
 Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);  // math.cc

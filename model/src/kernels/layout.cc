@@ -226,4 +226,53 @@ Expected<GeneratedKernel> Split(const Graph& g, const Node& n, const std::string
   return LoopKernel(name, 1, static_cast<int>(split.size()), outer, "", body);
 }
 
+// Resize and Upsample (ops/resize.cc): items are output rows; each element reads its source
+// index per axis from the tables Infer made (linear: the 2^rank corners of its cell, weighted).
+Expected<GeneratedKernel> Resize(const Graph& g, const Node& n, const std::string& name) {
+  const auto& x = g.values[n.inputs[0]].shape;
+  const auto& out = g.values[n.outputs[0]].shape;
+  const size_t rank = out.size();
+  const bool linear = n.String("mode", "nearest") == "linear";
+  std::vector<int64_t> base(rank, 0), stride(rank, 1);
+  for (size_t d = 1; d < rank; ++d) base[d] = base[d - 1] + out[d - 1];
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * x[d];
+  std::ostringstream d;
+  d << "#define RANK " << rank << "\n#define LEN " << out.back() << "L\n"
+    << "static const long kOut[] = " << CArray(out) << ";\n"
+    << "static const long kBase[] = " << CArray(base) << ";\n"
+    << "static const long kStride[] = " << CArray(stride) << ";\n"
+    << "static const long kSrc0[] = " << CArray(n.Ints("src0")) << ";\n";
+  std::string body =
+      "    long idx[RANK];\n"
+      "    for (long j = 0; j < LEN; ++j) {\n"
+      "      long rem = it * LEN + j;\n"
+      "      for (int a = RANK - 1; a >= 0; --a) { idx[a] = rem % kOut[a]; rem /= kOut[a]; }\n";
+  if (linear) {
+    d << "static const long kSrc1[] = " << CArray(n.Ints("src1")) << ";\n"
+      << "static const float kW[] = {";
+    const auto& w = n.attrs.at("weight").floats;
+    for (size_t i = 0; i < w.size(); ++i) d << (i ? ", " : "") << CFloat(w[i]);
+    d << "};\n";
+    body +=
+        "      float sum = 0.0f;\n"
+        "      for (int corner = 0; corner < (1 << RANK); ++corner) {\n"
+        "        float w = 1.0f; long off = 0;\n"
+        "        for (int a = 0; a < RANK; ++a) {\n"
+        "          const long t = kBase[a] + idx[a];\n"
+        "          const int second = (corner >> a) & 1;\n"
+        "          w *= second ? kW[t] : 1.0f - kW[t];\n"
+        "          off += (second ? kSrc1[t] : kSrc0[t]) * kStride[a];\n"
+        "        }\n"
+        "        if (w != 0.0f) sum += w * in0[off];\n"
+        "      }\n"
+        "      out0[it * LEN + j] = sum;\n    }";
+  } else {
+    body +=
+        "      long off = 0;\n"
+        "      for (int a = 0; a < RANK; ++a) off += kSrc0[kBase[a] + idx[a]] * kStride[a];\n"
+        "      out0[it * LEN + j] = in0[off];\n    }";
+  }
+  return LoopKernel(name, 1, 1, NumElements(out) / out.back(), d.str(), body);
+}
+
 }  // namespace crosstune::model::kernels

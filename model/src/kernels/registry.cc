@@ -78,6 +78,8 @@ const KernelRow kKernels[] = {
     {"Tile", kernels::Remap, true},
     {"Pad", kernels::Remap, true},
     {"Split", kernels::Split, true},
+    {"Resize", kernels::Resize},
+    {"Upsample", kernels::Resize},
     {"LayoutTransform", kernels::LayoutTransform},
     {"Softmax", kernels::Softmax},
     {"LogSoftmax", kernels::Softmax},

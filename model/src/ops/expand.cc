@@ -208,7 +208,10 @@ Status InferPad(OpContext& ctx) {
     CT_ASSIGN_OR_RETURN(pads, ctx.ConstInts(1, "pads"));
     if (ctx.has_input(2)) {
       const Value& v = ctx.in(2);
-      if (!v.is_const()) return ctx.Error("constant_value must be a constant");
+      if (!v.is_const()) {
+        return ctx.Error("constant_value ('" + v.name +
+                         "') must be a constant known at compile time");
+      }
       if (v.dtype != x.dtype) return ctx.Error("constant_value's type differs from the data's");
       if (v.elements() != 1) return ctx.Error("constant_value must hold one element");
       value = v.AsDoubles()[0];

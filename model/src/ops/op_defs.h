@@ -25,6 +25,7 @@ extern const OpDef kConstant, kConstantOfShape, kShape, kRange;             // c
 extern const OpDef kCast, kCastLike, kSize;                                 // cast.cc
 extern const OpDef kSlice;                                                  // slice.cc
 extern const OpDef kGather;                                                 // gather.cc
+extern const OpDef kResize, kUpsample;                                      // resize.cc
 extern const OpDef kExpand, kTile, kSplit, kPad;                            // expand.cc
 extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // quantize.cc
 extern const OpDef kMatMulInteger, kQLinearMatMul, kDynamicQuantizeLinear;  // quantize.cc

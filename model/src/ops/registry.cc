@@ -86,6 +86,8 @@ const OpDef* const kOps[] = {
     &kSize,
     &kSlice,
     &kGather,
+    &kResize,
+    &kUpsample,
     &kExpand,
     &kTile,
     &kSplit,
