@@ -17,6 +17,10 @@ Models:
              each conv a bias; --bn explicit keeps a BatchNormalization after each conv.
   small      conv + BN + relu, a residual block with a projection shortcut, max and average
              pools, global pool, flatten, gemm, softmax: a fast model for fusion tests.
+  mobilenetv2  MobileNetV2 (inverted residuals: 1x1 expand, 3x3 depthwise, 1x1 project; ReLU6 as
+             Clip), input "input" [1,3,224,224], output "logits" [1,1000]; --width is the stem's
+             channels (32: the network at width multiplier 1.0, 3.5 M parameters) and scales
+             every layer.
   bert       a BERT-style encoder as exporters write it: inputs "input_ids", "attention_mask",
              "token_type_ids" (int64 [--batch, --seq]); Gather embeddings, LayerNormalization
              (--ln decomposed: ReduceMean/Sub/Pow/Sqrt/Div, as exporters before opset 17 write
@@ -82,12 +86,15 @@ class Builder:
         var = self.rng.uniform(0.5, 1.5, k).astype(np.float32)
         return gamma, beta, mean, var
 
-    def conv_bn(self, x, name, c, k, r, stride, pad, bn, relu, gain=1.0):
-        """conv (+ BatchNormalization, explicit or folded) (+ relu)."""
-        w = self.conv_weight(k, c, r)
+    def conv_bn(self, x, name, c, k, r, stride, pad, bn, relu, gain=1.0, groups=1):
+        """conv (+ BatchNormalization, explicit or folded) (+ relu, or relu6 as Clip with
+        relu="relu6")."""
+        w = self.conv_weight(k, c, r, groups)
         gamma, beta, mean, var = self.bn_params(k, gain)
         eps = 1e-5
         attrs = dict(kernel_shape=[r, r], strides=[stride, stride], pads=[pad] * 4)
+        if groups > 1:
+            attrs["group"] = groups
         if bn == "explicit":
             y = self.node("Conv", [x, self.const(name + ".weight", w)], name, **attrs)
             y = self.node("BatchNormalization", [
@@ -106,7 +113,13 @@ class Builder:
             y = self.node("Conv",
                           [x, self.const(name + ".weight", wf),
                            self.const(name + ".bias", bf)], name, **attrs)
-        if relu:
+        if relu == "relu6":
+            if "relu6.min" not in self.count:
+                self.name("relu6.min")
+                self.const("relu6.min", np.array(0, np.float32))
+                self.const("relu6.max", np.array(6, np.float32))
+            y = self.node("Clip", [y, "relu6.min", "relu6.max"], name + ".relu6")
+        elif relu:
             y = self.node("Relu", [y], name + ".relu")
         return y
 
@@ -139,6 +152,46 @@ def resnet50(args):
     fc_b = b.rng.uniform(-0.1, 0.1, 1000).astype(np.float32)
     b.node("Gemm", [x, b.const("fc.weight", fc_w), b.const("fc.bias", fc_b)], "fc", ["logits"],
            transB=1)
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])]
+    return b, inputs, outputs, 13
+
+
+def mobilenetv2(args):
+    b = Builder(args.seed)
+    mult = args.width / 32
+
+    def channels(c):  # scaled, a multiple of 8, never 10% below the scaled count
+        v = max(8, int(c * mult + 4) // 8 * 8)
+        return v + 8 if v < 0.9 * c * mult else v
+
+    c = channels(32)
+    x = b.conv_bn("input", "features.0", 3, c, 3, 2, 1, args.bn, "relu6")
+    block = 1
+    for t, out, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                         (6, 160, 3, 2), (6, 320, 1, 1)]:
+        out = channels(out)
+        for i in range(n):
+            p = f"features.{block}."
+            stride = s if i == 0 else 1
+            hidden = c * t
+            y = x
+            if t != 1:
+                y = b.conv_bn(y, p + "expand", c, hidden, 1, 1, 0, args.bn, "relu6")
+            y = b.conv_bn(y, p + "depthwise", hidden, hidden, 3, stride, 1, args.bn, "relu6",
+                          groups=hidden)
+            y = b.conv_bn(y, p + "project", hidden, out, 1, 1, 0, args.bn, False, gain=0.5)
+            x = b.node("Add", [x, y], p + "add") if stride == 1 and c == out else y
+            c = out
+            block += 1
+    last = max(1280, channels(1280))
+    x = b.conv_bn(x, f"features.{block}", c, last, 1, 1, 0, args.bn, "relu6")
+    x = b.node("GlobalAveragePool", [x], "pool")
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    w = (b.rng.standard_normal((1000, last)) * np.sqrt(1.0 / last)).astype(np.float32)
+    b.node("Gemm", [x, b.const("classifier.weight", w),
+                    b.const("classifier.bias", np.zeros(1000, np.float32))], "classifier",
+           ["logits"], transB=1)
     inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])]
     return b, inputs, outputs, 13
@@ -335,6 +388,7 @@ def bert(args):
 MODELS = {
     "resnet50": resnet50,
     "small": small,
+    "mobilenetv2": mobilenetv2,
     "bert": bert,
     "shapes": shapes,
     "dynamic": dynamic,
@@ -383,7 +437,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("model", choices=sorted(MODELS))
     p.add_argument("-o", "--out", required=True, help="the .onnx file to write")
-    p.add_argument("--width", type=int, default=64, help="resnet50: the stem's channels (64)")
+    p.add_argument("--width", type=int, default=0,
+                   help="resnet50: the stem's channels (64); mobilenetv2: (32)")
     p.add_argument("--bn", choices=["folded", "explicit"], default="folded")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ln", choices=["op", "decomposed"], default="op",
@@ -400,6 +455,8 @@ def main():
     p.add_argument("--int8", choices=["per-channel", "per-tensor", "dynamic"],
                    help="write the int8 (QDQ) copy onnxruntime's quantizer makes")
     args = p.parse_args()
+    if args.width == 0:
+        args.width = 32 if args.model == "mobilenetv2" else 64
     if args.width < 1:
         p.error("--width must be positive")
     b, inputs, outputs, opset = MODELS[args.model](args)

@@ -258,6 +258,18 @@ TEST_F(CompileTest, DenseNet121FromTheOnnxWheelMatchesOnnxRuntime) {
               "light_densenet121 from the onnx wheel, on the server, vs onnxruntime");
 }
 
+// MobileNetV2 as exporters write it (ReLU6 as Clip with constant bounds, 17 depthwise convs,
+// inverted residuals), at width multiplier 1.0: the package matches onnxruntime. (Its depthwise
+// convs run generated kernels: the depthwise template fuses relu, not ReLU6's Clip.)
+TEST_F(CompileTest, MobileNetV2MatchesOnnxRuntime) {
+  const std::string path = MakeModel("mobilenetv2.onnx", "mobilenetv2");
+  ASSERT_FALSE(path.empty());
+  auto c = CompileFile(path, Target(), DefaultPasses(), "");
+  ASSERT_TRUE(c.ok);
+  ExpectClose(RunOnServer(server_->address(), c.package, SeededInput(path)), ReferenceOutput(path),
+              "MobileNetV2 on the server vs onnxruntime");
+}
+
 // An int8 copy of ResNet-50 (width 16) as onnxruntime's quantizer writes it (QDQ: uint8
 // activations, int8 weights per channel): the weights' DequantizeLinear nodes fold at compile
 // time, the activations' QuantizeLinear/DequantizeLinear pairs run as kernels, and the logits
