@@ -181,15 +181,28 @@ Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::st
   const auto& out = g.values[n.outputs[0]].shape;
   const int inputs = static_cast<int>(n.inputs.size());
   // How the value so far and the next input's term combine.
-  auto combine = [&n](const std::string& a, const std::string& b) -> std::string {
-    if (n.op == "Sub") return "(" + a + ") - " + b;
-    if (n.op == "Mul") return "(" + a + ") * " + b;
-    if (n.op == "Div") return "(" + a + ") / " + b;
-    if (n.op == "Pow") return "__builtin_powf(" + a + ", " + b + ")";
+  const DType t = g.values[n.outputs[0]].dtype;
+  const bool integer = t != DType::kFloat32 && t != DType::kFloat64;
+  const std::string ct = CType(t);
+  auto combine = [&](const std::string& a, const std::string& b) -> std::string {
+    if (n.op == "Sub") return "(" + ct + ")((" + a + ") - " + b + ")";
+    if (n.op == "Mul") return "(" + ct + ")((" + a + ") * " + b + ")";
+    if (n.op == "Div") return "(" + ct + ")((" + a + ") / " + b + ")";
+    if (n.op == "Mod") {
+      if (!integer) {
+        return std::string(n.Int("fmod", 0) ? "(" + ct + ")__builtin_fmod(" : "PYFMOD(") + a +
+               ", " + b + ")";
+      }
+      return std::string(n.Int("fmod", 0) ? "CMOD(" : "PYMOD(") + a + ", " + b + ")";
+    }
+    if (n.op == "Pow") {
+      return t == DType::kFloat32 ? "__builtin_powf(" + a + ", " + b + ")"
+                                  : "(" + ct + ")__builtin_pow(" + a + ", " + b + ")";
+    }
     if (n.op == "Min") return "MIN2(" + a + ", " + b + ")";
     if (n.op == "Max") return "MAX2(" + a + ", " + b + ")";
     if (n.op == "PRelu") return "PRELU(" + a + ", " + b + ")";
-    return "(" + a + ") + " + b;  // Add, Sum, Mean
+    return "(" + ct + ")((" + a + ") + " + b + ")";  // Add, Sum, Mean
   };
   const int64_t rank = static_cast<int64_t>(out.size());
   const int64_t len = rank ? out.back() : 1;
@@ -197,9 +210,15 @@ Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::st
   std::string defines =
       "#define RANK " + std::to_string(rank) +
       "\n"
-      "static inline float MIN2(float a, float b) { return b < a ? b : a; }\n"
-      "static inline float MAX2(float a, float b) { return b > a ? b : a; }\n"
-      "static inline float PRELU(float x, float s) { return x < 0 ? s * x : x; }\n";
+      "#define MIN2(a, b) ((b) < (a) ? (b) : (a))\n"
+      "#define MAX2(a, b) ((b) > (a) ? (b) : (a))\n"
+      "#define PRELU(x, s) ((x) < 0 ? (s) * (x) : (x))\n"
+      "#define CMOD(a, b) ((a) % (b))\n"
+      "static inline double PYFMOD(double a, double b) {\n"
+      "  const double r = __builtin_fmod(a, b);\n"
+      "  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;\n}\n"
+      "#define PYMOD(a, b) (((a) % (b) != 0 && (((a) % (b) < 0) != ((b) < 0))) ? (a) % (b) + (b) "
+      ": (a) % (b))\n";
   defines += "static const long kOut[] = " + CArray(out) + ";\n";
   std::string offsets = "    long rem = it";
   for (int i = 0; i < inputs; ++i) offsets += ", o" + std::to_string(i) + " = 0";
@@ -219,7 +238,7 @@ Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::st
     expr = i == 0 ? terms[0] : combine(expr, terms.back());
   }
   types.push_back(CType(g.values[n.outputs[0]].dtype));
-  if (n.op == "Mean") expr = "(" + expr + ") / " + std::to_string(inputs) + ".0f";
+  if (n.op == "Mean") expr = "(" + expr + ") / " + std::to_string(inputs) + ".0";
   // Comparisons and logic (any element type in, bool out) and Where.
   const std::map<std::string, std::string> kCompare = {{"Equal", "=="},
                                                        {"Less", "<"},
@@ -240,9 +259,15 @@ Expected<GeneratedKernel> Broadcast(const Graph& g, const Node& n, const std::st
     expr = "(" + terms[0] + " ? " + terms[1] + " : " + terms[2] + ")";
   }
   offsets += "    }\n";
+  // An integer divisor of 0 fails the call, naming the node, where C would trap.
+  const std::string check = integer && (n.op == "Div" || n.op == "Mod")
+                                ? "if (" + terms[1] + " == 0) { g_error = \"" + name +
+                                      ": integer division by zero\"; return 1; }\n      "
+                                : std::string();
   return LoopKernel(name, inputs, 1, rows, defines,
                     offsets + "    for (long j = 0; j < " + std::to_string(len) +
-                        "L; ++j) out0[it * " + std::to_string(len) + "L + j] = " + expr + ";",
+                        "L; ++j) {\n      " + check + "out0[it * " + std::to_string(len) +
+                        "L + j] = " + expr + ";\n    }",
                     types);
 }
 

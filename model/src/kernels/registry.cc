@@ -8,7 +8,7 @@ struct KernelRow {
   const char* op;
   kernels::Generator generate;
   // The kernel is written for its arguments' own element types (copies, layout moves,
-  // comparisons, logic, Where, Gather); the others compute float32 only.
+  // arithmetic, comparisons, logic, Where, Gather, ...); the others compute float32 only.
   bool any_type = false;
 };
 
@@ -46,16 +46,17 @@ const KernelRow kKernels[] = {
     {"HardSigmoid", kernels::Unary},
     {"HardSwish", kernels::Unary},
     {"Gelu", kernels::Unary},
-    {"Add", kernels::Broadcast},
-    {"Sub", kernels::Broadcast},
-    {"Mul", kernels::Broadcast},
-    {"Div", kernels::Broadcast},
-    {"Sum", kernels::Broadcast},
-    {"Pow", kernels::Broadcast},
-    {"Min", kernels::Broadcast},
-    {"Max", kernels::Broadcast},
-    {"Mean", kernels::Broadcast},
-    {"PRelu", kernels::Broadcast},
+    {"Add", kernels::Broadcast, true},
+    {"Sub", kernels::Broadcast, true},
+    {"Mul", kernels::Broadcast, true},
+    {"Div", kernels::Broadcast, true},
+    {"Sum", kernels::Broadcast, true},
+    {"Pow", kernels::Broadcast, true},
+    {"Min", kernels::Broadcast, true},
+    {"Max", kernels::Broadcast, true},
+    {"Mean", kernels::Broadcast, true},
+    {"PRelu", kernels::Broadcast, true},
+    {"Mod", kernels::Broadcast, true},
     {"Equal", kernels::Broadcast, true},
     {"Less", kernels::Broadcast, true},
     {"Greater", kernels::Broadcast, true},

@@ -17,7 +17,7 @@ extern const OpDef kTanh, kErf, kFloor, kRound, kCeil, kSoftplus;           // a
 extern const OpDef kSoftsign, kElu, kSelu, kHardSigmoid;                    // activation.cc
 extern const OpDef kHardSwish, kGelu;                                       // activation.cc
 extern const OpDef kAdd, kSub, kMul, kDiv, kSum;                            // binary.cc
-extern const OpDef kPow, kMin, kMax, kMean, kPRelu;                         // binary.cc
+extern const OpDef kPow, kMin, kMax, kMean, kPRelu, kMod;                   // binary.cc
 extern const OpDef kMaxPool, kAveragePool, kGlobalAvgPool;                  // pool.cc
 extern const OpDef kConcat, kFlatten, kReshape, kTranspose;                 // shape_ops.cc
 extern const OpDef kSqueeze, kUnsqueeze, kDropout, kIdentity;               // shape_ops.cc

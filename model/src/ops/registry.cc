@@ -49,6 +49,7 @@ const OpDef* const kOps[] = {
     &kMax,
     &kMean,
     &kPRelu,
+    &kMod,
     &kMaxPool,
     &kAveragePool,
     &kGlobalAvgPool,
