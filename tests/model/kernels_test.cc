@@ -162,6 +162,57 @@ TEST(GatherKernelTest, AnIndexOutOfRangeAtRunTimeFailsTheCallByName) {
   EXPECT_EQ(got, (std::vector<float>{12, 13, 14, 0, 1, 2}));
 }
 
+// An integer divisor of 0 at run time fails the call with a named error instead of trapping,
+// and the kernel serves the next call (Div and Mod, whose C operators would raise SIGFPE).
+TEST(ArithmeticKernelTest, AnIntegerDivisorOfZeroAtRunTimeFailsTheCallByName) {
+  for (const char* op : {"Div", "Mod"}) {
+    SCOPED_TRACE(op);
+    Graph g;
+    g.opset = 13;
+    Value a, b, out;
+    a.name = "a";
+    b.name = "b";
+    a.dtype = b.dtype = DType::kInt32;
+    a.shape = b.shape = {3};
+    out.name = "y";
+    Node n;
+    n.op = op;
+    n.name = "divide";
+    n.inputs = {g.AddValue(a), g.AddValue(b)};
+    n.outputs = {g.AddValue(out)};
+    ASSERT_TRUE(InferNode(g, n).ok());
+    auto k = GenerateKernel(g, n);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    auto lib = Loaded::Compile(*k);
+    ASSERT_TRUE(lib.ok()) << lib.status().message();
+    auto call = [&](std::vector<int32_t> divisor, std::vector<int32_t>* got) {
+      const std::vector<int32_t> dividend = {7, -7, 9};
+      Value x = g.values[n.inputs[0]], d = g.values[n.inputs[1]], y = g.values[n.outputs[0]];
+      auto bytes = [](const std::vector<int32_t>& v) {
+        return std::make_shared<std::vector<uint8_t>>(
+            reinterpret_cast<const uint8_t*>(v.data()),
+            reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+      };
+      x.data = bytes(dividend);
+      d.data = bytes(divisor);
+      y.data = std::make_shared<std::vector<uint8_t>>(12, 0);
+      std::vector<Value*> args = {&x, &d, &y};
+      const int32_t rc = (*lib)->Call(args);
+      const auto* p = reinterpret_cast<const int32_t*>(y.data->data());
+      got->assign(p, p + 3);
+      return rc;
+    };
+    std::vector<int32_t> got;
+    EXPECT_NE(call({2, 0, 3}, &got), 0);
+    EXPECT_NE((*lib)->LastError().find("integer division by zero"), std::string::npos)
+        << (*lib)->LastError();
+    ASSERT_EQ(call({2, 2, -4}, &got), 0);
+    // Div truncates; Mod takes the divisor's sign.
+    EXPECT_EQ(got, std::string(op) == "Div" ? (std::vector<int32_t>{3, -3, -2})
+                                            : (std::vector<int32_t>{1, 1, -3}));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(OnnxTestData, KernelTest, ::testing::ValuesIn(testing::kCases),
                          [](const auto& info) { return std::string(info.param).substr(5); });
 
