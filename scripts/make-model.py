@@ -36,6 +36,7 @@ Models:
   old-ir     IR version 3, opset 7, initializers listed among the graph inputs.
   external   weights in an external data file beside the model.
 
+--fp16 writes the model in half precision as exporters do (float16 weights, inputs and outputs).
 --int8 per-channel|per-tensor writes the model's int8 copy instead, as onnxruntime's quantizer
 makes it (quantize_static, QDQ format: uint8 activations, int8 weights; calibrated on four
 seeded inputs uniform in [-1, 1)); for models whose inputs are float32. --int8 dynamic writes
@@ -398,6 +399,18 @@ MODELS = {
 }
 
 
+def to_half(model):
+    """float32 weights, graph inputs and outputs to float16, in place."""
+    g = model.graph
+    for i, t in enumerate(g.initializer):
+        if t.data_type == TensorProto.FLOAT:
+            half = numpy_helper.to_array(t).astype(np.float16)
+            g.initializer[i].CopyFrom(numpy_helper.from_array(half, t.name))
+    for v in list(g.input) + list(g.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+
+
 def quantize(model, out, how, seed):
     """Writes `model`'s int8 copy to `out` through onnxruntime's quantizer: static QDQ
     (`how` per-channel or per-tensor) or dynamic."""
@@ -452,6 +465,8 @@ def main():
                         "(a number, or 'newest': the newest this onnx release knows)")
     p.add_argument("--ir", default="",
                    help="the IR version to write (a number, or 'newest': this onnx release's)")
+    p.add_argument("--fp16", action="store_true",
+                   help="float16 weights, inputs and outputs (a half-precision export)")
     p.add_argument("--int8", choices=["per-channel", "per-tensor", "dynamic"],
                    help="write the int8 (QDQ) copy onnxruntime's quantizer makes")
     args = p.parse_args()
@@ -469,6 +484,8 @@ def main():
     model.ir_version = 3 if args.model == "old-ir" else 8
     if args.ir:
         model.ir_version = onnx.IR_VERSION if args.ir == "newest" else int(args.ir)
+    if args.fp16:
+        to_half(model)
     onnx.checker.check_model(model)
     if args.model == "external":
         location = os.path.basename(args.out) + ".data"

@@ -7,7 +7,7 @@ and optionally times it. Run it with the model venv's python (/opt/crosstune/mod
   onnx-reference.py model.onnx --seed 1 --time --threads 1 --json          # latency (median ms)
 
 Seeded inputs come from numpy's default_rng(seed), one array per graph input in order: floats
-uniform in [-1, 1), integers uniform in [0, 2) unless --int-high NAME=N raises the bound (token ids
+uniform in [-1, 1) (drawn as float64, then of the input's float type), integers uniform in [0, 2) unless --int-high NAME=N raises the bound (token ids
 below a vocabulary's size; 0/1 fits masks and token types); --write-inputs saves them as
 <name>.npy so another runtime gets the same bytes.
 """
@@ -63,7 +63,9 @@ def main():
             dtype = np.int64 if i.type == "tensor(int64)" else np.int32
             feeds[i.name] = rng.integers(0, high.pop(i.name, 2), shape).astype(dtype)
         else:
-            feeds[i.name] = rng.uniform(-1, 1, shape).astype(np.float32)
+            dtype = {"tensor(float16)": np.float16, "tensor(double)": np.float64}.get(
+                i.type, np.float32)
+            feeds[i.name] = rng.uniform(-1, 1, shape).astype(dtype)
     if given or high:
         sys.exit(f"onnx-reference: error: the model has no input {sorted({**given, **high})[0]}")
     if args.write_inputs:

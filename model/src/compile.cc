@@ -55,6 +55,16 @@ DLDataType DLTypeOf(DType t) {
     case DType::kUint8:
     case DType::kBool:
       return {kDLUInt, 8, 1};
+    case DType::kFloat16:
+      return {kDLFloat, 16, 1};
+    case DType::kInt16:
+      return {kDLInt, 16, 1};
+    case DType::kUint16:
+      return {kDLUInt, 16, 1};
+    case DType::kUint32:
+      return {kDLUInt, 32, 1};
+    case DType::kUint64:
+      return {kDLUInt, 64, 1};
   }
   return {kDLFloat, 32, 1};
 }

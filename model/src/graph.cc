@@ -9,83 +9,94 @@
 
 namespace crosstune::model {
 
-const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-      return "float32";
-    case DType::kInt64:
-      return "int64";
-    case DType::kInt32:
-      return "int32";
-    case DType::kBool:
-      return "bool";
-    case DType::kUint8:
-      return "uint8";
-    case DType::kInt8:
-      return "int8";
-    case DType::kFloat64:
-      return "float64";
+namespace {
+
+struct DTypeRow {
+  DType type;
+  const char* name;
+  int32_t onnx;
+  int bytes;
+};
+const DTypeRow kDTypes[] = {
+    {DType::kFloat32, "float32", 1, 4},  {DType::kUint8, "uint8", 2, 1},
+    {DType::kInt8, "int8", 3, 1},        {DType::kUint16, "uint16", 4, 2},
+    {DType::kInt16, "int16", 5, 2},      {DType::kInt32, "int32", 6, 4},
+    {DType::kInt64, "int64", 7, 8},      {DType::kBool, "bool", 9, 1},
+    {DType::kFloat16, "float16", 10, 2}, {DType::kFloat64, "float64", 11, 8},
+    {DType::kUint32, "uint32", 12, 4},   {DType::kUint64, "uint64", 13, 8},
+};
+
+const DTypeRow& RowOf(DType t) {
+  for (const DTypeRow& r : kDTypes) {
+    if (r.type == t) return r;
   }
-  return "?";
+  return kDTypes[0];
 }
+
+}  // namespace
+
+const char* DTypeName(DType t) { return RowOf(t).name; }
 
 Expected<DType> DTypeFromOnnx(int32_t code, const std::string& what) {
-  switch (code) {
-    case 1:
-      return DType::kFloat32;
-    case 2:
-      return DType::kUint8;
-    case 3:
-      return DType::kInt8;
-    case 6:
-      return DType::kInt32;
-    case 7:
-      return DType::kInt64;
-    case 9:
-      return DType::kBool;
-    case 11:
-      return DType::kFloat64;
-    default:
-      return Status(ErrorCode::kInvalidArgument,
-                    what + ": element type " + std::to_string(code) +
-                        " is not supported (float32, float64, int64, int32, int8, uint8, bool)");
+  for (const DTypeRow& r : kDTypes) {
+    if (r.onnx == code) return r.type;
   }
+  std::string names;
+  for (const DTypeRow& r : kDTypes) names += std::string(names.empty() ? "" : ", ") + r.name;
+  return Status(ErrorCode::kInvalidArgument, what + ": element type " + std::to_string(code) +
+                                                 " is not supported (" + names + ")");
 }
 
-int32_t DTypeToOnnx(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-      return 1;
-    case DType::kUint8:
-      return 2;
-    case DType::kInt8:
-      return 3;
-    case DType::kInt32:
-      return 6;
-    case DType::kInt64:
-      return 7;
-    case DType::kBool:
-      return 9;
-    case DType::kFloat64:
-      return 11;
+int32_t DTypeToOnnx(DType t) { return RowOf(t).onnx; }
+
+int DTypeBytes(DType t) { return RowOf(t).bytes; }
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (mant << 13);  // infinity or NaN
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int e = -1;
+    uint32_t m = mant;
+    do {
+      ++e;
+      m <<= 1;
+    } while ((m & 0x400) == 0);
+    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((m & 0x3ff) << 13);
   }
-  return 0;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
-int DTypeBytes(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-    case DType::kInt32:
-      return 4;
-    case DType::kInt64:
-    case DType::kFloat64:
-      return 8;
-    case DType::kBool:
-    case DType::kUint8:
-    case DType::kInt8:
-      return 1;
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t abs = x & 0x7fffffff;
+  if (abs >= 0x7f800000) {  // infinity or NaN (a quiet NaN keeps a mantissa bit)
+    return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
   }
-  return 1;
+  if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds past 65504
+  if (abs < 0x38800000) {               // below the smallest normal half: a subnormal or zero
+    if (abs < 0x33000000) return sign;  // below half the smallest subnormal
+    const uint32_t e = abs >> 23, m = (abs & 0x7fffff) | 0x800000;
+    const uint32_t shift = 126 - e;  // m's bits past the half's subnormal mantissa
+    uint32_t h = m >> shift;
+    const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = ((abs >> 13) - (112 << 10));
+  const uint32_t rest = abs & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;  // may carry into the exponent
+  return static_cast<uint16_t>(sign | h);
 }
 
 int64_t NumElements(const std::vector<int64_t>& shape) {
@@ -125,56 +136,101 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+namespace {
+
+// Element i of bytes `p` of type `t`, as double or as int64.
+template <typename R>
+R ElementAs(DType t, const uint8_t* p, size_t i) {
+  auto get = [&](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, p + sizeof(v) * i, sizeof(v));
+    return static_cast<R>(v);
+  };
+  switch (t) {
+    case DType::kFloat32:
+      return get(float{});
+    case DType::kFloat64:
+      return get(double{});
+    case DType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return static_cast<R>(HalfToFloat(h));
+    }
+    case DType::kInt64:
+      return get(int64_t{});
+    case DType::kInt32:
+      return get(int32_t{});
+    case DType::kInt16:
+      return get(int16_t{});
+    case DType::kInt8:
+      return get(int8_t{});
+    case DType::kUint64:
+      return get(uint64_t{});
+    case DType::kUint32:
+      return get(uint32_t{});
+    case DType::kUint16:
+      return get(uint16_t{});
+    case DType::kUint8:
+    case DType::kBool:
+      return get(uint8_t{});
+  }
+  return R{};
+}
+
+}  // namespace
+
+void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole) {
+  auto put = [&](auto v) { std::memcpy(p + sizeof(v) * i, &v, sizeof(v)); };
+  switch (t) {
+    case DType::kFloat32:
+      put(static_cast<float>(real));
+      break;
+    case DType::kFloat64:
+      put(real);
+      break;
+    case DType::kFloat16:
+      put(FloatToHalf(static_cast<float>(real)));
+      break;
+    case DType::kInt64:
+      put(whole);
+      break;
+    case DType::kInt32:
+      put(static_cast<int32_t>(whole));
+      break;
+    case DType::kInt16:
+      put(static_cast<int16_t>(whole));
+      break;
+    case DType::kInt8:
+      put(static_cast<int8_t>(whole));
+      break;
+    case DType::kUint64:
+      put(static_cast<uint64_t>(whole));
+      break;
+    case DType::kUint32:
+      put(static_cast<uint32_t>(whole));
+      break;
+    case DType::kUint16:
+      put(static_cast<uint16_t>(whole));
+      break;
+    case DType::kUint8:
+      put(static_cast<uint8_t>(whole));
+      break;
+    case DType::kBool:
+      put(static_cast<uint8_t>(real != 0));
+      break;
+  }
+}
+
 std::vector<int64_t> Value::AsInts() const {
   std::vector<int64_t> out(static_cast<size_t>(elements()));
-  const uint8_t* p = data->data();
-  for (size_t i = 0; i < out.size(); ++i) {
-    switch (dtype) {
-      case DType::kInt64:
-        std::memcpy(&out[i], p + 8 * i, 8);
-        break;
-      case DType::kInt32: {
-        int32_t v;
-        std::memcpy(&v, p + 4 * i, 4);
-        out[i] = v;
-        break;
-      }
-      case DType::kFloat32: {
-        float v;
-        std::memcpy(&v, p + 4 * i, 4);
-        out[i] = static_cast<int64_t>(v);
-        break;
-      }
-      case DType::kFloat64: {
-        double v;
-        std::memcpy(&v, p + 8 * i, 8);
-        out[i] = static_cast<int64_t>(v);
-        break;
-      }
-      case DType::kInt8:
-        out[i] = p[i] < 128 ? int64_t{p[i]} : int64_t{p[i]} - 256;
-        break;
-      case DType::kBool:
-      case DType::kUint8:
-        out[i] = p[i];
-        break;
-    }
-  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = ElementAs<int64_t>(dtype, data->data(), i);
   return out;
 }
 
 std::vector<double> Value::AsDoubles() const {
-  if (dtype == DType::kFloat32) {
-    const float* f = floats();
-    return std::vector<double>(f, f + elements());
-  }
-  if (dtype == DType::kFloat64) {
-    std::vector<double> out(static_cast<size_t>(elements()));
-    if (!out.empty()) std::memcpy(out.data(), data->data(), out.size() * 8);
-    return out;
-  }
-  const std::vector<int64_t> ints = AsInts();
-  return std::vector<double>(ints.begin(), ints.end());
+  std::vector<double> out(static_cast<size_t>(elements()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = ElementAs<double>(dtype, data->data(), i);
+  return out;
 }
 
 const char* Attr::KindName(Kind k) {

@@ -92,7 +92,52 @@ Expected<std::string> ReadExternal(const onnx::TensorProto& t, const TensorSourc
   return bytes;
 }
 
+// A float16 tensor as the float32 one the graph computes with (every other type as it is).
+Value WidenHalf(Value v) {
+  if (v.dtype != DType::kFloat16) return v;
+  std::vector<float> f(static_cast<size_t>(v.elements()));
+  for (size_t i = 0; i < f.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, v.data->data() + 2 * i, 2);
+    f[i] = HalfToFloat(h);
+  }
+  v.dtype = DType::kFloat32;
+  v.data = std::make_shared<const std::vector<uint8_t>>(
+      reinterpret_cast<const uint8_t*>(f.data()),
+      reinterpret_cast<const uint8_t*>(f.data() + f.size()));
+  return v;
+}
+
+Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& src);
+
+// A Cast of value `from` to `to` at the graph's edge (a float16 input or output), its output
+// named `name`; returns that output's id.
+Expected<int> AddEdgeCast(Graph& g, int from, DType to, const std::string& name) {
+  Node n;
+  n.op = "Cast";
+  n.name = name + ":cast";
+  n.SetInt("to", DTypeToOnnx(to));
+  n.inputs = {from};
+  Value v;
+  v.name = name;
+  n.outputs = {g.AddValue(std::move(v))};
+  CT_RETURN_IF_ERROR(InferNode(g, n));
+  const int out = n.outputs[0];
+  g.nodes.push_back(std::move(n));
+  return out;
+}
+
+// A tensor of the file: float16 widened to float32 (its bytes charged twice: both are held).
 Expected<Value> FromTensorProto(const onnx::TensorProto& t, const TensorSource& src) {
+  CT_ASSIGN_OR_RETURN(Value v, ReadTensorProto(t, src));
+  if (v.dtype == DType::kFloat16) {
+    CT_RETURN_IF_ERROR(src.budget->Charge("tensor '" + t.name() + "' as float32",
+                                          static_cast<uint64_t>(v.bytes()) * 2));
+  }
+  return WidenHalf(std::move(v));
+}
+
+Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& src) {
   Value v;
   v.name = t.name();
   const std::string what = "tensor '" + t.name() + "'";
@@ -118,8 +163,9 @@ Expected<Value> FromTensorProto(const onnx::TensorProto& t, const TensorSource& 
     v.data = std::make_shared<const std::vector<uint8_t>>(t.raw_data().begin(), t.raw_data().end());
     return v;
   }
-  // The typed fields: float_data, double_data, int64_data, and int32_data for the 32-bit and
-  // smaller integers and bool. Their counts are checked before the tensor's bytes are allocated.
+  // The typed fields: float_data, double_data, int64_data, uint64_data for uint32 and uint64,
+  // and int32_data for the 32-bit and smaller integers, bool and float16's bits. Their counts are
+  // checked before the tensor's bytes are allocated.
   auto check = [&](int size) -> Status {
     return static_cast<int64_t>(size) == n ? Status::Ok() : wrong(static_cast<uint64_t>(size));
   };
@@ -133,10 +179,17 @@ Expected<Value> FromTensorProto(const onnx::TensorProto& t, const TensorSource& 
     case DType::kInt64:
       CT_RETURN_IF_ERROR(check(t.int64_data_size()));
       break;
+    case DType::kUint32:
+    case DType::kUint64:
+      CT_RETURN_IF_ERROR(check(t.uint64_data_size()));
+      break;
     case DType::kInt32:
     case DType::kBool:
     case DType::kUint8:
     case DType::kInt8:
+    case DType::kInt16:
+    case DType::kUint16:
+    case DType::kFloat16:
       CT_RETURN_IF_ERROR(check(t.int32_data_size()));
       break;
   }
@@ -162,6 +215,23 @@ Expected<Value> FromTensorProto(const onnx::TensorProto& t, const TensorSource& 
     case DType::kUint8:
     case DType::kInt8:
       for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t.int32_data(i));
+      break;
+    case DType::kInt16:
+    case DType::kUint16:
+    case DType::kFloat16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t v = static_cast<uint16_t>(t.int32_data(i));
+        std::memcpy(bytes.data() + 2 * i, &v, 2);
+      }
+      break;
+    case DType::kUint64:
+      put(t.uint64_data().data());
+      break;
+    case DType::kUint32:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t v = static_cast<uint32_t>(t.uint64_data(i));
+        std::memcpy(bytes.data() + 4 * i, &v, 4);
+      }
       break;
   }
   v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
@@ -378,7 +448,7 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
   for (const auto& in : gp.input()) {
     if (by_name.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     if (auto c = options.constants.find(in.name()); c != options.constants.end()) {
-      Value v = c->second;
+      Value v = WidenHalf(c->second);
       v.name = in.name();
       by_name[in.name()] = g.AddValue(std::move(v));
       continue;
@@ -421,9 +491,15 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     if (!given.empty()) v.shape = given;
     CT_RETURN_IF_ERROR(
         CheckedBytes("input '" + in.name() + "'", v.shape, v.dtype, budget.limit()).status());
+    const bool half = v.dtype == DType::kFloat16;
     const int id = g.AddValue(std::move(v));
     by_name[in.name()] = id;
     g.inputs.push_back(id);
+    if (half) {
+      // The graph computes in float32: a Cast at its edge, which every reader of the input reads.
+      CT_ASSIGN_OR_RETURN(by_name[in.name()],
+                          AddEdgeCast(g, id, DType::kFloat32, in.name() + ":float32"));
+    }
   }
   // Every value something reads: a node's input or a graph output. An optional output past what
   // the operator table takes (Dropout's mask, MaxPool's indices, BatchNormalization's training
@@ -451,6 +527,10 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
         return Invalid(where + ": attribute '" + a.name() + "' is given twice");
       }
       CT_ASSIGN_OR_RETURN(n.attrs[a.name()], FromAttribute(a, where, src));
+    }
+    // A cast to float16 computes in float32 like the rest of the graph.
+    if (n.op == "Cast" && n.Int("to", 0) == DTypeToOnnx(DType::kFloat16)) {
+      n.SetInt("to", DTypeToOnnx(DType::kFloat32));
     }
     for (const auto& in : np.input()) {
       if (in.empty()) {
@@ -484,7 +564,14 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
   for (const auto& out : gp.output()) {
     auto it = by_name.find(out.name());
     if (it == by_name.end()) return Invalid("output '" + out.name() + "' is computed by no node");
-    g.outputs.push_back(it->second);
+    int id = it->second;
+    // A float16 output: the float32 value computed, cast at the graph's edge under its name.
+    if (out.type().tensor_type().elem_type() == DTypeToOnnx(DType::kFloat16) &&
+        g.values[id].dtype == DType::kFloat32) {
+      g.values[id].name = out.name() + ":float32";
+      CT_ASSIGN_OR_RETURN(id, AddEdgeCast(g, id, DType::kFloat16, out.name()));
+    }
+    g.outputs.push_back(id);
   }
   return g;
 }

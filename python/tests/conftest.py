@@ -159,6 +159,12 @@ def small_model(tmp_root: str) -> ModelFiles:
     return ModelFiles(tmp_root, "small")
 
 
+@pytest.fixture(scope="session")
+def half_model(tmp_root: str) -> ModelFiles:
+    """The small model exported in half precision: float16 weights, input and output."""
+    return ModelFiles(tmp_root, "small", ["--fp16"], file="small_fp16")
+
+
 # A BERT-style encoder (make-model.py bert: int64 token ids, mask and token types in; the last
 # hidden state and the pooled output out), its token ids seeded below its vocabulary.
 BERT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -286,3 +286,18 @@ def test_its_int8_copy_from_onnxruntimes_dynamic_quantizer_matches_onnxruntime(
         outputs = net(*[bert_int8_model.input(n) for n in BERT_INPUTS])
     for got, name in zip(outputs, BERT_OUTPUTS):
         np.testing.assert_allclose(got, bert_int8_model.reference(name), rtol=1e-3, atol=1e-4)
+
+
+def test_a_half_precision_model_runs_with_float16_at_its_edges(dev: ct.Device,
+                                                             half_model: ModelFiles) -> None:
+    # float16 weights widen to float32 at import; the input and output stay float16, cast at
+    # the graph's edge, so the package takes and gives what the model declares.
+    model = ct.import_onnx(half_model.onnx)
+    assert model.inputs[0]["dtype"] == "float16"
+    assert model.outputs[0]["dtype"] == "float16"
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        (y,) = net(half_model.input("input"))
+    assert y.dtype == np.float16
+    # onnxruntime computes this model in float32 between casts too: one half ulp apart at most.
+    np.testing.assert_allclose(y.astype(np.float32), half_model.reference("probs").astype(np.float32),
+                               rtol=2e-3, atol=1e-4)

@@ -52,6 +52,29 @@ TEST_P(NodeTest, ImportsAndComputesTheReferenceOutputs) {
   }
 }
 
+// float16 at a graph's edge: every half survives a round trip through float, and float rounds to
+// the nearest half (ties to even, past 65504 to infinity, below the subnormals to zero).
+TEST(HalfTest, ConversionsRoundTripAndRoundToNearestEven) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (f != f) continue;  // NaN
+    ASSERT_EQ(FloatToHalf(f), h) << std::hex << h;
+  }
+  EXPECT_EQ(HalfToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(HalfToFloat(0x7bff), 65504.0f);
+  EXPECT_EQ(HalfToFloat(0xc000), -2.0f);
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // a tie: to the even one
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -26)), 0);  // below half the smallest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -26)), 0x0001);
+  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
+  const float nan = HalfToFloat(FloatToHalf(std::nanf("")));
+  EXPECT_NE(nan, nan);
+}
+
 TEST(InferNodeTest, RefusesAnUnsupportedAttributeNamingIt) {
   Graph g;
   g.opset = 13;

@@ -28,6 +28,36 @@ Expected<GeneratedKernel> Copy(const Graph& g, const Node& n, const std::string&
                         "    for (long j = j0; j < j1; ++j) d[j] = s[j];");
 }
 
+// IEEE half precision bits to float and back (round to nearest even), as graph.h's HalfToFloat
+// and FloatToHalf compute them.
+const char* const kHalfConversions =
+    "static inline float half_to_float(unsigned short h) {\n"
+    "  const unsigned sign = (unsigned)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;\n"
+    "  unsigned bits;\n"
+    "  if (e == 0x1f) bits = sign | 0x7f800000u | (m << 13);\n"
+    "  else if (e) bits = sign | ((e + 112) << 23) | (m << 13);\n"
+    "  else if (!m) bits = sign;\n"
+    "  else { int k = -1; unsigned mm = m; do { ++k; mm <<= 1; } while (!(mm & 0x400));\n"
+    "    bits = sign | ((unsigned)(112 - k) << 23) | ((mm & 0x3ff) << 13); }\n"
+    "  float f; __builtin_memcpy(&f, &bits, 4); return f;\n"
+    "}\n"
+    "static inline unsigned short float_to_half(float f) {\n"
+    "  unsigned x; __builtin_memcpy(&x, &f, 4);\n"
+    "  const unsigned short sign = (x >> 16) & 0x8000; const unsigned a = x & 0x7fffffffu;\n"
+    "  if (a >= 0x7f800000u) return sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0);\n"
+    "  if (a >= 0x477ff000u) return sign | 0x7c00;\n"
+    "  if (a < 0x38800000u) {\n"
+    "    if (a < 0x33000000u) return sign;\n"
+    "    const unsigned e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, s = 126 - e;\n"
+    "    unsigned h = m >> s; const unsigned rest = m & ((1u << s) - 1), half = 1u << (s - 1);\n"
+    "    if (rest > half || (rest == half && (h & 1))) ++h;\n"
+    "    return sign | h;\n"
+    "  }\n"
+    "  unsigned h = (a >> 13) - (112u << 10); const unsigned rest = a & 0x1fff;\n"
+    "  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;\n"
+    "  return sign | h;\n"
+    "}\n";
+
 // Cast: each element converted as C converts it (floats to integers toward zero, as ONNX's Cast
 // does; to bool: whether it is nonzero). A cast to the input's own type is a copy.
 Expected<GeneratedKernel> Cast(const Graph& g, const Node& n, const std::string& name) {
@@ -36,10 +66,19 @@ Expected<GeneratedKernel> Cast(const Graph& g, const Node& n, const std::string&
   if (x.dtype == y.dtype) return Copy(g, n, name);
   const int64_t count = y.elements();
   const std::string to = CType(y.dtype);
-  const std::string conv =
-      y.dtype == DType::kBool ? "(unsigned char)(in0[j] != 0)" : "(" + to + ")in0[j]";
+  // float16 (at a graph's edge, onnx_import.h) goes through float as its bits.
+  const std::string from = x.dtype == DType::kFloat16 ? "half_to_float(in0[j])" : "in0[j]";
+  std::string conv;
+  if (y.dtype == DType::kBool) {
+    conv = "(unsigned char)(" + from + " != 0)";
+  } else if (y.dtype == DType::kFloat16) {
+    conv = "float_to_half((float)" + from + ")";
+  } else {
+    conv = "(" + to + ")" + from;
+  }
+  const bool half = x.dtype == DType::kFloat16 || y.dtype == DType::kFloat16;
   return LoopKernel(
-      name, 1, 1, Chunks(count), "",
+      name, 1, 1, Chunks(count), half ? kHalfConversions : "",
       ChunkRange(count) + "    for (long j = j0; j < j1; ++j) out0[j] = " + conv + ";",
       {CType(x.dtype), to});
 }

@@ -19,6 +19,15 @@ const char* CType(DType t) {
     case DType::kUint8:
     case DType::kBool:
       return "unsigned char";
+    case DType::kInt16:
+      return "short";
+    case DType::kUint16:
+    case DType::kFloat16:  // its bits (the Cast kernel converts)
+      return "unsigned short";
+    case DType::kUint32:
+      return "unsigned int";
+    case DType::kUint64:
+      return "unsigned long long";
   }
   return "float";
 }

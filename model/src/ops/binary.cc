@@ -17,11 +17,11 @@ bool IsFloatElement(DType t) { return t == DType::kFloat32 || t == DType::kFloat
 Status InferBroadcast(OpContext& ctx) {
   const DType t = ctx.in(0).dtype;
   const std::string& op = ctx.node().op;
-  if (t == DType::kBool || ((op == "Mean" || op == "PRelu") && !IsFloatElement(t))) {
+  if (t == DType::kBool || t == DType::kFloat16 ||
+      ((op == "Mean" || op == "PRelu") && !IsFloatElement(t))) {
     return ctx.Error(std::string("the element type ") + DTypeName(t) + " is not supported (" +
-                     (op == "Mean" || op == "PRelu"
-                          ? "float32, float64)"
-                          : "float32, float64, int64, int32, int8, uint8)"));
+                     (op == "Mean" || op == "PRelu" ? "float32, float64)"
+                                                    : "float32, float64 and the integers)"));
   }
   std::vector<int64_t> shape = ctx.in(0).shape;
   for (int i = 1; i < ctx.num_inputs(); ++i) {
@@ -62,6 +62,18 @@ std::vector<T> ElementsAs(const Value& v) {
       case DType::kInt8:
         out[i] = static_cast<T>(reinterpret_cast<const int8_t*>(p)[i]);
         break;
+      case DType::kInt16:
+        out[i] = static_cast<T>(reinterpret_cast<const int16_t*>(p)[i]);
+        break;
+      case DType::kUint16:
+        out[i] = static_cast<T>(reinterpret_cast<const uint16_t*>(p)[i]);
+        break;
+      case DType::kUint32:
+        out[i] = static_cast<T>(reinterpret_cast<const uint32_t*>(p)[i]);
+        break;
+      case DType::kUint64:
+        out[i] = static_cast<T>(reinterpret_cast<const uint64_t*>(p)[i]);
+        break;
       default:
         out[i] = static_cast<T>(p[i]);
         break;
@@ -98,6 +110,18 @@ Status EvalBroadcast(OpContext& ctx, F f) {
       break;
     case DType::kInt8:
       Fold<int8_t>(ctx, reinterpret_cast<int8_t*>(y), f);
+      break;
+    case DType::kInt16:
+      Fold<int16_t>(ctx, reinterpret_cast<int16_t*>(y), f);
+      break;
+    case DType::kUint16:
+      Fold<uint16_t>(ctx, reinterpret_cast<uint16_t*>(y), f);
+      break;
+    case DType::kUint32:
+      Fold<uint32_t>(ctx, reinterpret_cast<uint32_t*>(y), f);
+      break;
+    case DType::kUint64:
+      Fold<uint64_t>(ctx, reinterpret_cast<uint64_t*>(y), f);
       break;
     default:
       Fold<uint8_t>(ctx, y, f);

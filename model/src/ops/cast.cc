@@ -29,11 +29,8 @@ Status InferCastLike(OpContext& ctx) {
   return Status::Ok();
 }
 
-bool IsFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
-
-template <typename T>
-void Put(uint8_t* out, int64_t i, T v) {
-  std::memcpy(out + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+bool IsFloat(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16;
 }
 
 Status EvalCast(OpContext& ctx) {
@@ -45,31 +42,8 @@ Status EvalCast(OpContext& ctx) {
   const std::vector<int64_t> n = f ? std::vector<int64_t>() : x.AsInts();
   std::vector<uint8_t>& y = ctx.OutBytes(0);
   for (int64_t i = 0; i < x.elements(); ++i) {
-    const double dv = f ? d[i] : static_cast<double>(n[i]);
-    const int64_t iv = f ? static_cast<int64_t>(d[i]) : n[i];
-    switch (to) {
-      case DType::kFloat32:
-        Put(y.data(), i, static_cast<float>(dv));
-        break;
-      case DType::kFloat64:
-        Put(y.data(), i, dv);
-        break;
-      case DType::kInt64:
-        Put(y.data(), i, iv);
-        break;
-      case DType::kInt32:
-        Put(y.data(), i, static_cast<int32_t>(iv));
-        break;
-      case DType::kInt8:
-        Put(y.data(), i, static_cast<int8_t>(iv));
-        break;
-      case DType::kUint8:
-        Put(y.data(), i, static_cast<uint8_t>(iv));
-        break;
-      case DType::kBool:
-        Put(y.data(), i, static_cast<uint8_t>(f ? dv != 0 : iv != 0));
-        break;
-    }
+    PutElement(to, y.data(), static_cast<size_t>(i), f ? d[i] : static_cast<double>(n[i]),
+               f ? static_cast<int64_t>(d[i]) : n[i]);
   }
   return Status::Ok();
 }
@@ -80,7 +54,7 @@ Status InferSize(OpContext& ctx) {
 }
 
 Status EvalSize(OpContext& ctx) {
-  Put(ctx.OutBytes(0).data(), 0, NumElements(ctx.in(0).shape));
+  PutElement(DType::kInt64, ctx.OutBytes(0).data(), 0, 0, NumElements(ctx.in(0).shape));
   return Status::Ok();
 }
 

@@ -264,30 +264,7 @@ namespace ops {
 
 std::vector<uint8_t> ScalarBytes(DType t, double v) {
   std::vector<uint8_t> out(static_cast<size_t>(DTypeBytes(t)));
-  auto put = [&out](auto x) { std::memcpy(out.data(), &x, sizeof(x)); };
-  switch (t) {
-    case DType::kFloat32:
-      put(static_cast<float>(v));
-      break;
-    case DType::kFloat64:
-      put(v);
-      break;
-    case DType::kInt64:
-      put(static_cast<int64_t>(v));
-      break;
-    case DType::kInt32:
-      put(static_cast<int32_t>(v));
-      break;
-    case DType::kInt8:
-      put(static_cast<int8_t>(v));
-      break;
-    case DType::kUint8:
-      put(static_cast<uint8_t>(v));
-      break;
-    case DType::kBool:
-      put(static_cast<uint8_t>(v != 0));
-      break;
-  }
+  PutElement(t, out.data(), 0, v, static_cast<int64_t>(v));
   return out;
 }
 

@@ -23,14 +23,37 @@
 
 namespace crosstune::model {
 
-enum class DType : uint8_t { kFloat32, kInt64, kInt32, kBool, kUint8, kInt8, kFloat64 };
+// Element types. float16 is a boundary type: the importer converts float16 weights and constants
+// to float32 and casts float16 inputs and outputs at the graph's edge (onnx_import.h), so inside
+// a graph float16 appears only on those Cast nodes.
+enum class DType : uint8_t {
+  kFloat32,
+  kInt64,
+  kInt32,
+  kBool,
+  kUint8,
+  kInt8,
+  kFloat64,
+  kFloat16,
+  kInt16,
+  kUint16,
+  kUint32,
+  kUint64,
+};
 // "float32", "int64", ... (TVM's dltype names).
 const char* DTypeName(DType t);
 int DTypeBytes(DType t);
-// The type of ONNX's TensorProto.DataType code (1 FLOAT, 2 UINT8, 3 INT8, 6 INT32, 7 INT64,
-// 9 BOOL, 11 DOUBLE); kInvalidArgument naming `what` and the types taken for any other.
+// The type of ONNX's TensorProto.DataType code (1 FLOAT, 2 UINT8, 3 INT8, 4 UINT16, 5 INT16,
+// 6 INT32, 7 INT64, 9 BOOL, 10 FLOAT16, 11 DOUBLE, 12 UINT32, 13 UINT64); kInvalidArgument
+// naming `what` and the types taken for any other.
 Expected<DType> DTypeFromOnnx(int32_t code, const std::string& what);
 int32_t DTypeToOnnx(DType t);
+// IEEE half precision bits to float and back (round to nearest even; overflow to infinity).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+// Writes element i of bytes `p` as type `t`: the integer types from `whole` (as C converts), the
+// float types from `real`, bool as whether `real` is nonzero.
+void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole);
 
 // The product of the dimensions (checked_math.h); -1 for a shape no check below would pass (a
 // negative dimension, or a product past 2^62), which every value has passed after import.
