@@ -1,7 +1,9 @@
 // Generated kernels that go element by element: copies (Reshape, Flatten, Squeeze, Unsqueeze,
 // Identity, Dropout), casts, activations, broadcasting arithmetic and a standalone
 // BatchNormalization.
+#include <cstdio>
 #include <map>
+#include <regex>
 
 #include "kernels/kernels_impl.h"
 
@@ -147,19 +149,28 @@ Expected<GeneratedKernel> DynamicQuantize(const Graph& g, const Node& n, const s
 }
 
 Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string& name) {
+  const DType t = g.values[n.inputs[0]].dtype;
+  const bool f32 = t == DType::kFloat32, f64 = t == DType::kFloat64;
+  // A constant of the node's type: float32's exactly, float64's and the integers' as double.
+  auto lit = [f32](double v) {
+    if (f32) return CFloat(v);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%a", v);
+    return std::string(buf);
+  };
   std::string expr;
   if (n.op == "Relu") {
     expr = "v > 0 ? v : 0.0f";
   } else if (n.op == "Sigmoid") {
     expr = "1.0f / (1.0f + __builtin_expf(-v))";
   } else if (n.op == "LeakyRelu") {
-    expr = "v >= 0 ? v : " + CFloat(n.Float("alpha", 0.01)) + " * v";
+    expr = "v >= 0 ? v : " + lit(n.Float("alpha", 0.01)) + " * v";
   } else if (n.op == "Clip") {
-    const std::string lo = n.Has("min") ? CFloat(n.Float("min", 0)) : "-__builtin_inff()";
-    const std::string hi = n.Has("max") ? CFloat(n.Float("max", 0)) : "__builtin_inff()";
+    const std::string lo = n.Has("min") ? lit(n.Float("min", 0)) : "-__builtin_inff()";
+    const std::string hi = n.Has("max") ? lit(n.Float("max", 0)) : "__builtin_inff()";
     expr = "AT_MOST(AT_LEAST(v, " + lo + "), " + hi + ")";  // min > max: every value is max
   } else if (n.op == "Abs") {
-    expr = "__builtin_fabsf(v)";
+    expr = f32 || f64 ? "__builtin_fabsf(v)" : "(v < 0 ? -v : v)";
   } else if (n.op == "Neg") {
     expr = "-v";
   } else if (n.op == "Exp") {
@@ -185,12 +196,12 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
   } else if (n.op == "Softsign") {
     expr = "v / (1.0f + __builtin_fabsf(v))";
   } else if (n.op == "Elu") {
-    expr = "v >= 0 ? v : " + CFloat(n.Float("alpha", 1)) + " * (__builtin_expf(v) - 1.0f)";
+    expr = "v >= 0 ? v : " + lit(n.Float("alpha", 1)) + " * (__builtin_expf(v) - 1.0f)";
   } else if (n.op == "Selu") {
-    const std::string a = CFloat(n.Float("alpha", 0)), g = CFloat(n.Float("gamma", 0));
+    const std::string a = lit(n.Float("alpha", 0)), g = lit(n.Float("gamma", 0));
     expr = "v > 0 ? " + g + " * v : " + g + " * (" + a + " * __builtin_expf(v) - " + a + ")";
   } else if (n.op == "HardSigmoid") {
-    expr = "HARD(" + CFloat(n.Float("alpha", 0)) + " * v + " + CFloat(n.Float("beta", 0)) + ")";
+    expr = "HARD(" + lit(n.Float("alpha", 0)) + " * v + " + lit(n.Float("beta", 0)) + ")";
   } else if (n.op == "HardSwish") {
     expr = "v * HARD(v / 6.0f + 0.5f)";
   } else if (n.op == "Gelu" && n.String("approximate", "none") == "tanh") {
@@ -201,6 +212,11 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
   if (expr.empty()) {
     return Status(ErrorCode::kInternal, n.op + " node '" + n.name + "': no unary kernel");
   }
+  if (!f32) {
+    // float64: the double builtins; the integers keep the value's own type.
+    expr = std::regex_replace(expr, std::regex("__builtin_(\\w+?)f\\("), "__builtin_$1(");
+    expr = std::regex_replace(expr, std::regex("([0-9])f\\b"), "$1");
+  }
   const int64_t e = g.values[n.outputs[0]].elements();
   return LoopKernel(name, 1, 1, Chunks(e),
                     "#define HARD(t) ((t) < 0.0f ? 0.0f : ((t) > 1.0f ? 1.0f : (t)))\n"
@@ -208,8 +224,10 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
                     "#define AT_MOST(v, hi) ((v) > (hi) ? (hi) : (v))\n",
                     ChunkRange(e) +
                         "    for (long j = j0; j < j1; ++j) {\n"
-                        "      const float v = in0[j];\n      out0[j] = " +
-                        expr + ";\n    }");
+                        "      const " +
+                        std::string(CType(t)) + " v = in0[j];\n      out0[j] = " + expr +
+                        ";\n    }",
+                    {CType(t), CType(t)});
 }
 
 // Add, Sub, Mul, Div, Pow, Sum, Min, Max, Mean, PRelu; Equal, Less, Greater, LessOrEqual,

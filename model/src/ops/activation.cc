@@ -1,7 +1,8 @@
-// Elementwise activations and math on float32: Relu, Sigmoid, LeakyRelu, Clip; Abs, Neg, Exp,
-// Log, Sqrt, Reciprocal, Tanh, Erf, Floor, Round, Ceil; Softplus, Softsign, Elu, Selu, HardSigmoid,
-// HardSwish, Gelu. The host evaluates in double and rounds once, as the generated kernels'
-// float math (kernels/elementwise.cc) stays within fp32 tolerance of it.
+// Elementwise activations and math on float32 and float64: Relu, Sigmoid, LeakyRelu, Clip; Abs,
+// Neg, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Floor, Round, Ceil; Softplus, Softsign, Elu, Selu,
+// HardSigmoid, HardSwish, Gelu; Relu, Clip, Abs and Neg on the integers too. The host evaluates
+// in double and rounds once, as the generated kernels' float math (kernels/elementwise.cc) stays
+// within fp32 tolerance of it.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -12,28 +13,46 @@ namespace crosstune::model {
 namespace {
 
 Status InferUnary(OpContext& ctx) {
-  if (ctx.in(0).dtype != DType::kFloat32) return ctx.Error("only float32 is supported");
-  ctx.SetOutput(0, DType::kFloat32, ctx.in(0).shape);
+  const DType t = ctx.in(0).dtype;
+  const std::string& op = ctx.node().op;
+  const bool integers = op == "Relu" || op == "Clip" || op == "Abs" || op == "Neg";
+  if (t != DType::kFloat32 && t != DType::kFloat64 &&
+      !(integers && t != DType::kBool && t != DType::kFloat16)) {
+    return ctx.Error(std::string("the element type ") + DTypeName(t) + " is not supported (" +
+                     (integers ? "float32, float64 and the integers)" : "float32, float64)"));
+  }
+  ctx.SetOutput(0, t, ctx.in(0).shape);
   return Status::Ok();
 }
 
+// y = f(x) per element, f taking and giving double: rounded once to float32, or written as the
+// element type (an integer result as C converts it).
 template <typename F>
 Status EvalUnary(OpContext& ctx, F f) {
-  const float* x = ctx.InFloats(0);
-  std::vector<float>& y = ctx.OutFloats(0);
-  for (size_t i = 0; i < y.size(); ++i) y[i] = f(x[i]);
+  if (ctx.in(0).dtype == DType::kFloat32) {
+    const float* x = ctx.InFloats(0);
+    std::vector<float>& y = ctx.OutFloats(0);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(f(static_cast<double>(x[i])));
+    return Status::Ok();
+  }
+  const std::vector<double> x = ctx.in(0).AsDoubles();
+  std::vector<uint8_t>& y = ctx.OutBytes(0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double r = f(x[i]);
+    PutElement(ctx.out(0).dtype, y.data(), i, r, static_cast<int64_t>(r));
+  }
   return Status::Ok();
 }
 
 Status EvalRelu(OpContext& ctx) {
-  return EvalUnary(ctx, [](float v) { return v > 0 ? v : 0.0f; });
+  return EvalUnary(ctx, [](double v) { return v > 0 ? v : 0.0; });
 }
 Status EvalSigmoid(OpContext& ctx) {
-  return EvalUnary(ctx, [](float v) { return static_cast<float>(1.0 / (1.0 + std::exp(-v))); });
+  return EvalUnary(ctx, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
 }
 Status EvalLeakyRelu(OpContext& ctx) {
-  const float alpha = static_cast<float>(ctx.node().Float("alpha", 0.01));
-  return EvalUnary(ctx, [alpha](float v) { return v >= 0 ? v : alpha * v; });
+  const double alpha = ctx.node().Float("alpha", 0.01);
+  return EvalUnary(ctx, [alpha](double v) { return v >= 0 ? v : alpha * v; });
 }
 
 // Clip's bounds: attributes before opset 11, optional constant inputs since. Written back as
@@ -48,22 +67,22 @@ Status InferClip(OpContext& ctx) {
   for (int i = 1; i <= 2; ++i) {
     if (!ctx.has_input(i)) continue;
     const Value& b = ctx.in(i);
-    if (!b.is_const() || b.dtype != DType::kFloat32 || b.elements() != 1) {
+    if (!b.is_const() || b.dtype != ctx.in(0).dtype || b.elements() != 1) {
       return ctx.Error(std::string(i == 1 ? "min" : "max") +
-                       " must be a float32 scalar constant known at compile time");
+                       " must be a scalar constant known at compile time, of the input's type");
     }
-    n.SetFloat(i == 1 ? "min" : "max", b.floats()[0]);
+    n.SetFloat(i == 1 ? "min" : "max", b.AsDoubles()[0]);
   }
   n.inputs.resize(1);
   return Status::Ok();
 }
 
 Status EvalClip(OpContext& ctx) {
-  const float lo = static_cast<float>(ctx.node().Float("min", -FLT_MAX));
-  const float hi = static_cast<float>(ctx.node().Float("max", FLT_MAX));
+  const double lo = ctx.node().Float("min", -DBL_MAX);
+  const double hi = ctx.node().Float("max", DBL_MAX);
   // min, then max: where min > max every value becomes max, as ONNX states.
-  return EvalUnary(ctx, [lo, hi](float v) {
-    const float t = v < lo ? lo : v;
+  return EvalUnary(ctx, [lo, hi](double v) {
+    const double t = v < lo ? lo : v;
     return t > hi ? hi : t;
   });
 }
@@ -75,7 +94,7 @@ constexpr double kSeluGamma = 1.05070102214813232421875;
 
 template <typename F>
 Status EvalMath(OpContext& ctx, F f) {
-  return EvalUnary(ctx, [&f](float v) { return static_cast<float>(f(static_cast<double>(v))); });
+  return EvalUnary(ctx, f);
 }
 
 Status EvalAbs(OpContext& ctx) {
