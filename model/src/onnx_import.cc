@@ -548,12 +548,16 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     for (int o = 0; o < outs; ++o) {
       Value v;
       v.name = np.output(o);
+      // An optional output left out before one that is kept: computed, never read, named after
+      // its node so that no file's name can clash with it.
+      if (v.name.empty() && o > 0) v.name = n.name + ":unused_output_" + std::to_string(o);
       if (v.name.empty() || by_name.count(v.name)) {
         return Invalid(where + ": output " + std::to_string(o) + " ('" + v.name +
                        "') is empty or defined twice");
       }
+      const std::string name = v.name;
       const int id = g.AddValue(std::move(v));
-      by_name[np.output(o)] = id;
+      by_name[name] = id;
       n.outputs.push_back(id);
     }
     CT_RETURN_IF_ERROR(InferNode(g, n));

@@ -36,6 +36,7 @@ Expected<GeneratedKernel> LayoutTransform(const Graph&, const Node&,
 Expected<GeneratedKernel> Softmax(const Graph&, const Node&, const std::string&);  // math.cc
 Expected<GeneratedKernel> Lrn(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> MatrixProduct(const Graph&, const Node&, const std::string&);  // math.cc
+Expected<GeneratedKernel> Attention(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> ConvTranspose(const Graph&, const Node&,
                                         const std::string&);                          // math.cc
 Expected<GeneratedKernel> DirectConv(const Graph&, const Node&, const std::string&);  // math.cc

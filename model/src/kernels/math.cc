@@ -153,6 +153,128 @@ Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std
                     body, types);
 }
 
+// Attention (ops/attention.cc): items are (batch, query head, query row); each computes its
+// row of scores on the stack, the softmax and the weighted values. The first query row of each
+// (batch, key/value head) also writes present_key/present_value where the node has them.
+Expected<GeneratedKernel> Attention(const Graph& g, const Node& n, const std::string& name) {
+  const ops::AttentionDims a = ops::AttentionOf(g, n);
+  const int64_t total = a.past + a.kv_len;
+  auto present = [&n](size_t i) { return n.inputs.size() > i && n.inputs[i] >= 0; };
+  // The kernel's inputs are the node's present ones, in order.
+  std::vector<std::string> arg(7);
+  std::vector<std::string> types;
+  for (size_t i = 0; i < n.inputs.size() && i < 7; ++i) {
+    if (!present(i)) continue;
+    arg[i] = "in" + std::to_string(types.size());
+    types.push_back(CType(g.values[n.inputs[i]].dtype));
+  }
+  const int inputs = static_cast<int>(types.size());
+  const int outs = static_cast<int>(n.outputs.size());
+  for (int o = 0; o < outs; ++o) types.push_back("float");
+  std::ostringstream d;
+  d << "#define A_B " << a.batch << "L\n#define A_HQ " << a.q_heads << "L\n#define A_HK "
+    << a.kv_heads << "L\n#define A_SQ " << a.q_len << "L\n#define A_SK " << a.kv_len
+    << "L\n#define A_P " << a.past << "L\n#define A_T " << total << "L\n#define A_D " << a.head
+    << "L\n#define A_DV " << a.v_head << "L\n#define A_GROUP " << a.q_heads / a.kv_heads
+    << "L\n#define A_SCALE " << CFloat(n.Float("scale", 1.0)) << "\n#define A_SOFTCAP "
+    << CFloat(n.Float("softcap", 0.0)) << "\n#define A_LEFT " << n.Int("left_window_size", -1)
+    << "L\n#define A_RIGHT " << n.Int("right_window_size", -1) << "L\n";
+  if (a.three_d) {
+    d << "#define QAT(b, h, i, e) ((((b) * A_SQ + (i)) * A_HQ + (h)) * A_D + (e))\n"
+      << "#define KAT(b, h, l, e) ((((b) * A_SK + (l)) * A_HK + (h)) * A_D + (e))\n"
+      << "#define VAT(b, h, l, e) ((((b) * A_SK + (l)) * A_HK + (h)) * A_DV + (e))\n"
+      << "#define YAT(b, h, i, e) ((((b) * A_SQ + (i)) * A_HQ + (h)) * A_DV + (e))\n";
+  } else {
+    d << "#define QAT(b, h, i, e) ((((b) * A_HQ + (h)) * A_SQ + (i)) * A_D + (e))\n"
+      << "#define KAT(b, h, l, e) ((((b) * A_HK + (h)) * A_SK + (l)) * A_D + (e))\n"
+      << "#define VAT(b, h, l, e) ((((b) * A_HK + (h)) * A_SK + (l)) * A_DV + (e))\n"
+      << "#define YAT(b, h, i, e) ((((b) * A_HQ + (h)) * A_SQ + (i)) * A_DV + (e))\n";
+  }
+  const std::string past_k =
+      present(4) ? arg[4] + "[(((b) * A_HK + (h)) * A_P + (l)) * A_D + (e)]" : "0.0f";
+  const std::string past_v =
+      present(5) ? arg[5] + "[(((b) * A_HK + (h)) * A_P + (l)) * A_DV + (e)]" : "0.0f";
+  d << "#define KEY(b, h, l, e) ((l) < A_P ? " << past_k << " : " << arg[1]
+    << "[KAT(b, h, (l) - A_P, e)])\n"
+    << "#define VALUE(b, h, l, e) ((l) < A_P ? " << past_v << " : " << arg[2]
+    << "[VAT(b, h, (l) - A_P, e)])\n";
+  std::string bias = "      float bj = 0.0f;\n";
+  if (present(3)) {
+    const Value& m = g.values[n.inputs[3]];
+    const auto ms = ops::AttentionMaskStrides(m.shape, a);
+    d << "static const long kMS[] = " << CArray(ms) << ";\n#define A_MLEN " << m.shape.back()
+      << "L\n";
+    const std::string at = arg[3] + "[b * kMS[0] + h * kMS[1] + i * kMS[2] + j * kMS[3]]";
+    bias += "      if (j >= A_MLEN) bj = -__builtin_inff();\n      else bj = " +
+            (m.dtype == DType::kBool ? "(" + at + " ? 0.0f : -__builtin_inff())" : at) + ";\n";
+  }
+  if (n.Int("is_causal", 0) != 0) bias += "      if (j > i + offset) bj = -__builtin_inff();\n";
+  bias +=
+      "      { const long diff = i + offset - j;\n"
+      "        if ((A_LEFT >= 0 && diff > A_LEFT) || (A_RIGHT >= 0 && -diff > A_RIGHT)) bj = "
+      "-__builtin_inff(); }\n";
+  if (present(6)) bias += "      if (j >= (long)" + arg[6] + "[b]) bj = -__builtin_inff();\n";
+  const int64_t mode = n.Int("qk_matmul_output_mode", 0);
+  const std::string qk = outs > 3 ? "out" + std::to_string(3) : "";
+  std::string body =
+      "    const long i = it % A_SQ, h = it / A_SQ % A_HQ, b = it / A_SQ / A_HQ, hk = h / "
+      "A_GROUP;\n"
+      "    const long offset = " +
+      (present(6) ? "(long)" + arg[6] + "[b] - A_SQ" : std::string("A_P")) +
+      ";\n"
+      "    float s[A_T], bias[A_T];\n"
+      "    float bias_max = -__builtin_inff(), mx = -__builtin_inff();\n"
+      "    for (long j = 0; j < A_T; ++j) {\n"
+      "      float dot = 0.0f;\n"
+      "      for (long e = 0; e < A_D; ++e) dot += " +
+      arg[0] +
+      "[QAT(b, h, i, e)] * KEY(b, hk, j, e);\n"
+      "      float sc = dot * A_SCALE;\n"
+      "      if (A_SOFTCAP > 0.0f) sc = A_SOFTCAP * __builtin_tanhf(sc / A_SOFTCAP);\n"
+      "      s[j] = sc;\n" +
+      bias +
+      "      bias[j] = bj;\n"
+      "      if (bj > bias_max) bias_max = bj;\n"
+      "      if (sc + bj > mx) mx = sc + bj;\n"
+      "    }\n";
+  if (!qk.empty() && mode != 3) {
+    body += "    for (long j = 0; j < A_T; ++j) " + qk +
+            "[it * A_T + j] = " + (mode == 2 ? "s[j] + bias[j]" : "s[j]") + ";\n";
+  }
+  body +=
+      "    const int masked = bias_max == -__builtin_inff();\n"
+      "    float sum = 0.0f;\n"
+      "    for (long j = 0; j < A_T; ++j) {\n"
+      "      s[j] = masked ? 0.0f : __builtin_expf(s[j] + bias[j] - mx);\n"
+      "      sum += s[j];\n"
+      "    }\n"
+      "    for (long j = 0; j < A_T; ++j) s[j] = sum > 0.0f ? s[j] / sum : 0.0f;\n";
+  if (!qk.empty() && mode == 3)
+    body += "    for (long j = 0; j < A_T; ++j) " + qk + "[it * A_T + j] = s[j];\n";
+  body +=
+      "    for (long e = 0; e < A_DV; ++e) {\n"
+      "      float acc = 0.0f;\n"
+      "      for (long j = 0; j < A_T; ++j) acc += s[j] * VALUE(b, hk, j, e);\n"
+      "      out0[YAT(b, h, i, e)] = acc;\n"
+      "    }\n";
+  if (outs > 1) {
+    body +=
+        "    if (i == 0 && h % A_GROUP == 0) {\n"
+        "      for (long l = 0; l < A_T; ++l)\n"
+        "        for (long e = 0; e < A_D; ++e) out1[((b * A_HK + hk) * A_T + l) * A_D + e] = "
+        "KEY(b, hk, "
+        "l, e);\n";
+    if (outs > 2) {
+      body +=
+          "      for (long l = 0; l < A_T; ++l)\n"
+          "        for (long e = 0; e < A_DV; ++e) out2[((b * A_HK + hk) * A_T + l) * A_DV + e] = "
+          "VALUE(b, hk, l, e);\n";
+    }
+    body += "    }\n";
+  }
+  return LoopKernel(name, inputs, outs, a.batch * a.q_heads * a.q_len, d.str(), body, types);
+}
+
 // ConvTranspose (ops/conv_transpose.cc): items are output rows (n, m, oh); each output pixel
 // sums the input pixels whose stride lands on it.
 Expected<GeneratedKernel> ConvTranspose(const Graph& g, const Node& n, const std::string& name) {

@@ -104,6 +104,7 @@ const KernelRow kKernels[] = {
     {"Dense", kernels::MatrixProduct},
     {"Conv", kernels::DirectConv},
     {"ConvTranspose", kernels::ConvTranspose},
+    {"Attention", kernels::Attention, true},
     {"FusedConv", kernels::DirectConv},
 };
 

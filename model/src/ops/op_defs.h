@@ -25,6 +25,7 @@ extern const OpDef kConstant, kConstantOfShape, kShape, kRange;             // c
 extern const OpDef kCast, kCastLike, kSize;                                 // cast.cc
 extern const OpDef kSlice;                                                  // slice.cc
 extern const OpDef kGather;                                                 // gather.cc
+extern const OpDef kAttention;                                              // attention.cc
 extern const OpDef kResize, kUpsample;                                      // resize.cc
 extern const OpDef kExpand, kTile, kSplit, kPad;                            // expand.cc
 extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // quantize.cc
@@ -96,6 +97,17 @@ ReduceShape SplitReduce(const std::vector<int64_t>& shape, const std::vector<int
 // error through ctx naming the shapes.
 Status MatMulShape(const OpContext& ctx, const std::vector<int64_t>& a,
                    const std::vector<int64_t>& b, std::vector<int64_t>* out);
+
+// An Attention node's sizes (ops/attention.cc), from its inputs' shapes and attributes.
+struct AttentionDims {
+  bool three_d = false;  // [batch, sequence, heads * head size] rather than 4-D
+  int64_t batch = 1, q_heads = 1, kv_heads = 1, q_len = 1, kv_len = 1, head = 1, v_head = 1;
+  int64_t past = 0;  // past_key's length
+};
+AttentionDims AttentionOf(const Graph& g, const Node& n);
+// The attention mask's element strides over the scores' [batch, q heads, q rows, keys] (0 where
+// it broadcasts; its own last dimension always counts).
+std::vector<int64_t> AttentionMaskStrides(const std::vector<int64_t>& mask, const AttentionDims& a);
 
 // One element of type `t` holding `v` (converted as C converts; bool: v != 0), as bytes.
 std::vector<uint8_t> ScalarBytes(DType t, double v);

@@ -87,6 +87,7 @@ const OpDef* const kOps[] = {
     &kSize,
     &kSlice,
     &kGather,
+    &kAttention,
     &kResize,
     &kUpsample,
     &kExpand,
