@@ -85,6 +85,47 @@ TEST(PassesTest, EachPassAloneKeepsTheOutputs) {
   }
 }
 
+// fuse_layernorm: the BERT-style encoder written before opset 17 (LayerNormalization as
+// ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div, Mul, Add) holds five LayerNormalization nodes and
+// no ReduceMean after the passes, and computes what it did before them.
+TEST(PassesTest, ALayerNormWrittenOutIsFusedIntoOneNode) {
+  const std::string path = MakeModel("bert_decomposed.onnx", "bert --ln decomposed");
+  ASSERT_FALSE(path.empty());
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(Ops(*g)["ReduceMean"], 10);
+  auto int64s = [](std::vector<int64_t> v) {
+    Value x;
+    x.dtype = DType::kInt64;
+    x.shape = {1, static_cast<int64_t>(v.size())};
+    x.data = std::make_shared<std::vector<uint8_t>>(
+        reinterpret_cast<const uint8_t*>(v.data()),
+        reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+    return x;
+  };
+  std::vector<int64_t> ids(32), mask(32, 1), types(32, 0);
+  for (int i = 0; i < 32; ++i) ids[i] = i * 37 % 1000;
+  for (int i = 24; i < 32; ++i) mask[i] = 0;
+  for (int i = 16; i < 32; ++i) types[i] = 1;
+  const std::vector<Value> in = {int64s(ids), int64s(mask), int64s(types)};
+  auto want = Interpret(*g, in);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  Graph fused = *g;
+  ASSERT_TRUE(RunPasses(fused, DefaultPasses()).ok());
+  EXPECT_EQ(Ops(fused)["LayerNormalization"], 5);
+  EXPECT_EQ(Ops(fused)["ReduceMean"], 0);
+  EXPECT_EQ(Ops(fused)["Sqrt"], 0);
+  auto got = Interpret(fused, in);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ASSERT_EQ(got->size(), 2u);
+  for (size_t o = 0; o < 2; ++o) {
+    const Value &a = (*got)[o], &b = (*want)[o];
+    EXPECT_LE(Compare(std::vector<float>(a.floats(), a.floats() + a.elements()),
+                      std::vector<float>(b.floats(), b.floats() + b.elements()), "fused layernorm"),
+              1.0);
+  }
+}
+
 // Not under ASan (the asan test preset excludes it): 30 s there, nearly all of it the host
 // interpreter's loops over ResNet-50's convolutions. The import of the same network
 // (TasksTest, StoragePlanTest), the passes and the blocked layouts (the small models here and

@@ -8,6 +8,8 @@
 //   fuse_conv        conv + bias (+ residual add) (+ relu) become one FusedConv node: one task
 //   gemm_to_dense    Gemm of a constant weight becomes Dense (y = x W^T + b, the weight stored
 //                    [OUT, IN] as the dense template reads it)
+//   fuse_layernorm   LayerNormalization written as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div
+//                    (and a Mul and an Add of constant scale and bias) becomes one node
 //
 // Every pass keeps the graph's input and output names and every value's shape, and each can be
 // run alone (tests compare a graph's interpreted outputs before and after).
@@ -38,6 +40,7 @@ Status FoldConstants(Graph& g);
 Status RemoveIdentity(Graph& g);
 Status FoldBatchNorm(Graph& g);
 Status FuseConv(Graph& g);
+Status FuseLayerNorm(Graph& g);
 Status GemmToDense(Graph& g);
 
 }  // namespace crosstune::model
