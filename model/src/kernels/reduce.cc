@@ -69,6 +69,16 @@ Expected<GeneratedKernel> Reduce(const Graph& g, const Node& n, const std::strin
   return LoopKernel(name, 1, 1, kept, d.str(), body);
 }
 
+// A row of LEN values at x = in0 + it * LEN (and y = out0 + it * LEN): its mean and variance.
+const char* const kRowMeanAndVariance =
+    "    const float* x = in0 + it * LEN;\n"
+    "    float* y = out0 + it * LEN;\n"
+    "    float mean = 0, var = 0;\n"
+    "    for (long j = 0; j < LEN; ++j) mean += x[j];\n"
+    "    mean /= (float)LEN;\n"
+    "    for (long j = 0; j < LEN; ++j) var += (x[j] - mean) * (x[j] - mean);\n"
+    "    var /= (float)LEN;\n";
+
 // InstanceNormalization: items are (n, c) planes.
 Expected<GeneratedKernel> InstanceNorm(const Graph& g, const Node& n, const std::string& name) {
   const auto& x = g.values[n.inputs[0]].shape;
@@ -77,13 +87,7 @@ Expected<GeneratedKernel> InstanceNorm(const Graph& g, const Node& n, const std:
   d << "#define LEN " << len << "L\n#define C " << c << "L\n#define EPS "
     << CFloat(n.Float("epsilon", 1e-5)) << "\n";
   const std::string body =
-      "    const float* x = in0 + it * LEN;\n"
-      "    float* y = out0 + it * LEN;\n"
-      "    float mean = 0, var = 0;\n"
-      "    for (long j = 0; j < LEN; ++j) mean += x[j];\n"
-      "    mean /= (float)LEN;\n"
-      "    for (long j = 0; j < LEN; ++j) var += (x[j] - mean) * (x[j] - mean);\n"
-      "    var /= (float)LEN;\n"
+      std::string(kRowMeanAndVariance) +
       "    const float a = in1[it % C] / __builtin_sqrtf(var + EPS), b = in2[it % C];\n"
       "    for (long j = 0; j < LEN; ++j) y[j] = (x[j] - mean) * a + b;";
   return LoopKernel(name, 3, 1, x[0] * c, d.str(), body);
@@ -108,23 +112,16 @@ Expected<GeneratedKernel> LayerNorm(const Graph& g, const Node& n, const std::st
     d << "static const long kBiasS[] = "
       << CArray(BroadcastStrides(g.values[n.inputs[2]].shape, norm)) << ";\n";
   }
-  std::string body =
-      "    const float* x = in0 + it * LEN;\n"
-      "    float* y = out0 + it * LEN;\n"
-      "    float mean = 0, var = 0;\n"
-      "    for (long j = 0; j < LEN; ++j) mean += x[j];\n"
-      "    mean /= (float)LEN;\n"
-      "    for (long j = 0; j < LEN; ++j) var += (x[j] - mean) * (x[j] - mean);\n"
-      "    var /= (float)LEN;\n"
-      "    const float inv = 1.0f / __builtin_sqrtf(var + EPS);\n" +
-      std::string(stats > 0 ? "    out1[it] = mean;\n" : "") +
-      std::string(stats > 1 ? "    out2[it] = inv;\n" : "") +
-      "    for (long j = 0; j < LEN; ++j) {\n"
-      "      long s = 0, b = 0;\n" +
-      OffsetLoop("kNorm", "kScaleS", "NNORM", "j", "s") +
-      (has_bias ? OffsetLoop("kNorm", "kBiasS", "NNORM", "j", "b") : std::string()) +
-      "      y[j] = (x[j] - mean) * inv * in1[s]" + (has_bias ? " + in2[b]" : "") +
-      ";\n      (void)b;\n    }";
+  std::string body = std::string(kRowMeanAndVariance) +
+                     "    const float inv = 1.0f / __builtin_sqrtf(var + EPS);\n" +
+                     std::string(stats > 0 ? "    out1[it] = mean;\n" : "") +
+                     std::string(stats > 1 ? "    out2[it] = inv;\n" : "") +
+                     "    for (long j = 0; j < LEN; ++j) {\n"
+                     "      long s = 0, b = 0;\n" +
+                     OffsetLoop("kNorm", "kScaleS", "NNORM", "j", "s") +
+                     (has_bias ? OffsetLoop("kNorm", "kBiasS", "NNORM", "j", "b") : std::string()) +
+                     "      y[j] = (x[j] - mean) * inv * in1[s]" + (has_bias ? " + in2[b]" : "") +
+                     ";\n      (void)b;\n    }";
   return LoopKernel(name, has_bias ? 3 : 2, 1 + stats, rows, d.str(), body);
 }
 

@@ -28,16 +28,17 @@ int64_t SourceOf(int64_t i, const std::vector<int64_t>& in_shape,
   return src;
 }
 
-// Copies each output element from the input element `map` names (Pad's constant where none).
+// Copies each output element from the input element `map` names (Pad's constant where none);
+// `in_shape` is the input's (Expand's with leading dimensions of 1 to the output's rank).
 template <typename Map>
-void Gathered(OpContext& ctx, Map map, const uint8_t* fill) {
+void Gathered(OpContext& ctx, const std::vector<int64_t>& in_shape, Map map, const uint8_t* fill) {
   const Value& x = ctx.in(0);
   const std::vector<int64_t> out_shape = ctx.out(0).shape;
   const size_t es = static_cast<size_t>(DTypeBytes(x.dtype));
   std::vector<uint8_t>& y = ctx.OutBytes(0);
   const int64_t total = NumElements(out_shape);
   for (int64_t i = 0; i < total; ++i) {
-    const int64_t s = SourceOf(i, x.shape, out_shape, map);
+    const int64_t s = SourceOf(i, in_shape, out_shape, map);
     std::memcpy(y.data() + static_cast<size_t>(i) * es,
                 s < 0 ? fill : x.data->data() + static_cast<size_t>(s) * es, es);
   }
@@ -61,17 +62,8 @@ Status EvalExpand(OpContext& ctx) {
   // The input's dimensions align with the output's last ones; a leading one reads index 0.
   std::vector<int64_t> padded(lead, 1);
   padded.insert(padded.end(), in.begin(), in.end());
-  const Value& x = ctx.in(0);
-  const std::vector<int64_t> out_shape = ctx.out(0).shape;
-  const size_t es = static_cast<size_t>(DTypeBytes(x.dtype));
-  std::vector<uint8_t>& y = ctx.OutBytes(0);
-  const int64_t total = NumElements(out_shape);
-  for (int64_t i = 0; i < total; ++i) {
-    const int64_t s =
-        SourceOf(i, padded, out_shape, [&](size_t d, int64_t o) { return padded[d] == 1 ? 0 : o; });
-    std::memcpy(y.data() + static_cast<size_t>(i) * es,
-                x.data->data() + static_cast<size_t>(s) * es, es);
-  }
+  Gathered(
+      ctx, padded, [&](size_t d, int64_t o) { return padded[d] == 1 ? 0 : o; }, nullptr);
   return Status::Ok();
 }
 
@@ -98,7 +90,7 @@ Status InferTile(OpContext& ctx) {
 Status EvalTile(OpContext& ctx) {
   const auto& in = ctx.in(0).shape;
   Gathered(
-      ctx, [&](size_t d, int64_t o) { return o % in[d]; }, nullptr);
+      ctx, in, [&](size_t d, int64_t o) { return o % in[d]; }, nullptr);
   return Status::Ok();
 }
 
@@ -290,7 +282,7 @@ Status EvalPad(OpContext& ctx) {
   const std::string mode = ctx.node().String("mode", "constant");
   const std::vector<uint8_t> bytes = ops::ScalarBytes(x.dtype, ctx.node().Float("value", 0.0));
   Gathered(
-      ctx, [&](size_t d, int64_t o) { return PadSource(mode, o, pads[d], x.shape[d]); },
+      ctx, x.shape, [&](size_t d, int64_t o) { return PadSource(mode, o, pads[d], x.shape[d]); },
       bytes.data());
   return Status::Ok();
 }
