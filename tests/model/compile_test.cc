@@ -260,7 +260,8 @@ TEST_F(CompileTest, DenseNet121FromTheOnnxWheelMatchesOnnxRuntime) {
 
 // MobileNetV2 as exporters write it (ReLU6 as Clip with constant bounds, 17 depthwise convs,
 // inverted residuals), at width multiplier 1.0: the package matches onnxruntime. (Its depthwise
-// convs run generated kernels: the depthwise template fuses relu, not ReLU6's Clip.)
+// convs run generated kernels: the depthwise template fuses relu, not ReLU6's Clip.) Not under
+// ASan (the asan test preset excludes it): 21 s there, the compile path the small models take.
 TEST_F(CompileTest, MobileNetV2MatchesOnnxRuntime) {
   const std::string path = MakeModel("mobilenetv2.onnx", "mobilenetv2");
   ASSERT_FALSE(path.empty());
@@ -275,7 +276,8 @@ TEST_F(CompileTest, MobileNetV2MatchesOnnxRuntime) {
 // time, the activations' QuantizeLinear/DequantizeLinear pairs run as kernels, and the logits
 // match onnxruntime's int8 run within one quantization step of the output (the scale of the
 // DequantizeLinear that writes it: a requantization that rounds a tie the other way moves an
-// output by one step).
+// output by one step). Not under ASan (the asan test preset excludes it): 36 s there; the
+// quantize kernels' own tests (libonnx-testdata's) run there.
 TEST_F(CompileTest, Int8QdqResNetFromOnnxRuntimesQuantizerMatchesItWithinOneStep) {
   const std::string path = MakeModel("r50w16_int8.onnx", "resnet50 --width 16 --int8 per-channel");
   ASSERT_FALSE(path.empty());
