@@ -27,9 +27,11 @@ cd "$(dirname "$0")/.."
 # Warm: CI's runs (build 178 s, asan 92, tsan 123) with room for the files whose flags name a
 # path of the clone (58 of the main tree's 288 miss ccache in a clone elsewhere).
 # The test phases: the slower cold run's figures (asan ctest 353 s, tsan ctest 135 s), rounded up;
-# ctest's 660 s holds ONNX's conformance tests and the DenseNet-121 compile added since (51 s
+# ctest's 720 s holds ONNX's conformance tests and the DenseNet-121 compile added since (51 s
 # and 42 s in the cold newcomer run of 2026-12-06 on the Intel Xeon VM, whose ctest took
-# 614 s). The style phase's budget grows with the sources clang-tidy checks (below). A cold run
+# 614 s), and the next stop's models and operators (conformance 45 s alone, int8 ResNet 10 s,
+# MobileNetV2 5 s, encoders and half model about 10 s): that stop's cold newcomer run took
+# 624 s on the same VM with a faster probe (3.4 s), CI's last run 668 s before them. The style phase's budget grows with the sources clang-tidy checks (below). A cold run
 # is 27 to 41 minutes today against an aim of 35 (41: the demo built in another folder, so the
 # main tree built again); each cut to build or test time lowers its phase's figure here. New
 # tests come with their share: raise a figure only with the measurement that shows why.
@@ -41,7 +43,7 @@ declare -A BUDGET=(
   ["docs"]="        30    30"
   ["asan build"]=" 260   650"
   ["tsan build"]=" 150   480"
-  ["ctest"]="      660   660"
+  ["ctest"]="      720   720"
   ["fuzz ctest"]=" 100   100"
   ["asan ctest"]=" 360   360"
   ["tsan ctest"]=" 140   140"
