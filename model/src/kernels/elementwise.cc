@@ -187,6 +187,28 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
     expr = "__builtin_erff(v)";
   } else if (n.op == "Floor") {
     expr = "__builtin_floorf(v)";
+  } else if (n.op == "Sin") {
+    expr = "__builtin_sinf(v)";
+  } else if (n.op == "Cos") {
+    expr = "__builtin_cosf(v)";
+  } else if (n.op == "Tan") {
+    expr = "__builtin_tanf(v)";
+  } else if (n.op == "Asin") {
+    expr = "__builtin_asinf(v)";
+  } else if (n.op == "Acos") {
+    expr = "__builtin_acosf(v)";
+  } else if (n.op == "Atan") {
+    expr = "__builtin_atanf(v)";
+  } else if (n.op == "Sinh") {
+    expr = "__builtin_sinhf(v)";
+  } else if (n.op == "Cosh") {
+    expr = "__builtin_coshf(v)";
+  } else if (n.op == "Asinh") {
+    expr = "__builtin_asinhf(v)";
+  } else if (n.op == "Acosh") {
+    expr = "__builtin_acoshf(v)";
+  } else if (n.op == "Atanh") {
+    expr = "__builtin_atanhf(v)";
   } else if (n.op == "Round") {
     expr = "__builtin_nearbyintf(v)";
   } else if (n.op == "Ceil") {

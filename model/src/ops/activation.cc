@@ -1,8 +1,8 @@
 // Elementwise activations and math on float32 and float64: Relu, Sigmoid, LeakyRelu, Clip; Abs,
-// Neg, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Floor, Round, Ceil; Softplus, Softsign, Elu, Selu,
-// HardSigmoid, HardSwish, Gelu; Relu, Clip, Abs and Neg on the integers too. The host evaluates
-// in double and rounds once, as the generated kernels' float math (kernels/elementwise.cc) stays
-// within fp32 tolerance of it.
+// Neg, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Floor, Round, Ceil, Sin, Cos, Tan, Asin, Acos, Atan,
+// Sinh, Cosh, Asinh, Acosh, Atanh; Softplus, Softsign, Elu, Selu, HardSigmoid, HardSwish, Gelu;
+// Relu, Clip, Abs and Neg on the integers too. The host evaluates in double and rounds once, as the
+// generated kernels' float math (kernels/elementwise.cc) stays within fp32 tolerance of it.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -124,6 +124,39 @@ Status EvalErf(OpContext& ctx) {
 Status EvalFloor(OpContext& ctx) {
   return EvalMath(ctx, [](double v) { return std::floor(v); });
 }
+Status EvalSin(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::sin(v); });
+}
+Status EvalCos(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::cos(v); });
+}
+Status EvalTan(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::tan(v); });
+}
+Status EvalAsin(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::asin(v); });
+}
+Status EvalAcos(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::acos(v); });
+}
+Status EvalAtan(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::atan(v); });
+}
+Status EvalSinh(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::sinh(v); });
+}
+Status EvalCosh(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::cosh(v); });
+}
+Status EvalAsinh(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::asinh(v); });
+}
+Status EvalAcosh(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::acosh(v); });
+}
+Status EvalAtanh(OpContext& ctx) {
+  return EvalMath(ctx, [](double v) { return std::atanh(v); });
+}
 // Round: halves to even (the default rounding mode), as ONNX states.
 Status EvalRound(OpContext& ctx) {
   return EvalMath(ctx, [](double v) { return std::nearbyint(v); });
@@ -213,6 +246,17 @@ const OpDef kReciprocal = {"Reciprocal",   {},           1,     1, 1, InferUnary
 const OpDef kTanh = {"Tanh", {}, 1, 1, 1, InferUnary, EvalTanh, ElementFlops, false, 6};
 const OpDef kErf = {"Erf", {}, 1, 1, 1, InferUnary, EvalErf, ElementFlops, false, 9};
 const OpDef kFloor = {"Floor", {}, 1, 1, 1, InferUnary, EvalFloor, ElementFlops, false, 6};
+const OpDef kSin = {"Sin", {}, 1, 1, 1, InferUnary, EvalSin, ElementFlops, false, 7};
+const OpDef kCos = {"Cos", {}, 1, 1, 1, InferUnary, EvalCos, ElementFlops, false, 7};
+const OpDef kTan = {"Tan", {}, 1, 1, 1, InferUnary, EvalTan, ElementFlops, false, 7};
+const OpDef kAsin = {"Asin", {}, 1, 1, 1, InferUnary, EvalAsin, ElementFlops, false, 7};
+const OpDef kAcos = {"Acos", {}, 1, 1, 1, InferUnary, EvalAcos, ElementFlops, false, 7};
+const OpDef kAtan = {"Atan", {}, 1, 1, 1, InferUnary, EvalAtan, ElementFlops, false, 7};
+const OpDef kSinh = {"Sinh", {}, 1, 1, 1, InferUnary, EvalSinh, ElementFlops, false, 9};
+const OpDef kCosh = {"Cosh", {}, 1, 1, 1, InferUnary, EvalCosh, ElementFlops, false, 9};
+const OpDef kAsinh = {"Asinh", {}, 1, 1, 1, InferUnary, EvalAsinh, ElementFlops, false, 9};
+const OpDef kAcosh = {"Acosh", {}, 1, 1, 1, InferUnary, EvalAcosh, ElementFlops, false, 9};
+const OpDef kAtanh = {"Atanh", {}, 1, 1, 1, InferUnary, EvalAtanh, ElementFlops, false, 9};
 const OpDef kRound = {"Round", {}, 1, 1, 1, InferUnary, EvalRound, ElementFlops, false, 11};
 const OpDef kCeil = {"Ceil", {}, 1, 1, 1, InferUnary, EvalCeil, ElementFlops, false, 6};
 const OpDef kSoftplus = {"Softplus", {}, 1, 1, 1, InferUnary, EvalSoftplus, ElementFlops, false, 1};

@@ -15,6 +15,8 @@ extern const OpDef kRelu, kSigmoid, kLeakyRelu, kClip;                      // a
 extern const OpDef kAbs, kNeg, kExp, kLog, kSqrt, kReciprocal;              // activation.cc
 extern const OpDef kTanh, kErf, kFloor, kRound, kCeil, kSoftplus;           // activation.cc
 extern const OpDef kSoftsign, kElu, kSelu, kHardSigmoid;                    // activation.cc
+extern const OpDef kSin, kCos, kTan, kAsin, kAcos, kAtan;                   // activation.cc
+extern const OpDef kSinh, kCosh, kAsinh, kAcosh, kAtanh;                    // activation.cc
 extern const OpDef kHardSwish, kGelu;                                       // activation.cc
 extern const OpDef kAdd, kSub, kMul, kDiv, kSum;                            // binary.cc
 extern const OpDef kPow, kMin, kMax, kMean, kPRelu, kMod;                   // binary.cc
