@@ -40,44 +40,15 @@ Status InferBroadcast(OpContext& ctx) {
   return Status::Ok();
 }
 
-// An input's elements as T (Pow's exponent may be of another type).
+// An input's elements as T (Pow's exponent may be of another type): through Value's own
+// readers, exact for the integers (as int64 bits) and the floats (as double).
 template <typename T>
 std::vector<T> ElementsAs(const Value& v) {
-  std::vector<T> out(static_cast<size_t>(v.elements()));
-  const uint8_t* p = v.data->data();
-  for (size_t i = 0; i < out.size(); ++i) {
-    switch (v.dtype) {
-      case DType::kFloat32:
-        out[i] = static_cast<T>(reinterpret_cast<const float*>(p)[i]);
-        break;
-      case DType::kFloat64:
-        out[i] = static_cast<T>(reinterpret_cast<const double*>(p)[i]);
-        break;
-      case DType::kInt64:
-        out[i] = static_cast<T>(reinterpret_cast<const int64_t*>(p)[i]);
-        break;
-      case DType::kInt32:
-        out[i] = static_cast<T>(reinterpret_cast<const int32_t*>(p)[i]);
-        break;
-      case DType::kInt8:
-        out[i] = static_cast<T>(reinterpret_cast<const int8_t*>(p)[i]);
-        break;
-      case DType::kInt16:
-        out[i] = static_cast<T>(reinterpret_cast<const int16_t*>(p)[i]);
-        break;
-      case DType::kUint16:
-        out[i] = static_cast<T>(reinterpret_cast<const uint16_t*>(p)[i]);
-        break;
-      case DType::kUint32:
-        out[i] = static_cast<T>(reinterpret_cast<const uint32_t*>(p)[i]);
-        break;
-      case DType::kUint64:
-        out[i] = static_cast<T>(reinterpret_cast<const uint64_t*>(p)[i]);
-        break;
-      default:
-        out[i] = static_cast<T>(p[i]);
-        break;
-    }
+  std::vector<T> out;
+  if constexpr (std::is_floating_point_v<T>) {
+    for (double d : v.AsDoubles()) out.push_back(static_cast<T>(d));
+  } else {
+    for (int64_t i : v.AsInts()) out.push_back(static_cast<T>(i));
   }
   return out;
 }
