@@ -215,10 +215,11 @@ install_python_wheelhouse() {
 }
 
 # onnx (writes the test models: scripts/make-model.py), onnxruntime (the reference outputs),
-# openvino (the second baseline of crosstune-bench-model) and numpy, pinned, in a virtual
+# openvino (the second baseline of crosstune-bench-model), numpy and sympy (onnxruntime's
+# transformer optimizer needs it: the com.microsoft model tests), pinned, in a virtual
 # environment of their own. ~300 MB.
 MODEL_VENV=${CROSSTUNE_MODEL_VENV:-/opt/crosstune/model-venv}
-MODEL_PINS=(onnx==1.23.2 onnxruntime==1.32.0 openvino==2026.4.1 numpy==2.3.5)
+MODEL_PINS=(onnx==1.23.2 onnxruntime==1.32.0 openvino==2026.4.1 numpy==2.3.5 sympy==1.14.0)
 install_model_venv() {
   local stamp="$MODEL_VENV/.crosstune-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${MODEL_PINS[*]}" ]; then

@@ -29,6 +29,10 @@ Models:
              Softmax, a GELU written with Erf, residual Adds; outputs "last_hidden_state"
              [batch, seq, hidden] and "pooler_output" [batch, hidden] (the first token, Gemm-free
              MatMul + Tanh). --layers 2, --hidden 128, --heads 4, --seq 32, --vocab 1000.
+  contrib-attention  onnxruntime's com.microsoft operators as its transformer optimizer writes
+             them: Attention (packed Q/K/V weights and bias, --heads, --causal, an int32 key
+             mask: --mask none|lengths|ones|per-query), SkipLayerNormalization (its sum as a second
+             output "sum") and FastGelu; input "x" float32 [--batch, --seq, --hidden], output "y".
   shapes     a reshape whose target comes from Constant, Unsqueeze and Concat, and a
              ConstantOfShape of a Shape: what constant folding must remove.
   dynamic    an input with a symbolic batch dimension ("N"): import needs --shape.
@@ -42,6 +46,9 @@ makes it (quantize_static, QDQ format: uint8 activations, int8 weights; calibrat
 seeded inputs uniform in [-1, 1)); for models whose inputs are float32. --int8 dynamic writes
 the copy quantize_dynamic makes (int8 weights; each MatMul's activations quantized at run time
 by DynamicQuantizeLinear, the products by MatMulInteger), as for transformers.
+--ort-optimize (bert) rewrites the model as onnxruntime's transformer optimizer does: its
+embeddings become com.microsoft's EmbedLayerNormalization, the residual layer norms
+SkipLayerNormalization, the GELUs BiasGelu.
 """
 import argparse
 import os
@@ -399,6 +406,59 @@ MODELS = {
 }
 
 
+def contrib_attention(args):
+    """com.microsoft's Attention (packed Q/K/V weights, a key mask), SkipLayerNormalization and
+    FastGelu, as onnxruntime's transformer optimizer writes them."""
+    b = Builder(args.seed)
+    batch, seq, hidden, heads = args.batch, args.seq, args.hidden, args.heads
+    if hidden % heads:
+        raise SystemExit("make-model.py: --hidden must be a multiple of --heads")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, hidden])
+    inputs = [x]
+    attention_inputs = ["x", b.const("qkv.weight", (b.rng.standard_normal((hidden, 3 * hidden)) *
+                                                   0.1).astype(np.float32)),
+                        b.const("qkv.bias", (b.rng.standard_normal(3 * hidden) * 0.02)
+                                .astype(np.float32))]
+    mask_shape = {"none": None, "lengths": [batch], "ones": [batch, seq],
+                  "per-query": [batch, seq, seq]}[args.mask]
+    if mask_shape:
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, mask_shape))
+        attention_inputs.append("mask")
+    a = b.name("attention")
+    b.nodes.append(helper.make_node("Attention", attention_inputs, [a], name=a,
+                                    domain="com.microsoft", num_heads=heads,
+                                    unidirectional=int(args.causal)))
+    s = b.name("skip_ln")
+    b.nodes.append(helper.make_node(
+        "SkipLayerNormalization",
+        [a, "x", b.const("ln.gamma", (1 + b.rng.standard_normal(hidden) * 0.1).astype(np.float32)),
+         b.const("ln.beta", (b.rng.standard_normal(hidden) * 0.1).astype(np.float32)),
+         b.const("ln.bias", (b.rng.standard_normal(hidden) * 0.1).astype(np.float32))],
+        [s, "", "", "sum"], name=s, domain="com.microsoft", epsilon=1e-5))
+    g = b.name("fast_gelu")
+    b.nodes.append(helper.make_node(
+        "FastGelu", [s, b.const("gelu.bias", (b.rng.standard_normal(hidden) * 0.1)
+                                .astype(np.float32))], ["y"], name=g, domain="com.microsoft"))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, hidden]),
+               helper.make_tensor_value_info("sum", TensorProto.FLOAT, [batch, seq, hidden])]
+    return b, inputs, outputs, 14
+
+
+MODELS["contrib-attention"] = contrib_attention
+
+
+def ort_optimize(path, args):
+    """Rewrites the BERT-style model at `path` as onnxruntime's transformer optimizer does
+    (com.microsoft's EmbedLayerNormalization, SkipLayerNormalization, BiasGelu)."""
+    import logging
+
+    from onnxruntime.transformers import optimizer
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    optimized = optimizer.optimize_model(path, model_type="bert", num_heads=args.heads,
+                                         hidden_size=args.hidden, opt_level=0)
+    optimized.save_model_to_file(path)
+
+
 def to_half(model):
     """float32 weights, graph inputs and outputs to float16, in place."""
     g = model.graph
@@ -469,6 +529,13 @@ def main():
                    help="float16 weights, inputs and outputs (a half-precision export)")
     p.add_argument("--int8", choices=["per-channel", "per-tensor", "dynamic"],
                    help="write the int8 (QDQ) copy onnxruntime's quantizer makes")
+    p.add_argument("--ort-optimize", action="store_true",
+                   help="bert: as onnxruntime's transformer optimizer rewrites it (com.microsoft "
+                        "operators)")
+    p.add_argument("--mask", choices=["none", "lengths", "ones", "per-query"], default="ones",
+                   help="contrib-attention: the key mask (int32 [batch] lengths, [batch, seq] "
+                        "ones and zeros, or [batch, seq, seq])")
+    p.add_argument("--causal", action="store_true", help="contrib-attention: unidirectional")
     args = p.parse_args()
     if args.width == 0:
         args.width = 32 if args.model == "mobilenetv2" else 64
@@ -478,9 +545,11 @@ def main():
     if args.opset:
         opset = onnx.defs.onnx_opset_version() if args.opset == "newest" else int(args.opset)
     graph = helper.make_graph(b.nodes, args.model, inputs, outputs, b.inits)
-    model = helper.make_model(graph,
-                              producer_name="crosstune make-model.py",
-                              opset_imports=[helper.make_opsetid("", opset)])
+    opsets = [helper.make_opsetid("", opset)]
+    if any(n.domain == "com.microsoft" for n in b.nodes):
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    model = helper.make_model(graph, producer_name="crosstune make-model.py",
+                              opset_imports=opsets)
     model.ir_version = 3 if args.model == "old-ir" else 8
     if args.ir:
         model.ir_version = onnx.IR_VERSION if args.ir == "newest" else int(args.ir)
@@ -495,6 +564,8 @@ def main():
         quantize(model, args.out, args.int8, args.seed)
     else:
         onnx.save_model(model, args.out)
+    if args.ort_optimize:
+        ort_optimize(args.out, args)
     params = sum(int(np.prod(t.dims)) for t in b.inits)
     print(f"{args.out}: {args.model}, {len(b.nodes)} nodes, {params} parameters", file=sys.stderr)
 

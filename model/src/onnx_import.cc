@@ -13,6 +13,7 @@
 #include "crosstune/model/ops.h"
 #include "crosstune/numbers.h"
 #include "onnx.pb.h"
+#include "onnx_contrib.h"
 #include "onnx_files.h"
 
 namespace crosstune::model {
@@ -320,6 +321,22 @@ std::vector<Unsupported> CollectUnsupported(const onnx::GraphProto& gp, int opse
     const std::string node = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
     Unsupported u;
     u.op = np.op_type();
+    if (np.domain() == kContribDomain) {
+      const std::vector<std::string>* attrs = ContribAttributes(np.op_type());
+      u.domain = np.domain();
+      if (attrs == nullptr) {
+        u.kind = "operator";
+        note(u, node);
+        continue;
+      }
+      for (const auto& a : np.attribute()) {
+        if (std::find(attrs->begin(), attrs->end(), a.name()) != attrs->end()) continue;
+        u.kind = "attribute";
+        u.attribute = a.name();
+        note(u, node);
+      }
+      continue;
+    }
     if (!np.domain().empty() && np.domain() != "ai.onnx") {
       u.kind = "operator";
       u.domain = np.domain();
@@ -508,6 +525,16 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
   for (const auto& np : gp.node()) read.insert(np.input().begin(), np.input().end());
   for (const auto& out : gp.output()) read.insert(out.name());
   std::set<std::string> node_names;
+  // Infers a node's outputs, checks their sizes, folds it when its inputs are constants, and
+  // appends it.
+  auto add_node = [&](Node& n) -> Status {
+    const std::string where = n.op + " node '" + n.name + "'";
+    CT_RETURN_IF_ERROR(InferNode(g, n));
+    CT_RETURN_IF_ERROR(CheckOutputs(g, n, where, CanFold(g, n), &budget));
+    if (CanFold(g, n)) CT_RETURN_IF_ERROR(EvalNode(g, n));
+    g.nodes.push_back(std::move(n));
+    return Status::Ok();
+  };
   for (int k = 0; k < gp.node_size(); ++k) {
     const onnx::NodeProto& np = gp.node(k);
     Node n;
@@ -515,11 +542,12 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
     while (!node_names.insert(n.name).second) n.name += "_" + std::to_string(k);
     const std::string where = n.op + " node '" + n.name + "'";
-    if (!np.domain().empty() && np.domain() != "ai.onnx") {
+    const bool contrib = np.domain() == kContribDomain;
+    if (!contrib && !np.domain().empty() && np.domain() != "ai.onnx") {
       return Invalid(where + ": domain '" + np.domain() + "' is not supported");
     }
-    const OpDef* def = FindOp(n.op);
-    if (def == nullptr || def->from_passes) {
+    const OpDef* def = contrib ? nullptr : FindOp(n.op);
+    if (!contrib && (def == nullptr || def->from_passes)) {
       return Invalid(where + ": operator " + n.op + " is not supported");
     }
     for (const auto& a : np.attribute()) {
@@ -544,8 +572,13 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     }
     int outs = np.output_size();
     while (outs > 0 && np.output(outs - 1).empty()) --outs;  // optional outputs left out
-    while (outs > def->max_outputs && !read.count(np.output(outs - 1))) --outs;
+    while (!contrib && outs > def->max_outputs && !read.count(np.output(outs - 1))) --outs;
     for (int o = 0; o < outs; ++o) {
+      // A contrib node computes only the optional outputs something reads.
+      if (contrib && o > 0 && !read.count(np.output(o))) {
+        n.outputs.push_back(-1);
+        continue;
+      }
       Value v;
       v.name = np.output(o);
       // An optional output left out before one that is kept: computed, never read, named after
@@ -560,10 +593,21 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
       by_name[name] = id;
       n.outputs.push_back(id);
     }
-    CT_RETURN_IF_ERROR(InferNode(g, n));
-    CT_RETURN_IF_ERROR(CheckOutputs(g, n, where, CanFold(g, n), &budget));
-    if (CanFold(g, n)) CT_RETURN_IF_ERROR(EvalNode(g, n));
-    g.nodes.push_back(std::move(n));
+    if (contrib) {
+      const size_t first = g.nodes.size();
+      CT_RETURN_IF_ERROR(ExpandContrib(g, n, where, add_node));
+      std::set<int> computed;
+      for (size_t m = first; m < g.nodes.size(); ++m) {
+        computed.insert(g.nodes[m].outputs.begin(), g.nodes[m].outputs.end());
+      }
+      for (int id : n.outputs) {
+        if (id >= 0 && !computed.count(id) && !g.values[id].is_const()) {
+          return Invalid(where + ": output '" + g.values[id].name + "' is not supported");
+        }
+      }
+      continue;
+    }
+    CT_RETURN_IF_ERROR(add_node(n));
   }
   for (const auto& out : gp.output()) {
     auto it = by_name.find(out.name());

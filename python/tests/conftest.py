@@ -177,6 +177,14 @@ def bert_model(tmp_root: str) -> ModelFiles:
 
 
 @pytest.fixture(scope="session")
+def bert_ort_model(tmp_root: str) -> ModelFiles:
+    """The encoder as onnxruntime's transformer optimizer rewrites it: com.microsoft's
+    EmbedLayerNormalization, SkipLayerNormalization and BiasGelu."""
+    return ModelFiles(tmp_root, "bert", ["--ort-optimize"], ["--int-high", "input_ids=1000"],
+                      file="bert_ort")
+
+
+@pytest.fixture(scope="session")
 def bert_int8_model(tmp_root: str) -> ModelFiles:
     """Its int8 copy as onnxruntime's quantize_dynamic writes it, and onnxruntime's answer with
     its graph optimizations off: its fused int8 kernels (MatMulIntegerToFloat) round differently

@@ -276,6 +276,38 @@ def test_a_bert_style_encoder_runs_and_matches_onnxruntime(dev: ct.Device,
         np.testing.assert_allclose(got, bert_model.reference(name), rtol=1e-3, atol=1e-4)
 
 
+def test_its_copy_from_onnxruntimes_transformer_optimizer_matches_onnxruntime(
+        dev: ct.Device, bert_ort_model: ModelFiles) -> None:
+    # com.microsoft's EmbedLayerNormalization, SkipLayerNormalization and BiasGelu import as the
+    # Gathers, Adds, LayerNormalization and Gelu they stand for.
+    model = ct.import_onnx(bert_ort_model.onnx)
+    assert model.summary["ops"]["LayerNormalization"] == 5
+    assert model.summary["ops"]["Gelu"] == 2
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        outputs = net(*[bert_ort_model.input(n) for n in BERT_INPUTS])
+    for got, name in zip(outputs, BERT_OUTPUTS):
+        np.testing.assert_allclose(got, bert_ort_model.reference(name), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("mask,causal", [("none", False), ("lengths", True), ("ones", False),
+                                         ("per-query", True)])
+def test_com_microsoft_attention_matches_onnxruntime(dev: ct.Device, tmp_root: str, mask: str,
+                                                     causal: bool) -> None:
+    # The packed Q/K/V weights split into three MatMuls, the int32 key mask added as
+    # onnxruntime adds it (mask_filter_value where a key is not attended), unidirectional as
+    # the causal frontier; then SkipLayerNormalization (and its sum output) and FastGelu.
+    args = ["--mask", mask, "--batch", "2", "--seq", "8", "--hidden", "32", "--heads", "2"]
+    files = ModelFiles(tmp_root, "contrib-attention", args + (["--causal"] if causal else []),
+                       ["--int-high", "mask=9"] if mask == "lengths" else [],
+                       file=f"contrib_attention_{mask}_{int(causal)}")
+    model = ct.import_onnx(files.onnx)
+    assert model.summary["ops"]["Attention"] == 1
+    with dev.load_model(ct.compile(model, device=dev)) as net:
+        outputs = net(*[files.input(i["name"]) for i in model.inputs])
+    for got, name in zip(outputs, ("y", "sum")):
+        np.testing.assert_allclose(got, files.reference(name), rtol=1e-3, atol=1e-4)
+
+
 def test_its_int8_copy_from_onnxruntimes_dynamic_quantizer_matches_onnxruntime(
         dev: ct.Device, bert_int8_model: ModelFiles) -> None:
     # DynamicQuantizeLinear on each MatMul's activations, MatMulInteger, the int32 sums cast to

@@ -397,14 +397,95 @@ TEST(ImportHostileTest, EveryUnsupportedOperatorAndAttributeIsListedAtOnce) {
     m.Node("Det", "d" + std::to_string(i), {"b"}, {"c" + std::to_string(i)});
   }
   HostileModel::Attr(m.Node("Relu", "act", {"x"}, {"r"}), "inplace", onnx::AttributeProto::INT);
-  m.Node("Attention", "att", {"x"}, {"y"})->set_domain("com.microsoft");
+  m.Node("QOrderedMatMul", "qmm", {"x"}, {"y"})->set_domain("com.microsoft");
+  auto* att = m.Node("Attention", "att", {"x"}, {"z"});
+  att->set_domain("com.microsoft");
+  HostileModel::Attr(att, "foo", onnx::AttributeProto::INT)->set_i(1);
   m.Output("y");
   auto g = m.Import();
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(),
-            "not supported (opset 13): attribute 'inplace' of Relu at node 'act'; operator Det at "
-            "4 nodes ('d0', 'd1', 'd2', ...); operator Hardmax at 2 nodes ('e1', 'Hardmax_1'); "
-            "operator Attention of domain 'com.microsoft' at node 'att'");
+            "not supported (opset 13): attribute 'inplace' of Relu at node 'act'; attribute 'foo' "
+            "of Attention of domain 'com.microsoft' at node 'att'; operator Det at 4 nodes ('d0', "
+            "'d1', 'd2', ...); operator Hardmax at 2 nodes ('e1', 'Hardmax_1'); operator "
+            "QOrderedMatMul of domain 'com.microsoft' at node 'qmm'");
+}
+
+// com.microsoft's operators import as the ai.onnx nodes they stand for; what that rewriting does
+// not cover is refused by name, before any kernel is built.
+class ContribRefusals : public ::testing::Test {
+ protected:
+  // x [1,4,8] through com.microsoft's Attention (2 heads) with packed weights "w" [8,24].
+  void SetUp() override {
+    m_.Input("x", {1, 4, 8});
+    std::vector<float> w(8 * 24, 0.5F);
+    m_.Initializer("w", {8, 24})->mutable_float_data()->Add(w.begin(), w.end());
+  }
+  onnx::NodeProto* Attention(std::vector<std::string> inputs, std::vector<std::string> outputs) {
+    auto* n = m_.Node("Attention", "att", std::move(inputs), std::move(outputs));
+    n->set_domain("com.microsoft");
+    HostileModel::Attr(n, "num_heads", onnx::AttributeProto::INT)->set_i(2);
+    return n;
+  }
+  std::string Refusal() {
+    auto g = m_.Import();
+    return g.ok() ? "imported" : g.status().message();
+  }
+  HostileModel m_;
+};
+
+TEST_F(ContribRefusals, AttentionImportsAsMatMulsAndTheOnnxAttention) {
+  Attention({"x", "w"}, {"y"});
+  m_.Output("y");
+  auto g = m_.Import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const GraphStats stats = Stats(*g);
+  EXPECT_EQ(stats.ops.at("MatMul"), 3);
+  EXPECT_EQ(stats.ops.at("Attention"), 1);
+  EXPECT_EQ(g->values[g->outputs[0]].shape, (std::vector<int64_t>{1, 4, 8}));
+}
+
+TEST_F(ContribRefusals, AttentionWithWeightsComputedAtRunTimeIsRefused) {
+  m_.Input("w2", {8, 24});
+  Attention({"x", "w2"}, {"y"});
+  m_.Output("y");
+  EXPECT_EQ(Refusal(),
+            "Attention node 'att': the weights must be a float32 constant [8, q + k + v hidden] "
+            "(a model's initializer)");
+}
+
+TEST_F(ContribRefusals, AttentionWithPastKeysOrAPresentOutputIsRefused) {
+  m_.Input("past", {2, 1, 2, 0, 4});
+  Attention({"x", "w", "", "", "past"}, {"y"});
+  m_.Output("y");
+  EXPECT_EQ(Refusal(), "Attention node 'att': past key/value (inputs 4 and 6) is not supported");
+}
+
+TEST_F(ContribRefusals, AttentionWithAMaskOfAnotherShapeIsRefused) {
+  m_.Input("mask", {1, 1, 4, 4}, onnx::TensorProto::INT32);
+  Attention({"x", "w", "", "mask"}, {"y"});
+  m_.Output("y");
+  EXPECT_EQ(Refusal(),
+            "Attention node 'att': mask_index [1,1,4,4] is not supported ([1] lengths, or ones "
+            "and zeros [1,4] or [1,4,4])");
+}
+
+TEST_F(ContribRefusals, ARequiredInputLeftOutIsRefused) {
+  m_.Node("SkipLayerNormalization", "sln", {"x", ""}, {"y"})->set_domain("com.microsoft");
+  m_.Output("y");
+  EXPECT_EQ(Refusal(), "SkipLayerNormalization node 'sln': input 1 is required (3 are)");
+}
+
+TEST_F(ContribRefusals, TheLayerNormsTrainingStatisticsAreRefusedWhenRead) {
+  std::vector<float> ones(8, 1.0F);
+  m_.Initializer("gamma", {8})->mutable_float_data()->Add(ones.begin(), ones.end());
+  auto* n = m_.Node("SkipLayerNormalization", "sln", {"x", "x", "gamma"}, {"y", "mean"});
+  n->set_domain("com.microsoft");
+  m_.Output("y");
+  m_.Output("mean");
+  EXPECT_EQ(Refusal(),
+            "SkipLayerNormalization node 'sln': outputs 1 and 2 (the mean and inverse standard "
+            "deviation) are not supported; output 3, the sum, is");
 }
 
 TEST_F(HostileFiles, ModelFileThatIsACharacterDeviceIsRefusedByName) {

@@ -199,10 +199,9 @@ Status InferNode(Graph& g, Node& n) {
     return Status(ErrorCode::kInvalidArgument, n.op + " node '" + n.name + "': " + what);
   };
   if (def == nullptr) return fail("operator " + n.op + " is not supported");
-  if (g.opset < def->since_opset || g.opset > def->until_opset) {
-    return fail("opset " + std::to_string(g.opset) + " is not supported for " + n.op + " (" +
-                std::to_string(def->since_opset) + " to " + std::to_string(def->until_opset) + ")");
-  }
+  // The opset range is checked on the file's nodes before import (onnx_import.cc): nodes the
+  // importer writes itself (edge casts, com.microsoft's operators as ai.onnx ones) follow the
+  // newest definitions at any opset.
   for (const auto& [key, attr] : n.attrs) {
     auto spec = std::find_if(def->attributes.begin(), def->attributes.end(),
                              [&key = key](const AttrSpec& a) { return a.name == key; });

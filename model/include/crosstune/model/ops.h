@@ -116,7 +116,8 @@ std::vector<OnnxOperator> OnnxOperators();
 
 // Checks the node against its OpDef (known operator, attribute names and kinds, input and output
 // counts), infers its outputs and checks their shapes (CheckedBytes: rank, no negative dimension,
-// no overflow). Errors name the node, its operator and what is missing.
+// no overflow). Errors name the node, its operator and what is missing. The opset is not checked
+// here: the importer refuses a file's node outside its row's opsets before inferring anything.
 Status InferNode(Graph& g, Node& n);
 // Evaluates a node whose inputs are constants: its outputs become constants.
 Status EvalNode(Graph& g, Node& n);
