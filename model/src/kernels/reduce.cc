@@ -112,8 +112,16 @@ Expected<GeneratedKernel> LayerNorm(const Graph& g, const Node& n, const std::st
     d << "static const long kBiasS[] = "
       << CArray(BroadcastStrides(g.values[n.inputs[2]].shape, norm)) << ";\n";
   }
-  std::string body = std::string(kRowMeanAndVariance) +
-                     "    const float inv = 1.0f / __builtin_sqrtf(var + EPS);\n" +
+  // RMSNormalization: the mean of the squares, nothing subtracted.
+  const bool rms = n.op == "RMSNormalization";
+  const std::string stats_code = rms ? "    const float* x = in0 + it * LEN;\n"
+                                       "    float* y = out0 + it * LEN;\n"
+                                       "    const float mean = 0;\n"
+                                       "    float var = 0;\n"
+                                       "    for (long j = 0; j < LEN; ++j) var += x[j] * x[j];\n"
+                                       "    var /= (float)LEN;\n"
+                                     : kRowMeanAndVariance;
+  std::string body = stats_code + "    const float inv = 1.0f / __builtin_sqrtf(var + EPS);\n" +
                      std::string(stats > 0 ? "    out1[it] = mean;\n" : "") +
                      std::string(stats > 1 ? "    out2[it] = inv;\n" : "") +
                      "    for (long j = 0; j < LEN; ++j) {\n"

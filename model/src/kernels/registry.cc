@@ -106,6 +106,7 @@ const KernelRow kKernels[] = {
     {"ReduceLogSumExp", kernels::Reduce},
     {"ReduceSumSquare", kernels::Reduce},
     {"LayerNormalization", kernels::LayerNorm},
+    {"RMSNormalization", kernels::LayerNorm},
     {"InstanceNormalization", kernels::InstanceNorm},
     {"LRN", kernels::Lrn},
     {"Gemm", kernels::MatrixProduct},

@@ -39,7 +39,7 @@ extern const OpDef kSoftmax, kLogSoftmax;                                   // s
 extern const OpDef kReduceSum, kReduceMean, kReduceMax, kReduceMin;         // reduce.cc
 extern const OpDef kReduceProd, kReduceL1, kReduceL2, kReduceLogSum;        // reduce.cc
 extern const OpDef kReduceLogSumExp, kReduceSumSquare;                      // reduce.cc
-extern const OpDef kLayerNormalization;                                     // reduce.cc
+extern const OpDef kLayerNormalization, kRMSNormalization;                  // reduce.cc
 extern const OpDef kLayoutTransform;                                        // layout_transform.cc
 
 namespace ops {

@@ -149,7 +149,8 @@ double ReduceFlops(const Graph& g, const Node& n) {
 }
 
 // LayerNormalization: Y, and Mean and InvStdDev (outputs 1 and 2, of shape X's up to `axis`
-// and ones after) where they are read. `axis` is written back in [0, rank).
+// and ones after) where they are read. `axis` is written back in [0, rank). RMSNormalization
+// (opset 23) is the same without the mean: Y = X / sqrt(mean(X^2) + epsilon) * scale.
 Status InferLayerNorm(OpContext& ctx) {
   const Value& x = ctx.in(0);
   if (x.dtype != DType::kFloat32) return ctx.Error("only float32 is supported");
@@ -178,6 +179,7 @@ Status InferLayerNorm(OpContext& ctx) {
 }
 
 Status EvalLayerNorm(OpContext& ctx) {
+  const bool rms = ctx.node().op == "RMSNormalization";
   const Value& xv = ctx.in(0);
   const int64_t axis = ctx.node().Int("axis", 0);
   const double eps = ctx.node().Float("epsilon", 1e-5);
@@ -198,8 +200,10 @@ Status EvalLayerNorm(OpContext& ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * len;
     double mean = 0, var = 0;
-    for (int64_t j = 0; j < len; ++j) mean += row[j];
-    mean /= static_cast<double>(len);
+    if (!rms) {
+      for (int64_t j = 0; j < len; ++j) mean += row[j];
+      mean /= static_cast<double>(len);
+    }
     for (int64_t j = 0; j < len; ++j) var += (row[j] - mean) * (row[j] - mean);
     var /= static_cast<double>(len);
     const double inv = 1.0 / std::sqrt(var + eps);
@@ -246,6 +250,17 @@ const OpDef kReduceLogSumExp = {"ReduceLogSumExp", kReduceAttrs, 1,           2,
                                 InferReduce,       EvalReduce,   ReduceFlops, false, 1};
 const OpDef kReduceSumSquare = {"ReduceSumSquare", kReduceAttrs, 1,           2,     1,
                                 InferReduce,       EvalReduce,   ReduceFlops, false, 1};
+const OpDef kRMSNormalization = {
+    "RMSNormalization",
+    {attr::Int("axis"), attr::Float("epsilon"), attr::Int("stash_type")},
+    2,
+    2,
+    1,
+    InferLayerNorm,
+    EvalLayerNorm,
+    LayerNormFlops,
+    false,
+    23};
 const OpDef kLayerNormalization = {
     "LayerNormalization",
     {attr::Int("axis"), attr::Float("epsilon"), attr::Int("stash_type")},

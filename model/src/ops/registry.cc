@@ -86,6 +86,7 @@ const OpDef* const kOps[] = {
     &kReduceLogSumExp,
     &kReduceSumSquare,
     &kLayerNormalization,
+    &kRMSNormalization,
     &kInstanceNormalization,
     &kDropout,
     &kIdentity,
