@@ -116,6 +116,95 @@ TEST_P(KernelTest, GeneratedKernelsComputeWhatTheInterpreterDoes) {
   RecordProperty("parallel_launches", threads.launches());
 }
 
+// Einsum in float32 as exporters write attention (the node tests are float64): QK^T and PV per
+// batch and head, a shared weight, a diagonal, and "..." broadcasting a dimension of 1, each
+// kernel against the interpreter, and the first against a product written out here.
+TEST(EinsumKernelTest, TheAttentionFormsAndBroadcastsComputeWhatTheInterpreterDoes) {
+  struct Case {
+    const char* equation;
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<int64_t> out;
+  };
+  const Case cases[] = {
+      {"bhqd,bhkd->bhqk", {{2, 3, 4, 5}, {2, 3, 6, 5}}, {2, 3, 4, 6}},
+      {"bhqk,bhkd->bhqd", {{2, 3, 4, 6}, {2, 3, 6, 5}}, {2, 3, 4, 5}},
+      {"bsh,hd", {{2, 4, 8}, {8, 3}}, {2, 3, 4}},  // implicit: the letters used once, sorted
+      {"...ii->...i", {{3, 4, 4}}, {3, 4}},
+      {"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}, {2, 5, 3, 2}},
+  };
+  uint32_t seed = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.equation);
+    Graph g;
+    g.opset = 13;
+    Node n;
+    n.op = "Einsum";
+    n.name = "einsum";
+    n.SetString("equation", c.equation);
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      Value v;
+      v.name = "x" + std::to_string(i);
+      v.shape = c.shapes[i];
+      std::vector<float> d(static_cast<size_t>(NumElements(v.shape)));
+      for (float& f : d)
+        f = static_cast<float>((seed = seed * 1103515245 + 12345) >> 16) / 65536.0F - 0.5F;
+      v.data = std::make_shared<std::vector<uint8_t>>(
+          reinterpret_cast<const uint8_t*>(d.data()),
+          reinterpret_cast<const uint8_t*>(d.data() + d.size()));
+      n.inputs.push_back(g.AddValue(std::move(v)));
+    }
+    Value y;
+    y.name = "y";
+    n.outputs = {g.AddValue(y)};
+    ASSERT_TRUE(InferNode(g, n).ok());
+    EXPECT_EQ(g.values[n.outputs[0]].shape, c.out);
+    ASSERT_TRUE(EvalNode(g, n).ok());
+    if (std::string(c.equation) == "bhqd,bhkd->bhqk") {
+      const float* q = g.values[n.inputs[0]].floats();
+      const float* k = g.values[n.inputs[1]].floats();
+      const float* s = g.values[n.outputs[0]].floats();
+      // Element [1, 2, 3, 4]: row 3 of Q's batch 1, head 2 against row 4 of K's.
+      double want = 0;
+      for (int d = 0; d < 5; ++d)
+        want += q[((1 * 3 + 2) * 4 + 3) * 5 + d] * k[((1 * 3 + 2) * 6 + 4) * 5 + d];
+      EXPECT_NEAR(s[((1 * 3 + 2) * 4 + 3) * 6 + 4], want, 1e-5);
+    }
+    auto kernel = GenerateKernel(g, n);
+    ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+    auto lib = Loaded::Compile(*kernel);
+    ASSERT_TRUE(lib.ok()) << lib.status().message() << "\n" << kernel->source;
+    RunAndCheck(g, n, **lib, *kernel, "serial");
+  }
+}
+
+// An Einsum whose equation does not fit its inputs is refused by name.
+TEST(EinsumKernelTest, AnEquationThatDoesNotFitItsInputsIsRefusedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"ij,jk->ik", "Einsum node 'e': dimension 'j' is 3 in one place and 5 in another"},
+      {"ij,kl->x", "Einsum node 'e': output letter 'x' is in no input"},
+      {"ijk,jk->ik", "Einsum node 'e': input 0 'ijk' does not name the 2 dimensions"},
+      {"ij", "Einsum node 'e': the equation 'ij' names 1 inputs, the node has 2"},
+      {"i1,jk", "Einsum node 'e': input 0 has '1', not a letter"},
+  };
+  for (const auto& [equation, message] : cases) {
+    Graph g;
+    g.opset = 13;
+    Value a, b, y;
+    a.name = "a";
+    a.shape = {2, 3};
+    b.name = "b";
+    b.shape = {5, 4};
+    y.name = "y";
+    Node n;
+    n.op = "Einsum";
+    n.name = "e";
+    n.SetString("equation", equation);
+    n.inputs = {g.AddValue(a), g.AddValue(b)};
+    n.outputs = {g.AddValue(y)};
+    EXPECT_EQ(InferNode(g, n).message(), message);
+  }
+}
+
 // Gather's indices may come at run time: one out of range fails the call with a named error,
 // and the kernel serves the next call.
 TEST(GatherKernelTest, AnIndexOutOfRangeAtRunTimeFailsTheCallByName) {

@@ -380,4 +380,60 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
                     body);
 }
 
+// Einsum: each output element the sum, over the summed dimensions, of the inputs' products
+// (ops::PlanEinsum's strides), accumulated in the element type.
+Expected<GeneratedKernel> Einsum(const Graph& g, const Node& n, const std::string& name) {
+  ops::EinsumPlan p;
+  CT_RETURN_IF_ERROR(ops::PlanEinsum(g, n, &p));
+  const size_t k = n.inputs.size();
+  const char* t = CType(g.values[n.outputs[0]].dtype);
+  // C has no empty arrays: each table ends with one unused entry.
+  auto table = [](std::vector<int64_t> v, int64_t pad) {
+    v.push_back(pad);
+    return CArray(v);
+  };
+  std::ostringstream d;
+  d << "#define NOUT " << p.out_dims.size() << "\n#define NSUM " << p.sum_dims.size()
+    << "\n#define SUMS " << NumElements(p.sum_dims) << "L\n#define NIN " << k << "\n"
+    << "static const long kOutDims[] = " << table(p.out_dims, 1) << ";\n"
+    << "static const long kSumDims[] = " << table(p.sum_dims, 1) << ";\n";
+  std::vector<int64_t> out_s, sum_s;
+  for (size_t i = 0; i < k; ++i) {
+    out_s.insert(out_s.end(), p.out_strides[i].begin(), p.out_strides[i].end());
+    sum_s.insert(sum_s.end(), p.sum_strides[i].begin(), p.sum_strides[i].end());
+  }
+  d << "static const long kOutS[] = " << table(out_s, 0) << ";\n"
+    << "static const long kSumS[] = " << table(sum_s, 0) << ";\n";
+  std::string ins = "    const " + std::string(t) + "* in[NIN] = {";
+  for (size_t i = 0; i < k; ++i) ins += (i ? ", in" : "in") + std::to_string(i);
+  const std::string body =
+      ins +
+      "};\n"
+      "    long base[NIN], off[NIN], r = it;\n"
+      "    for (int j = 0; j < NIN; ++j) base[j] = 0;\n"
+      "    for (int d = NOUT - 1; d >= 0; --d) {\n"
+      "      const long i = r % kOutDims[d];\n"
+      "      r /= kOutDims[d];\n"
+      "      for (int j = 0; j < NIN; ++j) base[j] += i * kOutS[j * NOUT + d];\n"
+      "    }\n    " +
+      t +
+      " acc = 0;\n"
+      "    for (long s = 0; s < SUMS; ++s) {\n"
+      "      long q = s;\n"
+      "      for (int j = 0; j < NIN; ++j) off[j] = base[j];\n"
+      "      for (int d = NSUM - 1; d >= 0; --d) {\n"
+      "        const long i = q % kSumDims[d];\n"
+      "        q /= kSumDims[d];\n"
+      "        for (int j = 0; j < NIN; ++j) off[j] += i * kSumS[j * NSUM + d];\n"
+      "      }\n    " +
+      "  " + t +
+      " prod = 1;\n"
+      "      for (int j = 0; j < NIN; ++j) prod *= in[j][off[j]];\n"
+      "      acc += prod;\n"
+      "    }\n"
+      "    out0[it] = acc;";
+  return LoopKernel(name, static_cast<int>(k), 1, NumElements(p.out_dims), d.str(), body,
+                    std::vector<std::string>(k + 1, t));
+}
+
 }  // namespace crosstune::model::kernels

@@ -107,6 +107,7 @@ const KernelRow kKernels[] = {
     {"ReduceSumSquare", kernels::Reduce},
     {"LayerNormalization", kernels::LayerNorm},
     {"RMSNormalization", kernels::LayerNorm},
+    {"Einsum", kernels::Einsum, true},  // float32 and float64 (its Infer)
     {"InstanceNormalization", kernels::InstanceNorm},
     {"LRN", kernels::Lrn},
     {"Gemm", kernels::MatrixProduct},

@@ -28,6 +28,7 @@ extern const OpDef kCast, kCastLike, kSize;                                 // c
 extern const OpDef kSlice;                                                  // slice.cc
 extern const OpDef kGather;                                                 // gather.cc
 extern const OpDef kAttention;                                              // attention.cc
+extern const OpDef kEinsum;                                                 // einsum.cc
 extern const OpDef kResize, kUpsample;                                      // resize.cc
 extern const OpDef kExpand, kTile, kSplit, kPad;                            // expand.cc
 extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // quantize.cc
@@ -110,6 +111,15 @@ AttentionDims AttentionOf(const Graph& g, const Node& n);
 // The attention mask's element strides over the scores' [batch, q heads, q rows, keys] (0 where
 // it broadcasts; its own last dimension always counts).
 std::vector<int64_t> AttentionMaskStrides(const std::vector<int64_t>& mask, const AttentionDims& a);
+
+// An Einsum node's loops (ops/einsum.cc): the output's dimensions and those summed over, and each
+// input's element stride along each of them (0 where it broadcasts; a letter repeated in an
+// input: the sum of its strides, its diagonal).
+struct EinsumPlan {
+  std::vector<int64_t> out_dims, sum_dims;
+  std::vector<std::vector<int64_t>> out_strides, sum_strides;  // [input][dimension]
+};
+Status PlanEinsum(const Graph& g, const Node& n, EinsumPlan* plan);
 
 // One element of type `t` holding `v` (converted as C converts; bool: v != 0), as bytes.
 std::vector<uint8_t> ScalarBytes(DType t, double v);

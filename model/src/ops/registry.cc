@@ -87,6 +87,7 @@ const OpDef* const kOps[] = {
     &kReduceSumSquare,
     &kLayerNormalization,
     &kRMSNormalization,
+    &kEinsum,
     &kInstanceNormalization,
     &kDropout,
     &kIdentity,
