@@ -1,11 +1,14 @@
 #include "crosstune/model/graph.h"
 
+#include <cmath>
 #include <cstring>
 #include <set>
+#include <type_traits>
 
 #include "crosstune/checked_math.h"
 #include "crosstune/model/ops.h"
 #include "crosstune/protocol.h"
+#include "narrow_types.h"
 
 namespace crosstune::model {
 
@@ -18,13 +21,54 @@ struct DTypeRow {
   int bytes;
 };
 const DTypeRow kDTypes[] = {
-    {DType::kFloat32, "float32", 1, 4},  {DType::kUint8, "uint8", 2, 1},
-    {DType::kInt8, "int8", 3, 1},        {DType::kUint16, "uint16", 4, 2},
-    {DType::kInt16, "int16", 5, 2},      {DType::kInt32, "int32", 6, 4},
-    {DType::kInt64, "int64", 7, 8},      {DType::kBool, "bool", 9, 1},
-    {DType::kFloat16, "float16", 10, 2}, {DType::kFloat64, "float64", 11, 8},
-    {DType::kUint32, "uint32", 12, 4},   {DType::kUint64, "uint64", 13, 8},
+    {DType::kFloat32, "float32", 1, 4},
+    {DType::kUint8, "uint8", 2, 1},
+    {DType::kInt8, "int8", 3, 1},
+    {DType::kUint16, "uint16", 4, 2},
+    {DType::kInt16, "int16", 5, 2},
+    {DType::kInt32, "int32", 6, 4},
+    {DType::kInt64, "int64", 7, 8},
+    {DType::kBool, "bool", 9, 1},
+    {DType::kFloat16, "float16", 10, 2},
+    {DType::kFloat64, "float64", 11, 8},
+    {DType::kUint32, "uint32", 12, 4},
+    {DType::kUint64, "uint64", 13, 8},
+    {DType::kBfloat16, "bfloat16", 16, 2},
+    {DType::kFloat8E4M3FN, "float8e4m3fn", 17, 1},
+    {DType::kFloat8E4M3FNUZ, "float8e4m3fnuz", 18, 1},
+    {DType::kFloat8E5M2, "float8e5m2", 19, 1},
+    {DType::kFloat8E5M2FNUZ, "float8e5m2fnuz", 20, 1},
+    {DType::kUint4, "uint4", 21, 1},
+    {DType::kInt4, "int4", 22, 1},
+    {DType::kFloat4E2M1, "float4e2m1", 23, 1},
+    {DType::kUint2, "uint2", 25, 1},
+    {DType::kInt2, "int2", 26, 1},
 };
+
+// The minifloat kind of narrow_types.h, or -1.
+int MiniKind(DType t) {
+  switch (t) {
+    case DType::kFloat8E4M3FN:
+      return 0;
+    case DType::kFloat8E4M3FNUZ:
+      return 1;
+    case DType::kFloat8E5M2:
+      return 2;
+    case DType::kFloat8E5M2FNUZ:
+      return 3;
+    case DType::kFloat4E2M1:
+      return 4;
+    default:
+      return -1;
+  }
+}
+// The bits and signedness of a narrow integer type, or 0 bits.
+int NarrowIntBits(DType t, bool* is_signed) {
+  *is_signed = t == DType::kInt4 || t == DType::kInt2;
+  return t == DType::kInt4 || t == DType::kUint4   ? 4
+         : t == DType::kInt2 || t == DType::kUint2 ? 2
+                                                   : 0;
+}
 
 const DTypeRow& RowOf(DType t) {
   for (const DTypeRow& r : kDTypes) {
@@ -36,6 +80,21 @@ const DTypeRow& RowOf(DType t) {
 }  // namespace
 
 const char* DTypeName(DType t) { return RowOf(t).name; }
+
+bool IsEdgeType(DType t) { return t == DType::kFloat16 || t >= DType::kBfloat16; }
+
+DType WideType(DType t) {
+  switch (t) {
+    case DType::kInt4:
+    case DType::kInt2:
+      return DType::kInt8;
+    case DType::kUint4:
+    case DType::kUint2:
+      return DType::kUint8;
+    default:
+      return IsEdgeType(t) ? DType::kFloat32 : t;
+  }
+}
 
 Expected<DType> DTypeFromOnnx(int32_t code, const std::string& what) {
   for (const DTypeRow& r : kDTypes) {
@@ -173,13 +232,37 @@ R ElementAs(DType t, const uint8_t* p, size_t i) {
     case DType::kUint8:
     case DType::kBool:
       return get(uint8_t{});
+    case DType::kBfloat16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return static_cast<R>(narrow::ct_bf16_to_float(h));
+    }
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat4E2M1: {
+      const float f = narrow::ct_mini_to_float(p[i], MiniKind(t));
+      if constexpr (std::is_integral_v<R>) {
+        if (!std::isfinite(f)) return R{};
+      }
+      return static_cast<R>(f);
+    }
+    case DType::kUint4:
+    case DType::kInt4:
+    case DType::kUint2:
+    case DType::kInt2: {
+      bool is_signed = false;
+      const int bits = NarrowIntBits(t, &is_signed);
+      return static_cast<R>(narrow::ct_narrow_int(p[i], bits, is_signed ? 1 : 0));
+    }
   }
   return R{};
 }
 
 }  // namespace
 
-void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole) {
+void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole, bool saturate) {
   auto put = [&](auto v) { std::memcpy(p + sizeof(v) * i, &v, sizeof(v)); };
   switch (t) {
     case DType::kFloat32:
@@ -218,6 +301,26 @@ void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole) {
     case DType::kBool:
       put(static_cast<uint8_t>(real != 0));
       break;
+    case DType::kBfloat16:
+      put(narrow::ct_float_to_bf16(static_cast<float>(real)));
+      break;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat4E2M1:
+      put(static_cast<uint8_t>(
+          narrow::ct_float_to_mini(static_cast<float>(real), MiniKind(t), saturate ? 1 : 0)));
+      break;
+    case DType::kUint4:
+    case DType::kInt4:
+    case DType::kUint2:
+    case DType::kInt2: {
+      bool is_signed = false;
+      const int bits = NarrowIntBits(t, &is_signed);
+      put(narrow::ct_to_narrow_int(real, bits, is_signed ? 1 : 0));
+      break;
+    }
   }
 }
 

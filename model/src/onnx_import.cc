@@ -93,26 +93,27 @@ Expected<std::string> ReadExternal(const onnx::TensorProto& t, const TensorSourc
   return bytes;
 }
 
-// A float16 tensor as the float32 one the graph computes with (every other type as it is).
-Value WidenHalf(Value v) {
-  if (v.dtype != DType::kFloat16) return v;
-  std::vector<float> f(static_cast<size_t>(v.elements()));
-  for (size_t i = 0; i < f.size(); ++i) {
-    uint16_t h;
-    std::memcpy(&h, v.data->data() + 2 * i, 2);
-    f[i] = HalfToFloat(h);
+// A tensor of an edge type (float16, the narrow types: graph.h) as the one the graph computes
+// with (every other type as it is).
+Value Widen(Value v) {
+  if (!IsEdgeType(v.dtype)) return v;
+  const DType wide = WideType(v.dtype);
+  const bool real = wide == DType::kFloat32;
+  const std::vector<double> d = real ? v.AsDoubles() : std::vector<double>();
+  const std::vector<int64_t> w = real ? std::vector<int64_t>() : v.AsInts();
+  std::vector<uint8_t> bytes(static_cast<size_t>(v.elements() * DTypeBytes(wide)));
+  for (size_t i = 0; i < static_cast<size_t>(v.elements()); ++i) {
+    PutElement(wide, bytes.data(), i, real ? d[i] : 0, real ? 0 : w[i]);
   }
-  v.dtype = DType::kFloat32;
-  v.data = std::make_shared<const std::vector<uint8_t>>(
-      reinterpret_cast<const uint8_t*>(f.data()),
-      reinterpret_cast<const uint8_t*>(f.data() + f.size()));
+  v.dtype = wide;
+  v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   return v;
 }
 
 Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& src);
 
-// A Cast of value `from` to `to` at the graph's edge (a float16 input or output), its output
-// named `name`; returns that output's id.
+// A Cast of value `from` to `to` at the graph's edge (an input or output of an edge type), its
+// output named `name`; returns that output's id.
 Expected<int> AddEdgeCast(Graph& g, int from, DType to, const std::string& name) {
   Node n;
   n.op = "Cast";
@@ -128,14 +129,16 @@ Expected<int> AddEdgeCast(Graph& g, int from, DType to, const std::string& name)
   return out;
 }
 
-// A tensor of the file: float16 widened to float32 (its bytes charged twice: both are held).
+// A tensor of the file: an edge type widened (its wide bytes charged too: both are held).
 Expected<Value> FromTensorProto(const onnx::TensorProto& t, const TensorSource& src) {
   CT_ASSIGN_OR_RETURN(Value v, ReadTensorProto(t, src));
-  if (v.dtype == DType::kFloat16) {
-    CT_RETURN_IF_ERROR(src.budget->Charge("tensor '" + t.name() + "' as float32",
-                                          static_cast<uint64_t>(v.bytes()) * 2));
+  if (IsEdgeType(v.dtype)) {
+    const DType wide = WideType(v.dtype);
+    CT_RETURN_IF_ERROR(src.budget->Charge(
+        "tensor '" + t.name() + "' as " + DTypeName(wide),
+        static_cast<uint64_t>(v.elements()) * static_cast<uint64_t>(DTypeBytes(wide))));
   }
-  return WidenHalf(std::move(v));
+  return Widen(std::move(v));
 }
 
 Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& src) {
@@ -154,15 +157,38 @@ Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& 
     return Invalid(what + " " + ShapeText(v.shape) + " holds " + std::to_string(got) +
                    " values or bytes, not " + std::to_string(n));
   };
+  // The 4- and 2-bit types are packed in the file (the first element in the low bits), one per
+  // byte in the graph.
+  const int bits =
+      v.dtype == DType::kInt4 || v.dtype == DType::kUint4 || v.dtype == DType::kFloat4E2M1 ? 4
+      : v.dtype == DType::kInt2 || v.dtype == DType::kUint2                                ? 2
+                                                                                           : 8;
+  const uint64_t stored = bits == 8 ? want : (static_cast<uint64_t>(n) * bits + 7) / 8;
+  auto unpack = [&](const std::string& packed) {
+    if (bits == 8)
+      return std::make_shared<const std::vector<uint8_t>>(packed.begin(), packed.end());
+    std::vector<uint8_t> out(static_cast<size_t>(n));
+    const int per = 8 / bits;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto byte = static_cast<uint8_t>(packed[static_cast<size_t>(i / per)]);
+      out[static_cast<size_t>(i)] =
+          static_cast<uint8_t>((byte >> (bits * (i % per))) & ((1u << bits) - 1));
+    }
+    return std::make_shared<const std::vector<uint8_t>>(std::move(out));
+  };
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    CT_ASSIGN_OR_RETURN(std::string raw, ReadExternal(t, src, want));
-    v.data = std::make_shared<const std::vector<uint8_t>>(raw.begin(), raw.end());
+    CT_ASSIGN_OR_RETURN(std::string raw, ReadExternal(t, src, stored));
+    v.data = unpack(raw);
     return v;
   }
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != want) return wrong(t.raw_data().size());
-    v.data = std::make_shared<const std::vector<uint8_t>>(t.raw_data().begin(), t.raw_data().end());
+    if (t.raw_data().size() != stored) return wrong(t.raw_data().size());
+    v.data = unpack(t.raw_data());
     return v;
+  }
+  if (bits != 8) {
+    return Invalid(what + ": a " + DTypeName(v.dtype) +
+                   " tensor is read from raw_data or external data only");
   }
   // The typed fields: float_data, double_data, int64_data, uint64_data for uint32 and uint64,
   // and int32_data for the 32-bit and smaller integers, bool and float16's bits. Their counts are
@@ -191,6 +217,16 @@ Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& 
     case DType::kInt16:
     case DType::kUint16:
     case DType::kFloat16:
+    case DType::kBfloat16:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kUint4:
+    case DType::kInt4:
+    case DType::kFloat4E2M1:
+    case DType::kUint2:
+    case DType::kInt2:
       CT_RETURN_IF_ERROR(check(t.int32_data_size()));
       break;
   }
@@ -215,11 +251,21 @@ Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& 
     case DType::kBool:
     case DType::kUint8:
     case DType::kInt8:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kUint4:
+    case DType::kInt4:
+    case DType::kFloat4E2M1:
+    case DType::kUint2:
+    case DType::kInt2:
       for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t.int32_data(i));
       break;
     case DType::kInt16:
     case DType::kUint16:
     case DType::kFloat16:
+    case DType::kBfloat16:
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t v = static_cast<uint16_t>(t.int32_data(i));
         std::memcpy(bytes.data() + 2 * i, &v, 2);
@@ -439,11 +485,17 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
   Budget budget(options.max_model_bytes);
   const TensorSource src{base_dir, options.external_data, &budget};
 
+  // Values widened from an edge type (graph.h): the type they stand for, and for those widened
+  // from a Cast's output, that narrow value.
+  std::map<int, DType> edge_type;
+  std::map<int, int> narrow_of;
   for (const auto& t : gp.initializer()) {
     if (by_name.count(t.name())) return Invalid("initializer '" + t.name() + "' is given twice");
     CT_ASSIGN_OR_RETURN(Value v, FromTensorProto(t, src));
     const std::string name = v.name;
     by_name[name] = g.AddValue(std::move(v));
+    auto file_type = DTypeFromOnnx(t.data_type(), "initializer");
+    if (file_type.ok() && IsEdgeType(*file_type)) edge_type[by_name[name]] = *file_type;
   }
   // --shape names only inputs (checked first: a wrong name explains a dynamic dimension error).
   std::vector<std::string> input_names;
@@ -465,7 +517,7 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
   for (const auto& in : gp.input()) {
     if (by_name.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     if (auto c = options.constants.find(in.name()); c != options.constants.end()) {
-      Value v = WidenHalf(c->second);
+      Value v = Widen(c->second);
       v.name = in.name();
       by_name[in.name()] = g.AddValue(std::move(v));
       continue;
@@ -508,14 +560,16 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
     if (!given.empty()) v.shape = given;
     CT_RETURN_IF_ERROR(
         CheckedBytes("input '" + in.name() + "'", v.shape, v.dtype, budget.limit()).status());
-    const bool half = v.dtype == DType::kFloat16;
+    const DType type = v.dtype;
     const int id = g.AddValue(std::move(v));
     by_name[in.name()] = id;
     g.inputs.push_back(id);
-    if (half) {
-      // The graph computes in float32: a Cast at its edge, which every reader of the input reads.
+    if (IsEdgeType(type)) {
+      // The graph computes in the wide type: a Cast at its edge, which every reader reads.
+      const DType wide = WideType(type);
       CT_ASSIGN_OR_RETURN(by_name[in.name()],
-                          AddEdgeCast(g, id, DType::kFloat32, in.name() + ":float32"));
+                          AddEdgeCast(g, id, wide, in.name() + ":" + DTypeName(wide)));
+      edge_type[by_name[in.name()]] = type;
     }
   }
   // Every value something reads: a node's input or a graph output. An optional output past what
@@ -555,10 +609,6 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
         return Invalid(where + ": attribute '" + a.name() + "' is given twice");
       }
       CT_ASSIGN_OR_RETURN(n.attrs[a.name()], FromAttribute(a, where, src));
-    }
-    // A cast to float16 computes in float32 like the rest of the graph.
-    if (n.op == "Cast" && n.Int("to", 0) == DTypeToOnnx(DType::kFloat16)) {
-      n.SetInt("to", DTypeToOnnx(DType::kFloat32));
     }
     for (const auto& in : np.input()) {
       if (in.empty()) {
@@ -607,17 +657,121 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
       }
       continue;
     }
+    // QuantizeLinear to a narrow integer (its zero point's type, or output_dtype's): the int8 or
+    // uint8 quantization clipped to the narrow type's range; to a narrow float: refused by name.
+    if (n.op == "QuantizeLinear" && !n.outputs.empty()) {
+      DType target = DType::kFloat32;
+      if (n.inputs.size() > 2 && n.inputs[2] >= 0 && edge_type.count(n.inputs[2])) {
+        target = edge_type[n.inputs[2]];
+      } else if (auto t = DTypeFromOnnx(static_cast<int32_t>(n.Int("output_dtype", 1)), "");
+                 t.ok() && IsEdgeType(*t)) {
+        target = *t;
+        n.SetInt("output_dtype", DTypeToOnnx(WideType(target)));
+      }
+      if (IsEdgeType(target) && WideType(target) == DType::kFloat32) {
+        return Invalid(where + ": quantizing to " + DTypeName(target) +
+                       " is not supported (int8, uint8, int4, uint4, int2, uint2)");
+      }
+      if (IsEdgeType(target)) {
+        const DType wide = WideType(target);
+        const bool is_signed = wide == DType::kInt8;
+        const int bits = target == DType::kInt4 || target == DType::kUint4 ? 4 : 2;
+        const int64_t lo = is_signed ? -(1 << (bits - 1)) : 0;
+        const int64_t hi = is_signed ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+        const int out = n.outputs[0];
+        const std::string name = g.values[out].name, node = n.name;
+        g.values[out].name = g.UniqueValueName(name + ":" + DTypeName(wide));
+        CT_RETURN_IF_ERROR(add_node(n));
+        // Min, then Max where the range has a negative end (Clip compiles float32 only).
+        int last = out;
+        for (const auto& [op, bound] : {std::pair<const char*, int64_t>{"Min", hi}, {"Max", lo}}) {
+          if (std::string(op) == "Max" && !is_signed) break;
+          Node clip;
+          clip.op = op;
+          clip.name = node + ":" + (std::string(op) == "Min" ? "clip_high" : "clip_low");
+          const int b = g.AddConstant(g.UniqueValueName(clip.name + ":bound"), wide, {},
+                                      {static_cast<uint8_t>(static_cast<int8_t>(bound))});
+          clip.inputs = {last, b};
+          Value v;
+          v.name = is_signed && std::string(op) == "Min" ? g.UniqueValueName(name + ":high") : name;
+          clip.outputs = {g.AddValue(std::move(v))};
+          last = clip.outputs[0];
+          CT_RETURN_IF_ERROR(add_node(clip));
+        }
+        by_name[name] = last;
+        edge_type[last] = target;
+        continue;
+      }
+    }
+    if (n.op == "DequantizeLinear" && !n.inputs.empty() && edge_type.count(n.inputs[0]) &&
+        WideType(edge_type[n.inputs[0]]) == DType::kFloat32) {
+      return Invalid(where + ": dequantizing " + DTypeName(edge_type[n.inputs[0]]) +
+                     " is not supported (int8, uint8, int32, int4, uint4, int2, uint2)");
+    }
+    // A Cast to float16 computes in float32 like the rest of the graph (as onnxruntime's CPU
+    // kernels do): onnx's float16 tests expect values within float16 of that.
+    if (n.op == "Cast" && n.Int("to", 0) == DTypeToOnnx(DType::kFloat16)) {
+      n.SetInt("to", DTypeToOnnx(DType::kFloat32));
+    }
+    // A Cast (or CastLike) to a narrow type gives that type (its values rounded to the type's),
+    // which the next nodes read widened.
+    if ((n.op == "Cast" || n.op == "CastLike") && !n.outputs.empty()) {
+      DType to = DType::kFloat32;
+      bool edge = false;
+      if (n.op == "Cast") {
+        auto t = DTypeFromOnnx(static_cast<int32_t>(n.Int("to", 0)), where + ": attribute 'to'");
+        edge = t.ok() && IsEdgeType(*t) && *t != DType::kFloat16;
+        if (edge) to = *t;
+      } else if (n.inputs.size() == 2 && n.inputs[1] >= 0) {
+        const int like = n.inputs[1];
+        to = edge_type.count(like) ? edge_type[like] : g.values[like].dtype;
+        edge = IsEdgeType(to) && to != DType::kFloat16;
+        if (edge) {
+          n.op = "Cast";
+          n.SetInt("to", DTypeToOnnx(to));
+          n.inputs.resize(1);
+        }
+      }
+      if (edge) {
+        const int out = n.outputs[0];
+        const std::string name = g.values[out].name;
+        g.values[out].name = g.UniqueValueName(name + ":" + DTypeName(to));
+        CT_RETURN_IF_ERROR(add_node(n));
+        Node widen;
+        widen.op = "Cast";
+        widen.name = n.name + ":widen";
+        widen.SetInt("to", DTypeToOnnx(WideType(to)));
+        widen.inputs = {out};
+        Value v;
+        v.name = name;
+        widen.outputs = {g.AddValue(std::move(v))};
+        by_name[name] = widen.outputs[0];
+        edge_type[widen.outputs[0]] = to;
+        narrow_of[widen.outputs[0]] = out;
+        CT_RETURN_IF_ERROR(add_node(widen));
+        continue;
+      }
+    }
     CT_RETURN_IF_ERROR(add_node(n));
   }
   for (const auto& out : gp.output()) {
     auto it = by_name.find(out.name());
     if (it == by_name.end()) return Invalid("output '" + out.name() + "' is computed by no node");
     int id = it->second;
-    // A float16 output: the float32 value computed, cast at the graph's edge under its name.
-    if (out.type().tensor_type().elem_type() == DTypeToOnnx(DType::kFloat16) &&
-        g.values[id].dtype == DType::kFloat32) {
-      g.values[id].name = out.name() + ":float32";
-      CT_ASSIGN_OR_RETURN(id, AddEdgeCast(g, id, DType::kFloat16, out.name()));
+    // An output of an edge type: the narrow value a Cast gave where there is one, else the wide
+    // value computed, cast at the graph's edge; either under the output's name.
+    auto declared = DTypeFromOnnx(out.type().tensor_type().elem_type(), "output");
+    if (declared.ok() && IsEdgeType(*declared) && g.values[id].dtype != *declared) {
+      const std::string wide_name = out.name() + ":" + DTypeName(g.values[id].dtype);
+      auto source = narrow_of.find(id);
+      if (source != narrow_of.end() && g.values[source->second].dtype == *declared) {
+        g.values[id].name = g.UniqueValueName(wide_name);
+        id = source->second;
+        g.values[id].name = out.name();
+      } else {
+        g.values[id].name = g.UniqueValueName(wide_name);
+        CT_ASSIGN_OR_RETURN(id, AddEdgeCast(g, id, *declared, out.name()));
+      }
     }
     g.outputs.push_back(id);
   }
@@ -688,7 +842,7 @@ Expected<Value> ReadTensorFile(const std::string& path) {
   onnx::TensorProto t;
   if (!t.ParseFromString(bytes)) return Invalid(path + ": not a TensorProto");
   Budget budget(kDefaultMaxModelBytes);
-  auto v = FromTensorProto(t, {FolderOf(path), true, &budget});
+  auto v = ReadTensorProto(t, {FolderOf(path), true, &budget});
   if (!v.ok()) return Status(v.status().code(), path + ": " + v.status().message());
   return v;
 }

@@ -146,6 +146,9 @@ class CrosstuneRep(BackendRep):  # type: ignore[misc, unused-ignore]
             raise _errors.InvalidArgument(
                 f"the model has {len(self._inputs)} inputs ({', '.join(self._inputs)}), "
                 f"got {len(arrays)}")
+        # The narrow types (bfloat16, float8, float4, int4, ...: numpy's ml_dtypes arrays, one
+        # element per byte or two) travel as their bits: crosstune's packages take them as u8/u16.
+        arrays = [_as_bits(a) for a in arrays]
         feed = dict(zip(self._inputs, arrays))
         key = ""
         model = self._model
@@ -163,9 +166,25 @@ class CrosstuneRep(BackendRep):  # type: ignore[misc, unused-ignore]
         outputs = [np.asarray(o) for o in network(**feed)]
         # A bool travels as one byte (crosstune's "bool" is u8): numpy's bool again here.
         for i, o in enumerate(self._model.graph.output[: len(outputs)]):
-            if o.type.tensor_type.elem_type == onnx.TensorProto.BOOL and outputs[i].dtype == np.uint8:
+            elem = o.type.tensor_type.elem_type
+            if elem == onnx.TensorProto.BOOL and outputs[i].dtype == np.uint8:
                 outputs[i] = outputs[i].view(np.bool_)
+            elif elem in _NARROW and outputs[i].dtype in (np.uint8, np.uint16):
+                outputs[i] = outputs[i].view(onnx.helper.tensor_dtype_to_np_dtype(elem))
         return outputs
+
+
+# ONNX's narrow element types, which crosstune's packages take as their bits (graph.h).
+_NARROW = frozenset(getattr(onnx.TensorProto, name) for name in (
+    "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4",
+    "FLOAT4E2M1", "UINT2", "INT2") if hasattr(onnx.TensorProto, name))
+
+
+def _as_bits(array: np.ndarray) -> np.ndarray:
+    """An ml_dtypes array (numpy sees a type of its own, not a builtin one) as its bits."""
+    if array.dtype.isbuiltin != 2 or array.dtype.itemsize not in (1, 2):  # 2: user-defined
+        return array
+    return np.ascontiguousarray(array).view(np.uint8 if array.dtype.itemsize == 1 else np.uint16)
 
 
 class CrosstuneBackend(Backend):  # type: ignore[misc, unused-ignore]

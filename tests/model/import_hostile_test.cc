@@ -411,6 +411,45 @@ TEST(ImportHostileTest, EveryUnsupportedOperatorAndAttributeIsListedAtOnce) {
             "QOrderedMatMul of domain 'com.microsoft' at node 'qmm'");
 }
 
+// The 4- and 2-bit types are packed two or four to a byte in a file: unpacked and widened at
+// import (int4 to int8), a packed size that does not fit refused, and the typed fields (whose
+// packing the file format leaves to each writer) refused by name.
+TEST(ImportHostileTest, PackedNarrowTensorsAreUnpackedOrRefusedByName) {
+  {
+    HostileModel m;
+    m.Initializer("w", {3}, 22 /* INT4 */)->set_raw_data(std::string("\x21\x0f", 2));
+    m.Node("Identity", "id", {"w"}, {"y"});
+    m.Output("y");
+    auto g = m.Import();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    const Value& w = g->values[0];
+    EXPECT_EQ(w.name, "w");
+    EXPECT_EQ(w.dtype, DType::kInt8);
+    EXPECT_EQ(w.AsInts(), (std::vector<int64_t>{1, 2, -1}));
+  }
+  {
+    HostileModel m;
+    m.Initializer("w", {3}, 21 /* UINT4 */)->set_raw_data(std::string("\x21", 1));
+    m.Node("Identity", "id", {"w"}, {"y"});
+    m.Output("y");
+    auto g = m.Import();
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().message(), "tensor 'w' [3] holds 1 values or bytes, not 3");
+  }
+  {
+    HostileModel m;
+    auto* t = m.Initializer("w", {2}, 26 /* INT2 */);
+    t->add_int32_data(1);
+    t->add_int32_data(1);
+    m.Node("Identity", "id", {"w"}, {"y"});
+    m.Output("y");
+    auto g = m.Import();
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().message(),
+              "tensor 'w': a int2 tensor is read from raw_data or external data only");
+  }
+}
+
 // com.microsoft's operators import as the ai.onnx nodes they stand for; what that rewriting does
 // not cover is refused by name, before any kernel is built.
 class ContribRefusals : public ::testing::Test {

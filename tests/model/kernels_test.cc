@@ -116,6 +116,131 @@ TEST_P(KernelTest, GeneratedKernelsComputeWhatTheInterpreterDoes) {
   RecordProperty("parallel_launches", threads.launches());
 }
 
+// The narrow types (narrow_types.h): float32 to each, on the host and in a compiled Cast kernel,
+// gives the codes numpy's ml_dtypes 0.7 gives (its casts do not saturate: saturate=0 here; the
+// 4- and 2-bit integers: truncated, 0 out of range); saturate=1 takes infinities and 1e6 to the
+// largest finite value; and every code of each type decodes the same on both sides and, but for
+// the NaNs, encodes back to itself.
+TEST(NarrowTypesTest, CastsMatchMlDtypesOnTheHostAndInTheKernel) {
+  const std::vector<float> x = {0.3F,  1.7F,   2.5F,     -2.5F, 7.6F, 8.0F,
+                                -9.2F, 100.0F, INFINITY, NAN,   -0.0F};
+  struct Case {
+    DType type;
+    std::vector<int> codes;
+  };
+  const Case cases[] = {
+      {DType::kFloat8E4M3FN, {42, 62, 66, 194, 79, 80, 209, 108, 127, 127, 128}},
+      {DType::kFloat8E4M3FNUZ, {50, 70, 74, 202, 87, 88, 217, 116, 128, 128, 0}},
+      {DType::kFloat8E5M2, {53, 63, 65, 193, 72, 72, 201, 86, 124, 126, 128}},
+      {DType::kFloat8E5M2FNUZ, {57, 67, 69, 197, 76, 76, 205, 90, 128, 128, 0}},
+      {DType::kFloat4E2M1, {1, 3, 4, 12, 7, 7, 15, 7, 7, 8, 8}},
+      {DType::kBfloat16,
+       {16026, 16346, 16416, 49184, 16627, 16640, 49427, 17096, 32640, 32704, 32768}},
+      {DType::kInt4, {0, 1, 2, 14, 7, 0, 0, 0, 0, 0, 0}},
+      {DType::kUint4, {0, 1, 2, 0, 7, 8, 0, 0, 0, 0, 0}},
+      {DType::kInt2, {0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0}},
+      {DType::kUint2, {0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0}},
+  };
+  auto bytes_of = [](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return std::make_shared<std::vector<uint8_t>>(b, b + n);
+  };
+  // One compiled Cast of `in` to `to` (saturate as given), run: the output's codes.
+  auto kernel_cast = [&](const Value& in, DType to, bool saturate) {
+    Graph g;
+    g.opset = 21;
+    Value y;
+    y.name = "y";
+    Node n;
+    n.op = "Cast";
+    n.name = "cast";
+    n.SetInt("to", DTypeToOnnx(to));
+    n.SetInt("saturate", saturate ? 1 : 0);
+    n.inputs = {g.AddValue(in)};
+    n.outputs = {g.AddValue(y)};
+    EXPECT_TRUE(InferNode(g, n).ok());
+    auto k = GenerateKernel(g, n);
+    EXPECT_TRUE(k.ok()) << k.status().message();
+    auto lib = Loaded::Compile(*k);
+    EXPECT_TRUE(lib.ok()) << lib.status().message();
+    Value out = g.values[n.outputs[0]];
+    out.data = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(out.bytes()), 0xAB);
+    std::vector<Value*> args = {&g.values[n.inputs[0]], &out};
+    EXPECT_EQ((*lib)->Call(args), 0);
+    return out;
+  };
+  Value xs;
+  xs.name = "x";
+  xs.shape = {static_cast<int64_t>(x.size())};
+  xs.data = bytes_of(x.data(), x.size() * 4);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(DTypeName(c.type));
+    const int es = DTypeBytes(c.type);
+    std::vector<uint8_t> host(x.size() * es);
+    for (size_t i = 0; i < x.size(); ++i) PutElement(c.type, host.data(), i, x[i], 0, false);
+    const Value got = kernel_cast(xs, c.type, false);
+    for (size_t i = 0; i < x.size(); ++i) {
+      int h = host[i * es], k = (*got.data)[i * es];
+      if (es == 2) {
+        h |= host[i * es + 1] << 8;
+        k |= (*got.data)[i * es + 1] << 8;
+      }
+      EXPECT_EQ(h, c.codes[i]) << "host, " << x[i];
+      EXPECT_EQ(k, c.codes[i]) << "kernel, " << x[i];
+    }
+    // Every code: decoded alike on both sides, and encoded back to itself but for the NaNs.
+    const int64_t codes =
+        es == 2                                                                             ? 65536
+        : c.type == DType::kFloat4E2M1 || c.type == DType::kInt4 || c.type == DType::kUint4 ? 16
+        : c.type == DType::kInt2 || c.type == DType::kUint2                                 ? 4
+                                                                                            : 256;
+    Value all;
+    all.name = "codes";
+    all.dtype = c.type;
+    all.shape = {codes};
+    std::vector<uint8_t> raw(static_cast<size_t>(codes * es));
+    for (int64_t v = 0; v < codes; ++v) {
+      raw[v * es] = static_cast<uint8_t>(v);
+      if (es == 2) raw[v * es + 1] = static_cast<uint8_t>(v >> 8);
+    }
+    all.data = bytes_of(raw.data(), raw.size());
+    const std::vector<double> want = all.AsDoubles();
+    const DType wide = WideType(c.type);
+    const Value back = kernel_cast(all, wide, true);
+    const std::vector<double> kernel = back.AsDoubles();
+    int differ = 0, not_back = 0;
+    for (int64_t v = 0; v < codes; ++v) {
+      if (!(kernel[v] == want[v] || (kernel[v] != kernel[v] && want[v] != want[v]))) ++differ;
+      if (want[v] != want[v]) continue;
+      std::vector<uint8_t> again(es);
+      PutElement(c.type, again.data(), 0, want[v], static_cast<int64_t>(want[v]), false);
+      if (again != std::vector<uint8_t>(raw.begin() + v * es, raw.begin() + (v + 1) * es)) {
+        // -0 of a type without it, and float4's -0, encode as 0x80 / 0x8: only +0 differs.
+        if (want[v] != 0) ++not_back;
+      }
+    }
+    EXPECT_EQ(differ, 0) << "codes the kernel decodes differently from the host";
+    EXPECT_EQ(not_back, 0) << "codes that do not encode back to themselves";
+  }
+  // Saturating (ONNX's default): infinities and 1e6 to the largest finite float8, keeping signs.
+  const std::vector<float> big = {INFINITY, -INFINITY, 1e6F, -1e6F};
+  Value bs;
+  bs.name = "big";
+  bs.shape = {4};
+  bs.data = bytes_of(big.data(), 16);
+  const std::pair<DType, int> largest[] = {{DType::kFloat8E4M3FN, 0x7e},
+                                           {DType::kFloat8E4M3FNUZ, 0x7f},
+                                           {DType::kFloat8E5M2, 0x7b},
+                                           {DType::kFloat8E5M2FNUZ, 0x7f}};
+  for (const auto& [type, code] : largest) {
+    SCOPED_TRACE(DTypeName(type));
+    const Value got = kernel_cast(bs, type, true);
+    EXPECT_EQ(*got.data, (std::vector<uint8_t>{
+                             static_cast<uint8_t>(code), static_cast<uint8_t>(code | 0x80),
+                             static_cast<uint8_t>(code), static_cast<uint8_t>(code | 0x80)}));
+  }
+}
+
 // Einsum in float32 as exporters write attention (the node tests are float64): QK^T and PV per
 // batch and head, a shared weight, a diagonal, and "..." broadcasting a dimension of 1, each
 // kernel against the interpreter, and the first against a product written out here.

@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "kernels/kernels_impl.h"
+#include "narrow_types.h"
 
 namespace crosstune::model::kernels {
 namespace {
@@ -68,19 +69,57 @@ Expected<GeneratedKernel> Cast(const Graph& g, const Node& n, const std::string&
   if (x.dtype == y.dtype) return Copy(g, n, name);
   const int64_t count = y.elements();
   const std::string to = CType(y.dtype);
-  // float16 (at a graph's edge, onnx_import.h) goes through float as its bits.
-  const std::string from = x.dtype == DType::kFloat16 ? "half_to_float(in0[j])" : "in0[j]";
+  // The edge types (onnx_import.h) go through float (the narrow integers through long long) as
+  // their bits, by graph.cc's conversions (narrow_types.h).
+  auto mini = [](DType t) {
+    switch (t) {
+      case DType::kFloat8E4M3FN:
+        return 0;
+      case DType::kFloat8E4M3FNUZ:
+        return 1;
+      case DType::kFloat8E5M2:
+        return 2;
+      case DType::kFloat8E5M2FNUZ:
+        return 3;
+      case DType::kFloat4E2M1:
+        return 4;
+      default:
+        return -1;
+    }
+  };
+  auto narrow_int = [](DType t) {  // "BITS, SIGNED", or empty
+    return t == DType::kInt4    ? std::string("4, 1")
+           : t == DType::kUint4 ? std::string("4, 0")
+           : t == DType::kInt2  ? std::string("2, 1")
+           : t == DType::kUint2 ? std::string("2, 0")
+                                : std::string();
+  };
+  std::string from = "in0[j]";
+  if (x.dtype == DType::kFloat16) from = "half_to_float(in0[j])";
+  if (x.dtype == DType::kBfloat16) from = "ct_bf16_to_float(in0[j])";
+  if (mini(x.dtype) >= 0) from = "ct_mini_to_float(in0[j], " + std::to_string(mini(x.dtype)) + ")";
+  if (!narrow_int(x.dtype).empty()) from = "ct_narrow_int(in0[j], " + narrow_int(x.dtype) + ")";
   std::string conv;
   if (y.dtype == DType::kBool) {
     conv = "(unsigned char)(" + from + " != 0)";
   } else if (y.dtype == DType::kFloat16) {
     conv = "float_to_half((float)" + from + ")";
+  } else if (y.dtype == DType::kBfloat16) {
+    conv = "ct_float_to_bf16((float)" + from + ")";
+  } else if (mini(y.dtype) >= 0) {
+    conv = "(unsigned char)ct_float_to_mini((float)" + from + ", " + std::to_string(mini(y.dtype)) +
+           ", " + std::to_string(n.Int("saturate", 1) != 0 ? 1 : 0) + ")";
+  } else if (!narrow_int(y.dtype).empty()) {
+    conv = "ct_to_narrow_int((double)" + from + ", " + narrow_int(y.dtype) + ")";
   } else {
     conv = "(" + to + ")" + from;
   }
-  const bool half = x.dtype == DType::kFloat16 || y.dtype == DType::kFloat16;
+  std::string defines;
+  if (x.dtype == DType::kFloat16 || y.dtype == DType::kFloat16) defines += kHalfConversions;
+  if (IsEdgeType(x.dtype) || IsEdgeType(y.dtype))
+    defines += std::string(narrow::kNarrowTypesC) + "\n";
   return LoopKernel(
-      name, 1, 1, Chunks(count), half ? kHalfConversions : "",
+      name, 1, 1, Chunks(count), defines,
       ChunkRange(count) + "    for (long j = j0; j < j1; ++j) out0[j] = " + conv + ";",
       {CType(x.dtype), to});
 }

@@ -17,7 +17,7 @@ Status InferUnary(OpContext& ctx) {
   const std::string& op = ctx.node().op;
   const bool integers = op == "Relu" || op == "Clip" || op == "Abs" || op == "Neg";
   if (t != DType::kFloat32 && t != DType::kFloat64 &&
-      !(integers && t != DType::kBool && t != DType::kFloat16)) {
+      !(integers && t != DType::kBool && !IsEdgeType(t))) {
     return ctx.Error(std::string("the element type ") + DTypeName(t) + " is not supported (" +
                      (integers ? "float32, float64 and the integers)" : "float32, float64)"));
   }

@@ -17,7 +17,7 @@ bool IsFloatElement(DType t) { return t == DType::kFloat32 || t == DType::kFloat
 Status InferBroadcast(OpContext& ctx) {
   const DType t = ctx.in(0).dtype;
   const std::string& op = ctx.node().op;
-  if (t == DType::kBool || t == DType::kFloat16 ||
+  if (t == DType::kBool || IsEdgeType(t) ||
       ((op == "Mean" || op == "PRelu") && !IsFloatElement(t))) {
     return ctx.Error(std::string("the element type ") + DTypeName(t) + " is not supported (" +
                      (op == "Mean" || op == "PRelu" ? "float32, float64)"

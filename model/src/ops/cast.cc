@@ -1,5 +1,6 @@
-// Cast and CastLike between the element types the importer takes (float32, float64, int64,
-// int32, int8, uint8, bool; float to integer truncates toward zero, anything to bool is "not
+// Cast and CastLike between the element types the importer takes (float32, float64, the integers,
+// bool and the edge types: float16, bfloat16, float8, float4 and the 4- and 2-bit integers, as
+// narrow_types.h converts them; float to integer truncates toward zero, anything to bool is "not
 // zero"), and Size (a tensor's element count, known from its shape). A Cast of a constant folds;
 // one left to compile is a generated kernel of its two element types (kernels/elementwise.cc).
 #include <cstring>
@@ -12,7 +13,11 @@ namespace {
 Status InferCast(OpContext& ctx) {
   auto to = DTypeFromOnnx(static_cast<int32_t>(ctx.node().Int("to", 0)), "attribute 'to'");
   if (!to.ok()) return ctx.Error(to.status().message());
-  ctx.node().attrs.erase("saturate");  // float8 only
+  // saturate matters to the float8 types only (narrow_types.h); 1 by default.
+  if (!IsEdgeType(*to) || WideType(*to) != DType::kFloat32 || *to == DType::kFloat16 ||
+      *to == DType::kBfloat16 || ctx.node().Int("saturate", 1) != 0) {
+    ctx.node().attrs.erase("saturate");
+  }
   ctx.SetOutput(0, *to, ctx.in(0).shape);
   return Status::Ok();
 }
@@ -30,7 +35,7 @@ Status InferCastLike(OpContext& ctx) {
 }
 
 bool IsFloat(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat64 || WideType(t) == DType::kFloat32;
 }
 
 Status EvalCast(OpContext& ctx) {
@@ -40,10 +45,13 @@ Status EvalCast(OpContext& ctx) {
   const bool f = IsFloat(x.dtype);
   const std::vector<double> d = f ? x.AsDoubles() : std::vector<double>();
   const std::vector<int64_t> n = f ? std::vector<int64_t>() : x.AsInts();
+  const bool saturate = ctx.node().Int("saturate", 1) != 0;
   std::vector<uint8_t>& y = ctx.OutBytes(0);
   for (int64_t i = 0; i < x.elements(); ++i) {
+    // A float that no int64 holds (NaN, infinities, past 2^63) converts as 0 to an integer.
+    const bool whole_ok = !f || (d[i] > -9.2e18 && d[i] < 9.2e18);
     PutElement(to, y.data(), static_cast<size_t>(i), f ? d[i] : static_cast<double>(n[i]),
-               f ? static_cast<int64_t>(d[i]) : n[i]);
+               f ? (whole_ok ? static_cast<int64_t>(d[i]) : 0) : n[i], saturate);
   }
   return Status::Ok();
 }

@@ -23,9 +23,12 @@
 
 namespace crosstune::model {
 
-// Element types. float16 is a boundary type: the importer converts float16 weights and constants
-// to float32 and casts float16 inputs and outputs at the graph's edge (onnx_import.h), so inside
-// a graph float16 appears only on those Cast nodes.
+// Element types. float16 and the narrow types after it (bfloat16, float8, float4, the 4- and 2-bit
+// integers) are edge types: the importer widens their weights and constants (to float32, or int8
+// and uint8 for the narrow integers), casts inputs and outputs of them at the graph's edge and
+// widens what a Cast to one of them gives (onnx_import.h), so inside a graph they appear only on
+// Cast nodes. The narrow types hold one element per byte (bfloat16: two), their bit pattern in
+// the low bits, in a package as uint8 (uint16).
 enum class DType : uint8_t {
   kFloat32,
   kInt64,
@@ -39,7 +42,20 @@ enum class DType : uint8_t {
   kUint16,
   kUint32,
   kUint64,
+  kBfloat16,
+  kFloat8E4M3FN,
+  kFloat8E4M3FNUZ,
+  kFloat8E5M2,
+  kFloat8E5M2FNUZ,
+  kUint4,
+  kInt4,
+  kFloat4E2M1,
+  kUint2,
+  kInt2,
 };
+// float16 and the narrow types (above), and the type a graph computes them in.
+bool IsEdgeType(DType t);
+DType WideType(DType t);
 // "float32", "int64", ... (TVM's dltype names).
 const char* DTypeName(DType t);
 int DTypeBytes(DType t);
@@ -52,8 +68,10 @@ int32_t DTypeToOnnx(DType t);
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 // Writes element i of bytes `p` as type `t`: the integer types from `whole` (as C converts), the
-// float types from `real`, bool as whether `real` is nonzero.
-void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole);
+// float types from `real`, bool as whether `real` is nonzero; the narrow types as Cast converts
+// (narrow_types.h: float8 saturating unless `saturate` is false; the 4- and 2-bit integers from
+// `real`).
+void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole, bool saturate = true);
 
 // The product of the dimensions (checked_math.h); -1 for a shape no check below would pass (a
 // negative dimension, or a product past 2^62), which every value has passed after import.

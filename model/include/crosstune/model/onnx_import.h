@@ -84,7 +84,9 @@ Expected<std::vector<std::string>> OnnxInputNames(const std::string& path);
 Expected<std::map<std::string, std::vector<int64_t>>> ParseShapeFlags(
     const std::vector<std::string>& flags);
 
-// A serialized TensorProto file (the ONNX test data's input_0.pb / output_0.pb) as a constant.
+// A serialized TensorProto file (the ONNX test data's input_0.pb / output_0.pb) as a constant of
+// the file's own element type (an edge type such as float16 or bfloat16 is not widened: it is what
+// a graph input of that type takes and a graph output of it gives).
 Expected<Value> ReadTensorFile(const std::string& path);
 
 }  // namespace crosstune::model
