@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <set>
 
 #include "crosstune/model/ops.h"
 #include "crosstune/model/passes.h"
@@ -238,6 +240,67 @@ TEST(NarrowTypesTest, CastsMatchMlDtypesOnTheHostAndInTheKernel) {
     EXPECT_EQ(*got.data, (std::vector<uint8_t>{
                              static_cast<uint8_t>(code), static_cast<uint8_t>(code | 0x80),
                              static_cast<uint8_t>(code), static_cast<uint8_t>(code | 0x80)}));
+  }
+}
+
+// QLinearConv and ConvInteger beyond the node tests' per-tensor cases: int8 data, a weight
+// zero point and scale per output channel, two groups, stride 2, pads and a bias; the kernel
+// against the host evaluation, element for element.
+TEST(QuantConvKernelTest, PerChannelGroupedStridedConvsComputeWhatTheInterpreterDoes) {
+  for (const char* op : {"QLinearConv", "ConvInteger"}) {
+    SCOPED_TRACE(op);
+    Graph g;
+    g.opset = 13;
+    uint32_t seed = 7;
+    auto next = [&seed] { return (seed = seed * 1103515245 + 12345) >> 16; };
+    auto tensor = [&](const char* name, DType t, std::vector<int64_t> shape,
+                      std::function<double()> value) {
+      Value v;
+      v.name = name;
+      v.dtype = t;
+      v.shape = std::move(shape);
+      std::vector<uint8_t> bytes(static_cast<size_t>(v.bytes()));
+      for (int64_t i = 0; i < v.elements(); ++i) {
+        const double d = value();
+        PutElement(t, bytes.data(), static_cast<size_t>(i), d, static_cast<int64_t>(d));
+      }
+      v.data = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+      return g.AddValue(std::move(v));
+    };
+    auto int8 = [&] { return static_cast<double>(static_cast<int>(next() % 256) - 128); };
+    const int x = tensor("x", DType::kInt8, {1, 4, 9, 7}, int8);
+    const int w = tensor("w", DType::kInt8, {6, 2, 3, 3}, int8);
+    const int xz = tensor("xz", DType::kInt8, {}, [] { return 3.0; });
+    const int wz = tensor("wz", DType::kInt8, {6}, [&] { return double(next() % 7) - 3; });
+    Node n;
+    n.op = op;
+    n.name = "qconv";
+    if (std::string(op) == "QLinearConv") {
+      const int xs = tensor("xs", DType::kFloat32, {}, [] { return 0.02; });
+      const int ws = tensor("ws", DType::kFloat32, {6}, [&] { return 0.001 * (1 + next() % 9); });
+      const int ys = tensor("ys", DType::kFloat32, {}, [] { return 0.05; });
+      const int yz = tensor("yz", DType::kUint8, {}, [] { return 128.0; });
+      const int b = tensor("b", DType::kInt32, {6}, [&] { return double(next() % 2001) - 1000; });
+      n.inputs = {x, xs, xz, w, ws, wz, ys, yz, b};
+    } else {
+      n.inputs = {x, w, xz, wz};
+    }
+    n.SetInt("group", 2);
+    n.SetInts("strides", {2, 2});
+    n.SetInts("pads", {1, 0, 1, 1});
+    Value y;
+    y.name = "y";
+    n.outputs = {g.AddValue(y)};
+    ASSERT_TRUE(InferNode(g, n).ok()) << InferNode(g, n).message();
+    EXPECT_EQ(g.values[n.outputs[0]].shape, (std::vector<int64_t>{1, 6, 5, 3}));
+    ASSERT_TRUE(EvalNode(g, n).ok());
+    const std::vector<int64_t> host = g.values[n.outputs[0]].AsInts();
+    EXPECT_GT(std::set<int64_t>(host.begin(), host.end()).size(), 10U) << "a varied output";
+    auto k = GenerateKernel(g, n);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    auto lib = Loaded::Compile(*k);
+    ASSERT_TRUE(lib.ok()) << lib.status().message() << "\n" << k->source;
+    RunAndCheck(g, n, **lib, *k, "serial");
   }
 }
 

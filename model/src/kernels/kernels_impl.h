@@ -38,6 +38,7 @@ Expected<GeneratedKernel> Lrn(const Graph&, const Node&, const std::string&);   
 Expected<GeneratedKernel> MatrixProduct(const Graph&, const Node&, const std::string&);  // math.cc
 Expected<GeneratedKernel> Attention(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> Einsum(const Graph&, const Node&, const std::string&);         // math.cc
+Expected<GeneratedKernel> QuantConv(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> ConvTranspose(const Graph&, const Node&,
                                         const std::string&);                          // math.cc
 Expected<GeneratedKernel> DirectConv(const Graph&, const Node&, const std::string&);  // math.cc

@@ -1,6 +1,8 @@
 // Generated kernels with arithmetic beyond one element: Softmax and LogSoftmax, LRN, a generic Gemm
 // and MatMul (those the dense template does not take), and a direct convolution for the convs no
 // template takes (groups, dilation, uneven pads or strides, a depthwise conv without relu).
+#include <map>
+
 #include "../ops/op_defs.h"
 #include "kernels/kernels_impl.h"
 
@@ -434,6 +436,74 @@ Expected<GeneratedKernel> Einsum(const Graph& g, const Node& n, const std::strin
       "    out0[it] = acc;";
   return LoopKernel(name, static_cast<int>(k), 1, NumElements(p.out_dims), d.str(), body,
                     std::vector<std::string>(k + 1, t));
+}
+
+// ConvInteger and QLinearConv (ops/conv_integer.cc): items are (batch, output channel, output
+// row); the products accumulate in int32, QLinearConv's requantized as the host evaluation does.
+Expected<GeneratedKernel> QuantConv(const Graph& g, const Node& n, const std::string& name) {
+  const ops::QuantConvInputs q = ops::QuantConvOf(n);
+  const auto& x = g.values[q.x].shape;
+  const auto& wt = g.values[q.w].shape;
+  const auto& y = g.values[n.outputs[0]].shape;
+  const ops::Window w = ops::WindowOf(n, y);
+  const int64_t k = wt[0];
+  // The kernel's arguments are the present inputs in order: each role's `inN`.
+  std::vector<std::string> types;
+  std::map<int, std::string> arg;  // value id -> "inN"
+  for (int id : n.inputs) {
+    if (id < 0) continue;
+    arg[id] = "in" + std::to_string(types.size());
+    types.push_back(CType(g.values[id].dtype));
+  }
+  const int inputs = static_cast<int>(types.size());
+  types.push_back(CType(g.values[n.outputs[0]].dtype));
+  auto scalar_or = [&](int id, const std::string& fallback, bool per_channel) {
+    if (id < 0) return fallback;
+    const bool many = per_channel && g.values[id].elements() > 1;
+    return "(double)" + arg[id] + (many ? "[oc]" : "[0]");
+  };
+  std::ostringstream d;
+  d << "#define C " << x[1] << "L\n#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define K "
+    << k << "L\n#define CG " << wt[1] << "L\n#define KG " << k / n.Int("group", 1)
+    << "L\n#define OH " << w.oh << "L\n#define OW " << w.ow << "L\n#define KH " << w.kh
+    << "L\n#define KW " << w.kw << "L\n#define SH " << w.sh << "L\n#define SW " << w.sw
+    << "L\n#define DH " << w.dh << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt
+    << "L\n#define PL " << w.pl << "L\n";
+  std::string body =
+      "    const long oy = it % OH, oc = it / OH % K, b = it / (OH * K), grp = oc / KG;\n"
+      "    const int xz = (int)" +
+      scalar_or(q.x_zero, "0", false) + ", wz = (int)" + scalar_or(q.w_zero, "0", true) +
+      ";\n"
+      "    for (long ox = 0; ox < OW; ++ox) {\n"
+      "      int acc = 0;\n"
+      "      for (long ic = 0; ic < CG; ++ic)\n"
+      "        for (long r = 0; r < KH; ++r) {\n"
+      "          const long iy = oy * SH - PT + r * DH;\n"
+      "          if (iy < 0 || iy >= H) continue;\n"
+      "          for (long s = 0; s < KW; ++s) {\n"
+      "            const long ix = ox * SW - PL + s * DW;\n"
+      "            if (ix < 0 || ix >= W) continue;\n"
+      "            acc += ((int)" +
+      arg[q.x] + "[((b * C + grp * CG + ic) * H + iy) * W + ix] - xz) * ((int)" + arg[q.w] +
+      "[((oc * CG + ic) * KH + r) * KW + s] - wz);\n"
+      "          }\n        }\n"
+      "      const long o = ((b * K + oc) * OH + oy) * OW + ox;\n";
+  if (n.op == "ConvInteger") {
+    body += "      out0[o] = acc;\n    }";
+  } else {
+    const bool s8 = g.values[n.outputs[0]].dtype == DType::kInt8;
+    body += "      const float mult = (float)" + scalar_or(q.x_scale, "1", false) + " * (float)" +
+            scalar_or(q.w_scale, "1", true) + " / (float)" + scalar_or(q.y_scale, "1", false) +
+            ";\n"
+            "      double v = (double)(acc + (int)" +
+            scalar_or(q.bias, "0", true) + ") * (double)mult + " + scalar_or(q.y_zero, "0", false) +
+            ";\n      v = v < " +
+            (s8 ? "-128.0 ? -128.0 : v > 127.0 ? 127.0" : "0.0 ? 0.0 : v > 255.0 ? 255.0") +
+            " : v;\n"
+            "      out0[o] = (" +
+            types.back() + ")__builtin_nearbyint(v);\n    }";
+  }
+  return LoopKernel(name, inputs, 1, x[0] * k * w.oh, d.str(), body, types);
 }
 
 }  // namespace crosstune::model::kernels

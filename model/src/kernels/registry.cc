@@ -107,7 +107,9 @@ const KernelRow kKernels[] = {
     {"ReduceSumSquare", kernels::Reduce},
     {"LayerNormalization", kernels::LayerNorm},
     {"RMSNormalization", kernels::LayerNorm},
-    {"Einsum", kernels::Einsum, true},  // float32 and float64 (its Infer)
+    {"Einsum", kernels::Einsum, true},
+    {"ConvInteger", kernels::QuantConv, true},
+    {"QLinearConv", kernels::QuantConv, true},  // float32 and float64 (its Infer)
     {"InstanceNormalization", kernels::InstanceNorm},
     {"LRN", kernels::Lrn},
     {"Gemm", kernels::MatrixProduct},

@@ -29,6 +29,7 @@ extern const OpDef kSlice;                                                  // s
 extern const OpDef kGather;                                                 // gather.cc
 extern const OpDef kAttention;                                              // attention.cc
 extern const OpDef kEinsum;                                                 // einsum.cc
+extern const OpDef kConvInteger, kQLinearConv;                              // conv_integer.cc
 extern const OpDef kResize, kUpsample;                                      // resize.cc
 extern const OpDef kExpand, kTile, kSplit, kPad;                            // expand.cc
 extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // quantize.cc
@@ -120,6 +121,13 @@ struct EinsumPlan {
   std::vector<std::vector<int64_t>> out_strides, sum_strides;  // [input][dimension]
 };
 Status PlanEinsum(const Graph& g, const Node& n, EinsumPlan* plan);
+
+// The inputs of a ConvInteger or QLinearConv node by role (value ids; -1: absent).
+struct QuantConvInputs {
+  int x = -1, w = -1, x_zero = -1, w_zero = -1, x_scale = -1, w_scale = -1, y_scale = -1,
+      y_zero = -1, bias = -1;
+};
+QuantConvInputs QuantConvOf(const Node& n);
 
 // One element of type `t` holding `v` (converted as C converts; bool: v != 0), as bytes.
 std::vector<uint8_t> ScalarBytes(DType t, double v);

@@ -88,6 +88,8 @@ const OpDef* const kOps[] = {
     &kLayerNormalization,
     &kRMSNormalization,
     &kEinsum,
+    &kConvInteger,
+    &kQLinearConv,
     &kInstanceNormalization,
     &kDropout,
     &kIdentity,
