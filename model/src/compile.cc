@@ -65,18 +65,8 @@ DLDataType DLTypeOf(DType t) {
       return {kDLUInt, 32, 1};
     case DType::kUint64:
       return {kDLUInt, 64, 1};
-    case DType::kBfloat16:  // the narrow types travel as their bits (graph.h)
-      return {kDLUInt, 16, 1};
-    case DType::kFloat8E4M3FN:
-    case DType::kFloat8E4M3FNUZ:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E5M2FNUZ:
-    case DType::kUint4:
-    case DType::kInt4:
-    case DType::kFloat4E2M1:
-    case DType::kUint2:
-    case DType::kInt2:
-      return {kDLUInt, 8, 1};
+    default:  // the narrow types travel as their bits (graph.h)
+      return {kDLUInt, static_cast<uint8_t>(8 * DTypeBytes(t)), 1};
   }
   return {kDLFloat, 32, 1};
 }

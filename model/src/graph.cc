@@ -45,31 +45,6 @@ const DTypeRow kDTypes[] = {
     {DType::kInt2, "int2", 26, 1},
 };
 
-// The minifloat kind of narrow_types.h, or -1.
-int MiniKind(DType t) {
-  switch (t) {
-    case DType::kFloat8E4M3FN:
-      return 0;
-    case DType::kFloat8E4M3FNUZ:
-      return 1;
-    case DType::kFloat8E5M2:
-      return 2;
-    case DType::kFloat8E5M2FNUZ:
-      return 3;
-    case DType::kFloat4E2M1:
-      return 4;
-    default:
-      return -1;
-  }
-}
-// The bits and signedness of a narrow integer type, or 0 bits.
-int NarrowIntBits(DType t, bool* is_signed) {
-  *is_signed = t == DType::kInt4 || t == DType::kInt2;
-  return t == DType::kInt4 || t == DType::kUint4   ? 4
-         : t == DType::kInt2 || t == DType::kUint2 ? 2
-                                                   : 0;
-}
-
 const DTypeRow& RowOf(DType t) {
   for (const DTypeRow& r : kDTypes) {
     if (r.type == t) return r;
@@ -82,6 +57,8 @@ const DTypeRow& RowOf(DType t) {
 const char* DTypeName(DType t) { return RowOf(t).name; }
 
 bool IsEdgeType(DType t) { return t == DType::kFloat16 || t >= DType::kBfloat16; }
+
+bool IsNarrowType(DType t) { return t >= DType::kBfloat16; }
 
 DType WideType(DType t) {
   switch (t) {
@@ -242,7 +219,7 @@ R ElementAs(DType t, const uint8_t* p, size_t i) {
     case DType::kFloat8E5M2:
     case DType::kFloat8E5M2FNUZ:
     case DType::kFloat4E2M1: {
-      const float f = narrow::ct_mini_to_float(p[i], MiniKind(t));
+      const float f = narrow::ct_mini_to_float(p[i], narrow::MiniKind(t));
       if constexpr (std::is_integral_v<R>) {
         if (!std::isfinite(f)) return R{};
       }
@@ -253,7 +230,7 @@ R ElementAs(DType t, const uint8_t* p, size_t i) {
     case DType::kUint2:
     case DType::kInt2: {
       bool is_signed = false;
-      const int bits = NarrowIntBits(t, &is_signed);
+      const int bits = narrow::NarrowIntBits(t, &is_signed);
       return static_cast<R>(narrow::ct_narrow_int(p[i], bits, is_signed ? 1 : 0));
     }
   }
@@ -309,15 +286,15 @@ void PutElement(DType t, uint8_t* p, size_t i, double real, int64_t whole, bool 
     case DType::kFloat8E5M2:
     case DType::kFloat8E5M2FNUZ:
     case DType::kFloat4E2M1:
-      put(static_cast<uint8_t>(
-          narrow::ct_float_to_mini(static_cast<float>(real), MiniKind(t), saturate ? 1 : 0)));
+      put(static_cast<uint8_t>(narrow::ct_float_to_mini(static_cast<float>(real),
+                                                        narrow::MiniKind(t), saturate ? 1 : 0)));
       break;
     case DType::kUint4:
     case DType::kInt4:
     case DType::kUint2:
     case DType::kInt2: {
       bool is_signed = false;
-      const int bits = NarrowIntBits(t, &is_signed);
+      const int bits = narrow::NarrowIntBits(t, &is_signed);
       put(narrow::ct_to_narrow_int(real, bits, is_signed ? 1 : 0));
       break;
     }

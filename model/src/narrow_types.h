@@ -12,6 +12,8 @@
 // outside the type's range gives 0, as the onnx release's reference computes it.
 #pragma once
 
+#include "crosstune/model/graph.h"
+
 // Kinds of the minifloats: 0 float8e4m3fn, 1 float8e4m3fnuz, 2 float8e5m2, 3 float8e5m2fnuz,
 // 4 float4e2m1.
 #define CT_NARROW_TYPES(...) \
@@ -131,5 +133,31 @@ CT_NARROW_TYPES(
       if (!(x > lo - 1.0 && x < hi + 1.0)) return 0;
       return (unsigned char)((unsigned)(long long)x & ((1u << nbits) - 1));
     })
+
+// The minifloat kind (above) of a DType, or -1.
+inline int MiniKind(DType t) {
+  switch (t) {
+    case DType::kFloat8E4M3FN:
+      return 0;
+    case DType::kFloat8E4M3FNUZ:
+      return 1;
+    case DType::kFloat8E5M2:
+      return 2;
+    case DType::kFloat8E5M2FNUZ:
+      return 3;
+    case DType::kFloat4E2M1:
+      return 4;
+    default:
+      return -1;
+  }
+}
+
+// The bits of a narrow integer type (4 or 2; 0 for any other) and whether it is signed.
+inline int NarrowIntBits(DType t, bool* is_signed) {
+  *is_signed = t == DType::kInt4 || t == DType::kInt2;
+  return t == DType::kInt4 || t == DType::kUint4   ? 4
+         : t == DType::kInt2 || t == DType::kUint2 ? 2
+                                                   : 0;
+}
 
 }  // namespace crosstune::model::narrow

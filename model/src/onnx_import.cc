@@ -217,16 +217,7 @@ Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& 
     case DType::kInt16:
     case DType::kUint16:
     case DType::kFloat16:
-    case DType::kBfloat16:
-    case DType::kFloat8E4M3FN:
-    case DType::kFloat8E4M3FNUZ:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E5M2FNUZ:
-    case DType::kUint4:
-    case DType::kInt4:
-    case DType::kFloat4E2M1:
-    case DType::kUint2:
-    case DType::kInt2:
+    default:  // the narrow types: one element per entry
       CT_RETURN_IF_ERROR(check(t.int32_data_size()));
       break;
   }
@@ -251,21 +242,17 @@ Expected<Value> ReadTensorProto(const onnx::TensorProto& t, const TensorSource& 
     case DType::kBool:
     case DType::kUint8:
     case DType::kInt8:
-    case DType::kFloat8E4M3FN:
-    case DType::kFloat8E4M3FNUZ:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E5M2FNUZ:
-    case DType::kUint4:
-    case DType::kInt4:
-    case DType::kFloat4E2M1:
-    case DType::kUint2:
-    case DType::kInt2:
       for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t.int32_data(i));
       break;
+    default:  // the narrow types: bfloat16 as float16 below, the 8-bit ones as uint8 above
+      if (DTypeBytes(v.dtype) == 1) {
+        for (int64_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(t.int32_data(i));
+        break;
+      }
+      [[fallthrough]];
     case DType::kInt16:
     case DType::kUint16:
     case DType::kFloat16:
-    case DType::kBfloat16:
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t v = static_cast<uint16_t>(t.int32_data(i));
         std::memcpy(bytes.data() + 2 * i, &v, 2);
@@ -720,12 +707,12 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
       bool edge = false;
       if (n.op == "Cast") {
         auto t = DTypeFromOnnx(static_cast<int32_t>(n.Int("to", 0)), where + ": attribute 'to'");
-        edge = t.ok() && IsEdgeType(*t) && *t != DType::kFloat16;
+        edge = t.ok() && IsNarrowType(*t);
         if (edge) to = *t;
       } else if (n.inputs.size() == 2 && n.inputs[1] >= 0) {
         const int like = n.inputs[1];
         to = edge_type.count(like) ? edge_type[like] : g.values[like].dtype;
-        edge = IsEdgeType(to) && to != DType::kFloat16;
+        edge = IsNarrowType(to);
         if (edge) {
           n.op = "Cast";
           n.SetInt("to", DTypeToOnnx(to));

@@ -71,28 +71,11 @@ Expected<GeneratedKernel> Cast(const Graph& g, const Node& n, const std::string&
   const std::string to = CType(y.dtype);
   // The edge types (onnx_import.h) go through float (the narrow integers through long long) as
   // their bits, by graph.cc's conversions (narrow_types.h).
-  auto mini = [](DType t) {
-    switch (t) {
-      case DType::kFloat8E4M3FN:
-        return 0;
-      case DType::kFloat8E4M3FNUZ:
-        return 1;
-      case DType::kFloat8E5M2:
-        return 2;
-      case DType::kFloat8E5M2FNUZ:
-        return 3;
-      case DType::kFloat4E2M1:
-        return 4;
-      default:
-        return -1;
-    }
-  };
+  auto mini = [](DType t) { return narrow::MiniKind(t); };
   auto narrow_int = [](DType t) {  // "BITS, SIGNED", or empty
-    return t == DType::kInt4    ? std::string("4, 1")
-           : t == DType::kUint4 ? std::string("4, 0")
-           : t == DType::kInt2  ? std::string("2, 1")
-           : t == DType::kUint2 ? std::string("2, 0")
-                                : std::string();
+    bool is_signed = false;
+    const int bits = narrow::NarrowIntBits(t, &is_signed);
+    return bits ? std::to_string(bits) + (is_signed ? ", 1" : ", 0") : std::string();
   };
   std::string from = "in0[j]";
   if (x.dtype == DType::kFloat16) from = "half_to_float(in0[j])";

@@ -23,18 +23,8 @@ const char* CType(DType t) {
       return "short";
     case DType::kUint16:
     case DType::kFloat16:  // its bits (the Cast kernel converts)
-    case DType::kBfloat16:
-      return "unsigned short";
-    case DType::kFloat8E4M3FN:  // the narrow types' bit patterns (narrow_types.h)
-    case DType::kFloat8E4M3FNUZ:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E5M2FNUZ:
-    case DType::kUint4:
-    case DType::kInt4:
-    case DType::kFloat4E2M1:
-    case DType::kUint2:
-    case DType::kInt2:
-      return "unsigned char";
+    default:               // the narrow types' bit patterns (narrow_types.h)
+      return DTypeBytes(t) == 2 ? "unsigned short" : "unsigned char";
     case DType::kUint32:
       return "unsigned int";
     case DType::kUint64:

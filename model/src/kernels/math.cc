@@ -315,6 +315,25 @@ Expected<GeneratedKernel> ConvTranspose(const Graph& g, const Node& n, const std
   return LoopKernel(name, bias ? 3 : 2, 1, y[0] * y[1] * y[2], d.str(), body);
 }
 
+namespace {
+
+// The loops of a direct conv's output element over its window (input channel ic of the group,
+// kernel row r and column s; iy and ix the input's row and column, inside the image), running
+// `statement` at each tap. C, H, W, CG, KH, KW, SH, SW, DH, DW, PT, PL are the kernel's macros.
+std::string WindowLoop(const std::string& statement) {
+  return "      for (long ic = 0; ic < CG; ++ic)\n"
+         "        for (long r = 0; r < KH; ++r) {\n"
+         "          const long iy = oy * SH - PT + r * DH;\n"
+         "          if (iy < 0 || iy >= H) continue;\n"
+         "          for (long s = 0; s < KW; ++s) {\n"
+         "            const long ix = ox * SW - PL + s * DW;\n"
+         "            if (ix < 0 || ix >= W) continue;\n"
+         "            " +
+         statement + "\n          }\n        }\n";
+}
+
+}  // namespace
+
 Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::string& name) {
   const auto& x = g.values[n.inputs[0]].shape;
   const auto& wt = g.values[n.inputs[1]].shape;
@@ -364,16 +383,8 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
       "      for (long ox = 0; ox < OW; ++ox) out0[YI(b, oc, oy, ox)] = 0.0f;\n"
       "      continue;\n    }\n"
       "    for (long ox = 0; ox < OW; ++ox) {\n"
-      "      float sum = BIAS;\n"
-      "      for (long ic = 0; ic < CG; ++ic)\n"
-      "        for (long r = 0; r < KH; ++r) {\n"
-      "          const long iy = oy * SH - PT + r * DH;\n"
-      "          if (iy < 0 || iy >= H) continue;\n"
-      "          for (long s = 0; s < KW; ++s) {\n"
-      "            const long ix = ox * SW - PL + s * DW;\n"
-      "            if (ix < 0 || ix >= W) continue;\n"
-      "            sum += in0[XI(b, grp * CG + ic, iy, ix)] * in1[WI(oc, ic, r, s)];\n"
-      "          }\n        }\n"
+      "      float sum = BIAS;\n" +
+      WindowLoop("sum += in0[XI(b, grp * CG + ic, iy, ix)] * in1[WI(oc, ic, r, s)];") +
       "      const long o = YI(b, oc, oy, ox);\n";
   if (residual) body += "      sum += in3[o];\n";
   if (relu) body += "      if (sum < 0) sum = 0;\n";
@@ -475,18 +486,10 @@ Expected<GeneratedKernel> QuantConv(const Graph& g, const Node& n, const std::st
       scalar_or(q.x_zero, "0", false) + ", wz = (int)" + scalar_or(q.w_zero, "0", true) +
       ";\n"
       "    for (long ox = 0; ox < OW; ++ox) {\n"
-      "      int acc = 0;\n"
-      "      for (long ic = 0; ic < CG; ++ic)\n"
-      "        for (long r = 0; r < KH; ++r) {\n"
-      "          const long iy = oy * SH - PT + r * DH;\n"
-      "          if (iy < 0 || iy >= H) continue;\n"
-      "          for (long s = 0; s < KW; ++s) {\n"
-      "            const long ix = ox * SW - PL + s * DW;\n"
-      "            if (ix < 0 || ix >= W) continue;\n"
-      "            acc += ((int)" +
-      arg[q.x] + "[((b * C + grp * CG + ic) * H + iy) * W + ix] - xz) * ((int)" + arg[q.w] +
-      "[((oc * CG + ic) * KH + r) * KW + s] - wz);\n"
-      "          }\n        }\n"
+      "      int acc = 0;\n" +
+      WindowLoop("acc += ((int)" + arg[q.x] +
+                 "[((b * C + grp * CG + ic) * H + iy) * W + ix] - xz) * ((int)" + arg[q.w] +
+                 "[((oc * CG + ic) * KH + r) * KW + s] - wz);") +
       "      const long o = ((b * K + oc) * OH + oy) * OW + ox;\n";
   if (n.op == "ConvInteger") {
     body += "      out0[o] = acc;\n    }";

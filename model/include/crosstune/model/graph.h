@@ -55,6 +55,7 @@ enum class DType : uint8_t {
 };
 // float16 and the narrow types (above), and the type a graph computes them in.
 bool IsEdgeType(DType t);
+bool IsNarrowType(DType t);  // an edge type but float16
 DType WideType(DType t);
 // "float32", "int64", ... (TVM's dltype names).
 const char* DTypeName(DType t);
