@@ -209,7 +209,9 @@ def main():
     p.add_argument("--no-light", action="store_true", help="leave out the light_* models")
     p.add_argument("--no-onnxruntime", action="store_true", help="crosstune only")
     p.add_argument("--device", default="CPU",
-                   help="CPU (a crosstune-server on this machine) or HOST:PORT")
+                   help="CPU (a crosstune-server on this machine), HOST:PORT (a "
+                        "crosstune-server there) or KEY@HOST:PORT (a device of the tracker "
+                        "there)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="processes (each with its own local server)")
     p.add_argument("--json", help="write every test's outcome and the table here")

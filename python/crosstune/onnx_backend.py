@@ -6,10 +6,13 @@ in the onnx wheel) runs through crosstune's import, compiler and a device's grap
     rep = backend.prepare(onnx_model)              # compiled for the local device
     outputs = rep.run([x])                         # run there
     rep = backend.prepare(onnx_model, device="board:9090")   # a crosstune-server elsewhere
+    rep = backend.prepare(onnx_model, device="rpi4@tracker:9190")  # a device of the farm's
 
 ``prepare`` imports the model and compiles it for the device: ``"CPU"`` (what ONNX's tests
 ask for) is this machine, through a crosstune-server the module starts on first use and keeps
-for the process; ``"HOST:PORT"`` is a crosstune-server there. Every unsupported operator,
+for the process; ``"HOST:PORT"`` is a crosstune-server there; ``"KEY@HOST:PORT"`` a device
+of key KEY leased from the crosstune-tracker there (waiting in its queue; the lease is held
+until :func:`close`). Every unsupported operator,
 opset, attribute or type is refused at ``prepare`` by :class:`crosstune.InvalidArgument`,
 naming them all. An operator input the compiler needs as a constant (a Reshape's shape, a
 Clip's bounds) but which the model leaves as a graph input is bound at ``run`` to the value
@@ -50,15 +53,25 @@ REFUSED_AT_IMPORT = "crosstune: refused at import"
 
 _local_server: Optional[Any] = None
 _devices: Dict[str, _device.Device] = {}
+_trackers: Dict[str, _device.Tracker] = {}
 _scratch = tempfile.TemporaryDirectory(prefix="crosstune-onnx-backend-")
 
 
 def _connect(device: str) -> _device.Device:
     """The device for ONNX's device string: "CPU" is this machine (one local server for the
-    process), "HOST:PORT" a crosstune-server there."""
+    process), "HOST:PORT" a crosstune-server there, "KEY@HOST:PORT" a device of the tracker
+    there, leased from KEY's queue."""
     global _local_server
     key = "CPU" if device.upper() == "CPU" else device
     if key in _devices and _devices[key].connected:
+        return _devices[key]
+    if "@" in key:
+        queue, _, tracker = key.partition("@")
+        if not queue or not tracker:
+            raise _errors.InvalidArgument(f"device {device!r}: expected KEY@HOST:PORT")
+        if tracker not in _trackers:
+            _trackers[tracker] = _device.connect_tracker(tracker)
+        _devices[key] = _trackers[tracker].request(queue)
         return _devices[key]
     if key == "CPU":
         if _local_server is None:
@@ -78,6 +91,7 @@ def close() -> None:
     for device in _devices.values():
         device.close()
     _devices.clear()
+    _trackers.clear()
     if _local_server is not None:
         _local_server.stop()
         _local_server = None

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,3 +63,39 @@ def test_the_gil_is_released_while_waiting_in_the_queue(farm: Farm) -> None:
         dev.ping()
     helper.join(5)
     assert events == ["released"]
+
+
+def test_the_onnx_backend_runs_on_a_device_leased_from_the_tracker(farm: Farm,
+                                                                   tmp_path: Any) -> None:
+    # ONNX's own node tests through crosstune.onnx_backend with device "KEY@HOST:PORT": the
+    # backend waits in the key's queue, compiles for the device it is lent and runs there; the
+    # tracker's record of its sessions shows the lease. A key no device has is refused by name.
+    farm.add_server("board")
+    python = os.environ.get("CROSSTUNE_MODEL_PYTHON", "")
+    scripts = os.environ.get("CROSSTUNE_SCRIPTS", "")
+    if not (python and os.path.exists(python) and scripts):
+        pytest.fail("no model venv (CROSSTUNE_MODEL_PYTHON, CROSSTUNE_SCRIPTS): run "
+                    "scripts/install-deps.sh")
+
+    def conformance(device: str, out: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run(
+            [python, os.path.join(scripts, "onnx-conformance.py"), "--include",
+             "^test_(relu|add)$", "--no-light", "--no-onnxruntime", "--jobs", "1", "--device",
+             device, "--check", "--json", out], capture_output=True, text=True, timeout=300)
+
+    run = conformance(f"board@{farm.address}", str(tmp_path / "board.json"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    with open(tmp_path / "board.json") as f:
+        results = json.load(f)["tests"]["crosstune"]
+    assert sorted((r["name"], r["status"]) for r in results) == [
+        ("test_add", "passed"), ("test_relu", "passed")]
+    # The tracker granted the key's queue a lease (the backend's), now ended.
+    farm_state = ct.connect_tracker(farm.address).query()
+    assert [k["grants"] for k in farm_state["keys"] if k["key"] == "board"] == [1], farm_state
+    assert [h["device"] for h in farm_state["history"]] == [farm.servers[0].address]
+
+    run = conformance(f"gpu@{farm.address}", str(tmp_path / "gpu.json"))
+    assert run.returncode == 1
+    with open(tmp_path / "gpu.json") as f:
+        why = json.load(f)["tests"]["crosstune"][0]["why"]
+    assert "gpu" in why, why
