@@ -37,6 +37,8 @@ Models:
              ConstantOfShape of a Shape: what constant folding must remove.
   dynamic    an input with a symbolic batch dimension ("N"): import needs --shape.
   unsupported  a graph with an operator crosstune does not import (Hardmax).
+  wide-resize  one linear Resize, x4 along the last axis, to --length columns (1,048,576): its
+             kernel's tables make a build request of 27 MB (input "input", output "output").
   old-ir     IR version 3, opset 7, initializers listed among the graph inputs.
   external   weights in an external data file beside the model.
 
@@ -254,6 +256,21 @@ def dynamic(args):
     return b, inputs, outputs, 13
 
 
+def wide_resize(args):
+    """A Resize (linear, x4 along the last axis) whose generated kernel holds a table entry per
+    output column: at the default 1,048,576 columns its source is 27 MB and its object 21 MB,
+    a build request far past the network protocol's frame."""
+    b = Builder(args.seed)
+    n = args.length
+    if n < 4 or n % 4:
+        raise SystemExit("make-model.py: --length must be a positive multiple of 4")
+    scales = b.const("scales", np.array([1, 1, 1, 4], dtype=np.float32))
+    b.node("Resize", ["input", "", scales], "resize", ["output"], mode="linear")
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 1, 1, n // 4])]
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1, 1, n])]
+    return b, inputs, outputs, 13
+
+
 def unsupported(args):
     b = Builder(args.seed)
     x = b.conv_bn("input", "conv", 3, 4, 3, 1, 1, "folded", True)
@@ -403,6 +420,7 @@ MODELS = {
     "unsupported": unsupported,
     "old-ir": old_ir,
     "external": small,
+    "wide-resize": wide_resize,
 }
 
 
@@ -536,6 +554,8 @@ def main():
                    help="contrib-attention: the key mask (int32 [batch] lengths, [batch, seq] "
                         "ones and zeros, or [batch, seq, seq])")
     p.add_argument("--causal", action="store_true", help="contrib-attention: unidirectional")
+    p.add_argument("--length", type=int, default=1 << 20,
+                   help="wide-resize: the output's columns (1048576)")
     args = p.parse_args()
     if args.width == 0:
         args.width = 32 if args.model == "mobilenetv2" else 64

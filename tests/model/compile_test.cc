@@ -258,6 +258,20 @@ TEST_F(CompileTest, DenseNet121FromTheOnnxWheelMatchesOnnxRuntime) {
               "light_densenet121 from the onnx wheel, on the server, vs onnxruntime");
 }
 
+// Models of any size (issue 40, part 1): one linear Resize to 1,048,576 columns, whose generated
+// kernel carries a table entry per column: a build request of 27 MB of source and a link request
+// and library of 21 MB, far past the protocol's 1 MiB frame and over 16 MiB, through the
+// builder's pool and uploaded to the server in chunks; the package runs and matches onnxruntime.
+TEST_F(CompileTest, AWideUpsamplerWhoseBuildIsOver16MiBRunsAndMatchesOnnxRuntime) {
+  const std::string path = MakeModel("wide_resize.onnx", "wide-resize");
+  ASSERT_FALSE(path.empty());
+  auto c = CompileFile(path, Target(), DefaultPasses(), "");
+  ASSERT_TRUE(c.ok);
+  EXPECT_GT(c.result.library.library.size(), size_t{16} << 20);
+  ExpectClose(RunOnServer(server_->address(), c.package, SeededInput(path)), ReferenceOutput(path),
+              "a 1,048,576-column linear Resize on the server vs onnxruntime");
+}
+
 // MobileNetV2 as exporters write it (ReLU6 as Clip with constant bounds, 17 depthwise convs,
 // inverted residuals), at width multiplier 1.0: the package matches onnxruntime. (Its depthwise
 // convs run generated kernels: the depthwise template fuses relu, not ReLU6's Clip.) Not under
