@@ -374,6 +374,25 @@ TEST(EinsumKernelTest, AnEquationThatDoesNotFitItsInputsIsRefusedByName) {
       {"ij", "Einsum node 'e': the equation 'ij' names 1 inputs, the node has 2"},
       {"i1,jk", "Einsum node 'e': input 0 has '1', not a letter"},
   };
+  // (A product past 2^36: "ab,cd->" of two [65536, 65536] inputs.)
+  {
+    Graph g;
+    g.opset = 13;
+    Value a, b, y;
+    a.name = "a";
+    b.name = "b";
+    a.shape = b.shape = {65536, 65536};
+    y.name = "y";
+    Node n;
+    n.op = "Einsum";
+    n.name = "e";
+    n.SetString("equation", "ab,cd->");
+    n.inputs = {g.AddValue(a), g.AddValue(b)};
+    n.outputs = {g.AddValue(y)};
+    EXPECT_EQ(InferNode(g, n).message(),
+              "Einsum node 'e': the equation asks for more than 2^36 products ([] out, "
+              "[65536,65536,65536,65536] summed)");
+  }
   for (const auto& [equation, message] : cases) {
     Graph g;
     g.opset = 13;

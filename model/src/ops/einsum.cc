@@ -179,6 +179,14 @@ Status InferEinsum(OpContext& ctx) {
   }
   ops::EinsumPlan plan;
   CT_RETURN_IF_ERROR(ops::PlanEinsum(ctx.graph(), ctx.node(), &plan));
+  // Its work is the output's elements times the summed ones: refused past 2^36 products, which
+  // no attention layer comes near (BERT-large's QK^T: 2^28), so that a crafted file cannot make
+  // the import or a kernel run for hours.
+  const int64_t outs = NumElements(plan.out_dims), sums = NumElements(plan.sum_dims);
+  if (outs < 0 || sums < 0 || (outs > 0 && sums > (int64_t{1} << 36) / outs)) {
+    return ctx.Error("the equation asks for more than 2^36 products (" + ShapeText(plan.out_dims) +
+                     " out, " + ShapeText(plan.sum_dims) + " summed)");
+  }
   ctx.SetOutput(0, t, plan.out_dims);
   return Status::Ok();
 }
