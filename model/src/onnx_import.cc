@@ -721,12 +721,12 @@ Expected<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& bas
       }
       if (edge) {
         const int out = n.outputs[0];
-        const std::string name = g.values[out].name;
+        const std::string name = g.values[out].name, node = n.name;
         g.values[out].name = g.UniqueValueName(name + ":" + DTypeName(to));
         CT_RETURN_IF_ERROR(add_node(n));
         Node widen;
         widen.op = "Cast";
-        widen.name = n.name + ":widen";
+        widen.name = node + ":widen";
         widen.SetInt("to", DTypeToOnnx(WideType(to)));
         widen.inputs = {out};
         Value v;

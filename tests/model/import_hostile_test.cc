@@ -450,6 +450,29 @@ TEST(ImportHostileTest, PackedNarrowTensorsAreUnpackedOrRefusedByName) {
   }
 }
 
+// A Cast to a narrow type inside a graph rounds to it, and the next node reads the value widened:
+// float8e4m3fn's 0.3 is 0.3125, 1000 saturates to 448; the two nodes keep the Cast's name.
+TEST(ImportHostileTest, ACastToANarrowTypeRoundsAndTheNextNodeReadsItWidened) {
+  HostileModel m;
+  m.Input("x", {3});
+  HostileModel::Attr(m.Node("Cast", "c8", {"x"}, {"x8"}), "to", onnx::AttributeProto::INT)
+      ->set_i(17);  // FLOAT8E4M3FN
+  m.Node("Relu", "act", {"x8"}, {"y"});
+  m.Output("y");
+  auto g = m.Import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  std::vector<std::string> names;
+  for (const Node& n : g->nodes) names.push_back(n.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"c8", "c8:widen", "act"}));
+  Value x = g->values[g->inputs[0]];
+  const std::vector<float> v = {0.3F, -2.5F, 1000.0F};
+  x.data = std::make_shared<std::vector<uint8_t>>(reinterpret_cast<const uint8_t*>(v.data()),
+                                                  reinterpret_cast<const uint8_t*>(v.data() + 3));
+  auto y = Interpret(*g, {x});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ((*y)[0].AsDoubles(), (std::vector<double>{0.3125, 0, 448}));
+}
+
 // com.microsoft's operators import as the ai.onnx nodes they stand for; what that rewriting does
 // not cover is refused by name, before any kernel is built.
 class ContribRefusals : public ::testing::Test {
