@@ -107,7 +107,14 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # Four build trees (main, asan with the fuzz targets, tsan, the ARM servers) outgrow ccache's
 # default 5 GB.
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
-cmake --preset default
+# A full run leaves to the asan tree the test executables it runs in full (under ASan and UBSan:
+# more checks than here); this tree builds and runs the rest: the timed, qemu, slow, gpu, Python,
+# packaging and demo tests and the cases the asan preset leaves out (tests/CMakeLists.txt). In a
+# cold run that saves about ... s of compiles and ... s of tests (below). A run given ctest
+# arguments (-L unit, -R ...) builds and runs everything here, as does a developer's build.
+skip_asan_run=OFF
+[ $# -eq 0 ] && skip_asan_run=ON
+cmake --preset default -DCROSSTUNE_SKIP_TESTS_RUN_UNDER_ASAN=$skip_asan_run
 mkdir -p build/default
 cmake --build --preset default 2>&1 | tee build/default/build-last.log
 phase_done "build"
@@ -119,14 +126,18 @@ gate=0
 # Any warning counts, a system header's too: GCC reports some (a dangling reference, say) at the
 # library line the project's code misuses.
 # (Ninja makes GCC colour its diagnostics: strip the escapes first.)
-warnings=$(sed 's/\x1b\[[0-9;]*[mK]//g' build/default/build-last.log |
-  grep -E ':[0-9]+:[0-9]+: warning:' |
-  grep -v '^\.\./\.\./build/' | sort -u || true)
-if [ -n "$warnings" ]; then
-  printf '%s\n' "$warnings"
-  echo "test.sh: the build warns in project code (above); warnings are errors in CI" >&2
-  gate=1
-fi
+warnings_of() {  # warnings_of BUILD_LOG TREE: a tree's warnings in project code, if any
+  local found
+  found=$(sed 's/\x1b\[[0-9;]*[mK]//g' "$1" |
+    grep -E ':[0-9]+:[0-9]+: warning:' |
+    grep -v '^\.\./\.\./build/' | sort -u || true)
+  if [ -n "$found" ]; then
+    printf '%s\n' "$found"
+    echo "test.sh: the $2 build warns in project code (above); warnings are errors in CI" >&2
+    gate=1
+  fi
+}
+warnings_of build/default/build-last.log main
 if [ $# -eq 0 ]; then
   bash scripts/check-style.sh --all 2>&1 | tee build/default/style-last.log || gate=1
   # clang-tidy takes about 11 s of wall time per changed source at -j2 (6 sources: 68 s; Intel
@@ -180,7 +191,16 @@ if [ $# -eq 0 ]; then
   cmake --preset asan >/dev/null
   # The asan build preset builds the `sanitizer-tests` target (tests/CMakeLists.txt) and the
   # `fuzz-targets` one (fuzz/CMakeLists.txt).
-  cmake --build --preset asan
+  # Its warnings are gated as the main tree's are: the test files it alone compiles in a full run
+  # (above) get clang's eyes instead of GCC's.
+  cmake --build --preset asan 2>&1 | tee build/asan/build-last.log
+  warnings_of build/asan/build-last.log asan
+  # Every test executable the main tree left out must be here, or its cases run nowhere.
+  # (The asan tree's own `sanitizer_split` test checks the cases its preset leaves out.)
+  if ! python3 scripts/check-sanitizer-split.py --build-dir build/asan --presets CMakePresets.json \
+      --left-to-asan build/default/tests-left-to-asan.txt | sed 's/^/test.sh: /'; then
+    gate=1
+  fi
   extra+=(fuzz asan)
   phase_done "asan build"
   cmake --preset tsan >/dev/null
@@ -217,8 +237,11 @@ phase_done "ctest"
 for step in "${extra[@]}"; do
   if [ "$step" = fuzz ]; then
     # The fuzz targets live in the asan tree; their run keeps its own logs there (fuzz-*), as the
-    # asan run after it rewrites ctest's LastTest.log.
-    ctest --test-dir build/asan --output-on-failure -j2 -L fuzz 2>&1 | tee "$(step_log fuzz)"
+    # asan run after it rewrites ctest's LastTest.log. Each runs its seeds, then fuzzes for a
+    # fixed wall time (CROSSTUNE_FUZZ_SECONDS): four at once on 2 cores take half the phase's
+    # wall time of two at once, with half the executions each (the long runs are
+    # scripts/fuzz.sh's).
+    ctest --test-dir build/asan --output-on-failure -j4 -L fuzz 2>&1 | tee "$(step_log fuzz)"
     step_rc=${PIPESTATUS[0]}
     cp build/asan/Testing/Temporary/LastTest.log "$(step_last_test fuzz)"
   else

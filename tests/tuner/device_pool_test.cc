@@ -8,7 +8,7 @@ namespace {
 
 std::vector<DeviceSpec> Servers(const std::vector<std::string>& addresses) {
   std::vector<DeviceSpec> out;
-  for (const auto& a : addresses) out.push_back({a, a});
+  for (const auto& a : addresses) out.push_back({.name = a, .server = a});
   return out;
 }
 
