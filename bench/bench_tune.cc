@@ -10,7 +10,12 @@
 // time of each config timed while builds ran beside it over its time timed alone: what overlapping
 // costs the measurements on this machine, unpinned and pinned.
 //
+// With --losers, instead: two pinned runs of the same seed and trials, one stopping clear losers
+// after a round (TuneOptions::stop_losers, the default) and one timing every round: device-seconds
+// per trial, trials stopped early and the best GFLOP/s of each, and their ratios.
+//
 //   crosstune-bench-tune [--shape 1024,1024,1024] [--trials 64] [--workers 2] [--tuner xgb]
+//   crosstune-bench-tune --losers [--shape 512,512,512] [--trials 48]
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -60,7 +65,7 @@ static int BenchMain(int argc, char** argv) {
   CLI::App app{"crosstune-bench-tune: a tuning job, pipelined against serial, same run"};
   std::string shape_text = "1024,1024,1024", tuner_name = "xgb", server_bin = CT_DEFAULT_SERVER;
   int trials = 64, workers = 2, batch = 8;
-  bool skip_serial = false;
+  bool skip_serial = false, losers = false;
   app.add_option("--shape", shape_text, "matmul M,N,K")->capture_default_str();
   app.add_option("--trials", trials, "trials per mode")->capture_default_str();
   app.add_option("--workers", workers, "build workers")->capture_default_str();
@@ -68,6 +73,9 @@ static int BenchMain(int argc, char** argv) {
   app.add_option("--tuner", tuner_name, "search strategy")->capture_default_str();
   app.add_option("--server-bin", server_bin, "crosstune-server binary")->capture_default_str();
   app.add_flag("--skip-serial", skip_serial, "measure the pipelined and pinned modes only");
+  app.add_flag("--losers", losers,
+               "compare stopping clear losers after a round with timing every round (two pinned "
+               "runs, same seed and trials) instead of the modes");
   CLI11_PARSE(app, argc, argv);
 
   auto shape = tuner::ParseShape(shape_text);
@@ -84,7 +92,8 @@ static int BenchMain(int argc, char** argv) {
   if (::mkdtemp(dir_template) == nullptr) return 1;
   const std::filesystem::path dir = dir_template;
   std::string task_key, target_text;
-  auto run = [&](const std::string& mode, bool overlap, bool pinned) -> nlohmann::json {
+  auto run = [&](const std::string& mode, bool overlap, bool pinned,
+                 bool stop_losers = true) -> nlohmann::json {
     tuner::TuneSetupOptions o;
     o.devices.server_binary = server_bin;
     o.devices.timeout = std::chrono::seconds(120);
@@ -99,6 +108,7 @@ static int BenchMain(int argc, char** argv) {
     o.tune.tuner = tuner_name;
     o.tune.trials = trials;
     o.tune.batch = batch;
+    o.tune.stop_losers = stop_losers;
     auto setup = tuner::TuneSetup::Open(o);
     if (!setup.ok()) return {{"error", setup.status().ToString()}};
     if (pinned && !(*setup)->pinned()) return {{"skipped", "no CPU left beside the kernel's"}};
@@ -114,6 +124,8 @@ static int BenchMain(int argc, char** argv) {
         {"trials", r->measured},
         {"trials_per_s", wall > 0 ? r->measured / wall : 0},
         {"device_busy_fraction", wall > 0 ? r->device_busy_s / wall : 0},
+        {"device_s_per_trial", r->measured > 0 ? r->device_busy_s / r->measured : 0},
+        {"stopped_early", r->stopped_early},
         {"build_s_sum", r->build_s},
         {"build_workers", pinned ? static_cast<int>((*setup)->cpus().build.size()) : workers},
         {"errors", r->errors.size()},
@@ -129,6 +141,27 @@ static int BenchMain(int argc, char** argv) {
   out["tuner"] = tuner_name;
   out["build_workers"] = workers;
   out["batch"] = batch;
+  if (losers) {
+    out["trials"] = trials;
+    out["losers_stopped"] = run("losers_stopped", true, true, true);
+    out["losers_timed"] = run("losers_timed", true, true, false);
+    const nlohmann::json& a = out["losers_stopped"];
+    const nlohmann::json& b = out["losers_timed"];
+    const double a_dev = a.value("device_s_per_trial", 0.0),
+                 b_dev = b.value("device_s_per_trial", 0.0);
+    const double a_best = a.value("best_gflops", 0.0), b_best = b.value("best_gflops", 0.0);
+    // Device time per trial timing every round over stopping losers (the target is 1.5 or more),
+    // and the best found stopping them over the best timing every round (1 within noise).
+    out["timed_over_stopped_device_s_per_trial"] = a_dev > 0 ? b_dev / a_dev : 0;
+    out["stopped_over_timed_best_gflops"] = b_best > 0 ? a_best / b_best : 0;
+    out["task"] = task_key;
+    out["target"] = target_text;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+    std::printf("%s\n", out.dump(2).c_str());
+    const bool failed = a.contains("error") || b.contains("error") || a.contains("skipped");
+    return failed ? 1 : 0;
+  }
   out["pipelined"] = run("pipelined", true, false);
   out["pinned"] = run("pinned", true, true);
   if (!skip_serial) {

@@ -92,6 +92,7 @@ struct TuneFlags {
   CLI::Option* build_cache_max_flag = nullptr;
   bool no_check = false;
   bool no_default = false;
+  bool no_stop_losers = false;
   bool overlap = false;
   CLI::Option* overlap_flag = nullptr;  // given: --overlap or --no-overlap; else by the devices
   TimingOptions timing = tuner::MeasureOptions{}.timing;
@@ -204,6 +205,7 @@ void RunTune(const TuneFlags& f) {
   }
   o.tune.measure.check = !f.no_check;
   o.tune.include_default = !f.no_default;
+  o.tune.stop_losers = !f.no_stop_losers;
   o.tune.stop = &g_stop;
 
   const bool tty = ::isatty(STDERR_FILENO) && !f.quiet;
@@ -283,6 +285,12 @@ void RunTune(const TuneFlags& f) {
               s.device_busy_fraction() * 100,
               s.stopped ? " (stopped by Ctrl-C after the batch)"
                         : (s.early_stopped ? " (early stop)" : ""));
+  if (s.stopped_early > 0) {
+    std::printf(
+        "%d of the %d trials measured were stopped after a round as clear losers "
+        "(--no-stop-losers times every round)\n",
+        s.stopped_early, s.measured);
+  }
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
   PrintBuildFarmLine(setup->farm());
@@ -474,6 +482,10 @@ void RegisterTune(CLI::App& app) {
                   "'order=[\"ir\",\"jr\"]'); repeatable: only the other knobs are searched");
   cmd->add_flag("--no-default", f->no_default,
                 "do not measure the template's default config first");
+  cmd->add_flag("--no-stop-losers", f->no_stop_losers,
+                "time every candidate for every round: by default the device stops after a "
+                "round once a candidate is slower than its best so far by more than the "
+                "rounds' noise allows (recorded as stopped_early, its time a lower bound)");
   cmd->add_flag("--json", f->json_out, "print one JSON object at the end");
   cmd->add_flag("--quiet,-q", f->quiet, "no progress lines");
   cmd->add_flag("--list-options", f->list_options,

@@ -357,6 +357,7 @@ Expected<msg::TimeReply> RemoteModule::Time(const std::string& function,
   msg::TimeRequest req;
   req.call = msg::CallRequest{info_.module_id, function, args, options.timeout_ms, options.threads};
   req.timing = options.timing;
+  req.stop_above_s = options.stop_above_s;
   const TimingOptions& t = options.timing;
   // Warm-up plus every round (min_repeat_ms can make a round re-run a few times), each bounded by
   // the device's per-call limit; the server enforces that, this only keeps the client from giving

@@ -82,12 +82,14 @@ class _RecordFields(TypedDict):
 class Record(_RecordFields, total=False):
     """One tuning record: a line of a record log (``tuner/.../records.h`` describes each field),
     read into a plain dict with these keys (``pandas.DataFrame(records)`` takes a list of them).
-    ``gflops`` is added by this package (0 for a failed trial); ``generator``, ``build_cached`` and
-    ``workload`` appear only where the run had them."""
+    ``gflops`` is added by this package (0 for a failed trial); ``generator``, ``build_cached``,
+    ``stopped_early`` (true: the device stopped timing a clear loser after its first round, so
+    ``mean`` is a lower bound) and ``workload`` appear only where the run had them."""
 
     gflops: float
     generator: str
     build_cached: bool
+    stopped_early: bool
     workload: Dict[str, Any]
 
 
@@ -243,6 +245,7 @@ def tune(
     pins: Optional[Union[Mapping[str, Any], Sequence[str]]] = None,
     transfer: Sequence[PathLike] = (),
     include_default: bool = True,
+    stop_losers: bool = True,
     check: bool = True,
     overlap: Optional[bool] = None,
     number: Optional[int] = None,
@@ -305,7 +308,10 @@ def tune(
     ``--batch``), ``early_stop``, the time evaluator's ``number``, ``repeat``, ``min_repeat_ms``,
     ``cooldown_ms``, ``flush_cache``, and per-candidate limits (``run_timeout_ms``,
     ``build_timeout`` in seconds). ``check=False`` skips the comparison with the reference;
-    ``include_default=False`` skips measuring the template's default config first. ``transfer``:
+    ``include_default=False`` skips measuring the template's default config first.
+    ``stop_losers=False`` times every candidate for every round (``--no-stop-losers``; by
+    default the device stops after a round once a candidate is clearly slower than the best so
+    far, and its record says ``stopped_early``). ``transfer``:
     other logs whose records of the template warm-start the cost model. With
     none of the timing arguments given, the tuner's timing applies, as in ``crosstune tune``: a
     template is timed warm (1, 3, 50, 0, False) and a model's or workload's layers cold (1, 5, 0,
@@ -392,6 +398,7 @@ def tune(
     o.batch = batch
     o.early_stop = early_stop
     o.include_default = include_default
+    o.stop_losers = stop_losers
     o.log = os.fspath(log) if log is not None else ""
     o.run_id = run_id or ""
     o.transfer = [os.fspath(t) for t in transfer]

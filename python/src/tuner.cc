@@ -356,6 +356,8 @@ void BindTuner(nb::module_& m) {
       options, "include_default",
       [](TuneArgs & a) -> auto& { return a.setup.tune.include_default; });
   Field(
+      options, "stop_losers", [](TuneArgs & a) -> auto& { return a.setup.tune.stop_losers; });
+  Field(
       options, "log", [](TuneArgs & a) -> auto& { return a.setup.tune.log_path; });
   Field(
       options, "run_id", [](TuneArgs & a) -> auto& { return a.setup.tune.run_id; });

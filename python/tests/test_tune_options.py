@@ -28,6 +28,7 @@ RENAMED = {
     "--pin": "pins",
     "--no-check": "check",  # check=False
     "--no-default": "include_default",  # include_default=False
+    "--no-stop-losers": "stop_losers",  # stop_losers=False
     "--quiet": "progress",  # progress=False
 }
 # Options with no parameter: what the command prints is what tune() returns.
@@ -38,7 +39,7 @@ PYTHON_ONLY = {
     "run_id": "the run's name in the tracker and the records (the command makes one)",
 }
 # Flags that switch something off: their parameter defaults to it being on.
-INVERTED = {"--no-check": True, "--no-default": True, "--quiet": True}
+INVERTED = {"--no-check": True, "--no-default": True, "--no-stop-losers": True, "--quiet": True}
 # Decided by the tuning setup when not given (the devices decide overlap; the task's kind the
 # timing): the parameter's default is None, "not given".
 DECIDED = {"--overlap", "--number", "--repeat", "--min-repeat-ms", "--cooldown-ms",
@@ -130,7 +131,8 @@ def test_the_options_object_holds_the_tuning_setups_defaults() -> None:
     params = inspect.signature(ct.tune).parameters
     for name in ("trials", "tuner", "batch", "early_stop", "threads", "round", "target", "wait",
                  "timeout", "workers", "build_cache_max_mb", "build_timeout", "run_timeout_ms",
-                 "seed", "objective", "layouts", "check", "include_default", "max_devices"):
+                 "seed", "objective", "layouts", "check", "include_default", "stop_losers",
+                 "max_devices"):
         assert getattr(o, name) == params[name].default, name
     for name in ("overlap", "number", "repeat", "min_repeat_ms", "cooldown_ms", "flush_cache"):
         assert getattr(o, name) is None, name

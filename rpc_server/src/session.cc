@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -588,17 +589,21 @@ class SessionHandler : public SessionRequestIo {
     if (Status bad = SetCallThreads(req->call); !bad.ok()) return ReplyError(f.request_id, bad);
     const std::string& fn = req->call.function;
     int32_t ret = 0;
-    auto result = Evaluate(f.request_id, fn, req->timing, CallLimitMs(req->call), [&](uint64_t n) {
-      CT_RETURN_IF_ERROR(
-          m->Invoke(*index, args_.data(), static_cast<int32_t>(args_.size()), n, &ret));
-      if (ret != 0) return KernelError(m, fn, ret);
-      return Status::Ok();
-    });
+    auto result = Evaluate(
+        f.request_id, fn, req->timing, CallLimitMs(req->call),
+        [&](uint64_t n) {
+          CT_RETURN_IF_ERROR(
+              m->Invoke(*index, args_.data(), static_cast<int32_t>(args_.size()), n, &ret));
+          if (ret != 0) return KernelError(m, fn, ret);
+          return Status::Ok();
+        },
+        {}, std::isfinite(req->stop_above_s) ? std::max(0.0, req->stop_above_s) : 0.0);
     if (!result.ok()) return ReplyError(f.request_id, result.status());
     msg::TimeReply reply;
     reply.seconds_per_call = std::move(result->seconds_per_call);
     reply.number = static_cast<uint32_t>(std::min<uint64_t>(result->number, UINT32_MAX));
     reply.threads = static_cast<uint32_t>(pool_.threads());
+    reply.stopped_early = result->stopped_early;
     return Reply(f.request_id, reply);
   }
 
@@ -802,7 +807,8 @@ class SessionHandler : public SessionRequestIo {
   Expected<TimeEvaluatorResult> Evaluate(uint32_t request_id, const std::string& what,
                                          const TimingOptions& opt, uint32_t limit,
                                          const std::function<Status(uint64_t)>& run,
-                                         const std::function<void()>& label = {}) {
+                                         const std::function<void()>& label = {},
+                                         double stop_above_s = 0) {
     if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
     bool warm_up = true;
     TimeEvaluatorHooks hooks = *hooks_;
@@ -814,7 +820,7 @@ class SessionHandler : public SessionRequestIo {
       GuardEnd(limit);
       warm_up = false;
     };
-    return RunTimeEvaluator(opt, hooks, run);
+    return RunTimeEvaluator(opt, hooks, run, stop_above_s);
   }
 
   Outcome HandleTimeModel(const Frame& f) {

@@ -22,7 +22,8 @@ uint64_t GrowNumber(uint64_t number, double elapsed_s, uint32_t min_repeat_ms) {
 
 Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimingOptions& options,
                                                const TimeEvaluatorHooks& hooks,
-                                               const std::function<Status(uint64_t n)>& run_batch) {
+                                               const std::function<Status(uint64_t n)>& run_batch,
+                                               double stop_above_s) {
   if (options.repeat == 0) {
     return Status(ErrorCode::kInvalidArgument, "repeat must be at least 1");
   }
@@ -53,6 +54,13 @@ Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimingOptions& options,
         continue;
       }
       result.seconds_per_call.push_back(elapsed / static_cast<double>(result.number));
+      break;
+    }
+    const bool rounds_left = round + 1 < options.repeat;
+    if (stop_above_s > 0 && rounds_left &&
+        *std::min_element(result.seconds_per_call.begin(), result.seconds_per_call.end()) >
+            stop_above_s) {
+      result.stopped_early = true;
       break;
     }
   }

@@ -87,11 +87,35 @@ TEST(TimingOnTheWire, TimeRequestKeepsItsFlatFieldOrder) {
   r.call.function = "f";
   r.timing = {
       .number = 7, .repeat = 3, .min_repeat_ms = 50, .cooldown_ms = 10, .flush_cache = true};
-  EXPECT_EQ(Pack(r), Pack(r.call, uint32_t{7}, uint32_t{3}, uint32_t{50}, uint32_t{10}, true));
+  r.stop_above_s = 0.25;
+  EXPECT_EQ(Pack(r),
+            Pack(r.call, uint32_t{7}, uint32_t{3}, uint32_t{50}, uint32_t{10}, true, 0.25));
   auto decoded = msgpack::unpack(Pack(r).data(), Pack(r).size());
   msg::TimeRequest back;
   decoded.get().convert(back);
   EXPECT_EQ(back.timing, r.timing);
+  EXPECT_EQ(back.stop_above_s, 0.25);
+}
+
+// stop_above_s and stopped_early came later, last: a request or reply of a peer from before them
+// reads as "every round".
+TEST(TimingOnTheWire, TheLoserLimitIsOptionalBothWays) {
+  msg::CallRequest call;
+  call.module_id = 3;
+  const std::string old_request =
+      Pack(call, uint32_t{1}, uint32_t{3}, uint32_t{50}, uint32_t{0}, false);
+  msg::TimeRequest req;
+  req.stop_above_s = 9;
+  msgpack::unpack(old_request.data(), old_request.size()).get().convert(req);
+  EXPECT_EQ(req.stop_above_s, 9) << "a field the peer did not send keeps its default";
+  msg::TimeRequest fresh;
+  msgpack::unpack(old_request.data(), old_request.size()).get().convert(fresh);
+  EXPECT_EQ(fresh.stop_above_s, 0);
+  const std::string old_reply = Pack(std::vector<double>{0.1, 0.1}, uint32_t{4}, uint32_t{2});
+  msg::TimeReply reply;
+  msgpack::unpack(old_reply.data(), old_reply.size()).get().convert(reply);
+  EXPECT_FALSE(reply.stopped_early);
+  EXPECT_EQ(reply.seconds_per_call.size(), 2u);
 }
 
 TEST(TimingOnTheWire, TimeModelRequestKeepsItsFlatFieldOrder) {

@@ -154,5 +154,60 @@ TEST(TimeEvaluator, StopsAtTheFirstError) {
             ErrorCode::kInvalidArgument);
 }
 
+// stop_above_s: a candidate slower than it in every round so far stops after that round; one
+// faster in any round, or one whose rounds are all used, runs them all.
+TEST(TimeEvaluator, StopsAfterARoundSlowerThanStopAbove) {
+  FakeDevice dev;
+  dev.per_call = 0.003;
+  TimingOptions opt;
+  opt.number = 2;
+  opt.repeat = 4;
+  auto r = RunTimeEvaluator(opt, dev.Hooks(), dev.Run(), /*stop_above_s=*/0.002);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopped_early);
+  EXPECT_EQ(dev.batches, (std::vector<uint64_t>{1, 2}));  // warm-up and one round
+  ASSERT_EQ(r->seconds_per_call.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->seconds_per_call[0], 0.003);
+
+  FakeDevice fast;
+  fast.per_call = 0.001;
+  auto all = RunTimeEvaluator(opt, fast.Hooks(), fast.Run(), 0.002);
+  ASSERT_TRUE(all.ok());
+  EXPECT_FALSE(all->stopped_early);
+  EXPECT_EQ(all->seconds_per_call.size(), 4u);
+
+  // Without a limit, or with one round asked for, nothing is stopped.
+  FakeDevice slow;
+  slow.per_call = 0.003;
+  auto unlimited = RunTimeEvaluator(opt, slow.Hooks(), slow.Run());
+  ASSERT_TRUE(unlimited.ok());
+  EXPECT_FALSE(unlimited->stopped_early);
+  EXPECT_EQ(unlimited->seconds_per_call.size(), 4u);
+  opt.repeat = 1;
+  auto one = RunTimeEvaluator(opt, slow.Hooks(), slow.Run(), 0.002);
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one->stopped_early);
+}
+
+TEST(TimeEvaluator, AFastRoundAmongSlowOnesKeepsTheCandidateTimed) {
+  // The rule looks at the fastest round so far: one slow round after a fast one does not stop.
+  FakeDevice dev;
+  TimeEvaluatorHooks hooks = dev.Hooks();
+  std::vector<double> per_round = {0.001, 0.005, 0.005};
+  size_t round = 0;
+  bool warm = true;
+  auto run = [&](uint64_t n) {
+    dev.now += (warm ? 0.001 : per_round[round++]) * static_cast<double>(n);
+    warm = false;
+    return Status::Ok();
+  };
+  TimingOptions opt;
+  opt.repeat = 3;
+  auto r = RunTimeEvaluator(opt, hooks, run, 0.002);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->stopped_early);
+  EXPECT_EQ(r->seconds_per_call.size(), 3u);
+}
+
 }  // namespace
 }  // namespace crosstune::server

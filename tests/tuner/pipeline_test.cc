@@ -15,6 +15,7 @@
 #include "crosstune/builder/builder.h"
 #include "crosstune/testing/server_process.h"
 #include "crosstune/testing/support.h"
+#include "crosstune/tuner/loser_cutoff.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/task.h"
@@ -24,17 +25,36 @@
 namespace crosstune::tuner {
 namespace {
 
+// An 8x8 matmul task ("matmul" over A, B and C) and its reference; the tasks below generate it.
+class Matmul8Task : public Task {
+ public:
+  using Task::Task;
+  std::string function() const override { return "matmul"; }
+  std::vector<ArgSpec> args() const override {
+    return {{"A", {8, 8}}, {"B", {8, 8}}, {"C", {8, 8}, {kDLFloat, 32, 1}, true}};
+  }
+  double flops() const override { return 2.0 * 8 * 8 * 8; }
+  void Reference(HostArgs& a) const override {
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j) {
+        double s = 0;
+        for (int k = 0; k < 8; ++k) s += a[0][i * 8 + k] * a[1][k * 8 + j];
+        a[2][i * 8 + j] = static_cast<float>(s);
+      }
+  }
+};
+
 // A naive matmul whose single knob picks a fault: what each trial error kind looks like when it
 // really happens (a compiler error, a crash, a hang, a wrong result, a non-zero return, an output
 // element left unwritten).
 enum Fault : int64_t { kNone, kSyntax, kCrash, kHang, kWrong, kReturn, kUnwritten };
 
-class FaultyTask final : public Task {
+class FaultyTask final : public Matmul8Task {
  public:
   // With `no_wrong`, a constraint "no_wrong" refuses every fault but kNone.
   FaultyTask(builder::Target target, const std::vector<int64_t>& faults, bool no_wrong = false)
-      : Task(TaskId{"faulty_matmul", {8, 8, 8}, "float32"}, std::move(target),
-             Space(faults, no_wrong)) {}
+      : Matmul8Task(TaskId{"faulty_matmul", {8, 8, 8}, "float32"}, std::move(target),
+                    Space(faults, no_wrong)) {}
   static ConfigSpace Space(const std::vector<int64_t>& faults, bool no_wrong) {
     ConfigSpace space;
     EXPECT_TRUE(space.AddCategorical("fault", faults).ok());
@@ -43,11 +63,6 @@ class FaultyTask final : public Task {
     }
     return space;
   }
-  std::string function() const override { return "matmul"; }
-  std::vector<ArgSpec> args() const override {
-    return {{"A", {8, 8}}, {"B", {8, 8}}, {"C", {8, 8}, {kDLFloat, 32, 1}, true}};
-  }
-  double flops() const override { return 2.0 * 8 * 8 * 8; }
   Config DefaultConfig() const override { return space().Get(0); }
   std::string Generate(const Config& c) const override {
     return "#define FAULT " + std::to_string(c.Int("fault")) + "\n" + R"(
@@ -84,13 +99,41 @@ static const ct_function kFns[] = {{"matmul", matmul, "ttt"}};
 CT_DEFINE_MODULE("faulty", kFns, 0)
 )";
   }
-  void Reference(HostArgs& a) const override {
+};
+
+// An 8x8 matmul computed `work` times over per call (each one kept by a compiler barrier): a
+// config's time is its work, and every config gives the reference's answer.
+class SlowTask final : public Matmul8Task {
+ public:
+  explicit SlowTask(builder::Target target, const std::vector<int64_t>& work)
+      : Matmul8Task(TaskId{"slow_matmul", {8, 8, 8}, "float32"}, std::move(target), Space(work)) {}
+  static ConfigSpace Space(const std::vector<int64_t>& work) {
+    ConfigSpace space;
+    EXPECT_TRUE(space.AddCategorical("work", work).ok());
+    return space;
+  }
+  Config DefaultConfig() const override { return space().Get(0); }
+  std::string Generate(const Config& c) const override {
+    return "#define WORK " + std::to_string(c.Int("work")) + "\n" + R"(
+#include "crosstune/kernel_abi.h"
+static int32_t matmul(const ct_arg* args, int32_t n) {
+  const float* A = (const float*)args[0].value.v_tensor->data;
+  const float* B = (const float*)args[1].value.v_tensor->data;
+  float* C = (float*)args[2].value.v_tensor->data;
+  for (int rep = 0; rep < WORK; ++rep) {
     for (int i = 0; i < 8; ++i)
       for (int j = 0; j < 8; ++j) {
-        double s = 0;
-        for (int k = 0; k < 8; ++k) s += a[0][i * 8 + k] * a[1][k * 8 + j];
-        a[2][i * 8 + j] = static_cast<float>(s);
+        float s = 0;
+        for (int k = 0; k < 8; ++k) s += A[i * 8 + k] * B[k * 8 + j];
+        C[i * 8 + j] = s;
       }
+    __asm__ volatile("" ::: "memory");
+  }
+  return 0;
+}
+static const ct_function kFns[] = {{"matmul", matmul, "ttt"}};
+CT_DEFINE_MODULE("slow", kFns, 0)
+)";
   }
 };
 
@@ -408,6 +451,53 @@ TEST_F(PipelineTest, PinnedKnobsAreNeverSearched) {
   EXPECT_NE(bad.status().message().find("no knob 'unrol_k'"), std::string::npos)
       << bad.status().ToString();
   EXPECT_FALSE(std::filesystem::exists(options.log_path));
+}
+
+// stop_losers: once three configs were timed in full, one slower than the best by more than the
+// noise allows is timed for one round of three and recorded as stopped early; the best never is.
+// Without it every config gets every round.
+TEST_F(PipelineTest, ClearLosersAreTimedForOneRoundAndRecordedAsStoppedEarly) {
+  // Four configs of about the same work, then four of eight times as much, in the grid's order.
+  SlowTask task(target_, {200, 201, 202, 203, 1600, 1601, 1602, 1603});
+  const crosstune::testing::TempDir dir;
+  for (const bool stop : {true, false}) {
+    SCOPED_TRACE(stop ? "stop_losers" : "no stop_losers");
+    TuneOptions options;
+    options.tuner = "grid";
+    options.trials = 8;
+    options.batch = 8;
+    options.include_default = false;
+    options.stop_losers = stop;
+    options.measure.timing.repeat = 3;
+    options.measure.timing.min_repeat_ms = 20;
+    options.log_path = dir.path() + (stop ? "/stop.jsonl" : "/all.jsonl");
+    auto result = Tune(task, {device_}, *builder_, options);
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    auto log = ReadLog(options.log_path);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    ASSERT_EQ(log->records.size(), 8u);
+    ASSERT_TRUE(result->has_best);
+    EXPECT_FALSE(result->best.stopped_early);
+    EXPECT_EQ(result->best.costs.size(), 3u);
+    int stopped = 0;
+    for (const Record& r : log->records) {
+      ASSERT_TRUE(r.ok()) << r.message;
+      stopped += r.stopped_early;
+      if (r.stopped_early) {
+        EXPECT_EQ(r.costs.size(), 1u);
+        EXPECT_GT(r.mean, result->best.mean * (1 + LoserCutoff::kMinMargin));
+      } else {
+        EXPECT_EQ(r.costs.size(), 3u);
+      }
+      if (stop && r.config_values["work"].get<int64_t>() >= 1600) {
+        EXPECT_TRUE(r.stopped_early) << "a config eight times the best's work, timed in full";
+      }
+    }
+    EXPECT_EQ(result->stopped_early, stopped);
+    if (!stop) {
+      EXPECT_EQ(stopped, 0);
+    }
+  }
 }
 
 }  // namespace

@@ -102,6 +102,33 @@ TEST(Records, BuildCachedIsOptionalAndBoolean) {
       << bad.status().message();
 }
 
+// stopped_early: written only when true (a lower bound, not a measurement); such a record is never
+// a best; anything but true or false is refused by name.
+TEST(Records, StoppedEarlyIsWrittenWhenTrueAndNeverTheBest) {
+  Record r = Sample(3, 1e-3);
+  EXPECT_FALSE(r.ToJson().contains("stopped_early"));
+  Record slow = Sample(4, 5e-3);
+  slow.stopped_early = true;
+  EXPECT_EQ(slow.ToJson()["stopped_early"], true);
+  auto back = Record::FromJson(slow.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->stopped_early);
+  EXPECT_EQ(back->ToJson(), slow.ToJson());
+  // A lower bound below the measured best (it cannot happen in a run; a hand-made log) is still
+  // not the best.
+  Record bound = Sample(5, 1e-4);
+  bound.stopped_early = true;
+  const std::vector<Record> best = BestRecords({r, slow, bound});
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].config_index, r.config_index);
+  nlohmann::json j = slow.ToJson();
+  j["stopped_early"] = 1;
+  auto bad = Record::FromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stopped_early"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Records, EveryErrorNameParsesBack) {
   for (TrialError e : {TrialError::kOk, TrialError::kInvalidConfig, TrialError::kBuildError,
                        TrialError::kBuildTimeout, TrialError::kLoadError, TrialError::kRemoteCrash,

@@ -206,7 +206,7 @@ Status DeviceRunner::PrepareTensors() {
   return Status::Ok();
 }
 
-Measurement DeviceRunner::Measure(const Candidate& candidate) {
+Measurement DeviceRunner::Measure(const Candidate& candidate, double stop_above_s) {
   Measurement m;
   m.index = candidate.index;
   m.build_s = candidate.build_s;
@@ -224,7 +224,7 @@ Measurement DeviceRunner::Measure(const Candidate& candidate) {
     }
   }
   auto t0 = Clock::now();
-  m = MeasureOnce(candidate);
+  m = MeasureOnce(candidate, stop_above_s);
   if (m.error == TrialError::kDeviceLost) {
     // The connection dropped under us. One new session and one more try tell a passing fault
     // from a device that is gone.
@@ -232,7 +232,7 @@ Measurement DeviceRunner::Measure(const Candidate& candidate) {
       session_.reset();
       m.message += "; reconnecting: " + s.ToString();
     } else {
-      m = MeasureOnce(candidate);
+      m = MeasureOnce(candidate, stop_above_s);
     }
   }
   m.run_s = Since(t0);
@@ -251,7 +251,7 @@ Measurement DeviceRunner::Measure(const Candidate& candidate) {
   return m;
 }
 
-Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
+Measurement DeviceRunner::MeasureOnce(const Candidate& candidate, double stop_above_s) {
   Measurement m;
   m.index = candidate.index;
   auto fail = [&](TrialError kind, const Status& s, const std::string& what) {
@@ -308,9 +308,11 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate) {
   to.timing = options_.timing;
   to.timeout_ms = options_.run_timeout_ms;
   to.threads = static_cast<uint32_t>(task_.threads());
+  to.stop_above_s = stop_above_s;
   auto timed = module->Time(task_.function(), args, to);
   if (!timed.ok()) return fail(TrialError::kRuntimeError, timed.status(), "time");
   m.costs = timed->seconds_per_call;
+  m.stopped_early = timed->stopped_early;
   m.mean = m.costs.empty() ? 0
                            : std::accumulate(m.costs.begin(), m.costs.end(), 0.0) /
                                  static_cast<double>(m.costs.size());

@@ -79,6 +79,7 @@ nlohmann::json Record::ToJson() const {
   j["build_s"] = build_s;
   j["run_s"] = run_s;
   if (build_cached) j["build_cached"] = *build_cached;
+  if (stopped_early) j["stopped_early"] = true;
   j["timestamp"] = timestamp;
   if (!workload.is_null()) j["workload"] = workload;
   return j;
@@ -156,6 +157,13 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
                       "not a record (build_cached " + JsonExcerpt(*c) + " is not true or false)");
       }
       r.build_cached = c->get<bool>();
+    }
+    if (auto c = j.find("stopped_early"); c != j.end()) {
+      if (!c->is_boolean()) {
+        return Status(ErrorCode::kInvalidArgument,
+                      "not a record (stopped_early " + JsonExcerpt(*c) + " is not true or false)");
+      }
+      r.stopped_early = c->get<bool>();
     }
     r.timestamp = j.value("timestamp", "");
     if (auto w = j.find("workload"); w != j.end() && w->is_object()) r.workload = *w;
@@ -331,7 +339,7 @@ std::vector<Record> BestRecords(const std::vector<Record>& records) {
   std::vector<Record> best;
   std::map<std::string, size_t> slot;
   for (const auto& r : records) {
-    if (!r.ok() || r.mean <= 0) continue;
+    if (!r.ok() || r.mean <= 0 || r.stopped_early) continue;  // a lower bound: not a measurement
     std::string key = r.task.Key() + "|" + r.target + "|" + DeviceKind(r);
     auto it = slot.find(key);
     if (it == slot.end()) {

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "crosstune/json_reader.h"
+#include "crosstune/tuner/loser_cutoff.h"
 
 namespace crosstune::tuner {
 
@@ -26,6 +27,7 @@ TrialResult ToTrial(uint64_t index, const Record& r) {
   t.index = index;
   t.ok = r.ok() && r.mean > 0;
   t.cost = t.ok ? r.mean : std::numeric_limits<double>::infinity();
+  t.at_least = t.ok && r.stopped_early;
   return t;
 }
 
@@ -370,6 +372,9 @@ class TuneJob::RunLoop {
   // vector<bool> packs its elements into shared words: a thread's write to its own element is a
   // write to its neighbours' too).
   std::vector<bool> alive_;
+  // Each device's loser cutoff (options_.stop_losers): its best and its rounds' noise. While a
+  // batch's device threads run, only under its `mu`.
+  std::vector<LoserCutoff> cutoffs_;
   Status lost_;             // the last device lost (mu)
   std::string tuner_name_;  // for records, while the tuner plans beside them
   // Everything measured, in the pipeline, or put in by us (the default config): a tuner that
@@ -466,6 +471,7 @@ Status TuneJob::RunLoop::OpenDevices(const std::vector<DeviceSpec>& devices) {
   sum_.devices = static_cast<int>(runners_.size());
   limits_ = runners_.front()->info();
   alive_.assign(runners_.size(), true);
+  cutoffs_.assign(runners_.size(), LoserCutoff{});
   return Status::Ok();
 }
 
@@ -552,7 +558,7 @@ void TuneJob::RunLoop::StartPipeline() {
   planned_ += put_in;
   building_ = BuildAsync(std::move(first));
   for (const auto& r : s_.task_records) {
-    if (r.ok() && r.mean > 0) best_mean_ = std::min(best_mean_, r.mean);
+    if (r.ok() && r.mean > 0 && !r.stopped_early) best_mean_ = std::min(best_mean_, r.mean);
   }
   batch_end_ = Clock::now();
 }
@@ -631,9 +637,10 @@ void TuneJob::RunLoop::MeasureOn(size_t d, BatchQueue& q) {
     q.queue.pop_front();
     ++q.in_flight;
     ++progress_.devices_busy;
+    const double stop_above = options_.stop_losers ? cutoffs_[d].StopAbove() : 0;
     lock.unlock();
     auto t0 = Clock::now();
-    Measurement m = runner.Measure(*c);
+    Measurement m = runner.Measure(*c, stop_above);
     double busy = Since(t0);
     // Outside the lock: it generates the config's source again to hash it.
     const std::string generator = GeneratorHash(task_, space_.Get(m.index));
@@ -641,6 +648,8 @@ void TuneJob::RunLoop::MeasureOn(size_t d, BatchQueue& q) {
     --q.in_flight;
     --progress_.devices_busy;
     sum_.device_busy_s += busy;
+    if (m.error == TrialError::kOk && !m.stopped_early) cutoffs_[d].AddFull(m.costs);
+    sum_.stopped_early += m.stopped_early;
     if (m.error == TrialError::kDeviceLost) {
       q.queue.push_front(c);
       alive_[d] = false;
@@ -683,6 +692,7 @@ Record TuneJob::RunLoop::MakeRecord(const DeviceRunner& runner, const Measuremen
   r.build_s = m.build_s;
   r.run_s = m.run_s;
   r.build_cached = m.build_cached;
+  r.stopped_early = m.stopped_early;
   r.timestamp = UtcTimestamp();
   r.workload = options_.workload;
   return r;
@@ -744,7 +754,7 @@ void TuneJob::RunLoop::RecordBatch(Finished finished, const std::vector<Candidat
     }
     s_.done.insert(t.index);
     s_.unheard.push_back(t);  // the next plan's news
-    if (t.ok && t.cost < best_mean_) {
+    if (t.ok && !t.at_least && t.cost < best_mean_) {
       best_mean_ = t.cost;
       since_best_ = 0;
     } else {

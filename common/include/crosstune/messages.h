@@ -198,18 +198,24 @@ struct CallReply {
 // The time evaluator of design.md: one warm-up call, then `repeat` rounds of `number` calls;
 // a round shorter than min_repeat_ms grows `number` (x1.618 at least) and is measured again.
 // The timing fields go on the wire flat, after `call`, as they did before TimingOptions existed.
+// stop_above_s: after a round, when more are left and even the fastest round so far took more
+// than this per call, the evaluator stops and says so (stopped_early): a tuner's candidate already
+// clearly slower than its best spends no more device time. 0: every round. (A server that
+// predates the field reads the request without it and runs every round.)
 struct TimeRequest {
   CallRequest call;
   TimingOptions timing;
+  double stop_above_s = 0;
   CT_WIRE_FIELDS(call, timing.number, timing.repeat, timing.min_repeat_ms, timing.cooldown_ms,
-                 timing.flush_cache)
+                 timing.flush_cache, stop_above_s)
 };
 
 struct TimeReply {
   std::vector<double> seconds_per_call;  // one entry per round
   uint32_t number = 0;                   // calls per round after growth
-  uint32_t threads = 0;  // threads the calls could use (0 from servers without a thread pool)
-  CT_WIRE_FIELDS(seconds_per_call, number, threads)
+  uint32_t threads = 0;        // threads the calls could use (0 from servers without a thread pool)
+  bool stopped_early = false;  // fewer rounds than asked: stop_above_s stopped it
+  CT_WIRE_FIELDS(seconds_per_call, number, threads, stopped_early)
 };
 
 // --- Tensors ------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ namespace crosstune::tuner {
 
 namespace {
 using Factory = std::unique_ptr<Tuner> (*)(const ConfigSpace&, const TunerOptions&);
-struct Entry {
+struct TunerEntry {
   const char* name;
   Factory make;
 };
-constexpr Entry kTuners[] = {
+constexpr TunerEntry kTuners[] = {
     {"random", internal::MakeRandomTuner},
     {"grid", internal::MakeGridTuner},
     {"ga", internal::MakeGaTuner},
@@ -22,7 +22,7 @@ constexpr Entry kTuners[] = {
 const std::vector<std::string>& TunerNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (const Entry& e : kTuners) out.push_back(e.name);
+    for (const TunerEntry& e : kTuners) out.push_back(e.name);
     return out;
   }();
   return names;
@@ -30,7 +30,7 @@ const std::vector<std::string>& TunerNames() {
 
 Expected<std::unique_ptr<Tuner>> MakeTuner(const std::string& name, const ConfigSpace& space,
                                            const TunerOptions& options) {
-  for (const Entry& e : kTuners) {
+  for (const TunerEntry& e : kTuners) {
     if (name == e.name) return e.make(space, options);
   }
   std::string valid;

@@ -23,7 +23,7 @@ class History {
       order_.push_back(r);
       if (Usable(r)) {
         ++ok_count_;
-        best_ = std::min(best_, r.cost);
+        if (!r.at_least) best_ = std::min(best_, r.cost);
       }
       fresh.push_back(r);
     }
@@ -33,7 +33,8 @@ class History {
   const std::vector<TrialResult>& results() const { return order_; }
   size_t ok_count() const { return ok_count_; }
   double best() const { return best_; }
-  // best / cost in (0, 1] for a success, 0 for a failure (higher is better).
+  // best / cost in (0, 1] for a success, 0 for a failure (higher is better); for a cost that is a
+  // lower bound (at_least), the most its score can be.
   double Score(const TrialResult& r) const {
     if (!Usable(r) || !std::isfinite(best_)) return 0;
     return best_ / r.cost;

@@ -103,6 +103,9 @@ struct TimeOptions {
   TimingOptions timing;
   uint32_t timeout_ms = 0;  // per call on the device; 0: the server's default
   uint32_t threads = 0;     // for the module's parallel loops; 0: the server's --threads
+  // Stop after a round once even the fastest round took more than this per call (the reply's
+  // stopped_early); 0: every round (msg::TimeRequest). Kernel calls only, not models.
+  double stop_above_s = 0;
 };
 
 class RemoteModule {

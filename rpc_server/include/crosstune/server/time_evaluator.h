@@ -8,6 +8,10 @@
 // the timed window: watchdog arming (before_batch/after_batch) happens once per round, outside it,
 // so small kernels are not charged for it.
 //
+// With stop_above_s > 0, a round after which even the fastest round so far took more than that per
+// call ends the evaluation when rounds are left (stopped_early): the first round decides at the
+// earliest.
+//
 // The clock, the sleep and the cache flush are injected so the growth logic is testable without
 // real time. Not thread-safe; one evaluation at a time.
 #pragma once
@@ -35,13 +39,15 @@ struct TimeEvaluatorHooks {
 struct TimeEvaluatorResult {
   std::vector<double> seconds_per_call;
   uint64_t number = 0;
+  bool stopped_early = false;  // fewer rounds than options.repeat: stop_above_s stopped it
 };
 
 // Runs `run_batch(n)` (n calls back to back) as described above. An error from run_batch stops
 // the evaluation and is returned.
 Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimingOptions& options,
                                                const TimeEvaluatorHooks& hooks,
-                                               const std::function<Status(uint64_t n)>& run_batch);
+                                               const std::function<Status(uint64_t n)>& run_batch,
+                                               double stop_above_s = 0);
 
 // The next `number` after a round of `elapsed_s` that was shorter than min_repeat_ms.
 uint64_t GrowNumber(uint64_t number, double elapsed_s, uint32_t min_repeat_ms);

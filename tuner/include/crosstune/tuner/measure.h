@@ -70,6 +70,9 @@ struct Measurement {
   double build_s = 0;
   double run_s = 0;
   std::optional<bool> build_cached;  // Candidate::build_cached
+  // Timed for fewer rounds than asked: its rounds were all slower than stop_above_s (Measure),
+  // so its mean is a lower bound on its time, not a measurement of it.
+  bool stopped_early = false;
 };
 
 // The task's inputs and the reference outputs, computed once on the host.
@@ -97,7 +100,9 @@ class DeviceRunner {
                                                       const MeasureOptions& options);
   ~DeviceRunner();
 
-  Measurement Measure(const Candidate& candidate);
+  // stop_above_s > 0: the device stops timing the candidate after a round once even its fastest
+  // round took more than that per call (Measurement::stopped_early).
+  Measurement Measure(const Candidate& candidate, double stop_above_s = 0);
   const DeviceSpec& spec() const { return spec_; }
   const msg::DeviceInfo& info() const { return info_; }
   DeviceId id() const;
@@ -107,7 +112,7 @@ class DeviceRunner {
   // A new session: connect, info, limits, and (once started) the tensors.
   Status Reopen();
   Status PrepareTensors();
-  Measurement MeasureOnce(const Candidate& candidate);
+  Measurement MeasureOnce(const Candidate& candidate, double stop_above_s);
 
   DeviceSpec spec_;
   const Task& task_;

@@ -86,6 +86,10 @@ struct Record {
   // Whether the build came from the build cache (`build_cached`); unset for a config refused
   // before any build, and in logs from before the field (then not written).
   std::optional<bool> build_cached;
+  // The device stopped timing it after its first rounds (`stopped_early`, written only when
+  // true): they were all slower than the best so far by more than the noise allows, so `mean` is
+  // "at least": a lower bound on its time. Still ok; never the task's best.
+  bool stopped_early = false;
   std::string timestamp;  // UTC ISO 8601
   // GeneratorHash of the code that was measured (16 hex digits); empty in logs from before it.
   // A record whose config the template now generates differently is not that config any more.

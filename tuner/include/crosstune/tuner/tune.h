@@ -72,6 +72,9 @@ struct TuneOptions {
   int trials = 100;    // total for the task in the log
   int batch = 0;       // configs per batch; 0: ChooseBatch's, from the devices opened
   int early_stop = 0;  // stop after this many trials without a better config; 0: never
+  // The device stops timing a candidate after a round once it is clearly slower than the best
+  // its device has timed (LoserCutoff in tune.cc; Record::stopped_early).
+  bool stop_losers = true;
   // Build the next batch, and let the tuner plan it, while the devices measure this one (the
   // default). Off: one after the other, nothing beside a timed kernel (servers on this machine's
   // CPUs), the baseline that crosstune-bench-tune compares against.
@@ -128,6 +131,7 @@ struct TuneSummary {
   Record default_record;
   double wall_s = 0;
   double device_busy_s = 0;  // summed over devices: time spent measuring
+  int stopped_early = 0;     // this run's trials the device stopped timing early (stop_losers)
   double build_s = 0;        // summed build time of this run
   int builds = 0;            // this run's measured trials that reached the builder
   int build_cache_hits = 0;  // of those, the builds that came from the build cache

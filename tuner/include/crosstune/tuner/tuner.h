@@ -31,6 +31,9 @@ struct TrialResult {
   uint64_t index = 0;
   double cost = std::numeric_limits<double>::infinity();
   bool ok = false;
+  // cost is a lower bound: the device stopped timing it early, as clearly slower than the best
+  // (Record::stopped_early). Never the best; its score (best / cost) is the most it can be.
+  bool at_least = false;
 };
 
 // A measured point of another task of the same template (another shape or device), for the xgb
