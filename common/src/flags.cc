@@ -45,7 +45,8 @@ void AddTimingFlags(CLI::App* cmd, TimingOptions* t, const char* what) {
   cmd->add_option("--cooldown-ms", t->cooldown_ms, "pause between rounds in ms")
       ->capture_default_str()
       ->check(CLI::Range(uint32_t{0}, Limits::kMaxTimeRoundMs));
-  cmd->add_flag("--flush-cache", t->flush_cache, "flush the CPU caches before each round");
+  cmd->add_flag("--flush-cache", t->flush_cache,
+                "evict the call's data from the CPU caches before each round");
 }
 
 }  // namespace crosstune

@@ -108,8 +108,8 @@ class Module:
 
         One warm-up call, then ``repeat`` rounds of ``number`` calls; a round shorter than
         ``min_repeat_ms`` grows ``number`` and is measured again. ``cooldown_ms`` pauses between
-        rounds, ``flush_cache`` flushes the CPU caches before each. Arrays are copied in before
-        and back after, as for a call. Returns the rounds' seconds per call with their median,
+        rounds, ``flush_cache`` evicts the arguments from the CPU caches before each. Arrays are
+        copied in before and back after, as for a call. Returns the rounds' seconds per call with their median,
         mean, min, max and std.
         """
         return self._handle.time(

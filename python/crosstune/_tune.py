@@ -315,7 +315,8 @@ def tune(
     other logs whose records of the template warm-start the cost model. With
     none of the timing arguments given, the tuner's timing applies, as in ``crosstune tune``: a
     template is timed warm (1, 3, 50, 0, False) and a model's or workload's layers cold (1, 5, 0,
-    0, True: the caches flushed before each single call, as a layer finds them in the network);
+    0, True: each call's data evicted from the caches before it, as a layer finds them in the
+    network);
     one given, the others take the warm values. ``seed`` and ``objective`` are the tuner's
     (``crosstune tune --seed``, ``--objective``); ``run_id`` names the run in the tracker's
     status page and the records (None: one made from the time).

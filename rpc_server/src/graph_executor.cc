@@ -130,6 +130,7 @@ Status GraphExecutor::Prepare(uint64_t max_storage_bytes) {
     // Read-only mapping: kernels take non-const tensors by the ABI, and a write faults.
     entries_[g.entry_id(node)].data = const_cast<void*>(params_->data(*p));
     params_bytes_ += p->nbytes;
+    param_spans_.emplace_back(static_cast<const char*>(params_->data(*p)), p->nbytes);
   }
 
   // One packed argument list per node, laid out back to back.
@@ -243,6 +244,25 @@ Status GraphExecutor::NodeFailed(const Step& step, int32_t ret) const {
   return Status(ErrorCode::kKernelError, "node " + step.label + " of model '" + name_ +
                                              "' returned " + std::to_string(ret) +
                                              (text.empty() ? "" : ": " + text));
+}
+
+std::vector<std::span<const char>> GraphExecutor::Buffers() const {
+  std::vector<std::span<const char>> out = param_spans_;
+  if (arena_ != nullptr) out.emplace_back(static_cast<const char*>(arena_), arena_bytes_);
+  return out;
+}
+
+std::vector<std::span<const char>> GraphExecutor::StepBuffers(size_t k) const {
+  std::vector<std::span<const char>> out;
+  const Step& step = steps_[k];
+  for (int32_t a = 0; a < step.num_args; ++a) {
+    const ct_arg& arg = args_[step.first_arg + static_cast<size_t>(a)];
+    if (arg.kind != CT_ARG_TENSOR || arg.value.v_tensor == nullptr) continue;
+    const DLTensor& t = *arg.value.v_tensor;
+    auto bytes = TensorBytes(std::vector<int64_t>(t.shape, t.shape + t.ndim), t.dtype);
+    if (bytes.ok()) out.emplace_back(static_cast<const char*>(t.data) + t.byte_offset, *bytes);
+  }
+  return out;
 }
 
 Status GraphExecutor::Run(CallSlot* slot, double* step_seconds) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "crosstune/channel.h"
 #include "crosstune/cpus.h"
@@ -579,6 +580,17 @@ class SessionHandler : public SessionRequestIo {
     return Status::Ok();
   }
 
+  // The host memory of a call's tensor arguments.
+  std::vector<std::span<const char>> CallData(const msg::CallRequest& call) const {
+    std::vector<std::span<const char>> out;
+    for (const msg::Arg& a : call.args) {
+      if (static_cast<msg::ArgKind>(a.kind) == msg::ArgKind::kTensor) {
+        out.push_back(tensors_.HostBytes(a.tensor_id));
+      }
+    }
+    return out;
+  }
+
   Outcome HandleTime(const Frame& f) {
     auto req = f.As<msg::TimeRequest>();
     if (!req.ok()) return ReplyError(f.request_id, req.status());
@@ -597,7 +609,8 @@ class SessionHandler : public SessionRequestIo {
           if (ret != 0) return KernelError(m, fn, ret);
           return Status::Ok();
         },
-        {}, std::isfinite(req->stop_above_s) ? std::max(0.0, req->stop_above_s) : 0.0);
+        CallData(req->call), {},
+        std::isfinite(req->stop_above_s) ? std::max(0.0, req->stop_above_s) : 0.0);
     if (!result.ok()) return ReplyError(f.request_id, result.status());
     msg::TimeReply reply;
     reply.seconds_per_call = std::move(result->seconds_per_call);
@@ -804,14 +817,23 @@ class SessionHandler : public SessionRequestIo {
   // starts its clock, and disarmed after it stops: only the calls themselves are timed. The
   // warm-up is one ordinary call; rounds get the limit per call times their length. `label` runs
   // after each arming (a model names its node in the slot there).
+  // With the cache flush asked for, the calls' own `data` is evicted from the caches before each
+  // round where the CPU allows it (EvictLines), and the default hooks' buffer is written through
+  // elsewhere.
   Expected<TimeEvaluatorResult> Evaluate(uint32_t request_id, const std::string& what,
                                          const TimingOptions& opt, uint32_t limit,
                                          const std::function<Status(uint64_t)>& run,
+                                         std::vector<std::span<const char>> data,
                                          const std::function<void()>& label = {},
                                          double stop_above_s = 0) {
     if (!hooks_) hooks_ = DefaultTimeEvaluatorHooks();
     bool warm_up = true;
     TimeEvaluatorHooks hooks = *hooks_;
+    if (opt.flush_cache && CanEvictLines()) {
+      hooks.flush_cache = [&data] {
+        for (std::span<const char> bytes : data) EvictLines(bytes);
+      };
+    }
     hooks.before_batch = [&](uint64_t n) {
       GuardBegin(request_id, what, limit, n, !warm_up);
       if (label) label();
@@ -829,11 +851,13 @@ class SessionHandler : public SessionRequestIo {
     auto model = PrepareTiming(*req);
     if (!model.ok()) return ReplyError(f.request_id, model.status());
     GraphExecutor* m = *model;
-    auto result = Evaluate(f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
-                           [&](uint64_t n) -> Status {
-                             for (uint64_t i = 0; i < n; ++i) CT_RETURN_IF_ERROR(m->Run(slot_));
-                             return Status::Ok();
-                           });
+    auto result = Evaluate(
+        f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
+        [&](uint64_t n) -> Status {
+          for (uint64_t i = 0; i < n; ++i) CT_RETURN_IF_ERROR(m->Run(slot_));
+          return Status::Ok();
+        },
+        m->Buffers());
     if (!result.ok()) return ReplyError(f.request_id, result.status());
     msg::TimeReply reply;
     reply.seconds_per_call = std::move(result->seconds_per_call);
@@ -856,18 +880,20 @@ class SessionHandler : public SessionRequestIo {
     std::vector<std::vector<double>> in_run(steps);
     std::vector<double> batch(steps);
     bool warm_up = true;
-    auto runs = Evaluate(f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
-                         [&](uint64_t n) -> Status {
-                           std::fill(batch.begin(), batch.end(), 0.0);
-                           for (uint64_t i = 0; i < n; ++i) {
-                             CT_RETURN_IF_ERROR(m->Run(slot_, batch.data()));
-                           }
-                           for (size_t k = 0; k < steps && !warm_up && n > 0; ++k) {
-                             in_run[k].push_back(batch[k] / static_cast<double>(n));
-                           }
-                           warm_up = false;
-                           return Status::Ok();
-                         });
+    auto runs = Evaluate(
+        f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
+        [&](uint64_t n) -> Status {
+          std::fill(batch.begin(), batch.end(), 0.0);
+          for (uint64_t i = 0; i < n; ++i) {
+            CT_RETURN_IF_ERROR(m->Run(slot_, batch.data()));
+          }
+          for (size_t k = 0; k < steps && !warm_up && n > 0; ++k) {
+            in_run[k].push_back(batch[k] / static_cast<double>(n));
+          }
+          warm_up = false;
+          return Status::Ok();
+        },
+        m->Buffers());
     if (!runs.ok()) return ReplyError(f.request_id, runs.status());
     std::vector<msg::NodeProfile> nodes;
     nodes.reserve(steps);
@@ -876,7 +902,7 @@ class SessionHandler : public SessionRequestIo {
       const graph::Node& node = m->graph().nodes[step.node];
       auto result = Evaluate(
           f.request_id, m->name(), req->timing, ModelLimitMs(req->timeout_ms),
-          [&](uint64_t n) { return m->RunStep(k, n, slot_); },
+          [&](uint64_t n) { return m->RunStep(k, n, slot_); }, m->StepBuffers(k),
           [&] {
             if (slot_) slot_->SetNode(step.label.data(), step.label.size());
           });

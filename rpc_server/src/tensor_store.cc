@@ -122,6 +122,12 @@ Expected<DLTensor*> TensorStore::Get(uint32_t id) {
   return &it->second->tensor;
 }
 
+std::span<const char> TensorStore::HostBytes(uint32_t id) const {
+  auto it = tensors_.find(id);
+  if (it == tensors_.end() || it->second->on_gpu) return {};
+  return {static_cast<const char*>(it->second->data.get()), it->second->nbytes};
+}
+
 Expected<TensorStore::Span> TensorStore::Range(uint32_t id, uint64_t offset, uint64_t nbytes) {
   auto it = tensors_.find(id);
   if (it == tensors_.end()) {

@@ -1,6 +1,9 @@
 #include "crosstune/server/time_evaluator.h"
 
 #include <time.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -87,6 +90,39 @@ uint64_t LargestCacheBytes() {
 }
 
 }  // namespace
+
+bool CanEvictLines() {
+#if defined(__x86_64__) || defined(__aarch64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+void EvictLines(std::span<const char> bytes) {
+  if (bytes.empty()) return;
+  const char* p = bytes.data();
+  const char* end = p + bytes.size();
+#if defined(__x86_64__)
+  // CLFLUSH is in every x86-64 CPU (SSE2); its line is 64 bytes on all of them.
+  for (const char* line = p - reinterpret_cast<uintptr_t>(p) % 64; line < end; line += 64) {
+    _mm_clflush(line);
+  }
+  _mm_mfence();
+#elif defined(__aarch64__)
+  // DC CIVAC is open to user space on Linux; CTR_EL0 gives the smallest data cache line.
+  uint64_t ctr = 0;
+  asm volatile("mrs %0, ctr_el0" : "=r"(ctr));
+  const uintptr_t line_bytes = uintptr_t{4} << ((ctr >> 16) & 0xF);
+  for (const char* line = p - reinterpret_cast<uintptr_t>(p) % line_bytes; line < end;
+       line += line_bytes) {
+    asm volatile("dc civac, %0" : : "r"(line) : "memory");
+  }
+  asm volatile("dsb ish" : : : "memory");
+#else
+  (void)end;
+#endif
+}
 
 TimeEvaluatorHooks DefaultTimeEvaluatorHooks() {
   TimeEvaluatorHooks h;

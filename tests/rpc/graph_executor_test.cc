@@ -163,6 +163,18 @@ TEST(GraphExecutor, RunsNodesInOrder) {
   EXPECT_EQ(y[3], -3);
   // The last node's label is in the slot, for the parent's crash report.
   EXPECT_STREQ(slot.node, "'neg' (ct_neg)");
+
+  // What a cold timing evicts from the caches: the whole run's memory (the param w, then the
+  // activations), and each step's own tensors (add: x, w -> 1x4).
+  auto all = e.Buffers();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].size(), 16u);
+  EXPECT_EQ(all[1].size(), 3u * 64);
+  auto add = e.StepBuffers(0);
+  ASSERT_EQ(add.size(), 3u);
+  EXPECT_EQ(static_cast<const void*>(add[0].data()), static_cast<const void*>((*in)->data));
+  EXPECT_EQ(static_cast<const void*>(add[1].data()), static_cast<const void*>(all[0].data()));
+  for (auto bytes : add) EXPECT_EQ(bytes.size(), 16u);
 }
 
 TEST(GraphExecutor, BindsParamEntriesToTheMappedFile) {

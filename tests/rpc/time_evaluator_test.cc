@@ -1,6 +1,10 @@
 #include "crosstune/server/time_evaluator.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <numeric>
 
 namespace crosstune::server {
 namespace {
@@ -207,6 +211,33 @@ TEST(TimeEvaluator, AFastRoundAmongSlowOnesKeepsTheCandidateTimed) {
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->stopped_early);
   EXPECT_EQ(r->seconds_per_call.size(), 3u);
+}
+
+// The cache flush of a cold timing evicts the call's own data line by line where the CPU allows
+// it: ranges of any alignment and length, and read-only mappings (a package's params), keep their
+// bytes. (That the lines leave the caches is a timing and not asserted here.)
+TEST(EvictLines, KeepsTheBytesOfAnyRangeAndReadsReadOnlyMemoryWithoutWriting) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  EXPECT_TRUE(CanEvictLines());
+#endif
+  std::vector<char> bytes(10'000);
+  std::iota(bytes.begin(), bytes.end(), 0);
+  const std::vector<char> before = bytes;
+  for (size_t start : {0, 1, 63, 64, 65}) {
+    for (size_t len : {0, 1, 63, 64, 129, 4096}) {
+      EvictLines({bytes.data() + start, len});
+    }
+  }
+  EXPECT_EQ(bytes, before);
+
+  const size_t page = 4096 * 3;
+  void* map = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  std::memset(map, 0x5a, page);
+  ASSERT_EQ(::mprotect(map, page, PROT_READ), 0);
+  EvictLines({static_cast<const char*>(map) + 7, page - 7});  // a write would fault here
+  EXPECT_EQ(static_cast<const unsigned char*>(map)[page - 1], 0x5a);
+  ::munmap(map, page);
 }
 
 }  // namespace

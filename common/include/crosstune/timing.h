@@ -18,7 +18,7 @@ struct TimingOptions {
   uint32_t repeat = 1;         // rounds
   uint32_t min_repeat_ms = 0;  // shortest round, in ms (0: no growth)
   uint32_t cooldown_ms = 0;    // pause between rounds, in ms
-  bool flush_cache = false;    // flush the CPU caches before each round
+  bool flush_cache = false;    // evict the call's data from the CPU caches before each round
 
   bool operator==(const TimingOptions&) const = default;
 };

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,6 +79,10 @@ class GraphExecutor {
   uint64_t params_bytes() const { return params_bytes_; }
   uint64_t flops() const { return flops_; }
   bool has_run() const { return has_run_; }
+  // The memory a run reads and writes: the params it uses, then its activations and scratch.
+  std::vector<std::span<const char>> Buffers() const;
+  // The tensors step `k` takes.
+  std::vector<std::span<const char>> StepBuffers(size_t k) const;
 
   // By name, strictly: kNotFound listing the names there are.
   Expected<Port*> FindInput(std::string_view name);
@@ -107,6 +112,7 @@ class GraphExecutor {
   uint64_t arena_bytes_ = 0;
   uint64_t storage_bytes_ = 0;
   uint64_t params_bytes_ = 0;
+  std::vector<std::span<const char>> param_spans_;  // each param the graph uses, in the mapping
   uint64_t flops_ = 0;
   std::vector<DLTensor> entries_;  // one per graph entry
   std::vector<DLTensor> scratch_;  // one per step that takes scratch (its own 1-D shape)

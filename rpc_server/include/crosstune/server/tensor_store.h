@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "crosstune/messages.h"
@@ -35,6 +36,8 @@ class TensorStore {
     bool on_gpu = false;
   };
   Expected<Span> Range(uint32_t id, uint64_t offset, uint64_t nbytes);
+  // Tensor `id`'s bytes in host memory; empty for a GPU tensor or an unknown id.
+  std::span<const char> HostBytes(uint32_t id) const;
 
   uint64_t total_bytes() const { return total_bytes_; }
 

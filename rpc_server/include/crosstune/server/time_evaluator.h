@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "crosstune/status.h"
@@ -28,7 +29,7 @@ namespace crosstune::server {
 struct TimeEvaluatorHooks {
   std::function<double()> now_seconds;        // monotonic
   std::function<void(uint32_t ms)> sleep_ms;  // cooldown
-  std::function<void()> flush_cache;          // touch a buffer bigger than the last-level cache
+  std::function<void()> flush_cache;          // empty the caches of the calls' data
   // Called before the warm-up (number 1) and before each measured round with that round's number
   // (e.g. to arm a watchdog for number calls), outside the timed window.
   std::function<void(uint64_t calls)> before_batch;
@@ -53,8 +54,18 @@ Expected<TimeEvaluatorResult> RunTimeEvaluator(const TimingOptions& options,
 uint64_t GrowNumber(uint64_t number, double elapsed_s, uint32_t min_repeat_ms);
 
 // Default hooks: steady_clock, nanosleep, and a flush over a buffer twice the largest CPU cache
-// sysfs reports (64 MiB when it reports none). The buffer is allocated on first use.
+// sysfs reports (64 MiB when it reports none). The buffer is allocated on first use. The session
+// flushes this way only where it cannot evict the timed call's own data (EvictLines).
 TimeEvaluatorHooks DefaultTimeEvaluatorHooks();
+
+// Whether this CPU can write back and evict single cache lines from user space: x86-64 (CLFLUSH)
+// and aarch64 (DC CIVAC); not 32-bit ARM or RISC-V.
+bool CanEvictLines();
+// Writes back and evicts every cache line of `bytes` from every cache level, so a call that reads
+// them next finds them in memory (a no-op where CanEvictLines() is false). Its cost follows the
+// bytes, not the machine's cache: a VM may report a last-level cache of hundreds of MiB, which a
+// flush through a buffer twice its size would write through on every round.
+void EvictLines(std::span<const char> bytes);
 
 // Upper bound on calls per round, so a zero-cost function and a coarse clock cannot grow forever.
 inline constexpr uint64_t kMaxNumber = uint64_t{1} << 32;
