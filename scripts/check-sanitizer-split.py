@@ -13,7 +13,15 @@ an asan tree after its build (the discovered test lists are there):
 Prints each executable with a case left out but not listed, each listed one with no case left
 out (the main tree would build and run it for nothing), and, given the main tree's list, each
 executable it leaves to this tree that this tree lacks; exits 1 if any, 0 otherwise.
+
+  scripts/check-sanitizer-split.py --build-dir build/asan --presets CMakePresets.json \
+      --main-exclude build/default
+
+prints instead a regular expression for `ctest -E` in the main tree: the tests both trees have
+that the asan test preset runs (the listed executables' other cases, the checks of the docs and
+the layering), so that each runs once in a full run; an empty line when there are none.
 """
+import subprocess
 import argparse
 import glob
 import json
@@ -31,7 +39,12 @@ def main():
     ap.add_argument("--left-to-asan", metavar="FILE",
                     help="the main tree's tests-left-to-asan.txt: each executable named there "
                          "must be in this tree")
+    ap.add_argument("--main-exclude", metavar="MAIN_BUILD_DIR",
+                    help="print the ctest -E expression of the main tree's tests the asan run "
+                         "also runs")
     args = ap.parse_args()
+    if args.main_exclude:
+        return print_main_exclude(args.build_dir, args.main_exclude)
 
     with open(args.presets, encoding="utf-8") as f:
         presets = json.load(f)
@@ -82,6 +95,21 @@ def main():
     if not problems:
         print(f"check-sanitizer-split: {len(cases)} test executables here: ok")
     return 1 if problems else 0
+
+
+def test_names(*ctest_args):
+    """The names ctest would run with these arguments (from its JSON listing)."""
+    out = subprocess.run(["ctest", "--show-only=json-v1", *ctest_args], check=True,
+                         capture_output=True, text=True).stdout
+    return {t["name"] for t in json.loads(out).get("tests", [])}
+
+
+def print_main_exclude(asan_dir, main_dir):
+    # The asan preset's filter applied by ctest itself; the preset names its tree's folder.
+    under_asan = test_names("--preset", "asan")
+    both = sorted(test_names("--test-dir", main_dir) & under_asan)
+    print("^(" + "|".join(re.escape(n) for n in both) + ")$" if both else "")
+    return 0
 
 
 if __name__ == "__main__":
