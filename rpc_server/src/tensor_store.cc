@@ -125,7 +125,8 @@ Expected<DLTensor*> TensorStore::Get(uint32_t id) {
 std::span<const char> TensorStore::HostBytes(uint32_t id) const {
   auto it = tensors_.find(id);
   if (it == tensors_.end() || it->second->on_gpu) return {};
-  return {static_cast<const char*>(it->second->data.get()), it->second->nbytes};
+  return {static_cast<const char*>(it->second->data.get()),
+          static_cast<size_t>(it->second->nbytes)};
 }
 
 Expected<TensorStore::Span> TensorStore::Range(uint32_t id, uint64_t offset, uint64_t nbytes) {
