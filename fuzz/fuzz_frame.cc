@@ -36,5 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            msg::SessionEnded, msg::DeviceRequest, msg::QueueUpdate, msg::Grant, msg::CancelRequest,
            msg::RenewLease, msg::LeaseInfo, msg::ReleaseLease, msg::QueryReply, msg::AdminRequest>(
       *f);
+  DecodeAs<msg::TuneProgress, msg::FarmRecord, msg::RecordsPut, msg::RecordsPutReply,
+           msg::RecordsQuery, msg::RecordsReply, msg::RecordsClaim, msg::RecordsClaimReply>(*f);
   return 0;
 }

@@ -21,7 +21,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(fuzz_frame fuzz_npy fuzz_json fuzz_params fuzz_package fuzz_constraint fuzz_records
     fuzz_kt_cache fuzz_target fuzz_tvm_tracker fuzz_scheduler fuzz_graph fuzz_tvm_params
-    fuzz_module_table)
+    fuzz_module_table fuzz_farm_records)
 fi
 out=build/fuzz/fuzz
 mkdir -p "$out/crashes"

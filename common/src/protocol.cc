@@ -130,6 +130,12 @@ std::string_view OpcodeName(Opcode op) {
       return "CheckLease";
     case Opcode::kTuneProgress:
       return "TuneProgress";
+    case Opcode::kRecordsPut:
+      return "RecordsPut";
+    case Opcode::kRecordsQuery:
+      return "RecordsQuery";
+    case Opcode::kRecordsClaim:
+      return "RecordsClaim";
     case Opcode::kBuild:
       return "Build";
   }

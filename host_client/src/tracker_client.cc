@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
 #include <thread>
 
@@ -199,6 +200,50 @@ Expected<std::string> TrackerClient::Query() {
 
 Status TrackerClient::ReportTuneProgress(const msg::TuneProgress& progress) {
   return Call<msg::Empty>(Opcode::kTuneProgress, progress).status();
+}
+
+Expected<msg::RecordsPutReply> TrackerClient::PutRecords(
+    const std::string& run_id, const std::vector<msg::FarmRecord>& records) {
+  msg::RecordsPutReply total;
+  const auto give_up = std::chrono::steady_clock::now() + options_.request_timeout;
+  for (size_t first = 0; first < records.size();) {
+    // Up to kMaxRecordsPerMessage records and half a frame of JSON a message.
+    size_t n = 0, bytes = 0;
+    while (first + n < records.size() && n < msg::kMaxRecordsPerMessage &&
+           (n == 0 || bytes + records[first + n].json.size() < (Limits::kMaxFrameBytes / 2))) {
+      bytes += records[first + n].json.size();
+      ++n;
+    }
+    msg::RecordsPut put;
+    put.run_id = run_id;
+    put.records.assign(records.begin() + static_cast<std::ptrdiff_t>(first),
+                       records.begin() + static_cast<std::ptrdiff_t>(first + n));
+    milliseconds backoff{100};
+    for (;;) {
+      auto reply = Call<msg::RecordsPutReply>(Opcode::kRecordsPut, put);
+      if (reply.ok()) {
+        total.added += reply->added;
+        total.duplicates += reply->duplicates;
+        break;
+      }
+      if (reply.status().code() != ErrorCode::kBusy ||
+          std::chrono::steady_clock::now() + backoff > give_up) {
+        return reply.status();
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, milliseconds{2000});
+    }
+    first += n;
+  }
+  return total;
+}
+
+Expected<msg::RecordsReply> TrackerClient::QueryRecords(const msg::RecordsQuery& query) {
+  return Call<msg::RecordsReply>(Opcode::kRecordsQuery, query);
+}
+
+Expected<msg::RecordsClaimReply> TrackerClient::ClaimRecords(const msg::RecordsClaim& claim) {
+  return Call<msg::RecordsClaimReply>(Opcode::kRecordsClaim, claim);
 }
 
 Status TrackerClient::Admin(const std::string& action, const std::string& device,

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "crosstune/crypto.h"
 #include "crosstune/text.h"
 
 namespace crosstune::tracker {
@@ -47,6 +48,10 @@ class Stmt {
     if (status_.ok()) status_ = Check(db_, sqlite3_bind_int64(stmt_, i, v), "bind");
     return *this;
   }
+  Stmt& Bind(int i, double v) {
+    if (status_.ok()) status_ = Check(db_, sqlite3_bind_double(stmt_, i, v), "bind");
+    return *this;
+  }
   // Runs a statement that returns no rows.
   Status Run() {
     CT_RETURN_IF_ERROR(status_);
@@ -65,6 +70,7 @@ class Stmt {
     return p ? reinterpret_cast<const char*>(p) : "";
   }
   int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  double Real(int col) { return sqlite3_column_double(stmt_, col); }
 
  private:
   sqlite3* db_;
@@ -84,6 +90,23 @@ CREATE TABLE IF NOT EXISTS sessions (
   outcome TEXT
 );
 CREATE INDEX IF NOT EXISTS sessions_token ON sessions(token);
+CREATE TABLE IF NOT EXISTS records (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  digest TEXT NOT NULL UNIQUE,
+  task TEXT NOT NULL,
+  target TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  generator TEXT NOT NULL,
+  config INTEGER NOT NULL,
+  ok INTEGER NOT NULL,
+  mean REAL NOT NULL,
+  stopped_early INTEGER NOT NULL,
+  run_id TEXT NOT NULL,
+  sender TEXT NOT NULL,
+  received_ms INTEGER NOT NULL,
+  json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_task ON records(task, target, kind, generator, config);
 CREATE TABLE IF NOT EXISTS active_leases (
   token TEXT PRIMARY KEY,
   device TEXT NOT NULL,
@@ -294,6 +317,153 @@ Expected<std::vector<HistoryRow>> Store::RecentHistory(int limit) {
     out.push_back({q.Text(0), q.Text(1), q.Text(2), q.Text(5), q.Int(3), q.Int(4)});
   }
   return out;
+}
+
+namespace {
+
+// A reply's records stop past this many bytes of JSON (`more` says so), so that it fits a frame
+// with room for the fields beside them: a record is at most 64 KiB.
+constexpr size_t kReplyBytes = Limits::kMaxFrameBytes / 2;
+
+// The columns every records query returns, in FarmRecord's order.
+constexpr const char* kRecordColumns =
+    "id, task, target, kind, generator, config, ok, mean, stopped_early, json, sender, "
+    "received_ms";
+
+msg::FarmRecord RecordRow(Stmt& q) {
+  msg::FarmRecord r;
+  r.id = static_cast<uint64_t>(q.Int(0));
+  r.task = q.Text(1);
+  r.target = q.Text(2);
+  r.device_kind = q.Text(3);
+  r.generator = q.Text(4);
+  r.config_index = static_cast<uint64_t>(q.Int(5));
+  r.ok = q.Int(6) != 0;
+  r.mean = q.Real(7);
+  r.stopped_early = q.Int(8) != 0;
+  r.json = q.Text(9);
+  r.sender = q.Text(10);
+  r.received_unix_ms = q.Int(11);
+  return r;
+}
+
+}  // namespace
+
+Expected<msg::RecordsPutReply> Store::PutRecords(const std::string& run_id,
+                                                 const std::string& sender,
+                                                 int64_t received_unix_ms,
+                                                 const std::vector<msg::FarmRecord>& records) {
+  msg::RecordsPutReply reply;
+  CT_RETURN_IF_ERROR(InTransaction(db_, [&]() -> Status {
+    for (const msg::FarmRecord& r : records) {
+      CT_RETURN_IF_ERROR(
+          Stmt(db_, cache_,
+               "INSERT OR IGNORE INTO records(digest, task, target, kind, generator, config, ok, "
+               "mean, stopped_early, run_id, sender, received_ms, json) "
+               "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)")
+              .Bind(1, Sha256Hex(r.json))
+              .Bind(2, r.task)
+              .Bind(3, r.target)
+              .Bind(4, r.device_kind)
+              .Bind(5, r.generator)
+              .Bind(6, static_cast<int64_t>(r.config_index))
+              .Bind(7, int64_t{r.ok})
+              .Bind(8, r.mean)
+              .Bind(9, int64_t{r.stopped_early})
+              .Bind(10, run_id)
+              .Bind(11, sender)
+              .Bind(12, received_unix_ms)
+              .Bind(13, r.json)
+              .Run());
+      if (sqlite3_changes(db_) > 0) {
+        ++reply.added;
+      } else {
+        ++reply.duplicates;
+      }
+    }
+    return Status::Ok();
+  }));
+  return reply;
+}
+
+Expected<msg::RecordsReply> Store::RecordsOf(const std::string& task, const std::string& target,
+                                             const std::string& kind, bool best_only,
+                                             uint64_t after_id, uint32_t limit) {
+  msg::RecordsReply reply;
+  if (best_only) {
+    // SQLite takes the bare columns of a MIN() aggregate from the row with the minimum.
+    static const std::string sql =
+        std::string("SELECT ") + kRecordColumns + ", MIN(mean) FROM records " +
+        "WHERE task=? AND target=? AND kind=? AND ok=1 AND stopped_early=0 AND mean>0 "
+        "GROUP BY generator ORDER BY id";
+    Stmt q(db_, cache_, sql.c_str());
+    q.Bind(1, task).Bind(2, target).Bind(3, kind);
+    size_t bytes = 0;
+    for (;;) {
+      CT_ASSIGN_OR_RETURN(bool row, q.Next());
+      if (!row) break;
+      if (bytes > kReplyBytes) {
+        reply.more = true;
+        break;
+      }
+      reply.records.push_back(RecordRow(q));
+      bytes += reply.records.back().json.size();
+    }
+    return reply;
+  }
+  static const std::string sql = std::string("SELECT ") + kRecordColumns + " FROM records " +
+                                 "WHERE task=? AND target=? AND kind=? AND id>? "
+                                 "ORDER BY id LIMIT ?";
+  Stmt q(db_, cache_, sql.c_str());
+  q.Bind(1, task).Bind(2, target).Bind(3, kind).Bind(4, static_cast<int64_t>(after_id));
+  q.Bind(5, int64_t{limit} + 1);
+  size_t bytes = 0;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(bool row, q.Next());
+    if (!row) break;
+    if (reply.records.size() == limit || bytes > kReplyBytes) {
+      reply.more = true;
+      break;
+    }
+    reply.records.push_back(RecordRow(q));
+    bytes += reply.records.back().json.size();
+  }
+  return reply;
+}
+
+Expected<std::map<std::string, int64_t>> Store::RecordKinds(const std::string& task,
+                                                            const std::string& target) {
+  Stmt q(db_, cache_, "SELECT kind, COUNT(*) FROM records WHERE task=? AND target=? GROUP BY kind");
+  q.Bind(1, task).Bind(2, target);
+  std::map<std::string, int64_t> out;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(bool row, q.Next());
+    if (!row) break;
+    out[q.Text(0)] = q.Int(1);
+  }
+  return out;
+}
+
+Expected<std::vector<uint64_t>> Store::MeasuredConfigs(const msg::RecordsClaim& claim) {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < claim.configs.size(); ++i) {
+    const uint64_t config = claim.configs[i];
+    Stmt q(db_, cache_,
+           "SELECT 1 FROM records WHERE task=? AND target=? AND kind=? AND generator=? AND "
+           "config=? LIMIT 1");
+    q.Bind(1, claim.task).Bind(2, claim.target).Bind(3, claim.device_kind);
+    q.Bind(4, claim.generators.empty() ? std::string() : claim.generators[i]);
+    q.Bind(5, static_cast<int64_t>(config));
+    CT_ASSIGN_OR_RETURN(bool row, q.Next());
+    if (row) out.push_back(config);
+  }
+  return out;
+}
+
+Expected<int64_t> Store::RecordCount() {
+  Stmt q(db_, cache_, "SELECT COUNT(*) FROM records");
+  CT_ASSIGN_OR_RETURN(bool row, q.Next());
+  return row ? q.Int(0) : 0;
 }
 
 }  // namespace crosstune::tracker

@@ -91,6 +91,7 @@ void Tracker::Impl::Sweep() {
   tvm->Tick(now);
   sched.Tick(now);
   tune_runs.Expire(now);
+  record_claims.Expire(now);
   usage.Sample(now, BusySeconds(sched.Snap(now)));
   Drain();
 }
@@ -115,6 +116,10 @@ Status Tracker::Start() {
   CT_RETURN_IF_ERROR(m.tvm->Init());
   CT_ASSIGN_OR_RETURN(m.store, Store::Open(m.options.db_path));
   CT_RETURN_IF_ERROR(m.RestoreLeases());
+  if (!m.options.db_path.empty()) {
+    CT_ASSIGN_OR_RETURN(int64_t records, m.store->RecordCount());
+    spdlog::info("tracker: {} holds {} tuning record(s) of the farm", m.options.db_path, records);
+  }
   if (m.options.listen_fd >= 0) {
     CT_RETURN_IF_ERROR(m.Adopt(m.acceptor, m.options.listen_fd));
   } else {

@@ -8,6 +8,7 @@
 //   tracker_http.cc     the HTTP listener (status page, /api/summary, /metrics) and the summary
 //   tracker_leases.cc   the Scheduler's actions carried out, group commit of lease rows,
 //                       self-checks
+//   tracker_records.cc  the farm's tuning records: put, query, claim (records.h)
 //
 // Thread-safety: none; everything runs on the io_context's thread (tracker.h).
 #pragma once
@@ -29,6 +30,7 @@
 
 #include "crosstune/frame.h"
 #include "crosstune/status.h"
+#include "crosstune/tracker/records.h"
 #include "crosstune/tracker/scheduler.h"
 #include "crosstune/tracker/store.h"
 #include "crosstune/tracker/tracker.h"
@@ -89,8 +91,10 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& io;
   TrackerOptions options;
   Scheduler sched;
-  TuneRuns tune_runs;  // what tune runs report (status page, /metrics)
-  UsageHistory usage;  // each device's utilisation over the last hour
+  TuneRuns tune_runs;                // what tune runs report (status page, /metrics)
+  UsageHistory usage;                // each device's utilisation over the last hour
+  RecordClaims record_claims;        // which run times which config right now
+  RecordsThrottle records_throttle;  // records a second per sender
   std::unique_ptr<Store> store;
   std::unique_ptr<TvmPeers> tvm;
   tcp::acceptor acceptor;
@@ -182,6 +186,15 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   // A tune run's report: bounded, and only on leases that are active (their tokens are their
   // holders' secrets); the run is shown with those leases' devices.
   Status TakeTuneProgress(SteadyClock::time_point now, const Conn& c, const msg::TuneProgress& p);
+
+  // --- the farm's tuning records (tracker_records.cc) -------------------------------------------
+
+  // Clients only (servers do not tune); each answers the request itself.
+  void OnRecordsPut(SteadyClock::time_point now, const std::shared_ptr<Conn>& c, const Frame& f,
+                    const msg::RecordsPut& put);
+  void OnRecordsQuery(const std::shared_ptr<Conn>& c, const Frame& f, const msg::RecordsQuery& q);
+  void OnRecordsClaim(SteadyClock::time_point now, const std::shared_ptr<Conn>& c, const Frame& f,
+                      const msg::RecordsClaim& claim);
 
   // --- TVM's tracker protocol (tracker_tvm.cc) --------------------------------------------------
 

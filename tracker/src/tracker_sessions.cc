@@ -213,6 +213,15 @@ void Tracker::Impl::Dispatch(const std::shared_ptr<Conn>& c, const Frame& f) {
         if (!s.ok()) return SendError(c, f.request_id, s);
         Reply(c, f.request_id, msg::Empty{});
       });
+    case Opcode::kRecordsPut:
+      return With<msg::RecordsPut>(
+          c, f, [&](const msg::RecordsPut& put) { OnRecordsPut(now, c, f, put); });
+    case Opcode::kRecordsQuery:
+      return With<msg::RecordsQuery>(c, f,
+                                     [&](const msg::RecordsQuery& q) { OnRecordsQuery(c, f, q); });
+    case Opcode::kRecordsClaim:
+      return With<msg::RecordsClaim>(
+          c, f, [&](const msg::RecordsClaim& claim) { OnRecordsClaim(now, c, f, claim); });
     case Opcode::kQuery:
       return Reply(c, f.request_id, msg::QueryReply{DumpJson(Summary())});
     case Opcode::kAdmin:

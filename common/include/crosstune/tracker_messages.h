@@ -23,6 +23,14 @@
 //   client -> tracker  kTuneProgress TuneProgress      -> Empty | error  (a tune run's progress,
 //                                                        at most once a second, for the status
 //                                                        page and /metrics)
+//   client -> tracker  kRecordsPut   RecordsPut        -> RecordsPutReply (tuning records
+//                                                        kept for the farm; a record sent again
+//                                                        is counted, not kept twice)
+//   client -> tracker  kRecordsQuery RecordsQuery      -> RecordsReply (a task's records on a
+//                                                        device kind, or on the nearest one)
+//   client -> tracker  kRecordsClaim RecordsClaim      -> RecordsClaimReply (the configs this
+//                                                        run may time: none measured or claimed
+//                                                        by another run on that device kind)
 //   any    -> tracker  kQuery        Empty             -> QueryReply (the /api/summary JSON)
 //   admin  -> tracker  kAdmin        AdminRequest      -> Empty | error
 //
@@ -177,6 +185,87 @@ struct TuneProgress {
   bool finished = false;                   // the last report of the run
   CT_WIRE_FIELDS(run_id, lease_tokens, task, trials, total, measured, best_gflops, errors, rate,
                  finished)
+};
+
+// --- The farm's tuning records (tracker/records.h) ---------------------------------------------
+
+// One tuning record as the farm keeps it: what the tracker finds it by, and the record itself,
+// the JSON line the tuner writes to its log (tuner/records.h), kept as sent. The tracker checks
+// the bounds and that `json` is a JSON object; the fields beside it are the sender's reading of
+// it, as the tuner writes both.
+inline constexpr size_t kMaxFarmRecordBytes = 64 << 10;  // of `json`
+inline constexpr size_t kMaxRecordsPerMessage = 256;
+struct FarmRecord {
+  std::string task;         // TaskId::Key(): "matmul 512,512,512 float32"
+  std::string target;       // the builder's target string
+  std::string device_kind;  // "ARCH/CPU" (tuner's DeviceKind): the device's fingerprint
+  std::string generator;    // GeneratorHash of the measured code; "" in old logs
+  uint64_t config_index = 0;
+  bool ok = false;             // measured without error
+  double mean = 0;             // seconds per call; 0 when failed
+  bool stopped_early = false;  // `mean` is a lower bound (tuner/records.h)
+  std::string json;
+  // Filled in by the tracker on the way out: who sent it (the connection's name) and when.
+  std::string sender;
+  int64_t received_unix_ms = 0;
+  uint64_t id = 0;  // the tracker's row id: later rows have larger ids
+  CT_WIRE_FIELDS(task, target, device_kind, generator, config_index, ok, mean, stopped_early, json,
+                 sender, received_unix_ms, id)
+};
+
+struct RecordsPut {
+  std::string run_id;
+  std::vector<FarmRecord> records;  // at most kMaxRecordsPerMessage
+  CT_WIRE_FIELDS(run_id, records)
+};
+struct RecordsPutReply {
+  uint32_t added = 0;
+  uint32_t duplicates = 0;  // the same JSON line already kept (a retry): not kept again
+  CT_WIRE_FIELDS(added, duplicates)
+};
+
+// A task's records for a target on a device kind; where the farm has none on that kind, those of
+// the nearest kind that has some (same architecture first: tracker/records.h), and the reply says
+// which. `best_only`: the best successful record per device kind and generator; otherwise every
+// record with an id above `after_id`, oldest first, at most `limit` (more follow from the last
+// id).
+struct RecordsQuery {
+  std::string task;
+  std::string target;
+  std::string device_kind;
+  bool best_only = false;
+  uint64_t after_id = 0;
+  uint32_t limit = 0;   // 0: kMaxRecordsPerMessage
+  bool nearest = true;  // fall back to the nearest kind where this one has none
+  CT_WIRE_FIELDS(task, target, device_kind, best_only, after_id, limit, nearest)
+};
+struct RecordsReply {
+  std::vector<FarmRecord> records;
+  std::string device_kind;  // the kind the records are of
+  bool exact = true;        // false: the nearest kind's, none of this one's
+  bool more = false;        // the limit cut the list short
+  CT_WIRE_FIELDS(records, device_kind, exact, more)
+};
+
+// Before timing configs of a task on a device kind, a run claims them: the reply grants those no
+// record covers yet (on that kind, made by the same generator) and that no other run holds an
+// unexpired claim on. Claims last `ttl_ms` (at most 10 minutes) or until a record of the config
+// arrives.
+inline constexpr size_t kMaxClaimConfigs = 1024;
+struct RecordsClaim {
+  std::string run_id;  // the claimant: one run's claims are its own
+  std::string task;
+  std::string target;
+  std::string device_kind;
+  std::vector<uint64_t> configs;
+  std::vector<std::string> generators;  // each config's GeneratorHash (as many, or none: "")
+  uint32_t ttl_ms = 0;
+  CT_WIRE_FIELDS(run_id, task, target, device_kind, configs, generators, ttl_ms)
+};
+struct RecordsClaimReply {
+  std::vector<uint64_t> granted;
+  std::vector<uint64_t> measured;  // a record covers them: their result is in the farm's records
+  CT_WIRE_FIELDS(granted, measured)
 };
 
 struct QueryReply {

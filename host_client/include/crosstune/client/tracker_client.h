@@ -1,5 +1,6 @@
 // The client side of crosstune-tracker: ask for a device and wait in its queue, renew and release
-// leases, query the farm, and the admin operations (drain, undrain, kick).
+// leases, query the farm, the farm's tuning records (put, query, claim), and the admin operations
+// (drain, undrain, kick).
 //
 // Thread-safety: one TrackerClient may be used from several threads; calls are serialised on its
 // connection. RequestDevice blocks its caller (and every other call) until the grant comes;
@@ -70,6 +71,13 @@ class TrackerClient {
   // A tune run's progress for the tracker's status page and metrics (at most one report a
   // second per run; the tracker refuses more with Busy, and reports on leases not active).
   Status ReportTuneProgress(const msg::TuneProgress& progress);
+  // The farm's tuning records (tracker/records.h). PutRecords sends at most
+  // kMaxRecordsPerMessage a message (more are split) and waits out the tracker's Busy (a sender
+  // over its rate) with backoff, up to request_timeout; the totals of every message come back.
+  Expected<msg::RecordsPutReply> PutRecords(const std::string& run_id,
+                                            const std::vector<msg::FarmRecord>& records);
+  Expected<msg::RecordsReply> QueryRecords(const msg::RecordsQuery& query);
+  Expected<msg::RecordsClaimReply> ClaimRecords(const msg::RecordsClaim& claim);
   // drain, undrain or kick `device`; `admin_secret` is the tracker's --admin-token-file content.
   Status Admin(const std::string& action, const std::string& device,
                const std::string& admin_secret);

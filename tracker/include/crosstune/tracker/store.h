@@ -1,5 +1,6 @@
-// The tracker's SQLite database: session history (who, key, device, start, end, outcome) and the
-// leases active right now, so that a restarted tracker hands no running lease to someone else.
+// The tracker's SQLite database: session history (who, key, device, start, end, outcome), the
+// leases active right now, so that a restarted tracker hands no running lease to someone else,
+// and the farm's tuning records (records.h).
 //
 // Thread-safety: the tracker uses its Store from its io_context thread only. For a file database
 // the Store runs one thread of its own that checkpoints the WAL on a separate connection.
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "crosstune/status.h"
+#include "crosstune/tracker/records.h"
 #include "crosstune/tracker/scheduler.h"
 
 struct sqlite3;
@@ -26,11 +28,11 @@ struct HistoryRow {
   int64_t start_unix_ms = 0, end_unix_ms = 0;  // end 0: still running
 };
 
-class Store {
+class Store final : public RecordStore {
  public:
   // "" or ":memory:" keeps everything in memory (nothing survives a restart).
   static Expected<std::unique_ptr<Store>> Open(const std::string& path);
-  ~Store();
+  ~Store() override;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
@@ -43,6 +45,20 @@ class Store {
   Status LeaseEnded(const LeaseRecord& lease, const std::string& outcome, int64_t end_unix_ms);
   Expected<std::vector<LeaseRecord>> ActiveLeases();
   Expected<std::vector<HistoryRow>> RecentHistory(int limit);
+
+  // RecordStore. PutRecords commits before it returns (outside a batch): a record acknowledged is
+  // in the WAL, and a tracker killed afterwards still has it.
+  Expected<msg::RecordsPutReply> PutRecords(const std::string& run_id, const std::string& sender,
+                                            int64_t received_unix_ms,
+                                            const std::vector<msg::FarmRecord>& records) override;
+  Expected<msg::RecordsReply> RecordsOf(const std::string& task, const std::string& target,
+                                        const std::string& kind, bool best_only, uint64_t after_id,
+                                        uint32_t limit) override;
+  Expected<std::map<std::string, int64_t>> RecordKinds(const std::string& task,
+                                                       const std::string& target) override;
+  Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) override;
+  // Records kept, in all.
+  Expected<int64_t> RecordCount();
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

@@ -1,0 +1,183 @@
+// The farm's tuning records against a real tracker (tracker/records.h): two runs claiming the
+// same configs, a retry kept once, a flooding sender throttled alone, and a tracker killed in the
+// middle of a flood that loses no record it acknowledged.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "farm.h"
+
+namespace crosstune::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* kTask = "matmul 64,64,64 float32";
+const char* kTarget = "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4";
+const char* kKind = "x86_64/AMD EPYC 9R14";
+
+msg::FarmRecord Rec(uint64_t config, double mean, const std::string& tag = "") {
+  msg::FarmRecord r;
+  r.task = kTask;
+  r.target = kTarget;
+  r.device_kind = kKind;
+  r.generator = "0123456789abcdef";
+  r.config_index = config;
+  r.ok = true;
+  r.mean = mean;
+  r.json = "{\"config\":{\"index\":" + std::to_string(config) + "},\"tag\":\"" + tag + "\"}";
+  return r;
+}
+
+msg::RecordsClaim Claim(const std::string& run, std::vector<uint64_t> configs) {
+  msg::RecordsClaim c;
+  c.run_id = run;
+  c.task = kTask;
+  c.target = kTarget;
+  c.device_kind = kKind;
+  c.generators.assign(configs.size(), "0123456789abcdef");
+  c.configs = std::move(configs);
+  return c;
+}
+
+std::vector<msg::FarmRecord> AllRecords(client::TrackerClient& c) {
+  std::vector<msg::FarmRecord> out;
+  msg::RecordsQuery q;
+  q.task = kTask;
+  q.target = kTarget;
+  q.device_kind = kKind;
+  q.nearest = false;
+  for (;;) {
+    auto r = c.QueryRecords(q);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) break;
+    out.insert(out.end(), r->records.begin(), r->records.end());
+    if (!r->more || r->records.empty()) break;
+    q.after_id = r->records.back().id;
+  }
+  return out;
+}
+
+TEST(TrackerRecordsTest, TwoRunsNeverGetTheSameConfigAndARetryIsKeptOnce) {
+  Farm farm;
+  ASSERT_TRUE(farm.StartTracker());
+  auto alice = farm.Client("alice");
+  auto bob = farm.Client("bob");
+  ASSERT_TRUE(alice && bob);
+
+  auto a = alice->ClaimRecords(Claim("run-a", {1, 2, 3, 4}));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = bob->ClaimRecords(Claim("run-b", {3, 4, 5, 6}));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->granted, (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(b->granted, (std::vector<uint64_t>{5, 6})) << "3 and 4 are alice's run's";
+
+  // Alice's records arrive: their configs are measured for everyone from then on.
+  auto put = alice->PutRecords("run-a", {Rec(1, 0.004), Rec(2, 0.003), Rec(3, 0.002)});
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->added, 3u);
+  auto again = alice->PutRecords("run-a", {Rec(3, 0.002)});  // a retry after a lost reply
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->added, 0u);
+  EXPECT_EQ(again->duplicates, 1u);
+  auto b2 = bob->ClaimRecords(Claim("run-b", {1, 2, 3, 4, 7}));
+  ASSERT_TRUE(b2.ok());
+  EXPECT_EQ(b2->measured, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(b2->granted, (std::vector<uint64_t>{7})) << "4 is still alice's";
+
+  auto records = AllRecords(*bob);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].sender, "alice");
+  msg::RecordsQuery best;
+  best.task = kTask;
+  best.target = kTarget;
+  best.device_kind = "x86_64/AMD EPYC 7B13";  // none of these: the nearest kind's, said
+  best.best_only = true;
+  auto got = bob->QueryRecords(best);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->exact);
+  EXPECT_EQ(got->device_kind, kKind);
+  ASSERT_EQ(got->records.size(), 1u);
+  EXPECT_EQ(got->records[0].config_index, 3u);
+
+  // What a client sends is checked: the tracker answers with the reason and keeps serving.
+  msg::FarmRecord bad = Rec(9, 0.001);
+  bad.json = std::string(5000, '[') + std::string(5000, ']');
+  auto refused = alice->PutRecords("run-a", {bad});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("deeper"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(alice->PutRecords("run-a", {Rec(9, 0.001)}).ok());
+}
+
+TEST(TrackerRecordsTest, AFloodingSenderIsThrottledWhileOthersAreServed) {
+  Farm farm;
+  ASSERT_TRUE(farm.StartTracker());
+  client::TrackerOptions o;
+  o.tracker = farm.tracker();
+  o.peer_name = "flood";
+  o.request_timeout = 2s;  // PutRecords waits out Busy this long at most
+  auto flood = client::TrackerClient::Connect(o);
+  ASSERT_TRUE(flood.ok());
+  auto quiet = farm.Client("quiet");
+  ASSERT_TRUE(quiet);
+  // Far over the burst at once: refused as Busy before the end.
+  std::vector<msg::FarmRecord> many;
+  for (uint64_t i = 0; i < 60'000; ++i) many.push_back(Rec(1000 + i, 0.001));
+  auto put = (*flood)->PutRecords("flood-run", many);
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.status().code(), ErrorCode::kBusy) << put.status().ToString();
+  EXPECT_NE(put.status().message().find("flood"), std::string::npos) << put.status().message();
+  auto fine = quiet->PutRecords("quiet-run", {Rec(1, 0.001, "quiet")});
+  ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+  EXPECT_EQ(fine->added, 1u);
+}
+
+TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledged) {
+  Farm farm;
+  const std::string db = farm.Path("tracker.sqlite");
+  ASSERT_TRUE(farm.StartTracker({"--db", db}, /*held_port=*/true));
+  std::atomic<uint64_t> acked{0};  // configs [0, acked) were acknowledged
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    client::TrackerOptions o;
+    o.tracker = farm.tracker();
+    o.peer_name = "writer";
+    auto c = client::TrackerClient::Connect(o);
+    if (!c.ok()) return;
+    for (uint64_t next = 0; !stop.load();) {
+      std::vector<msg::FarmRecord> batch;
+      for (int i = 0; i < 50; ++i) batch.push_back(Rec(next + i, 0.001));
+      if (!(*c)->PutRecords("flood", batch).ok()) return;  // the tracker went away
+      next += 50;
+      acked.store(next);
+    }
+  });
+  ASSERT_TRUE(Eventually([&] { return acked.load() >= 2000; }, 30s));
+  farm.KillTracker(SIGKILL);
+  stop.store(true);
+  writer.join();
+  const uint64_t acknowledged = acked.load();
+  ASSERT_TRUE(farm.StartTracker({"--db", db}, /*held_port=*/true));
+  EXPECT_TRUE(Eventually([&] {
+    return ReadFile(farm.Path("tracker.log")).find("tuning record(s) of the farm") !=
+           std::string::npos;
+  }));
+  auto reader = farm.Client("reader");
+  ASSERT_TRUE(reader);
+  std::set<uint64_t> kept;
+  for (const auto& r : AllRecords(*reader)) kept.insert(r.config_index);
+  for (uint64_t i = 0; i < acknowledged; ++i) {
+    ASSERT_TRUE(kept.count(i)) << "acknowledged record " << i << " of " << acknowledged
+                               << " is gone after kill -9";
+  }
+  std::printf("%llu records acknowledged before kill -9, %zu kept\n",
+              static_cast<unsigned long long>(acknowledged), kept.size());
+}
+
+}  // namespace
+}  // namespace crosstune::testing
