@@ -36,6 +36,8 @@ void RegisterReplayCommand(CLI::App& app);
 // import, compile (model: ONNX import and the model compiler).
 void RegisterImportCommand(CLI::App& app);
 void RegisterCompileCommand(CLI::App& app);
+// records import|export|best (tuner: the farm's records, kept by the tracker).
+void RegisterRecordsCommand(CLI::App& app);
 
 // Prints "crosstune: error: <what>" to stderr and returns the exit code 1.
 int PrintError(const std::string& what);

@@ -28,6 +28,8 @@ bool RegisterCommand(CLI::App* app, const char* name) {
     RegisterImportCommand(*app);
   } else if (n == "compile") {
     RegisterCompileCommand(*app);
+  } else if (n == "records") {
+    RegisterRecordsCommand(*app);
   } else {
     return false;
   }

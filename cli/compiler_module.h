@@ -1,8 +1,9 @@
 // The compiler module: the `crosstune` commands that need a compiler (build, tune, log, export,
-// replay: crosstune::builder and crosstune::tuner, hence LLVM, clang, NVRTC and XGBoost) are a
-// shared module, libcrosstune-cli-build.so. The `crosstune` binary links none of those: it lists
-// these commands in `crosstune --help` from the table below and loads the module only when one of
-// them runs, so every other command starts without loading a compiler (~33 ms on its own).
+// replay, records: crosstune::builder and crosstune::tuner, hence LLVM, clang, NVRTC and
+// XGBoost) are a shared module, libcrosstune-cli-build.so. The `crosstune` binary links none of
+// those: it lists these commands in `crosstune --help` from the table below and loads the module
+// only when one of them runs, so every other command starts without loading a compiler (~33 ms
+// on its own).
 //
 // A CLI::App crosses the boundary, so both sides must come from one build: the module says which
 // crosstune and CLI11 it was built with, and the binary refuses any other.
@@ -30,6 +31,7 @@ inline constexpr CompilerCommand kCompilerCommands[] = {
     {"import", "read an ONNX model: its inputs, ops, tasks, params, FLOPs and activation memory"},
     {"compile",
      "compile an ONNX model with tuned configs into one .ctpkg (library, graph, params)"},
+    {"records", "the farm's tuning records, kept by the tracker: import logs, export, best"},
 };
 
 // The help line of compiler command `name`, or nullptr when `name` is not one.

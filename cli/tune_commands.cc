@@ -291,6 +291,12 @@ void RunTune(const TuneFlags& f) {
         "(--no-stop-losers times every round)\n",
         s.stopped_early, s.measured);
   }
+  if (!s.farm_kind.empty()) {
+    std::printf(
+        "farm records (%s): %d taken from other runs, %d config(s) left to other runs%s\n",
+        s.farm_kind.c_str(), s.farm_resumed, s.farm_elsewhere,
+        s.farm_unsent > 0 ? fmt::format(", {} of this run's not sent", s.farm_unsent).c_str() : "");
+  }
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
   PrintBuildFarmLine(setup->farm());
@@ -428,6 +434,10 @@ void RegisterTune(CLI::App& app) {
       ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
   dev->add_option("--timeout", f->timeout_s, "seconds to wait for each reply")
       ->capture_default_str();
+  cmd->add_option("--records", f->setup.records,
+                  "share the farm's tuning records: 'tracker' (--tracker's) or a tracker "
+                  "HOST:PORT; resume from them, claim each config before timing it, send each "
+                  "record");
   cmd->add_option("--trials", f->setup.tune.trials,
                   "trials for the task in the log, earlier ones included")
       ->capture_default_str()

@@ -262,6 +262,7 @@ def tune(
     build_cache: Optional[PathLike] = None,
     build_cache_max_mb: float = 1024.0,
     build_key: Optional[str] = None,
+    records: Optional[str] = None,
     auth_token_file: Optional[PathLike] = None,
     seed: int = 1,
     objective: str = "mixed",
@@ -294,6 +295,11 @@ def tune(
     directory shared by runs (a config built before for the same target and compiler is not
     compiled again), within ``build_cache_max_mb`` (0: no limit); ``build_key``: the farm's build
     workers of that key (registered with ``tracker``) build beside this machine.
+
+    The farm's records: ``records="tracker"`` (``tracker``'s) or a tracker's ``"HOST:PORT"``,
+    as ``crosstune tune --records``: the run resumes from what the farm has of the task on its
+    devices' kind, claims each config before timing it (one another run holds or the farm has is
+    not timed here) and sends each record; ``report["farm"]`` counts what it took and left.
 
     The run is set up by the same code as ``crosstune tune``'s: with no device given, the server
     started here gets the kernel's CPUs to itself and the builds (and this thread, until tune()
@@ -359,11 +365,11 @@ def tune(
     else:
         label = model.name if model is not None else str(workload)
     callback, bar = _progress_callback(progress, label)
-    records: List[Record] = []
+    measured: List[Record] = []
 
     def record(text: str) -> None:
         r: Record = json.loads(text)
-        records.append(r)
+        measured.append(r)
         if on_record is not None:
             on_record(r)
 
@@ -392,6 +398,7 @@ def tune(
     o.build_cache = os.fspath(build_cache) if build_cache is not None else ""
     o.build_cache_max_mb = build_cache_max_mb
     o.build_key = build_key or ""
+    o.records = records or ""
     o.build_timeout = build_timeout
     o.overlap = overlap
     o.tuner = tuner
@@ -420,7 +427,7 @@ def tune(
         if bar is not None:
             bar.close()
     result = json.loads(report)
-    return TuneRun(result["report"], records, result["best"], result["default"])
+    return TuneRun(result["report"], measured, result["best"], result["default"])
 
 
 def _errors() -> Any:

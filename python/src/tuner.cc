@@ -339,6 +339,8 @@ void BindTuner(nb::module_& m) {
       [](TuneArgs & a) -> auto& { return a.setup.build_cache_max_mb; });
   Field(
       options, "build_key", [](TuneArgs & a) -> auto& { return a.setup.build_key; });
+  Field(
+      options, "records", [](TuneArgs & a) -> auto& { return a.setup.records; });
   Seconds(
       options, "build_timeout",
       [](TuneArgs & a) -> auto& { return a.setup.tune.measure.build_timeout; });

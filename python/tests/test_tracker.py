@@ -99,3 +99,21 @@ def test_the_onnx_backend_runs_on_a_device_leased_from_the_tracker(farm: Farm,
     with open(tmp_path / "gpu.json") as f:
         why = json.load(f)["tests"]["crosstune"][0]["why"]
     assert "gpu" in why, why
+
+
+def test_a_second_run_resumes_from_the_farms_records(farm: Farm) -> None:
+    """tune(records="tracker"): the first run's records go to the farm, and a second run with
+    no log of its own takes them instead of timing those configs again."""
+    farm.add_server()
+    args: dict[str, Any] = dict(shape=(32, 32, 32), tuner="random", batch=4, repeat=1,
+                                min_repeat_ms=0, tracker=farm.address, key="cpu",
+                                records="tracker", progress=False)
+    first = ct.tune("matmul", trials=8, **args)
+    assert first.report["farm"]["resumed"] == 0
+    assert first.report["farm"]["unsent"] == 0
+    assert len(first.records) == 8
+    second = ct.tune("matmul", trials=12, **args)
+    assert second.report["farm"]["device_kind"] == first.report["farm"]["device_kind"]
+    assert second.report["farm"]["resumed"] == 8
+    assert len(second.records) == 4  # only what the farm did not have
+    assert second.report["trials_in_log"] == 12

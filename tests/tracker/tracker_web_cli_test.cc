@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -250,6 +251,105 @@ TEST_F(TrackerWebTest, BuildsForTheDeviceATrackerGrants) {
                  " --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(farm_.server_addr(0)), std::string::npos) << r.out;
+}
+
+// `crosstune records`: a tuning log into the farm's records (twice: kept once), its best back,
+// and the records written out again as a log the tuner reads.
+TEST_F(TrackerWebTest, RecordsCommandsImportALogAndGiveItsBestAndItsRecordsBack) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no tuner)";
+  auto line = [](int index, double mean, const char* error) {
+    return std::string("{\"v\":1,\"run\":\"r1\",\"tuner\":\"random\",") +
+           "\"task\":{\"template\":\"matmul\",\"shape\":[64,64,64],\"dtype\":\"float32\"}," +
+           "\"target\":\"llvm -mcpu=znver4\",\"device\":{\"name\":\"local\",\"arch\":" +
+           "\"x86_64\",\"cpu\":\"AMD EPYC 9R14\",\"key\":\"\"},\"config\":{\"index\":" +
+           std::to_string(index) + ",\"values\":{\"tile\":" + std::to_string(index) + "}}," +
+           "\"flops\":524288,\"costs\":[" + std::to_string(mean) +
+           "],\"mean\":" + std::to_string(mean) + ",\"error\":\"" + error + "\",\"message\":\"\"," +
+           "\"timestamp\":\"2026-12-06T10:00:00.000Z\"}\n";
+  };
+  const std::string log = farm_.WriteFile(
+      "m.jsonl", line(1, 0.004, "ok") + line(2, 0.001, "ok") + line(3, 0, "BuildError"));
+  const std::string farm = " --tracker " + farm_.tracker();
+  auto r = RunCommand(kCli + " records import " + log + farm);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 record(s) read, 3 new to the farm, 0 it had already"), std::string::npos)
+      << r.out;
+  r = RunCommand(kCli + " records import " + log + farm + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["duplicates"], 3) << r.out;
+
+  const std::string which = farm +
+                            " --task 'matmul 64,64,64 float32' --target 'llvm -mcpu=znver4'" +
+                            " --device-kind 'x86_64/AMD EPYC 7B13'";
+  r = RunCommand(kCli + " records best" + which + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out);
+  EXPECT_EQ(best["exact"], false);
+  EXPECT_EQ(best["device_kind"], "x86_64/AMD EPYC 9R14");
+  ASSERT_EQ(best["records"].size(), 1u) << r.out;
+  EXPECT_EQ(best["records"][0]["config"]["index"], 2);
+  EXPECT_NE(r.err.find("the farm has no records of matmul 64,64,64 float32 on x86_64/AMD EPYC "
+                       "7B13: these are x86_64/AMD EPYC 9R14's"),
+            std::string::npos)
+      << r.err;
+
+  const std::string out = farm_.Path("back.jsonl");
+  r = RunCommand(kCli + " records export" + which + " -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(kCli + " log summary " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("trials 3 (3 configs), ok 2"), std::string::npos) << r.out;
+
+  r = RunCommand(kCli + " records best --task x --target y --tracker 127.0.0.1:1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("crosstune: error:"), std::string::npos) << r.err;
+}
+
+// Two hosts tuning the same task on one tracker's records (`tune --records tracker`), at once
+// and with the same seed, so that they propose the same configs: no config is timed twice on
+// the device kind (each is in the farm's records once), and what one left to the other or took
+// from it is counted.
+TEST_F(TrackerWebTest, TwoRunsSharingTheFarmsRecordsNeverTimeAConfigTwice) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no tuner)";
+  auto tune = [&](const std::string& key, const std::string& log, CommandResult* out) {
+    *out = RunCommand(kCli + " tune matmul --shape 48,48,48 --tuner random --seed 7 --trials 20" +
+                      " --batch 4 --repeat 1 --min-repeat-ms 0 --tracker " + farm_.tracker() +
+                      " --key " + key + " --records tracker --log " + farm_.Path(log) +
+                      " --quiet --json");
+  };
+  CommandResult a, b;
+  std::thread other([&] { tune("jetson", "b.jsonl", &b); });
+  tune("rpi4", "a.jsonl", &a);
+  other.join();
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  ASSERT_TRUE(ja.contains("farm")) << a.out;
+  EXPECT_EQ(ja["farm"]["device_kind"], jb["farm"]["device_kind"]) << "one machine: one kind";
+  EXPECT_EQ(ja["farm"]["unsent"], 0);
+
+  // The farm's records of the task: each config once, and as many as the two runs measured.
+  const std::string kind = ja["farm"]["device_kind"];
+  auto r =
+      RunCommand(kCli + " records export --tracker " + farm_.tracker() +
+                 " --task 'matmul 48,48,48 float32' --target '" + ja["target"].get<std::string>() +
+                 "' --device-kind '" + kind + "' -o " + farm_.Path("farm.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<uint64_t, int> timed;
+  std::istringstream lines(ReadFile(farm_.Path("farm.jsonl")));
+  for (std::string line; std::getline(lines, line);) {
+    timed[nlohmann::json::parse(line)["config"]["index"].get<uint64_t>()]++;
+  }
+  for (const auto& [config, times] : timed) {
+    EXPECT_EQ(times, 1) << "config " << config << " was timed " << times << " times";
+  }
+  EXPECT_EQ(static_cast<int>(timed.size()), ja["measured"].get<int>() + jb["measured"].get<int>());
+  EXPECT_GT(ja["farm"]["resumed"].get<int>() + jb["farm"]["resumed"].get<int>() +
+                ja["farm"]["elsewhere"].get<int>() + jb["farm"]["elsewhere"].get<int>(),
+            0)
+      << "the same seed proposes the same configs: one run meets the other's\n"
+      << a.out << "\n"
+      << b.out;
 }
 
 // drain / undrain / kick as an operator runs them: the admin token is checked, each command

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "crosstune/json_reader.h"
+#include "crosstune/tuner/farm_records.h"
 #include "crosstune/tuner/loser_cutoff.h"
 
 namespace crosstune::tuner {
@@ -303,6 +304,9 @@ class TuneJob::RunLoop {
   bool Done() const { return progress_.done >= options_.trials; }
   // Connects and starts the devices; an error when none could be used.
   Status OpenDevices(const std::vector<DeviceSpec>& devices);
+  // The farm's records of the task on the devices' kind since the last pull, as resumed records
+  // (options.farm; a pull that fails is a warning).
+  void PullFarm();
   // Plans the first batch (the devices wait for it) and starts its build.
   void StartPipeline();
   // Measures one batch and records it: true while the run goes on, false when nothing was left
@@ -348,6 +352,11 @@ class TuneJob::RunLoop {
   std::future<Prepared> PlanAndBuildAsync(std::vector<TrialResult> heard, int n);
   static std::future<Prepared> NothingMore();
   Stops CheckStops() const;
+  // Of `batch`, the candidates the farm grants this run (options.farm): the others are left to
+  // the run that claimed them or the record the farm has.
+  std::vector<Candidate> ClaimFromFarm(std::vector<Candidate> batch);
+  // This batch's records, and any an earlier push left, to the farm.
+  void PushToFarm(const Finished& finished);
   Finished Measure(const std::vector<Candidate>& batch, int next_n);
   void MeasureOn(size_t d, BatchQueue& q);
   Record MakeRecord(const DeviceRunner& runner, const Measurement& m,
@@ -381,6 +390,8 @@ class TuneJob::RunLoop {
   // proposes one of these again (it hears of results a batch late) is not measured twice.
   std::unordered_set<uint64_t> planned_set_;
   int planned_ = 0;  // trials measured or in the pipeline
+  bool pipeline_started_ = false;
+  bool farm_warned_ = false;  // one warning for a farm that stopped answering
   double best_mean_ = std::numeric_limits<double>::infinity();
   int since_best_ = 0;
   Clock::time_point batch_end_;  // when the devices finished the last batch
@@ -409,6 +420,10 @@ TuneJob::RunLoop::RunLoop(State& state, int trials, bool include_default)
 }
 
 Expected<TuneSummary> TuneJob::RunLoop::Finish() {
+  if (options_.farm) {
+    PushToFarm({});
+    sum_.farm_unsent = static_cast<int>(options_.farm->pending());
+  }
   const std::vector<Record>& task_records = s_.task_records;
   sum_.trials_in_log = static_cast<int>(task_records.size());
   sum_.wall_s = Since(t_start_);
@@ -473,6 +488,75 @@ Status TuneJob::RunLoop::OpenDevices(const std::vector<DeviceSpec>& devices) {
   alive_.assign(runners_.size(), true);
   cutoffs_.assign(runners_.size(), LoserCutoff{});
   return Status::Ok();
+}
+
+void TuneJob::RunLoop::PullFarm() {
+  if (!options_.farm) return;
+  if (sum_.farm_kind.empty()) sum_.farm_kind = DeviceKind(runners_.front()->id());
+  auto got = options_.farm->Pull(task_.id().Key(), s_.target, sum_.farm_kind);
+  if (!got.ok()) {
+    if (!std::exchange(farm_warned_, true)) {
+      Warn("the farm's records: " + got.status().ToString() + "; the run goes on without them");
+    }
+    return;
+  }
+  for (const auto& w : got->warnings) Warn(w);
+  for (const Record& r : got->records) {
+    if (!(r.task == task_.id()) || r.target != s_.target || !MadeByThisGenerator(task_, r))
+      continue;
+    auto c = space_.FromJson(r.config_values);
+    const uint64_t index = c.ok() ? c->index() : r.config_index;
+    if (!s_.done.insert(index).second) continue;
+    // Another run's: resumed as a log's record is (this run's own come back from the farm too,
+    // and are already done).
+    s_.task_records.push_back(r);
+    s_.unheard.push_back(ToTrial(index, r));
+    ++sum_.farm_resumed;
+    if (pipeline_started_ && planned_set_.insert(index).second) ++planned_;
+    if (r.ok() && r.mean > 0 && !r.stopped_early) best_mean_ = std::min(best_mean_, r.mean);
+    progress_.best_gflops = std::max(progress_.best_gflops, r.gflops());
+  }
+  progress_.done = static_cast<int>(s_.done.size());
+}
+
+std::vector<Candidate> TuneJob::RunLoop::ClaimFromFarm(std::vector<Candidate> batch) {
+  if (!options_.farm || batch.empty()) return batch;
+  std::vector<uint64_t> configs;
+  std::vector<std::string> generators;
+  for (const Candidate& c : batch) {
+    configs.push_back(c.index);
+    generators.push_back(GeneratorHash(task_, space_.Get(c.index)));
+  }
+  auto reply =
+      options_.farm->Claim(task_.id().Key(), s_.target, sum_.farm_kind, configs, generators);
+  if (!reply.ok()) {
+    if (!std::exchange(farm_warned_, true)) {
+      Warn("the farm's records: " + reply.status().ToString() +
+           "; this run times its configs without claiming them");
+    }
+    return batch;
+  }
+  const std::unordered_set<uint64_t> granted(reply->granted.begin(), reply->granted.end());
+  std::vector<Candidate> mine;
+  for (Candidate& c : batch) {
+    if (granted.count(c.index)) {
+      mine.push_back(std::move(c));
+    } else {
+      ++sum_.farm_elsewhere;
+    }
+  }
+  return mine;
+}
+
+void TuneJob::RunLoop::PushToFarm(const Finished& finished) {
+  if (!options_.farm) return;
+  std::vector<Record> records;
+  records.reserve(finished.size());
+  for (const auto& f : finished) records.push_back(f.first);
+  if (Status st = options_.farm->Push(records); !st.ok()) {
+    Warn("the farm's records: " + std::to_string(options_.farm->pending()) +
+         " record(s) not sent yet (" + st.ToString() + "); they go with the next batch's");
+  }
 }
 
 // One planning step: the tuner hears of `heard` and, asked for n > 0 configs, refits and
@@ -543,6 +627,7 @@ void TuneJob::RunLoop::StartPipeline() {
   tuner_name_ = tuner_->name();
   planned_set_.insert(s_.done.begin(), s_.done.end());
   planned_ = progress_.done;
+  pipeline_started_ = true;
   const uint64_t default_index = task_.DefaultConfig().index();
   std::vector<uint64_t> first;
   if (options_.include_default && space_.IsValid(space_.Get(default_index)) &&
@@ -570,11 +655,13 @@ Expected<bool> TuneJob::RunLoop::Step() {
     const Plan& p = *prepared.plan;
     Account(p, Seconds(p.end - std::max(p.start, batch_end_)));
   }
-  const std::vector<Candidate> batch = std::move(prepared.batch);
-  if (batch.empty()) return false;
-  for (const auto& c : batch) {
+  const std::vector<Candidate> built = std::move(prepared.batch);
+  if (built.empty()) return false;
+  for (const auto& c : built) {
     if (!c.cache_warning.empty()) Warn(c.cache_warning);
   }
+  // What the farm leaves this run to time (all of it without one).
+  const std::vector<Candidate> batch = ClaimFromFarm(built);
   const Stops stops = CheckStops();
   const int next_n = stops.any() ? 0 : std::min(BatchNow(), options_.trials - planned_);
   // Taking turns: the next batch is planned now, before this one runs, and built after it.
@@ -589,7 +676,9 @@ Expected<bool> TuneJob::RunLoop::Step() {
   if (!options_.overlap) {
     building_ = next_n > 0 ? BuildAsync(std::move(after_run)) : NothingMore();
   }
-  RecordBatch(std::move(finished), batch);
+  PushToFarm(finished);
+  RecordBatch(std::move(finished), built);
+  PullFarm();
   ReportBatchEnd();
   CT_ASSIGN_OR_RETURN(const bool ended, Ended(stops));
   return !ended;
@@ -803,6 +892,8 @@ Expected<TuneSummary> TuneJob::Run(const std::vector<DeviceSpec>& devices, int t
   RunLoop run(*s_, trials, include_default);
   if (run.Done()) return run.Finish();
   CT_RETURN_IF_ERROR(run.OpenDevices(devices));
+  run.PullFarm();
+  if (run.Done()) return run.Finish();
   run.StartPipeline();
   for (;;) {
     CT_ASSIGN_OR_RETURN(const bool more, run.Step());

@@ -78,6 +78,12 @@ json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary&
             {"stopped", s.stopped},
             {"early_stopped", s.early_stopped},
             {"log", options.log_path}};
+  if (!s.farm_kind.empty()) {
+    j["farm"] = {{"device_kind", s.farm_kind},
+                 {"resumed", s.farm_resumed},
+                 {"elsewhere", s.farm_elsewhere},
+                 {"unsent", s.farm_unsent}};
+  }
   if (s.has_default) {
     j["default"] = {{"gflops", s.default_record.gflops()},
                     {"mean_s", s.default_record.mean},

@@ -58,6 +58,9 @@ Status CheckDevices(const TuneSetupOptions& o) {
   if (!o.build_key.empty() && d.tracker.empty()) {
     return Invalid("a build key (" + o.build_key + ") needs a tracker");
   }
+  if (o.records == "tracker" && d.tracker.empty()) {
+    return Invalid("the farm's records of a tracker (records \"tracker\") need a tracker");
+  }
   if (o.threads < 1) return Invalid("threads " + std::to_string(o.threads) + ": give 1 or more");
   if (d.max_devices < 0) {
     return Invalid("max devices " + std::to_string(d.max_devices) + ": give 0 (all) or more");
@@ -112,6 +115,17 @@ Expected<std::unique_ptr<TuneSetup>> TuneSetup::Open(TuneSetupOptions options) {
     s->farm_ = BuildFarm::Lease(to, o.build_key, d.auth_secret, local_builds,
                                 [self](const std::string& w) { self->Warn(w); });
   }
+  // The farm's records: the devices' tracker's, or another's.
+  if (!o.records.empty()) {
+    client::TrackerOptions ro = to;
+    if (o.records != "tracker") ro.tracker = o.records;
+    auto tracker = client::TrackerClient::Connect(ro);
+    if (!tracker.ok()) {
+      return Status(tracker.status().code(),
+                    "the farm's records (" + ro.tracker + "): " + tracker.status().message());
+    }
+    s->records_tracker_ = std::move(tracker).value();
+  }
   CT_ASSIGN_OR_RETURN(s->target_, ResolveTarget(o.target, s->pool_->devices().front()));
   s->CompleteTuneOptions();
   return s;
@@ -161,6 +175,10 @@ void TuneSetup::CompleteTuneOptions() {
   t.overlap = o.overlap ? *o.overlap : (local ? pinned : !AllOnThisMachine(pool_->devices()));
   t.measure.timing = o.timing ? *o.timing : (o.network ? NetworkTiming() : MeasureOptions{}.timing);
   if (t.run_id.empty()) t.run_id = NewRunId();
+  if (records_tracker_) {
+    farm_link_ = std::make_unique<FarmLink>(*records_tracker_, t.run_id);
+    t.farm = farm_link_.get();
+  }
   if (!t.log_path.empty() && std::find(t.transfer_logs.begin(), t.transfer_logs.end(),
                                        t.log_path) == t.transfer_logs.end()) {
     t.transfer_logs.push_back(t.log_path);

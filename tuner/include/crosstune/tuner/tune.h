@@ -35,6 +35,8 @@
 
 namespace crosstune::tuner {
 
+class FarmLink;  // farm_records.h
+
 struct TuneProgress {
   int done = 0;                      // trials of this task in the log, this run's included
   int total = 0;                     // the run's goal
@@ -88,6 +90,12 @@ struct TuneOptions {
   TunerOptions tuner_options;
   // Logs with records of other tasks of the same template, for the cost model's warm start.
   std::vector<std::string> transfer_logs;
+  // The farm's records (tune --records tracker; farm_records.h), or none. Once the devices are
+  // open, what the farm has of the task on their kind is resumed from as the log is, and again
+  // after each batch (other runs' records); each batch's configs are claimed before they are
+  // timed, and one another run holds or the farm has is not timed here; each batch's records go
+  // to the farm after it. Not owned.
+  FarmLink* farm = nullptr;
   // Written into every record (Record::workload) when the task is part of a network.
   nlohmann::json workload;
   // Knobs held at one value each ({"knob": value, ...}, values as records show them): only the
@@ -137,6 +145,14 @@ struct TuneSummary {
   int build_cache_hits = 0;  // of those, the builds that came from the build cache
   int devices = 0;
   int batch = 0;  // configs per batch (ChooseBatch's)
+  // With TuneOptions::farm: the device kind whose records were shared, the farm's records taken
+  // in (of other runs: not measured here), the configs left to other runs (claimed or measured
+  // by them when this run would have timed them), and this run's records not sent (the tracker
+  // away).
+  std::string farm_kind;
+  int farm_resumed = 0;
+  int farm_elsewhere = 0;
+  int farm_unsent = 0;
   PlanningTime planning;
   bool stopped = false;  // by options.stop
   bool early_stopped = false;
@@ -193,7 +209,8 @@ class TuneJob {
 // errors by kind, the wall time and how busy the devices were, the batch, the tuner's planning
 // time ("planning": {"proposed", "refit_s", "propose_s", "seconds", "ms_per_proposal",
 // "wall_fraction", "waited_s"}), the build cache's hits ("build_cache": {"builds", "hits",
-// "hit_rate"}), the default config's and the best record's figures.
+// "hit_rate"}), with the farm's records "farm": {"device_kind", "resumed", "elsewhere",
+// "unsent"}, the default config's and the best record's figures.
 nlohmann::json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary& summary);
 
 // "all N trials failed; commonest: KIND (count): message" for a task's records, or Ok when one

@@ -31,6 +31,7 @@
 #include "crosstune/timing.h"
 #include "crosstune/tuner/build_farm.h"
 #include "crosstune/tuner/device_pool.h"
+#include "crosstune/tuner/farm_records.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 #include "crosstune/tuner/tune.h"
@@ -84,6 +85,9 @@ struct TuneSetupOptions {
   // NetworkTiming() for a network's tasks.
   std::optional<TimingOptions> timing;
 
+  // The farm's tuning records (TuneOptions::farm): "" none, "tracker" the devices' tracker's,
+  // or another tracker's "host:port" (the devices' auth secret answers it).
+  std::string records;
   // The search (tuner, trials, batch, early_stop, include_default, log_path, run_id, the
   // measure's check and limits, tuner_options, transfer_logs, pins, stop and the callbacks), as
   // Tune() takes it. Its overlap and measure.timing are decided by the fields above.
@@ -148,6 +152,9 @@ class TuneSetup {
   std::unique_ptr<builder::Builder> builder_;
   std::unique_ptr<DevicePool> pool_;
   std::unique_ptr<BuildFarm> farm_;
+  // The farm's records: their tracker connection and the run's link (options_.tune.farm).
+  std::unique_ptr<client::TrackerClient> records_tracker_;
+  std::unique_ptr<FarmLink> farm_link_;
   builder::Target target_;
   bool report_warned_ = false;
 };

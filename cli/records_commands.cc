@@ -1,0 +1,162 @@
+// `crosstune records import / export / best`: the farm's tuning records, kept by the tracker
+// (tuner/farm_records.h).
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "compiler_module.h"
+#include "crosstune/client/tracker_client.h"
+#include "crosstune/crypto.h"
+#include "crosstune/tuner/farm_records.h"
+
+namespace crosstune::cli {
+namespace {
+
+struct FarmFlags {
+  std::string tracker;
+  std::string auth_token_file;
+};
+
+void AddFarmFlags(CLI::App* cmd, FarmFlags* f) {
+  cmd->add_option("--tracker", f->tracker, "crosstune-tracker as HOST:PORT")
+      ->envname("CROSSTUNE_TRACKER")
+      ->required();
+  cmd->add_option("--auth-token-file", f->auth_token_file,
+                  "file holding the farm's shared secret (HMAC challenge)")
+      ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
+}
+
+std::unique_ptr<client::TrackerClient> Connect(const FarmFlags& f) {
+  client::TrackerOptions o;
+  o.tracker = f.tracker;
+  if (!f.auth_token_file.empty()) o.auth_secret = Check(ReadSecretFile(f.auth_token_file));
+  return Check(client::TrackerClient::Connect(o));
+}
+
+// Which records: a task on a target, on a device kind (or the nearest the farm has).
+struct Which {
+  std::string task, target, device_kind;
+};
+
+void AddWhich(CLI::App* cmd, Which* w) {
+  cmd->add_option("--task", w->task, "the task as records name it: \"matmul 512,512,512 float32\"")
+      ->required();
+  cmd->add_option("--target", w->target, "the target string the records were built for")
+      ->required();
+  cmd->add_option("--device-kind", w->device_kind,
+                  "ARCH/CPU as records name it (x86_64/znver4); the nearest kind with records "
+                  "when the farm has none of this one");
+}
+
+tuner::FarmRecords Fetch(const FarmFlags& f, const Which& w, bool best_only) {
+  auto tracker = Connect(f);
+  auto got = Check(tuner::FetchRecords(*tracker, w.task, w.target, w.device_kind, best_only));
+  for (const auto& warning : got.warnings) std::fprintf(stderr, "crosstune: %s\n", warning.c_str());
+  if (!got.exact) {
+    std::fprintf(stderr, "crosstune: the farm has no records of %s on %s: these are %s's\n",
+                 w.task.c_str(), w.device_kind.empty() ? "(no kind given)" : w.device_kind.c_str(),
+                 got.device_kind.empty() ? "no kind" : got.device_kind.c_str());
+  }
+  return got;
+}
+
+void RegisterImport(CLI::App* records) {
+  struct Opts {
+    FarmFlags f;
+    std::vector<std::string> logs;
+    std::string run_id;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd =
+      records->add_subcommand("import", "send the records of tuning logs to the farm's records");
+  cmd->add_option("log", o->logs, "record logs (JSON lines, as `tune --log` writes them)")
+      ->required();
+  AddFarmFlags(cmd, &o->f);
+  cmd->add_option("--run-id", o->run_id, "the run the records are filed under (default: import)");
+  cmd->add_flag("--json", o->json, "JSON output");
+  cmd->callback([o] {
+    auto tracker = Connect(o->f);
+    auto got =
+        Check(tuner::ImportLogs(*tracker, o->logs, o->run_id.empty() ? "import" : o->run_id));
+    for (const auto& w : got.warnings) std::fprintf(stderr, "crosstune: %s\n", w.c_str());
+    if (o->json) {
+      PrintJson({{"read", got.read}, {"added", got.added}, {"duplicates", got.duplicates}});
+      return;
+    }
+    std::printf("%d record(s) read, %d new to the farm, %d it had already\n", got.read, got.added,
+                got.duplicates);
+  });
+}
+
+void RegisterExport(CLI::App* records) {
+  struct Opts {
+    FarmFlags f;
+    Which w;
+    std::string out;
+    bool best = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = records->add_subcommand(
+      "export", "write a task's farm records as a tuning log (JSON lines, as `tune --log`)");
+  AddFarmFlags(cmd, &o->f);
+  AddWhich(cmd, &o->w);
+  cmd->add_option("-o,--output", o->out, "log file to write")->required();
+  cmd->add_flag("--best", o->best, "only the best record (per generator)");
+  cmd->callback([o] {
+    auto got = Fetch(o->f, o->w, o->best);
+    std::ofstream out(o->out, std::ios::trunc);
+    for (const auto& r : got.records) {
+      out << r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    }
+    if (!out) Fail(o->out + ": cannot write");
+    std::printf("%s: %zu record(s) of %s on %s\n", o->out.c_str(), got.records.size(),
+                o->w.task.c_str(), got.device_kind.empty() ? "no kind" : got.device_kind.c_str());
+  });
+}
+
+void RegisterBest(CLI::App* records) {
+  struct Opts {
+    FarmFlags f;
+    Which w;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = records->add_subcommand("best", "the farm's best record of a task on a device kind");
+  AddFarmFlags(cmd, &o->f);
+  AddWhich(cmd, &o->w);
+  cmd->add_flag("--json", o->json, "JSON output (the records themselves)");
+  cmd->callback([o] {
+    auto got = Fetch(o->f, o->w, true);
+    if (o->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& r : got.records) j.push_back(r.ToJson());
+      PrintJson({{"device_kind", got.device_kind}, {"exact", got.exact}, {"records", j}});
+      return;
+    }
+    if (got.records.empty()) {
+      std::printf("no successful record of %s in the farm\n", o->w.task.c_str());
+      return;
+    }
+    for (const auto& r : got.records) {
+      std::printf("%s on %s: %.4f ms (%.2f GFLOP/s), config %s, by run %s\n", r.task.Key().c_str(),
+                  tuner::DeviceKind(r).c_str(), r.mean * 1e3, r.gflops(),
+                  r.config_values.dump().c_str(), r.run_id.c_str());
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterRecordsCommand(CLI::App& app) {
+  auto* records = app.add_subcommand("records", CompilerCommandHelp("records"));
+  records->require_subcommand(1);
+  RegisterImport(records);
+  RegisterExport(records);
+  RegisterBest(records);
+}
+
+}  // namespace crosstune::cli

@@ -1,0 +1,81 @@
+// The farm's tuning records (the tracker keeps them: tracker/records.h) from the tuner's side: a
+// record in the tracker's form and back, the calls `crosstune records` makes, and a tune run's
+// link to them (FarmLink, TuneOptions::farm).
+//
+// Thread-safety: the functions are thread-safe; a TrackerClient serialises its own calls.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "crosstune/client/tracker_client.h"
+#include "crosstune/status.h"
+#include "crosstune/tracker_messages.h"
+#include "crosstune/tuner/records.h"
+
+namespace crosstune::tuner {
+
+// `r` as the farm keeps it: its JSON line with the fields the tracker finds it by. A record whose
+// line would pass msg::kMaxFarmRecordBytes (a failure's compiler diagnostics) keeps the start of
+// its message only.
+msg::FarmRecord ToFarmRecord(const Record& r);
+// The record a farm record holds (its JSON line, read as a log line is).
+Expected<Record> FromFarmRecord(const msg::FarmRecord& f);
+
+struct RecordsImport {
+  int read = 0;                       // records in the logs
+  int added = 0;                      // new to the farm
+  int duplicates = 0;                 // the farm had them already
+  std::vector<std::string> warnings;  // lines of the logs that were skipped
+};
+// Every record of our logs (JSON lines) into the farm's records, under `run_id`.
+Expected<RecordsImport> ImportLogs(client::TrackerClient& tracker,
+                                   const std::vector<std::string>& logs, const std::string& run_id);
+
+struct FarmRecords {
+  std::vector<Record> records;
+  std::string device_kind;            // whose records they are
+  bool exact = true;                  // false: the nearest kind's, where the one asked for had none
+  std::vector<std::string> warnings;  // farm records that are not records (skipped)
+};
+// A task's records for a target on `device_kind`, or on the nearest kind with records: every one
+// (all pages), oldest first, or the best per generator (`best_only`).
+Expected<FarmRecords> FetchRecords(client::TrackerClient& tracker, const std::string& task_key,
+                                   const std::string& target, const std::string& device_kind,
+                                   bool best_only);
+
+// A tune run's link to the farm's records (`tune --records tracker`): what the farm has of the
+// task on the devices' kind is resumed from as a log is; the configs of each batch are claimed
+// before they are timed (a config another run claimed or measured is not timed here); each
+// batch's records go to the farm after it. Records that could not be sent (the tracker away)
+// are sent with the next batch's.
+//
+// Thread-safety: one thread at a time (the run's calling thread).
+class FarmLink {
+ public:
+  FarmLink(client::TrackerClient& tracker, std::string run_id)
+      : tracker_(tracker), run_id_(std::move(run_id)) {}
+  const std::string& run_id() const { return run_id_; }
+
+  // The farm's records of (task, target) on `kind` (that kind's only) that this link has not
+  // returned before: every one the first time, then those that came since.
+  Expected<FarmRecords> Pull(const std::string& task_key, const std::string& target,
+                             const std::string& kind);
+  // Claims `configs` (with their generator hashes) for this run: the reply says which to time.
+  Expected<msg::RecordsClaimReply> Claim(const std::string& task_key, const std::string& target,
+                                         const std::string& kind,
+                                         const std::vector<uint64_t>& configs,
+                                         const std::vector<std::string>& generators);
+  // Sends `records` and whatever an earlier Push could not; an error leaves them pending.
+  Status Push(const std::vector<Record>& records);
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  client::TrackerClient& tracker_;
+  std::string run_id_;
+  std::map<std::string, uint64_t> last_id_;  // per task|target|kind: the last record pulled
+  std::vector<msg::FarmRecord> pending_;
+};
+
+}  // namespace crosstune::tuner
