@@ -134,9 +134,9 @@ TEST(CliLightTest, HelpListsEveryCommand) {
   // Written out here, not taken from the CLI's own tables, so a command that drops out of the
   // help (or one added without a test) fails.
   const std::vector<std::string> expected = {
-      "info",        "upload", "download", "ls",      "rm",     "run",    "bench",  "run-model",
-      "bench-model", "params", "build",    "inspect", "query",  "lease",  "drain",  "undrain",
-      "kick",        "tune",   "log",      "export",  "replay", "import", "compile"};
+      "info",        "upload", "download", "ls",      "rm",     "run",    "bench",   "run-model",
+      "bench-model", "params", "build",    "inspect", "query",  "lease",  "drain",   "undrain",
+      "kick",        "tune",   "log",      "export",  "replay", "import", "compile", "records"};
   auto r = testing::RunCommand(std::string(CT_CLI) + " --help");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The names in the "Subcommands:" section (the first word of each line indented by two), each

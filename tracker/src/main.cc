@@ -105,6 +105,14 @@ static int TrackerMain(int argc, char** argv) {
                  "the same, from one peer address")
       ->capture_default_str()
       ->check(IntegerIn<size_t>(1, size_t{1} << 20));
+  app.add_option("--records-per-second", o.records_per_second,
+                 "the farm's tuning records one sender may send a second (more are refused: Busy)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
+  app.add_option("--records-burst", o.records_burst,
+                 "the records one sender may send at once before its rate applies")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
   app.add_flag("--allow-tvm", o.tvm.allow,
                "accept Apache TVM RPC servers and clients (TVM's tracker protocol, which has no "
                "authentication) on the tracker port");

@@ -17,6 +17,7 @@ Tracker::Impl::Impl(asio::io_context& io, TrackerOptions o)
     : io(io),
       options(std::move(o)),
       sched(options.scheduler, SteadyClock::now()),
+      records_throttle(options.records_per_second, options.records_burst),
       acceptor(io),
       http_acceptor(io),
       tick_timer(io),

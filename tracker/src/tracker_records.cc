@@ -38,7 +38,7 @@ void Tracker::Impl::OnRecordsPut(SteadyClock::time_point now, const std::shared_
     return SendError(
         c, f.request_id,
         Status(ErrorCode::kBusy, "records: " + EscapeForLog(c->peer_name) + " sends more than " +
-                                     std::to_string(int(RecordsThrottle::kPerSecond)) +
+                                     std::to_string(int(options.records_per_second)) +
                                      " records a second; retry later"));
   }
   // The records commit on their own before the reply: the lease rows of an open batch go first.

@@ -46,6 +46,9 @@ struct TrackerOptions {
   // the handshake timeout): more are refused with Busy at once.
   size_t max_pre_auth_conns = 512;
   size_t max_pre_auth_conns_per_peer = 64;
+  // The farm's tuning records each sender may send a second, and in a burst (records.h).
+  double records_per_second = 2000;
+  double records_burst = 20000;
 };
 
 class Tracker {
