@@ -19,7 +19,9 @@ cd "$(dirname "$0")/.."
 # The figures. Cold from nothing (a fresh clone, an empty build directory and an empty ccache of
 # its own, env -i; Intel Xeon VM, 2026-12-06, 4a4ace5): build 450 s (the board servers too),
 # asan build 334, tsan build 238; ctest 535, fuzz 26, asan ctest 343, tsan ctest 86; total
-# 2,029 s. Before the main tree left the asan tree's tests to it, two newcomer runs (fresh
+# 2,029 s. Two later runs of the same kind: 2,151 s (5ee1b55) and 2,254 s (33a99f6: build 487,
+# asan build 394, tsan build 277, ctest 577, asan ctest 362, tsan ctest 110), every phase 5-20%
+# slower than the run before, the ones no commit touched too: the VM's own noise. Before the main tree left the asan tree's tests to it, two newcomer runs (fresh
 # clone, empty build directory and ccache, env -i, right after scripts/demo.sh, which builds the
 # host tools and the board servers) on the 2-core Intel Xeon VM (AVX-512), 2026-12-06: build 241-404 s (the rest of the main tree), asan build
 # 261-371, tsan build 194-272; ctest 448-605, fuzz 49-50, asan ctest 252-353, tsan ctest 82-135;
