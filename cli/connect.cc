@@ -22,6 +22,24 @@ void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags) {
       ->check(CLI::PositiveNumber);
 }
 
+void AddTrackerFlags(CLI::App* cmd, TrackerFlags* f) {
+  cmd->add_option("--tracker", f->tracker, "crosstune-tracker as HOST:PORT")
+      ->envname("CROSSTUNE_TRACKER")
+      ->required();
+  cmd->add_option("--auth-token-file", f->auth_token_file,
+                  "file holding the farm's shared secret (HMAC challenge)")
+      ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
+}
+
+Expected<std::unique_ptr<client::TrackerClient>> ConnectTracker(const TrackerFlags& flags) {
+  client::TrackerOptions o;
+  o.tracker = flags.tracker;
+  if (!flags.auth_token_file.empty()) {
+    CT_ASSIGN_OR_RETURN(o.auth_secret, ReadSecretFile(flags.auth_token_file));
+  }
+  return client::TrackerClient::Connect(o);
+}
+
 Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags) {
   // --tracker/--key win over --server (which may come from CROSSTUNE_SERVER).
   if (!flags.tracker.empty() || !flags.key.empty()) return OpenTrackerSession(flags);

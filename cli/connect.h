@@ -8,6 +8,7 @@
 #include <string>
 
 #include "crosstune/client/session.h"
+#include "crosstune/client/tracker_client.h"
 #include "crosstune/status.h"
 #include "crosstune/tracker_messages.h"
 
@@ -28,6 +29,15 @@ void AddConnectOptions(CLI::App* cmd, ConnectFlags* flags);
 
 // Connects as the flags say: straight to --server, or through the tracker (--tracker/--key).
 Expected<std::unique_ptr<client::Session>> OpenSession(const ConnectFlags& flags);
+
+// The flags of a command that talks to the tracker itself (query, lease, drain, records ...):
+// --tracker (required) and --auth-token-file, and its connection as they say.
+struct TrackerFlags {
+  std::string tracker;          // host:port; env CROSSTUNE_TRACKER
+  std::string auth_token_file;  // env CROSSTUNE_AUTH_TOKEN_FILE
+};
+void AddTrackerFlags(CLI::App* cmd, TrackerFlags* flags);
+Expected<std::unique_ptr<client::TrackerClient>> ConnectTracker(const TrackerFlags& flags);
 
 // Requests a --key device from --tracker, connects with the lease token and keeps the lease
 // renewed until the process exits (tracker_session.cc).

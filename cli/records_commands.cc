@@ -8,33 +8,12 @@
 
 #include "commands.h"
 #include "compiler_module.h"
+#include "connect.h"
 #include "crosstune/client/tracker_client.h"
-#include "crosstune/crypto.h"
 #include "crosstune/tuner/farm_records.h"
 
 namespace crosstune::cli {
 namespace {
-
-struct FarmFlags {
-  std::string tracker;
-  std::string auth_token_file;
-};
-
-void AddFarmFlags(CLI::App* cmd, FarmFlags* f) {
-  cmd->add_option("--tracker", f->tracker, "crosstune-tracker as HOST:PORT")
-      ->envname("CROSSTUNE_TRACKER")
-      ->required();
-  cmd->add_option("--auth-token-file", f->auth_token_file,
-                  "file holding the farm's shared secret (HMAC challenge)")
-      ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
-}
-
-std::unique_ptr<client::TrackerClient> Connect(const FarmFlags& f) {
-  client::TrackerOptions o;
-  o.tracker = f.tracker;
-  if (!f.auth_token_file.empty()) o.auth_secret = Check(ReadSecretFile(f.auth_token_file));
-  return Check(client::TrackerClient::Connect(o));
-}
 
 // Which records: a task on a target, on a device kind (or the nearest the farm has).
 struct Which {
@@ -51,8 +30,8 @@ void AddWhich(CLI::App* cmd, Which* w) {
                   "when the farm has none of this one");
 }
 
-tuner::FarmRecords Fetch(const FarmFlags& f, const Which& w, bool best_only) {
-  auto tracker = Connect(f);
+tuner::FarmRecords Fetch(const TrackerFlags& f, const Which& w, bool best_only) {
+  auto tracker = Check(ConnectTracker(f));
   auto got = Check(tuner::FetchRecords(*tracker, w.task, w.target, w.device_kind, best_only));
   for (const auto& warning : got.warnings) std::fprintf(stderr, "crosstune: %s\n", warning.c_str());
   if (!got.exact) {
@@ -65,7 +44,7 @@ tuner::FarmRecords Fetch(const FarmFlags& f, const Which& w, bool best_only) {
 
 void RegisterImport(CLI::App* records) {
   struct Opts {
-    FarmFlags f;
+    TrackerFlags f;
     std::vector<std::string> logs;
     std::string run_id;
     bool json = false;
@@ -75,11 +54,11 @@ void RegisterImport(CLI::App* records) {
       records->add_subcommand("import", "send the records of tuning logs to the farm's records");
   cmd->add_option("log", o->logs, "record logs (JSON lines, as `tune --log` writes them)")
       ->required();
-  AddFarmFlags(cmd, &o->f);
+  AddTrackerFlags(cmd, &o->f);
   cmd->add_option("--run-id", o->run_id, "the run the records are filed under (default: import)");
   cmd->add_flag("--json", o->json, "JSON output");
   cmd->callback([o] {
-    auto tracker = Connect(o->f);
+    auto tracker = Check(ConnectTracker(o->f));
     auto got =
         Check(tuner::ImportLogs(*tracker, o->logs, o->run_id.empty() ? "import" : o->run_id));
     for (const auto& w : got.warnings) std::fprintf(stderr, "crosstune: %s\n", w.c_str());
@@ -94,7 +73,7 @@ void RegisterImport(CLI::App* records) {
 
 void RegisterExport(CLI::App* records) {
   struct Opts {
-    FarmFlags f;
+    TrackerFlags f;
     Which w;
     std::string out;
     bool best = false;
@@ -102,7 +81,7 @@ void RegisterExport(CLI::App* records) {
   auto o = std::make_shared<Opts>();
   auto* cmd = records->add_subcommand(
       "export", "write a task's farm records as a tuning log (JSON lines, as `tune --log`)");
-  AddFarmFlags(cmd, &o->f);
+  AddTrackerFlags(cmd, &o->f);
   AddWhich(cmd, &o->w);
   cmd->add_option("-o,--output", o->out, "log file to write")->required();
   cmd->add_flag("--best", o->best, "only the best record (per generator)");
@@ -120,13 +99,13 @@ void RegisterExport(CLI::App* records) {
 
 void RegisterBest(CLI::App* records) {
   struct Opts {
-    FarmFlags f;
+    TrackerFlags f;
     Which w;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = records->add_subcommand("best", "the farm's best record of a task on a device kind");
-  AddFarmFlags(cmd, &o->f);
+  AddTrackerFlags(cmd, &o->f);
   AddWhich(cmd, &o->w);
   cmd->add_flag("--json", o->json, "JSON output (the records themselves)");
   cmd->callback([o] {

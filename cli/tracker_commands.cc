@@ -25,28 +25,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-struct TrackerFlags {
-  std::string tracker;
-  std::string auth_token_file;
-};
-
-void AddTrackerFlags(CLI::App* cmd, TrackerFlags* f) {
-  cmd->add_option("--tracker", f->tracker, "crosstune-tracker as HOST:PORT")
-      ->envname("CROSSTUNE_TRACKER")
-      ->required();
-  cmd->add_option("--auth-token-file", f->auth_token_file,
-                  "file holding the farm's shared secret (HMAC challenge)")
-      ->envname("CROSSTUNE_AUTH_TOKEN_FILE");
-}
-
-std::unique_ptr<client::TrackerClient> ConnectTracker(const std::string& tracker,
-                                                      const std::string& auth_token_file) {
-  client::TrackerOptions o;
-  o.tracker = tracker;
-  if (!auth_token_file.empty()) o.auth_secret = Check(ReadSecretFile(auth_token_file));
-  return Check(client::TrackerClient::Connect(o));
-}
-
 // --- query --------------------------------------------------------------------------------------
 
 void RegisterQuery(CLI::App& app) {
@@ -59,7 +37,7 @@ void RegisterQuery(CLI::App& app) {
   AddTrackerFlags(cmd, &o->t);
   cmd->add_flag("--json", o->json, "print the tracker's summary as JSON");
   cmd->callback([o] {
-    auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
+    auto tracker = Check(ConnectTracker(o->t));
     std::string text = Check(tracker->Query());
     // One reply frame from a peer: bounded, as all JSON from outside.
     auto parsed = ParseJson(text, {.max_bytes = Limits::kMaxFrameBytes});
@@ -189,7 +167,7 @@ void RegisterLease(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("command", o->command, "the command to run (after --)")->required();
   cmd->callback([o] {
-    auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
+    auto tracker = Check(ConnectTracker(o->t));
     client::LeaseRequest req;
     req.key = o->key;
     req.constraints = o->constraints;
@@ -225,7 +203,7 @@ void RegisterAdmin(CLI::App& app, const std::string& action, const std::string& 
       ->required();
   cmd->callback([o, action] {
     std::string admin = Check(ReadSecretFile(o->admin_token_file));
-    auto tracker = ConnectTracker(o->t.tracker, o->t.auth_token_file);
+    auto tracker = Check(ConnectTracker(o->t));
     Check(tracker->Admin(action, o->device, admin));
     std::printf("%s: %s\n", o->device.c_str(),
                 action == "kick" ? "kicked" : (action + "ed").c_str());

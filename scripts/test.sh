@@ -237,7 +237,7 @@ step_last_test() {
 }
 # In a full run the asan run covers the tests both trees have and its preset runs (the other
 # cases of the executables with unsanitized ones, the docs and layering checks: 63 tests, about
-# 50 s of test time here): the main tree leaves them to it.
+# 50 s of test time on the Intel Xeon VM, 2026-12-06): the main tree leaves them to it.
 main_args=("$@")
 if [ $# -eq 0 ]; then
   if ! both=$(python3 scripts/check-sanitizer-split.py --build-dir build/asan \

@@ -73,6 +73,36 @@ Expected<RecordsImport> ImportLogs(client::TrackerClient& tracker,
   return out;
 }
 
+namespace {
+
+// Reads the query's pages into `out`: the first page's kind (the nearest, when asked) is the one
+// every later page asks for; `q.after_id` ends at the last record read. One page for a best-only
+// query.
+Status ReadPages(client::TrackerClient& tracker, msg::RecordsQuery& q, FarmRecords* out) {
+  for (bool first = true;; first = false) {
+    CT_ASSIGN_OR_RETURN(msg::RecordsReply reply, tracker.QueryRecords(q));
+    if (first) {
+      out->device_kind = reply.device_kind;
+      out->exact = reply.exact;
+      q.device_kind = reply.device_kind;
+      q.nearest = false;
+    }
+    for (const msg::FarmRecord& f : reply.records) {
+      q.after_id = f.id;
+      auto r = FromFarmRecord(f);
+      if (!r.ok()) {
+        out->warnings.push_back("farm record " + std::to_string(f.id) + " (sent by " + f.sender +
+                                "): " + r.status().message());
+        continue;
+      }
+      out->records.push_back(std::move(r).value());
+    }
+    if (q.best_only || !reply.more || reply.records.empty()) return Status::Ok();
+  }
+}
+
+}  // namespace
+
 Expected<FarmRecords> FetchRecords(client::TrackerClient& tracker, const std::string& task_key,
                                    const std::string& target, const std::string& device_kind,
                                    bool best_only) {
@@ -82,58 +112,22 @@ Expected<FarmRecords> FetchRecords(client::TrackerClient& tracker, const std::st
   q.target = target;
   q.device_kind = device_kind;
   q.best_only = best_only;
-  for (bool first = true;; first = false) {
-    CT_ASSIGN_OR_RETURN(msg::RecordsReply reply, tracker.QueryRecords(q));
-    if (first) {
-      out.device_kind = reply.device_kind;
-      out.exact = reply.exact;
-      // Later pages are of the kind the first one found.
-      q.device_kind = reply.device_kind;
-      q.nearest = false;
-    }
-    for (const msg::FarmRecord& f : reply.records) {
-      auto r = FromFarmRecord(f);
-      if (!r.ok()) {
-        out.warnings.push_back("farm record " + std::to_string(f.id) + " (sent by " + f.sender +
-                               "): " + r.status().message());
-        continue;
-      }
-      out.records.push_back(std::move(r).value());
-      q.after_id = f.id;
-    }
-    if (best_only || !reply.more || reply.records.empty()) break;
-    q.after_id = reply.records.back().id;
-  }
+  CT_RETURN_IF_ERROR(ReadPages(tracker, q, &out));
   return out;
 }
 
 Expected<FarmRecords> FarmLink::Pull(const std::string& task_key, const std::string& target,
                                      const std::string& kind) {
-  const std::string key = task_key + "|" + target + "|" + kind;
   FarmRecords out;
   msg::RecordsQuery q;
   q.task = task_key;
   q.target = target;
   q.device_kind = kind;
   q.nearest = false;  // what another kind measured is no measurement of this one
-  auto last = last_id_.find(key);
-  if (last != last_id_.end()) q.after_id = last->second;
-  out.device_kind = kind;
-  for (;;) {
-    CT_ASSIGN_OR_RETURN(msg::RecordsReply reply, tracker_.QueryRecords(q));
-    for (const msg::FarmRecord& f : reply.records) {
-      q.after_id = f.id;
-      auto r = FromFarmRecord(f);
-      if (!r.ok()) {
-        out.warnings.push_back("farm record " + std::to_string(f.id) + " (sent by " + f.sender +
-                               "): " + r.status().message());
-        continue;
-      }
-      out.records.push_back(std::move(r).value());
-    }
-    if (!reply.more || reply.records.empty()) break;
-  }
-  last_id_[key] = q.after_id;
+  uint64_t& last = last_id_[task_key + "|" + target + "|" + kind];
+  q.after_id = last;
+  CT_RETURN_IF_ERROR(ReadPages(tracker_, q, &out));
+  last = q.after_id;
   return out;
 }
 
