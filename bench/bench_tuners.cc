@@ -6,12 +6,23 @@
 //                     "xgb_over_random_median", "target_xgb_median", "meets_target", ...},
 //    "matmul": {...}}
 // A space that is absent is skipped with its reason in the JSON.
+//
+// "warm_start" replays xgb on pairs of tables of one kernel recorded on two devices (--pair
+// TABLE=PRIOR; default: the pairs in tests/tuner/data): cold, warm-started from the other
+// device's table (ReplayOptions::prior), and from the table's own costs shuffled (a prior that
+// knows nothing), over the same seeds. A pair is "related" (target: warm median at most 0.3x
+// cold) or "unrelated"; an unrelated or shuffled prior may not be worse than cold by more than
+// the seed noise: two standard errors of the difference of the two medians (bootstrap over the
+// seeds). Cold on other seeds (N+1..2N) shows the noise as it is.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -33,7 +44,11 @@ struct Flags {
   int random_seeds = 200;
   int batch = 8;
   double target_fraction = 0.95;
+  // TABLE=PRIOR[:unrelated]
+  std::vector<std::string> pairs;
 };
+
+constexpr double kWarmTarget = 0.3;
 
 nlohmann::json Skipped(const std::string& path, const std::string& why) {
   return {{"space", path}, {"skipped", why}};
@@ -88,6 +103,157 @@ nlohmann::json ReplaySpace(const std::string& path, const std::string& task, con
   return out;
 }
 
+std::optional<double> MedianOf(const Expected<tuner::ReplaySummary>& s) {
+  if (!s.ok()) return std::nullopt;
+  return s->median;
+}
+
+// Each seed's trials to the target (a seed that missed it: the budget and one more).
+std::vector<double> TrialsOf(const tuner::ReplaySummary& s) {
+  std::vector<double> t;
+  for (const auto& r : s.runs) {
+    t.push_back(r.reached ? static_cast<double>(r.trials_to_target)
+                          : static_cast<double>(s.max_trials + 1));
+  }
+  return t;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Two standard errors of median(b) - median(a), from 1,000 bootstrap resamples of each.
+double MedianDifferenceNoise(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.empty() || b.empty()) return 0;
+  std::mt19937_64 rng(1);
+  auto resample = [&](const std::vector<double>& v) {
+    std::uniform_int_distribution<size_t> pick(0, v.size() - 1);
+    std::vector<double> out(v.size());
+    for (double& x : out) x = v[pick(rng)];
+    return Median(std::move(out));
+  };
+  constexpr int kResamples = 1000;
+  double sum = 0, sum2 = 0;
+  for (int i = 0; i < kResamples; ++i) {
+    const double d = resample(b) - resample(a);
+    sum += d;
+    sum2 += d * d;
+  }
+  const double mean = sum / kResamples;
+  return 2 * std::sqrt(std::max(0.0, sum2 / kResamples - mean * mean));
+}
+
+// One pair: xgb cold (two seed sets), warm from the prior, warm from the shuffled table.
+nlohmann::json WarmPair(const std::string& spec, const Flags& f) {
+  std::string table_path = spec, prior_path, relation = "related";
+  if (const size_t eq = spec.find('='); eq != std::string::npos) {
+    table_path = spec.substr(0, eq);
+    prior_path = spec.substr(eq + 1);
+  }
+  if (const size_t colon = prior_path.rfind(':'); colon != std::string::npos) {
+    relation = prior_path.substr(colon + 1);
+    prior_path.resize(colon);
+  }
+  auto stem = [](const std::string& path) {
+    std::string name = std::filesystem::path(path).filename().string();
+    return name.substr(0, name.find('.'));
+  };
+  nlohmann::json out = {{"name", stem(table_path) + " from " + stem(prior_path)},
+                        {"space", table_path},
+                        {"prior", prior_path},
+                        {"relation", relation}};
+  if (prior_path.empty() || (relation != "related" && relation != "unrelated")) {
+    out["skipped"] = "a pair is TABLE=PRIOR[:related|:unrelated]";
+    return out;
+  }
+  auto table = tuner::ReplayTable::Load(table_path);
+  auto other = tuner::ReplayTable::Load(prior_path);
+  if (!table.ok() || !other.ok()) {
+    out["skipped"] = (!table.ok() ? table.status() : other.status()).message();
+    return out;
+  }
+  auto prior = (*table)->PriorFrom(**other);
+  if (!prior.ok()) {
+    out["skipped"] = prior.status().message();
+    return out;
+  }
+  tuner::ReplayOptions o;
+  o.tuner = "xgb";
+  o.batch = f.batch;
+  o.target_fraction = f.target_fraction;
+  auto cold = tuner::SummariseReplay(**table, o, f.seeds);
+  auto cold_again = tuner::SummariseReplay(**table, o, f.seeds, f.seeds + 1);
+  o.prior = *prior;
+  auto warm = tuner::SummariseReplay(**table, o, f.seeds);
+  auto self = (*table)->PriorFrom(**table);
+  o.prior = self.ok() ? *self : std::vector<tuner::TrialResult>{};
+  o.shuffle_prior = true;
+  auto shuffled = tuner::SummariseReplay(**table, o, f.seeds);
+  const auto c = MedianOf(cold), c2 = MedianOf(cold_again), w = MedianOf(warm),
+             sh = MedianOf(shuffled);
+  auto json_of = [](const Expected<tuner::ReplaySummary>& s) {
+    return s.ok() ? tuner::ReplaySummaryJson(*s) : nlohmann::json{{"error", s.status().message()}};
+  };
+  out["cold"] = json_of(cold);
+  out["cold_other_seeds"] = json_of(cold_again);
+  out["warm"] = json_of(warm);
+  out["warm_shuffled"] = json_of(shuffled);
+  auto ratio = [](std::optional<double> a, std::optional<double> b) -> nlohmann::json {
+    return a && b && *b > 0 ? nlohmann::json(*a / *b) : nlohmann::json(nullptr);
+  };
+  out["warm_over_cold_median"] = ratio(w, c);
+  out["shuffled_over_cold_median"] = ratio(sh, c);
+  out["cold_median_other_seeds_over_cold"] = ratio(c2, c);
+  // A missing median is +inf.
+  const double inf = std::numeric_limits<double>::infinity();
+  const double cold_m = c.value_or(inf);
+  double warm_noise = 0, shuffled_noise = 0;
+  if (cold.ok() && warm.ok() && shuffled.ok()) {
+    warm_noise = MedianDifferenceNoise(TrialsOf(*cold), TrialsOf(*warm));
+    shuffled_noise = MedianDifferenceNoise(TrialsOf(*cold), TrialsOf(*shuffled));
+  }
+  out["warm_minus_cold_median_noise"] = warm_noise;
+  out["shuffled_minus_cold_median_noise"] = shuffled_noise;
+  const bool shuffled_ok = sh.value_or(inf) <= cold_m + shuffled_noise;
+  const bool warm_ok = relation == "related" ? w.value_or(inf) <= kWarmTarget * cold_m
+                                             : w.value_or(inf) <= cold_m + warm_noise;
+  out["meets_target"] = warm_ok && shuffled_ok;
+  return out;
+}
+
+// Every pair, and the worst ratios over them (what the smoke test bounds).
+nlohmann::json WarmStart(const Flags& f) {
+  nlohmann::json out = {{"target_related_warm_over_cold_median", kWarmTarget},
+                        {"seeds", f.seeds},
+                        {"pairs", nlohmann::json::array()}};
+  double related_worst = 0, wrong_worst = 0;
+  bool all = true;
+  int counted = 0;
+  for (const std::string& spec : f.pairs) {
+    nlohmann::json p = WarmPair(spec, f);
+    if (!p.contains("skipped")) {
+      ++counted;
+      all = all && p["meets_target"].get<bool>();
+      auto worst = [](double* w, const nlohmann::json& v) {
+        *w = v.is_number() ? std::max(*w, v.get<double>()) : INFINITY;
+      };
+      worst(p["relation"] == "related" ? &related_worst : &wrong_worst, p["warm_over_cold_median"]);
+      worst(&wrong_worst, p["shuffled_over_cold_median"]);
+    }
+    out["pairs"].push_back(std::move(p));
+  }
+  if (counted == 0) {
+    out["skipped"] = "absent: no pair of tables could be read";
+    return out;
+  }
+  out["related_warm_over_cold_worst"] = related_worst;
+  out["wrong_prior_over_cold_worst"] = wrong_worst;
+  out["meets_target"] = all;
+  return out;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"crosstune-bench-tuners: trials to 95% of the best, per tuner, on recorded spaces"};
   Flags f;
@@ -100,6 +266,22 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch", f.batch, "points per batch, every tuner")->capture_default_str();
   app.add_option("--target-fraction", f.target_fraction, "best / cost that counts as found")
+      ->capture_default_str();
+  const std::string data = CT_DEFAULT_PAIRS_DIR;
+  // Related: the same CPU at one and two threads, and the emulated aarch64 and riscv64 boards
+  // (qemu on one host: what is fast follows the instructions emulated). Unrelated: that CPU and
+  // an emulated board (tests/tuner/data/README.md).
+  auto pair = [&](const char* table, const char* prior, const char* relation) {
+    return data + "/matmul-256-" + table + ".json=" + data + "/matmul-256-" + prior +
+           ".json:" + relation;
+  };
+  f.pairs = {pair("xeon-2t", "xeon-1t", "related"), pair("xeon-1t", "xeon-2t", "related"),
+             pair("xeon-1t", "qemu-aarch64", "unrelated"),
+             pair("qemu-aarch64", "xeon-1t", "unrelated"),
+             pair("qemu-aarch64", "qemu-riscv64", "related")};
+  app.add_option("--pair", f.pairs,
+                 "warm start: TABLE=PRIOR[:related|:unrelated], the same kernel's tables on two "
+                 "devices (repeatable; 'none': no pairs)")
       ->capture_default_str();
   bool record = false;
   // The recorded space: 512^3, where cache blocking matters, with four knobs expected to matter
@@ -159,6 +341,8 @@ int Main(int argc, char** argv) {
                          mm["xgb_over_random_median"].get<double>() <= 0.30;
   }
   out["matmul"] = mm;
+  if (f.pairs == std::vector<std::string>{"none"}) f.pairs.clear();
+  out["warm_start"] = WarmStart(f);
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

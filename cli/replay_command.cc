@@ -1,45 +1,35 @@
-// `crosstune replay SPACE --tuner random,ga,xgb --seeds 50 [--json]`: compares tuners on a table
-// of measured points (a full-space record log of ours or a Kernel Tuner cache file) instead of a
-// device.
+// `crosstune replay SPACE --tuner random,ga,xgb --seeds 50 [--warm-from OTHER] [--json]`: compares
+// tuners on a table of measured points (a full-space record log of ours or a Kernel Tuner cache
+// file) instead of a device; with --warm-from, each also warm-started from the same kernel's
+// table measured on another device.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
 #include "compiler_module.h"
 #include "crosstune/tuner/replay.h"
-#include "crosstune/tuner/tuner.h"
 
 namespace crosstune::cli {
 
 namespace {
 
-std::string Cell(const std::optional<double>& v) {
-  if (!v) return "-";
+std::string Cell(const nlohmann::json& v) {
+  if (!v.is_number()) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", *v);
+  std::snprintf(buf, sizeof buf, "%.1f", v.get<double>());
   return buf;
 }
 
 }  // namespace
 
 void RegisterReplayCommand(CLI::App& app) {
-  struct Opts {
-    std::string space;
-    std::vector<std::string> tuners{"random", "ga", "xgb"};
-    int seeds = 50;
-    int batch = 8;
-    uint64_t max_trials = 0;
-    double target_fraction = 0.95;
-    std::string task;
-    std::string objective = "mixed";
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<tuner::ReplayComparison>();
+  auto json = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("replay", CompilerCommandHelp("replay"));
   cmd->add_option("SPACE", o->space,
                   "a full-space record log (.jsonl) or a Kernel Tuner cache "
@@ -65,69 +55,64 @@ void RegisterReplayCommand(CLI::App& app) {
                   "(pairwise) or reg")
       ->check(CLI::IsMember({"mixed", "ndcg", "rank", "reg"}))
       ->capture_default_str();
-  cmd->add_flag("--json", o->json, "print one JSON object");
-  cmd->callback([o] {
+  cmd->add_option("--warm-from", o->warm_from,
+                  "the same kernel's table measured on another device (a log or a Kernel Tuner "
+                  "cache): each tuner runs cold and again warm-started from it");
+  cmd->add_flag("--json", *json, "print one JSON object");
+  cmd->callback([o, json] {
+    auto got = tuner::CompareTuners(*o);
+    if (!got.ok()) Fail(got.status().message());
+    const nlohmann::json& out = *got;
+    for (const auto& w : out["warnings"]) {
+      std::fprintf(stderr, "crosstune: warning: %s\n", w.get<std::string>().c_str());
+    }
+    // Rows: each tuner cold, then warm-started (+warm) when asked.
+    std::vector<std::pair<std::string, const nlohmann::json*>> rows;
     for (const std::string& t : o->tuners) {
-      const auto& names = tuner::TunerNames();
-      if (std::find(names.begin(), names.end(), t) == names.end()) {
-        std::string valid;
-        for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
-        Fail("unknown tuner '" + t + "' (tuners: " + valid + ")");
+      rows.emplace_back(t, &out["tuners"][t]);
+      if (out.contains("warm")) rows.emplace_back(t + "+warm", &out["warm"][t]);
+    }
+    for (const auto& [name, s] : rows) {
+      if (s->value("warnings", 0) > 0) {
+        std::fprintf(stderr, "crosstune: warning: %s: %d warnings, the first: %s\n", name.c_str(),
+                     (*s)["warnings"].get<int>(), s->value("first_warning", std::string()).c_str());
       }
     }
-    auto table = tuner::ReplayTable::Load(o->space, o->task);
-    if (!table.ok()) Fail(table.status().message());
-    for (const std::string& w : (*table)->warnings()) {
-      std::fprintf(stderr, "crosstune: warning: %s\n", w.c_str());
-    }
-    if (!(*table)->best()) Fail(o->space + ": every point of the table failed; nothing to find");
-    nlohmann::json out = {
-        {"space", (*table)->source()},
-        {"space_size", (*table)->space().size()},
-        {"valid_count", (*table)->valid_count()},
-        {"ok_count", (*table)->ok_count()},
-        {"best", *(*table)->best()},
-        {"within_target", (*table)->CountWithin(o->target_fraction)},
-        {"target_fraction", o->target_fraction},
-        {"batch", o->batch},
-        {"seeds", o->seeds},
-        {"tuners", nlohmann::json::object()},
-    };
-    std::vector<tuner::ReplaySummary> summaries;
-    for (const std::string& t : o->tuners) {
-      tuner::ReplayOptions ro;
-      ro.tuner = t;
-      ro.batch = o->batch;
-      ro.max_trials = o->max_trials;
-      ro.target_fraction = o->target_fraction;
-      ro.tuner_options.objective = o->objective;
-      auto s = tuner::SummariseReplay(**table, ro, o->seeds);
-      if (!s.ok()) Fail(s.status().message());
-      if (s->warnings) {
-        std::fprintf(stderr, "crosstune: warning: %s: %zu warnings, the first: %s\n", t.c_str(),
-                     s->warnings, s->first_warning.c_str());
-      }
-      out["tuners"][t] = tuner::ReplaySummaryJson(*s);
-      summaries.push_back(std::move(s).value());
-    }
-    if (o->json) {
+    if (*json) {
       PrintJson(out, 2);
       return;
     }
     std::printf(
-        "space %s: %llu points, %llu in the table (%zu measured ok), best %g, %zu within "
+        "space %s: %llu points, %llu in the table (%llu measured ok), best %g, %llu within "
         "%g of it\n",
-        (*table)->source().c_str(), static_cast<unsigned long long>((*table)->space().size()),
-        static_cast<unsigned long long>((*table)->valid_count()), (*table)->ok_count(),
-        *(*table)->best(), (*table)->CountWithin(o->target_fraction), o->target_fraction);
+        out["space"].get<std::string>().c_str(), out["space_size"].get<unsigned long long>(),
+        out["valid_count"].get<unsigned long long>(), out["ok_count"].get<unsigned long long>(),
+        out["best"].get<double>(), out["within_target"].get<unsigned long long>(),
+        o->target_fraction);
+    if (out.contains("warm_from")) {
+      const auto& w = out["warm_from"];
+      std::printf("warm start (+warm): %llu points of %s (%llu not in this space)\n",
+                  w["points"].get<unsigned long long>(), w["space"].get<std::string>().c_str(),
+                  w["not_in_space"].get<unsigned long long>());
+    }
     std::printf("trials to a point within %g of the best (batch %d, budget %llu):\n\n",
                 o->target_fraction, o->batch,
-                static_cast<unsigned long long>(summaries.front().max_trials));
-    std::printf("%-8s %8s %8s %8s %8s %9s\n", "TUNER", "MEDIAN", "P90", "MEAN", "REACHED",
-                "WALL_S");
-    for (const auto& s : summaries) {
-      std::printf("%-8s %8s %8s %8s %4d/%-3d %9.2f\n", s.tuner.c_str(), Cell(s.median).c_str(),
-                  Cell(s.p90).c_str(), Cell(s.mean).c_str(), s.reached, s.seeds, s.wall_s);
+                rows.front().second->at("max_trials").get<unsigned long long>());
+    std::printf("%-12s %8s %8s %8s %8s %9s%s\n", "TUNER", "MEDIAN", "P90", "MEAN", "REACHED",
+                "WALL_S", out.contains("warm") ? "  PRIOR_TRUSTED" : "");
+    for (const auto& [name, s] : rows) {
+      std::string trusted;
+      if (s->contains("prior")) {
+        const auto& p = (*s)["prior"];
+        trusted = p["taken_by_runs"].get<int>() > 0
+                      ? "  " + std::to_string(p["trusted_at_end"].get<int>()) + "/" +
+                            std::to_string(o->seeds)
+                      : "  (ignores it)";
+      }
+      std::printf("%-12s %8s %8s %8s %4d/%-3d %9.2f%s\n", name.c_str(),
+                  Cell((*s)["median"]).c_str(), Cell((*s)["p90"]).c_str(),
+                  Cell((*s)["mean"]).c_str(), (*s)["reached"].get<int>(), o->seeds,
+                  (*s)["wall_s"].get<double>(), trusted.c_str());
     }
   });
 }

@@ -495,6 +495,7 @@ def replay(
     target_fraction: float = 0.95,
     task: str = "",
     objective: str = "mixed",
+    warm_from: Optional[PathLike] = None,
     with_runs: bool = False,
 ) -> Dict[str, Any]:
     """Compares search strategies on a table of measured points instead of a device, as
@@ -504,26 +505,25 @@ def replay(
     Tuner cache file (``.json`` / ``.json.gz``). Each tuner runs for seeds 1..``seeds``; returns
     the table's facts and, under ``"tuners"``, per tuner the median, p90 and mean trials to a
     point within ``target_fraction`` of the best and how many seeds ``reached`` it.
+    ``warm_from``, the same kernel's table measured on another device, runs each tuner again
+    warm-started from it (under ``"warm"``; ``"warm_from"`` says how many of its points matched).
     """
-    table = _core.ReplayTable.load(os.fspath(space), task)
-    for w in table.warnings:
-        warnings.warn(w, RuntimeWarning, stacklevel=2)
-    out: Dict[str, Any] = {
-        "space": table.source,
-        "space_size": table.space_size,
-        "valid_count": table.valid_count,
-        "ok_count": table.ok_count,
-        "best": table.best,
-        "within_target": table.count_within(target_fraction),
-        "target_fraction": target_fraction,
-        "batch": batch,
-        "seeds": seeds,
-        "tuners": {},
-    }
-    for name in tuners:
-        out["tuners"][name] = json.loads(
-            table.summarise(name, seeds, batch, max_trials, target_fraction, objective, with_runs)
+    out: Dict[str, Any] = json.loads(
+        _core.compare_tuners(
+            os.fspath(space),
+            list(tuners),
+            seeds,
+            batch,
+            max_trials,
+            target_fraction,
+            task,
+            objective,
+            os.fspath(warm_from) if warm_from is not None else "",
+            with_runs,
         )
+    )
+    for w in out.pop("warnings", []):
+        warnings.warn(w, RuntimeWarning, stacklevel=2)
     return out
 
 

@@ -459,41 +459,28 @@ void BindTuner(nb::module_& m) {
       "Builds the best config of a log's task into a package; returns (manifest JSON, function, "
       "record JSON).");
 
-  nb::class_<tuner::ReplayTable>(m, "ReplayTable",
-                                 "A table of measured points that answers trials instead of a "
-                                 "device.")
-      .def_static(
-          "load",
-          [](const std::string& path, const std::string& task) {
-            nb::gil_scoped_release release;
-            return Unwrap(tuner::ReplayTable::Load(path, task));
-          },
-          "path"_a, "task"_a = "")
-      .def_prop_ro("source", &tuner::ReplayTable::source)
-      .def_prop_ro("space_size", [](const tuner::ReplayTable& t) { return t.space().size(); })
-      .def_prop_ro("valid_count", &tuner::ReplayTable::valid_count)
-      .def_prop_ro("ok_count", &tuner::ReplayTable::ok_count)
-      .def_prop_ro("best", [](const tuner::ReplayTable& t) { return t.best(); })
-      .def_prop_ro("warnings", &tuner::ReplayTable::warnings)
-      .def("count_within", &tuner::ReplayTable::CountWithin, "fraction"_a)
-      .def(
-          "summarise",
-          [](const tuner::ReplayTable& t, const std::string& tuner_name, int seeds, int batch,
-             uint64_t max_trials, double target_fraction, const std::string& objective,
-             bool with_runs) {
-            tuner::ReplayOptions o;
-            o.tuner = tuner_name;
-            o.batch = batch;
-            o.max_trials = max_trials;
-            o.target_fraction = target_fraction;
-            o.tuner_options.objective = objective;
-            nb::gil_scoped_release release;
-            return tuner::ReplaySummaryJson(Unwrap(tuner::SummariseReplay(t, o, seeds)), with_runs)
-                .dump();
-          },
-          "tuner"_a, "seeds"_a, "batch"_a = 8, "max_trials"_a = 0, "target_fraction"_a = 0.95,
-          "objective"_a = "mixed", "with_runs"_a = false,
-          "Replays a tuner for seeds 1..N; the summary as JSON text.");
+  m.def(
+      "compare_tuners",
+      [](const std::string& space, const std::vector<std::string>& tuners, int seeds, int batch,
+         uint64_t max_trials, double target_fraction, const std::string& task,
+         const std::string& objective, const std::string& warm_from, bool with_runs) {
+        tuner::ReplayComparison c;
+        c.space = space;
+        c.tuners = tuners;
+        c.seeds = seeds;
+        c.batch = batch;
+        c.max_trials = max_trials;
+        c.target_fraction = target_fraction;
+        c.task = task;
+        c.objective = objective;
+        c.warm_from = warm_from;
+        c.with_runs = with_runs;
+        nb::gil_scoped_release release;
+        return Unwrap(tuner::CompareTuners(c)).dump();
+      },
+      "space"_a, "tuners"_a, "seeds"_a, "batch"_a, "max_trials"_a, "target_fraction"_a, "task"_a,
+      "objective"_a, "warm_from"_a, "with_runs"_a,
+      "What `crosstune replay` compares (tuner::CompareTuners), as JSON text.");
 }
 
 }  // namespace crosstune::python

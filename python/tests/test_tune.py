@@ -74,6 +74,11 @@ def test_tunes_on_a_local_server_and_keeps_the_records(tmp_path: pathlib.Path) -
     assert result["valid_count"] == 8
     for name in ("random", "xgb"):
         assert result["tuners"][name]["reached"] == 3
+    # Warm-started from a table of the same kernel (here the same log): xgb takes its points.
+    warm = ct.replay(log, tuners=["xgb"], seeds=3, batch=2, warm_from=log)
+    assert warm["warm_from"]["points"] == 8
+    assert warm["warm"]["xgb"]["prior"]["taken_by_runs"] == 3
+    assert warm["warm"]["xgb"]["median"] == 1  # the prior's best is the table's
 
 
 def test_tunes_on_given_servers_and_through_a_tracker(

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <unordered_set>
 
 #include "crosstune/json_reader.h"
@@ -231,6 +232,118 @@ size_t ReplayTable::CountWithin(double fraction) const {
   return n;
 }
 
+Expected<std::vector<TrialResult>> ReplayTable::PriorFrom(const ReplayTable& other,
+                                                          size_t* skipped) const {
+  std::vector<std::string> mine, theirs;
+  for (const Knob& k : space_->knobs()) mine.push_back(k.name);
+  for (const Knob& k : other.space().knobs()) theirs.push_back(k.name);
+  std::sort(mine.begin(), mine.end());
+  std::sort(theirs.begin(), theirs.end());
+  if (mine != theirs) {
+    auto list = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const auto& n : v) out += (out.empty() ? "" : ", ") + n;
+      return out;
+    };
+    return Status(ErrorCode::kInvalidArgument, other.source() + " names the parameters " +
+                                                   list(theirs) + ", " + source_ + " names " +
+                                                   list(mine) + ": not the same kernel's space");
+  }
+  std::vector<TrialResult> out;
+  size_t left_out = 0;
+  for (const auto& [index, point] : *other.entries_) {
+    Expected<Config> c = space_->FromJson(point.values);
+    if (!c.ok() || !entries_->count(c->index())) {
+      ++left_out;
+      continue;
+    }
+    TrialResult r;
+    r.index = c->index();
+    r.ok = point.ok;
+    r.cost = point.ok ? point.cost : std::numeric_limits<double>::infinity();
+    out.push_back(r);
+  }
+  // The same order whatever the hash map's.
+  std::sort(out.begin(), out.end(),
+            [](const TrialResult& a, const TrialResult& b) { return a.index < b.index; });
+  if (skipped) *skipped = left_out;
+  return out;
+}
+
+Expected<nlohmann::json> CompareTuners(const ReplayComparison& c) {
+  const auto& names = TunerNames();
+  for (const std::string& t : c.tuners) {
+    if (std::find(names.begin(), names.end(), t) == names.end()) {
+      std::string valid;
+      for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
+      return Status(ErrorCode::kInvalidArgument,
+                    "unknown tuner '" + t + "' (tuners: " + valid + ")");
+    }
+  }
+  CT_ASSIGN_OR_RETURN(std::unique_ptr<ReplayTable> table, ReplayTable::Load(c.space, c.task));
+  if (!table->best()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  c.space + ": every point of the table failed; nothing to find");
+  }
+  nlohmann::json out = {
+      {"space", table->source()},
+      {"space_size", table->space().size()},
+      {"valid_count", table->valid_count()},
+      {"ok_count", table->ok_count()},
+      {"best", *table->best()},
+      {"within_target", table->CountWithin(c.target_fraction)},
+      {"target_fraction", c.target_fraction},
+      {"batch", c.batch},
+      {"seeds", c.seeds},
+      {"tuners", nlohmann::json::object()},
+      {"warnings", table->warnings()},
+  };
+  std::vector<TrialResult> prior;
+  if (!c.warm_from.empty()) {
+    CT_ASSIGN_OR_RETURN(std::unique_ptr<ReplayTable> other, ReplayTable::Load(c.warm_from));
+    size_t skipped = 0;
+    CT_ASSIGN_OR_RETURN(prior, table->PriorFrom(*other, &skipped));
+    if (prior.empty()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    c.warm_from + ": none of its points is in " + c.space);
+    }
+    for (const std::string& w : other->warnings())
+      out["warnings"].push_back(c.warm_from + ": " + w);
+    out["warm_from"] = {
+        {"space", other->source()}, {"points", prior.size()}, {"not_in_space", skipped}};
+    out["warm"] = nlohmann::json::object();
+  }
+  for (const std::string& t : c.tuners) {
+    for (const bool warm : {false, true}) {
+      if (warm && prior.empty()) continue;
+      ReplayOptions o;
+      o.tuner = t;
+      o.batch = c.batch;
+      o.max_trials = c.max_trials;
+      o.target_fraction = c.target_fraction;
+      o.tuner_options.objective = c.objective;
+      if (warm) o.prior = prior;
+      CT_ASSIGN_OR_RETURN(ReplaySummary s, SummariseReplay(*table, o, c.seeds));
+      out[warm ? "warm" : "tuners"][t] = ReplaySummaryJson(s, c.with_runs);
+    }
+  }
+  return out;
+}
+
+std::vector<TrialResult> ShufflePrior(std::vector<TrialResult> prior, uint64_t seed) {
+  std::vector<double> costs;
+  for (const TrialResult& r : prior) {
+    if (r.ok) costs.push_back(r.cost);
+  }
+  std::mt19937_64 rng(seed);
+  std::shuffle(costs.begin(), costs.end(), rng);
+  size_t next = 0;
+  for (TrialResult& r : prior) {
+    if (r.ok) r.cost = costs[next++];
+  }
+  return prior;
+}
+
 const ReplayPoint* ReplayTable::Find(uint64_t index) const {
   auto it = entries_->find(index);
   return it == entries_->end() ? nullptr : &it->second;
@@ -259,6 +372,10 @@ Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& opt
   CT_ASSIGN_OR_RETURN(std::unique_ptr<Tuner> tuner,
                       options.make_tuner ? options.make_tuner(table.space(), topts)
                                          : MakeTuner(options.tuner, table.space(), topts));
+  if (!options.prior.empty()) {
+    tuner->AddPrior(options.shuffle_prior ? ShufflePrior(options.prior, options.seed)
+                                          : options.prior);
+  }
   const uint64_t max_trials = options.max_trials == 0
                                   ? table.valid_count()
                                   : std::min(options.max_trials, table.valid_count());
@@ -312,11 +429,12 @@ Expected<ReplayRun> RunReplay(const ReplayTable& table, const ReplayOptions& opt
   }
   for (std::string& w : tuner->TakeWarnings()) run.warnings.push_back(std::move(w));
   run.best_cost = std::isfinite(best_found) ? best_found : 0;
+  run.prior = tuner->prior_trust();
   return run;
 }
 
-Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions options,
-                                        int seeds) {
+Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions options, int seeds,
+                                        uint64_t first_seed) {
   if (seeds < 1) return Status(ErrorCode::kInvalidArgument, "seeds must be at least 1");
   auto start = std::chrono::steady_clock::now();
   ReplaySummary s;
@@ -333,10 +451,13 @@ Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions 
   s.target_fraction = options.target_fraction;
   s.seeds = seeds;
   std::vector<double> trials;
-  for (int seed = 1; seed <= seeds; ++seed) {
-    options.seed = static_cast<uint64_t>(seed);
+  s.prior_points = options.prior.size();
+  for (int k = 0; k < seeds; ++k) {
+    options.seed = first_seed + static_cast<uint64_t>(k);
     CT_ASSIGN_OR_RETURN(ReplayRun run, RunReplay(table, options));
     if (run.reached) ++s.reached;
+    if (run.prior) ++s.prior_taken;
+    if (run.prior && run.prior->trusted) ++s.prior_trusted;
     trials.push_back(run.reached ? static_cast<double>(run.trials_to_target)
                                  : std::numeric_limits<double>::infinity());
     s.warnings += run.warnings.size();
@@ -380,6 +501,11 @@ nlohmann::json ReplaySummaryJson(const ReplaySummary& s, bool with_runs) {
       {"warnings", s.warnings},
   };
   if (!s.first_warning.empty()) j["first_warning"] = s.first_warning;
+  if (s.prior_points) {
+    j["prior"] = {{"points", s.prior_points},
+                  {"taken_by_runs", s.prior_taken},
+                  {"trusted_at_end", s.prior_trusted}};
+  }
   if (with_runs) {
     nlohmann::json runs = nlohmann::json::array();
     for (const ReplayRun& r : s.runs) {

@@ -7,6 +7,15 @@
 //
 // The "mixed" objective (the default) keeps two models, rank:ndcg and rank:pairwise, each with
 // its own plan, and fills half of every batch from each (see TunerOptions::objective).
+//
+// A prior (AddPrior: the same space measured on another device) is believed until it can be
+// judged: the first batch is mostly the prior's best points (spread by the diversity filter, as
+// a plan is), and the rest
+// as without one (random at first), so that the judgement compares fast and slow points. From
+// then on every batch judges it again (PriorTrust: Kendall's tau between the prior's costs and
+// this device's): a prior that foretells this device (z >= 1) trains the model as one more
+// ranking group and gives a quarter of each batch (half when z >= 2) to its next best points; one
+// that does not is left out, and the search goes on as a cold start would.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -24,6 +33,41 @@ namespace {
 
 // Weight of a knob value that the batch does not yet hold, against a score scaled to [0, 1].
 constexpr double kDiversityWeight = 0.3;
+// Points that both the prior and this device measured before the prior is judged.
+constexpr size_t kJudgeAfter = 4;
+// The z-scores above which a prior is trusted, and trusted with half of each batch.
+constexpr double kTrustZ = 1.0;
+constexpr double kTrustMoreZ = 2.0;
+// The prior's best points that its share of a batch is chosen from, per slot.
+constexpr int kPriorPool = 3;
+// Points compared at most (the latest), so a judgement stays cheap in a long run.
+constexpr size_t kJudgeAtMost = 512;
+
+// Kendall's tau (ties in either ranking count for neither side) between the prior's costs and
+// this device's, with its z-score against an unrelated prior.
+PriorTrust Judge(const std::vector<std::pair<double, double>>& pairs, size_t points) {
+  PriorTrust t;
+  t.points = points;
+  t.compared = pairs.size();
+  if (pairs.size() < kJudgeAfter) return t;
+  const size_t n = pairs.size();
+  int64_t concordant = 0, discordant = 0;
+  auto sign = [](double a, double b) { return a < b ? -1 : (b < a ? 1 : 0); };
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      const int a = sign(pairs[i].first, pairs[j].first);
+      const int b = sign(pairs[i].second, pairs[j].second);
+      if (a == 0 || b == 0) continue;
+      (a == b ? concordant : discordant)++;
+    }
+  }
+  const double dn = static_cast<double>(n);
+  t.tau = static_cast<double>(concordant - discordant) / (dn * (dn - 1) / 2);
+  t.z = t.tau / std::sqrt(2 * (2 * dn + 5) / (9 * dn * (dn - 1)));
+  t.judged = true;
+  t.trusted = t.z >= kTrustZ;
+  return t;
+}
 
 class XgbTuner final : public Tuner {
  public:
@@ -49,11 +93,13 @@ class XgbTuner final : public Tuner {
   std::vector<uint64_t> NextBatch(int n) override {
     std::vector<uint64_t> batch;
     if (n <= 0) return batch;
-    if (ModelWanted()) {
+    TakeFromPrior(PriorShare(n), &batch);
+    const int rest = n - static_cast<int>(batch.size());
+    if (rest > 0 && ModelWanted()) {
       Status s = dirty_ ? FitMembers() : Status::Ok();
       if (s.ok()) {
         dirty_ = false;
-        std::vector<int> slots = Slots(n);
+        std::vector<int> slots = Slots(rest);
         for (size_t m = 0; m < members_.size() && s.ok(); ++m) {
           if (slots[m] == 0) continue;
           Expected<std::vector<Candidate>> plan = Plan(*members_[m]);
@@ -75,11 +121,14 @@ class XgbTuner final : public Tuner {
   }
 
   void Update(const std::vector<TrialResult>& results) override {
+    bool judge = false;
     for (const TrialResult& r : history_.Add(results)) {
       proposed_.insert(r.index);
       sampler_.Exclude(r.index);
       dirty_ = true;
+      judge = judge || prior_cost_.count(r.index);
     }
+    if (judge) JudgePrior();
   }
 
   // NextBatch refits when Refit could not (the model failed): it warns there.
@@ -91,6 +140,31 @@ class XgbTuner final : public Tuner {
     transfer_.insert(transfer_.end(), samples.begin(), samples.end());
     for (const TransferSample& t : samples) transfer_ok_ += t.ok ? 1 : 0;
     if (!samples.empty()) dirty_ = true;
+  }
+
+  void AddPrior(const std::vector<TrialResult>& prior) override {
+    for (const TrialResult& p : prior) {
+      if (p.index >= space_.size() || !space_.IsValid(space_.Get(p.index))) continue;
+      const bool usable = History::Usable(p);
+      if (!prior_cost_.emplace(p.index, usable ? p.cost : INFINITY).second) continue;
+      if (usable) prior_best_ = std::min(prior_best_, p.cost);
+    }
+    // Best first; a lower bound (a loser stopped early) sorts by it, behind the measured.
+    prior_order_.clear();
+    for (const auto& [index, cost] : prior_cost_) {
+      if (std::isfinite(cost)) prior_order_.push_back(index);
+    }
+    std::sort(prior_order_.begin(), prior_order_.end(), [&](uint64_t a, uint64_t b) {
+      const double ca = prior_cost_[a], cb = prior_cost_[b];
+      return ca < cb || (ca == cb && a < b);
+    });
+    JudgePrior();
+    dirty_ = true;
+  }
+
+  std::optional<PriorTrust> prior_trust() const override {
+    if (prior_cost_.empty()) return std::nullopt;
+    return trust_;
   }
 
   std::vector<std::string> TakeWarnings() override { return std::exchange(warnings_, {}); }
@@ -110,7 +184,47 @@ class XgbTuner final : public Tuner {
 
   bool ModelWanted() const {
     return static_cast<int>(history_.ok_count()) >= options_.min_train ||
-           transfer_ok_ >= static_cast<size_t>(options_.min_train);
+           transfer_ok_ >= static_cast<size_t>(options_.min_train) ||
+           (PriorInModel() && prior_order_.size() >= static_cast<size_t>(options_.min_train));
+  }
+
+  // The prior trains the model once it is judged and trusted (before that it only proposes).
+  bool PriorInModel() const { return trust_.judged && trust_.trusted; }
+
+  // Points of an n-point batch that the prior's best fill: most of the first batch before it is
+  // judged (the rest as without a prior, to judge it by), then a quarter or half while trusted.
+  int PriorShare(int n) const {
+    if (prior_order_.empty() || !trust_.trusted) return 0;
+    if (!trust_.judged) return n - n / 4;
+    return trust_.z >= kTrustMoreZ ? std::max(1, n / 2) : std::max(1, n / 4);
+  }
+
+  // The prior's best unproposed points, spread by the diversity filter as a plan is: its top
+  // often holds near-twins (one knob apart) that all win or all lose here.
+  void TakeFromPrior(int share, std::vector<uint64_t>* batch) {
+    if (share <= 0) return;
+    std::vector<Candidate> pool;
+    for (uint64_t index : prior_order_) {
+      if (pool.size() >= static_cast<size_t>(kPriorPool * share)) break;
+      if (proposed_.count(index)) continue;
+      pool.push_back({index, static_cast<float>(prior_best_ / prior_cost_.at(index)), 0});
+    }
+    Pick(pool, static_cast<int>(batch->size()) + share, batch, /*epsilon=*/0);
+  }
+
+  void JudgePrior() {
+    if (prior_cost_.empty()) return;
+    std::vector<std::pair<double, double>> pairs;
+    const auto& results = history_.results();
+    for (size_t i = results.size(); i-- > 0 && pairs.size() < kJudgeAtMost;) {
+      const TrialResult& r = results[i];
+      auto it = prior_cost_.find(r.index);
+      if (it == prior_cost_.end()) continue;
+      pairs.emplace_back(it->second, History::Usable(r) ? r.cost : INFINITY);
+    }
+    const bool before = PriorInModel();
+    trust_ = Judge(pairs, prior_cost_.size());
+    if (PriorInModel() != before) dirty_ = true;
   }
 
   std::vector<float> FeaturesOf(uint64_t index) const {
@@ -147,6 +261,16 @@ class XgbTuner final : public Tuner {
 
   Status Fit(Member& m) {
     TrainingSet data;
+    // A trusted prior: one ranking group, labels relative to its best.
+    if (PriorInModel()) {
+      unsigned count = 0;
+      for (uint64_t index : prior_order_) {
+        CT_RETURN_IF_ERROR(AppendRow(FeatureCached(index), &data.cols, &data.x));
+        data.labels.push_back(Label(m.objective, prior_best_ / prior_cost_.at(index)));
+        ++count;
+      }
+      if (count) data.groups.push_back(count);
+    }
     // Transfer samples first, one ranking group per task, labels relative to the group's best.
     std::vector<int> group_ids;
     for (const TransferSample& t : transfer_) {
@@ -286,6 +410,9 @@ class XgbTuner final : public Tuner {
   // otherwise the plan's point with the best rank-normalised score plus, when the diversity
   // filter is on, a bonus for each knob value this plan's picks do not hold yet.
   void Pick(const std::vector<Candidate>& plan, int n, std::vector<uint64_t>* out) {
+    Pick(plan, n, out, options_.epsilon);
+  }
+  void Pick(const std::vector<Candidate>& plan, int n, std::vector<uint64_t>* out, double epsilon) {
     std::vector<uint64_t>& batch = *out;
     std::vector<bool> taken(plan.size(), false);
     std::vector<std::unordered_set<uint32_t>> held(space_.knobs().size());
@@ -295,7 +422,7 @@ class XgbTuner final : public Tuner {
     float lo = plan.empty() ? 0.f : plan.back().score, hi = plan.empty() ? 0.f : plan.front().score;
     const double span = hi > lo ? hi - lo : 1.0;
     while (static_cast<int>(batch.size()) < n) {
-      if (unit(rng_) < options_.epsilon) {
+      if (epsilon > 0 && unit(rng_) < epsilon) {
         std::optional<uint64_t> r = RandomUnproposed();
         if (r) {
           Propose(*r, &batch);
@@ -353,9 +480,13 @@ class XgbTuner final : public Tuner {
   size_t turn_ = 0;  // the member that takes the next batch's remainder slot
   History history_;
   std::unordered_set<uint64_t> proposed_;
-  std::unordered_map<uint64_t, std::vector<float>> features_;  // of measured points
+  std::unordered_map<uint64_t, std::vector<float>> features_;  // of measured and prior points
   std::vector<TransferSample> transfer_;
   size_t transfer_ok_ = 0;
+  std::unordered_map<uint64_t, double> prior_cost_;  // +inf: failed there
+  std::vector<uint64_t> prior_order_;                // its successes, best first
+  double prior_best_ = INFINITY;
+  PriorTrust trust_;
   bool dirty_ = false;
   std::vector<std::string> warnings_;
 };

@@ -62,6 +62,12 @@ class ReplayTable {
   const ReplayPoint* Find(uint64_t index) const;
   // What a device would answer for a point: its cost, or a failure (ok false, cost +inf).
   TrialResult Measure(uint64_t index) const;
+  // The points of `other` (the same kernel measured on another device) as results in this
+  // table's space, for ReplayOptions::prior: matched by their parameters' values; points this
+  // table lacks are left out (`*skipped` counts them). kInvalidArgument when the two tables name
+  // other parameters.
+  Expected<std::vector<TrialResult>> PriorFrom(const ReplayTable& other,
+                                               size_t* skipped = nullptr) const;
   // Warnings from loading (e.g. entries skipped).
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Cost-model features of a point. For a log of ours whose template and target are known, the
@@ -97,6 +103,12 @@ struct ReplayOptions {
   // the next (it proposes batch i+1 from the results up to batch i-1).
   bool lag = false;
   TunerOptions tuner_options;  // its seed is replaced by `seed`; empty features: the table's
+  // Warm start: the same space measured on another device (ReplayTable::PriorFrom), given to the
+  // tuner (Tuner::AddPrior) before its first batch.
+  std::vector<TrialResult> prior;
+  // Each seed deals the prior's costs out again at random first (ShufflePrior with the seed): a
+  // prior that knows nothing of the device, another one per seed.
+  bool shuffle_prior = false;
   // Makes the tuner instead of MakeTuner(tuner, space, options) (tests: one that watches its
   // calls), as TuneOptions::make_tuner.
   std::function<Expected<std::unique_ptr<Tuner>>(const ConfigSpace&, const TunerOptions&)>
@@ -111,6 +123,7 @@ struct ReplayRun {
   uint64_t failed = 0;            // of those, failures
   double best_cost = 0;           // the best cost found (0 when none)
   std::vector<std::string> warnings;
+  std::optional<PriorTrust> prior;  // with a prior: how far the tuner trusted it at the end
 };
 
 // One tuner, one seed: batches of `batch` proposals answered from the table, until the target
@@ -135,14 +148,45 @@ struct ReplaySummary {
   // Over all seeds, a seed that missed the target counting as infinitely many trials: nullopt
   // when that many seeds missed it.
   std::optional<double> median, p90, mean;
-  std::vector<ReplayRun> runs;  // one per seed, seeds 1..N
+  std::vector<ReplayRun> runs;  // one per seed, in order
   double wall_s = 0;
+  // With a prior: its points, the seeds whose tuner took it (a tuner without a model ignores
+  // it) and those whose tuner trusted it at the end.
+  size_t prior_points = 0;
+  int prior_taken = 0;
+  int prior_trusted = 0;
   size_t warnings = 0;
   std::string first_warning;
 };
 
-// RunReplay for seeds 1..`seeds`, summarised.
-Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions options, int seeds);
+// RunReplay for seeds 1..`seeds` (from `first_seed`), summarised.
+Expected<ReplaySummary> SummariseReplay(const ReplayTable& table, ReplayOptions options, int seeds,
+                                        uint64_t first_seed = 1);
+
+// What `crosstune replay` and crosstune.replay() compare: tuners on one table, each cold and,
+// with `warm_from`, warm-started from the same kernel's table measured on another device.
+struct ReplayComparison {
+  std::string space;  // a log of ours or a Kernel Tuner cache (ReplayTable::Load)
+  std::string task;   // the log's task (empty: its only or first)
+  std::vector<std::string> tuners = {"random", "ga", "xgb"};
+  int seeds = 50;
+  int batch = 8;
+  uint64_t max_trials = 0;
+  double target_fraction = 0.95;
+  std::string objective = "mixed";  // xgb's (TunerOptions::objective)
+  std::string warm_from;            // the other device's table; empty: cold only
+  bool with_runs = false;           // every seed's trials to the target
+};
+// {"space", "space_size", "valid_count", "ok_count", "best", "within_target", "target_fraction",
+//  "batch", "seeds", "tuners": {NAME: ReplaySummaryJson}, "warnings": [loading's]} and, with
+// warm_from, "warm_from": {"space", "points", "not_in_space"} and "warm": {NAME: ...}.
+// kInvalidArgument for an unknown tuner, a table whose every point failed, or a warm_from table
+// of another kernel or with no point in this space; a file's own errors as ReplayTable::Load.
+Expected<nlohmann::json> CompareTuners(const ReplayComparison& c);
+
+// `prior` with its costs dealt out again at random among its points (failures stay failures):
+// a prior that knows nothing of the device, for showing that a wrong one does no harm.
+std::vector<TrialResult> ShufflePrior(std::vector<TrialResult> prior, uint64_t seed);
 
 // {"tuner":..., "median":..., "p90":..., "mean":..., "reached":..., "seeds":..., "space_size":...,
 //  "valid_count":..., "best":..., ...}; `with_runs` adds every seed's trials to target.

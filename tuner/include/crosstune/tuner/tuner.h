@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,19 @@ struct TransferSample {
   double cost = 0;
   bool ok = false;
   int group = 0;
+};
+
+// How well a prior (Tuner::AddPrior) foretells this device: Kendall's tau between the prior's
+// costs and this device's over the points both have (ties left out, a failure slowest), and its
+// z-score against a prior that knows nothing (tau / its standard deviation for `compared` points).
+struct PriorTrust {
+  size_t points = 0;    // the prior's points in this space
+  size_t compared = 0;  // of those, measured here too
+  double tau = 0;
+  double z = 0;
+  // Judged (enough points compared) and believed: the prior trains the model and proposes.
+  bool judged = false;
+  bool trusted = true;  // before it is judged, the prior is believed
 };
 
 struct TunerOptions {
@@ -92,6 +106,14 @@ class Tuner {
   virtual void Refit() {}
   // Measured points of related tasks (transfer learning); ignored by tuners without a model.
   virtual void AddTransfer(const std::vector<TransferSample>& samples) { (void)samples; }
+  // Warm start: points of this same space measured on another device (the farm's records of the
+  // nearest device kind, `replay --warm-from`). The xgb tuner proposes the prior's best points
+  // first and trains its cost model on the prior for as long as the prior foretells this
+  // device's measurements (prior_trust()); the other tuners ignore it. Points outside the space
+  // are skipped.
+  virtual void AddPrior(const std::vector<TrialResult>& prior) { (void)prior; }
+  // How far the prior is trusted now; nullopt without one (or for a tuner that ignores it).
+  virtual std::optional<PriorTrust> prior_trust() const { return std::nullopt; }
   // Warnings since the last call (e.g. "cost model failed: ...; random batch"); the caller
   // prints them. A model failure never ends a run.
   virtual std::vector<std::string> TakeWarnings() { return {}; }
