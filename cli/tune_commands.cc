@@ -297,6 +297,17 @@ void RunTune(const TuneFlags& f) {
         s.farm_kind.c_str(), s.farm_resumed, s.farm_elsewhere,
         s.farm_unsent > 0 ? fmt::format(", {} of this run's not sent", s.farm_unsent).c_str() : "");
   }
+  if (!s.warm_kind.empty()) {
+    std::string trust = "not judged yet";
+    if (s.warm_trust && s.warm_trust->judged) {
+      trust = fmt::format("{} (Kendall tau {:.2f} over {} configs measured here)",
+                          s.warm_trust->trusted ? "trusted" : "set aside", s.warm_trust->tau,
+                          s.warm_trust->compared);
+    }
+    std::printf(
+        "warm start: from %d record(s) of %s, the nearest kind with records of this task; %s\n",
+        s.warm_records, s.warm_kind.c_str(), trust.c_str());
+  }
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);
   PrintBuildFarmLine(setup->farm());

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -350,6 +351,96 @@ TEST_F(TrackerWebTest, TwoRunsSharingTheFarmsRecordsNeverTimeAConfigTwice) {
       << "the same seed proposes the same configs: one run meets the other's\n"
       << a.out << "\n"
       << b.out;
+}
+
+// Warm start from the farm: a run on a kind the farm has no records of (for this task) starts
+// from the nearest kind's records: it says whose, and its first batch is their best configs.
+// The records of that other kind are this machine's own, imported under another CPU's name.
+TEST_F(TrackerWebTest, ARunOnAKindWithoutRecordsStartsFromTheNearestKindsBest) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no tuner)";
+  const std::string human = kCli + " tune matmul --batch 8 --repeat 1 --min-repeat-ms 0" +
+                            " --no-default --tracker " + farm_.tracker() + " --key rpi4";
+  const std::string common = human + " --shape 48,48,48 --quiet --json";
+  auto r = RunCommand(common + " --tuner random --seed 3 --trials 24 --log " +
+                      farm_.Path("sibling.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The sibling's records: another CPU's name, the same target. This machine's device kind is
+  // ARCH/CPU, as the farm names it.
+  std::string kind;
+  std::ostringstream renamed;
+  std::vector<std::pair<double, uint64_t>> sibling_best;
+  std::istringstream lines(ReadFile(farm_.Path("sibling.jsonl")));
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    kind = j["device"]["arch"].get<std::string>() + "/" + j["device"]["cpu"].get<std::string>();
+    j["device"]["cpu"] = j["device"]["cpu"].get<std::string>() + " (a sibling)";
+    if (j["error"] == "ok") {
+      sibling_best.emplace_back(j["mean"].get<double>(), j["config"]["index"].get<uint64_t>());
+    }
+    renamed << j.dump() << "\n";
+  }
+  ASSERT_GE(sibling_best.size(), 8u);
+  std::sort(sibling_best.begin(), sibling_best.end());
+  r = RunCommand(kCli + " records import " + farm_.WriteFile("renamed.jsonl", renamed.str()) +
+                 " --tracker " + farm_.tracker());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  r = RunCommand(common + " --tuner xgb --seed 1 --trials 8 --records tracker --log " +
+                 farm_.Path("warm.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["farm"].contains("warm_start")) << r.out;
+  const auto& warm = j["farm"]["warm_start"];
+  EXPECT_EQ(warm["device_kind"], kind + " (a sibling)");
+  EXPECT_EQ(warm["records"], 24);
+  // Judged on the configs of the batch that the sibling measured too (at least its six). Whether
+  // it is trusted depends on these 2-microsecond timings: not asserted.
+  EXPECT_EQ(warm["judged"], true) << r.out;
+  EXPECT_GE(warm["compared"].get<int>(), 6) << r.out;
+  // The first batch: six of the sibling's best configs (its best, then spread over its top 18),
+  // then two as a cold start picks them.
+  std::set<uint64_t> top;
+  for (size_t i = 0; i < std::min<size_t>(18, sibling_best.size()); ++i) {
+    top.insert(sibling_best[i].second);
+  }
+  std::set<uint64_t> timed;
+  int from_top = 0;
+  std::istringstream warm_lines(ReadFile(farm_.Path("warm.jsonl")));
+  for (std::string line; std::getline(warm_lines, line);) {
+    const uint64_t config = nlohmann::json::parse(line)["config"]["index"].get<uint64_t>();
+    timed.insert(config);
+    from_top += top.count(config) ? 1 : 0;
+  }
+  EXPECT_EQ(timed.size(), 8u);
+  EXPECT_TRUE(timed.count(sibling_best[0].second)) << "the sibling's best was not timed";
+  EXPECT_GE(from_top, 6);
+  // The human summary names them; on a kind with records of its own (now this one: the run
+  // above sent its 8) a run resumes from those and starts from no other kind's.
+  r = RunCommand(human + " --shape 48,48,48 --trials 16 --records tracker");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("farm records (" + kind + "): 8 taken from other runs"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("warm start:"), std::string::npos) << r.out;
+  // Another shape, sent by the sibling only: the line says whose records it started from.
+  r = RunCommand(human + " --tuner random --trials 8 --shape 40,40,40 --log " +
+                 farm_.Path("sibling40.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ostringstream renamed40;
+  std::istringstream lines40(ReadFile(farm_.Path("sibling40.jsonl")));
+  for (std::string line; std::getline(lines40, line);) {
+    auto l = nlohmann::json::parse(line);
+    l["device"]["cpu"] = l["device"]["cpu"].get<std::string>() + " (a sibling)";
+    renamed40 << l.dump() << "\n";
+  }
+  r = RunCommand(kCli + " records import " + farm_.WriteFile("renamed40.jsonl", renamed40.str()) +
+                 " --tracker " + farm_.tracker());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(human + " --shape 40,40,40 --trials 8 --records tracker");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("warm start: from 8 record(s) of " + kind +
+                       " (a sibling), the nearest kind with records of this task; "),
+            std::string::npos)
+      << r.out;
 }
 
 // drain / undrain / kick as an operator runs them: the admin token is checked, each command

@@ -131,6 +131,13 @@ Expected<FarmRecords> FarmLink::Pull(const std::string& task_key, const std::str
   return out;
 }
 
+Expected<FarmRecords> FarmLink::Nearest(const std::string& task_key, const std::string& target,
+                                        const std::string& kind) {
+  CT_ASSIGN_OR_RETURN(FarmRecords got, FetchRecords(tracker_, task_key, target, kind, false));
+  if (got.exact) return FarmRecords{};
+  return got;
+}
+
 Expected<msg::RecordsClaimReply> FarmLink::Claim(const std::string& task_key,
                                                  const std::string& target, const std::string& kind,
                                                  const std::vector<uint64_t>& configs,

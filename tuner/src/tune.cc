@@ -307,6 +307,7 @@ class TuneJob::RunLoop {
   // The farm's records of the task on the devices' kind since the last pull, as resumed records
   // (options.farm; a pull that fails is a warning).
   void PullFarm();
+  void WarmFromFarm();
   // Plans the first batch (the devices wait for it) and starts its build.
   void StartPipeline();
   // Measures one batch and records it: true while the run goes on, false when nothing was left
@@ -423,6 +424,13 @@ Expected<TuneSummary> TuneJob::RunLoop::Finish() {
   if (options_.farm) {
     PushToFarm({});
     sum_.farm_unsent = static_cast<int>(options_.farm->pending());
+    if (!sum_.warm_kind.empty() && tuner_->prior_trust()) {
+      // The judgement of the prior with the last batch too (no plan is in flight now; xgb, the
+      // tuner that takes a prior, hears a result twice as once, so the next Run may tell it
+      // again).
+      if (!s_.unheard.empty()) tuner_->Update(s_.unheard);
+      sum_.warm_trust = tuner_->prior_trust();
+    }
   }
   const std::vector<Record>& task_records = s_.task_records;
   sum_.trials_in_log = static_cast<int>(task_records.size());
@@ -517,6 +525,32 @@ void TuneJob::RunLoop::PullFarm() {
     progress_.best_gflops = std::max(progress_.best_gflops, r.gflops());
   }
   progress_.done = static_cast<int>(s_.done.size());
+  // Before the first batch only: the tuner is this thread's alone then.
+  if (!pipeline_started_ && s_.done.empty()) WarmFromFarm();
+}
+
+// Nothing of the task measured on this kind, here or in the farm: the tuner starts from the
+// nearest kind's records (Tuner::AddPrior), whatever generator made them (another build of the
+// same config is still the same config).
+void TuneJob::RunLoop::WarmFromFarm() {
+  auto got = options_.farm->Nearest(task_.id().Key(), s_.target, sum_.farm_kind);
+  if (!got.ok()) {
+    if (!std::exchange(farm_warned_, true)) {
+      Warn("the farm's records: " + got.status().ToString() + "; the run goes on without them");
+    }
+    return;
+  }
+  for (const auto& w : got->warnings) Warn(w);
+  std::vector<TrialResult> prior;
+  for (const Record& r : got->records) {
+    if (!(r.task == task_.id()) || r.target != s_.target) continue;
+    auto c = space_.FromJson(r.config_values);
+    if (c.ok()) prior.push_back(ToTrial(c->index(), r));
+  }
+  if (prior.empty()) return;
+  tuner_->AddPrior(prior);
+  sum_.warm_kind = got->device_kind;
+  sum_.warm_records = static_cast<int>(prior.size());
 }
 
 std::vector<Candidate> TuneJob::RunLoop::ClaimFromFarm(std::vector<Candidate> batch) {

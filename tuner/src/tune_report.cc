@@ -83,6 +83,16 @@ json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary&
                  {"resumed", s.farm_resumed},
                  {"elsewhere", s.farm_elsewhere},
                  {"unsent", s.farm_unsent}};
+    if (!s.warm_kind.empty()) {
+      nlohmann::json warm = {{"device_kind", s.warm_kind}, {"records", s.warm_records}};
+      if (s.warm_trust) {
+        warm["judged"] = s.warm_trust->judged;
+        warm["trusted"] = s.warm_trust->trusted;
+        warm["compared"] = s.warm_trust->compared;
+        warm["kendall_tau"] = s.warm_trust->tau;
+      }
+      j["farm"]["warm_start"] = warm;
+    }
   }
   if (s.has_default) {
     j["default"] = {{"gflops", s.default_record.gflops()},

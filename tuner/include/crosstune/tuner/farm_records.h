@@ -62,6 +62,11 @@ class FarmLink {
   // returned before: every one the first time, then those that came since.
   Expected<FarmRecords> Pull(const std::string& task_key, const std::string& target,
                              const std::string& kind);
+  // Warm start: the records of (task, target) on the kind nearest `kind` with records, when
+  // `kind` itself has none (FarmRecords::exact false); none when it has some or no kind of its
+  // arch has any.
+  Expected<FarmRecords> Nearest(const std::string& task_key, const std::string& target,
+                                const std::string& kind);
   // Claims `configs` (with their generator hashes) for this run: the reply says which to time.
   Expected<msg::RecordsClaimReply> Claim(const std::string& task_key, const std::string& target,
                                          const std::string& kind,

@@ -153,6 +153,12 @@ struct TuneSummary {
   int farm_resumed = 0;
   int farm_elsewhere = 0;
   int farm_unsent = 0;
+  // Warm start (with TuneOptions::farm, when the farm had nothing of the task on this kind): the
+  // nearest kind whose records the tuner started from, how many, and how far the tuner trusted
+  // them at the end (Tuner::prior_trust).
+  std::string warm_kind;
+  int warm_records = 0;
+  std::optional<PriorTrust> warm_trust;
   PlanningTime planning;
   bool stopped = false;  // by options.stop
   bool early_stopped = false;
