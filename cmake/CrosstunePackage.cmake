@@ -4,7 +4,7 @@
 # or, for the client library without CMake, pkg-config's crosstune-client.
 #
 # Each heavy dependency has its own export set, so a component pulls in only what its targets
-# link: client and server need OpenSSL and threads; tracker adds SQLite; builder adds LLVM, clang,
+# link: client and server need OpenSSL and threads; tracker adds SQLite (and libpq); builder adds LLVM, clang,
 # lld (and NVRTC where it was built with it); tuner adds the builder's and XGBoost (found by
 # cmake/crosstuneXGBoost.cmake, installed beside the config). No COMPONENTS means all of them.
 include(CMakePackageConfigHelpers)
@@ -14,6 +14,9 @@ set(CROSSTUNE_COMPONENTS client server)
 install(EXPORT crosstuneTargets NAMESPACE crosstune:: DESTINATION ${CROSSTUNE_CMAKE_DIR})
 if(TARGET crosstune_tracker)
   list(APPEND CROSSTUNE_COMPONENTS tracker)
+  if(NOT CROSSTUNE_TRACKER_LIBPQ)  # set by tracker/CMakeLists.txt when it links libpq
+    set(CROSSTUNE_TRACKER_LIBPQ OFF)
+  endif()
   install(EXPORT crosstuneTrackerTargets NAMESPACE crosstune:: DESTINATION ${CROSSTUNE_CMAKE_DIR})
 endif()
 if(TARGET crosstune_builder)

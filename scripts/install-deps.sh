@@ -33,6 +33,9 @@ packages=(
   python3-dev
   libboost-dev libmsgpack-cxx-dev libdlpack-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libssl-dev libsqlite3-dev
+  # The farm's records in PostgreSQL (crosstune-tracker --records-db): libpq to build against, the
+  # server and its client programs for the tests, which start a server of their own.
+  libpq-dev postgresql
   llvm-14-dev libclang-14-dev clang-14 liblld-14-dev lld-14 lld
   libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (fuzz, asan, tsan presets)
   libxgboost-dev

@@ -1,13 +1,18 @@
 // The farm's tuning records against a real tracker (tracker/records.h): two runs claiming the
-// same configs, a retry kept once, a flooding sender throttled alone, and a tracker killed in the
-// middle of a flood that loses no record it acknowledged.
+// same configs, a retry kept once, a flooding sender throttled alone, a tracker killed in the
+// middle of a flood that loses no record it acknowledged (records in its SQLite database, or in
+// PostgreSQL), and two trackers sharing one PostgreSQL database (a real local server,
+// test support's LocalPostgres).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <regex>
 #include <set>
 #include <thread>
 
+#include "crosstune/crypto.h"
+#include "crosstune/testing/local_postgres.h"
 #include "farm.h"
 
 namespace crosstune::testing {
@@ -138,10 +143,35 @@ TEST(TrackerRecordsTest, AFloodingSenderIsThrottledWhileOthersAreServed) {
   EXPECT_EQ(fine->added, 1u);
 }
 
-TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledged) {
+// One PostgreSQL server for the process (each test its own database in it), stopped at exit.
+LocalPostgres& Postgres() {
+  static LocalPostgres pg;
+  return pg;
+}
+
+// A database of its own on Postgres(), as --records-db takes it; "" (and a skip) without one.
+std::string PostgresDatabase() {
+  if (!Postgres().ok()) return "";
+  const std::string db = "farm_" + RandomHex(6);
+  return Postgres().CreateDatabase(db) ? Postgres().conninfo(db) : "";
+}
+
+// The number of records the tracker's last start said it holds.
+uint64_t LoggedRecordCount(const std::string& log) {
+  static const std::regex re(R"((\d+) (?:tuning )?record\(s\))");
+  uint64_t n = 0;
+  bool found = false;
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
+    n = std::stoull((*it)[1]);
+    found = true;
+  }
+  EXPECT_TRUE(found) << "the tracker's log says nothing of its records:\n" << log;
+  return n;
+}
+
+void KillDuringAFlood(const std::vector<std::string>& store_flags) {
   Farm farm;
-  const std::string db = farm.Path("tracker.sqlite");
-  ASSERT_TRUE(farm.StartTracker({"--db", db}, /*held_port=*/true));
+  ASSERT_TRUE(farm.StartTracker(store_flags, /*held_port=*/true));
   std::atomic<uint64_t> acked{0};  // configs [0, acked) were acknowledged
   std::atomic<bool> stop{false};
   std::thread writer([&] {
@@ -163,15 +193,11 @@ TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledged) 
   stop.store(true);
   writer.join();
   const uint64_t acknowledged = acked.load();
-  ASSERT_TRUE(farm.StartTracker({"--db", db}, /*held_port=*/true));
+  ASSERT_TRUE(farm.StartTracker(store_flags, /*held_port=*/true));
   // The restarted tracker says how many records it found (the last such line: the log may hold
   // the first start's too).
   const std::string log = ReadFile(farm.Path("tracker.log"));
-  const size_t said = log.rfind(" tuning record(s) of the farm");
-  ASSERT_NE(said, std::string::npos) << log;
-  const size_t holds = log.rfind(" holds ", said);
-  ASSERT_NE(holds, std::string::npos) << log;
-  EXPECT_GE(std::stoull(log.substr(holds + 7, said - holds - 7)), acknowledged) << log;
+  EXPECT_GE(LoggedRecordCount(log), acknowledged) << log;
   auto reader = farm.Client("reader");
   ASSERT_TRUE(reader);
   std::set<uint64_t> kept;
@@ -182,6 +208,52 @@ TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledged) 
   }
   std::printf("%llu records acknowledged before kill -9, %zu kept\n",
               static_cast<unsigned long long>(acknowledged), kept.size());
+}
+
+TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledged) {
+  Farm farm;
+  KillDuringAFlood({"--db", farm.Path("tracker.sqlite")});
+}
+
+TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledgedToPostgres) {
+  const std::string db = PostgresDatabase();
+  if (db.empty()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
+  KillDuringAFlood({"--records-db", db});
+}
+
+// Two trackers, one PostgreSQL database: what a client of one sends, a client of the other reads,
+// and its configs are measured for the other's claims too; each tracker's log names the database.
+TEST(TrackerRecordsTest, TwoTrackersShareTheirRecordsThroughOnePostgresDatabase) {
+  const std::string db = PostgresDatabase();
+  if (db.empty()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
+  Farm east, west;
+  ASSERT_TRUE(east.StartTracker({"--records-db", db}));
+  ASSERT_TRUE(west.StartTracker({"--records-db", db}));
+  auto alice = east.Client("alice");
+  auto bob = west.Client("bob");
+  ASSERT_TRUE(alice && bob);
+  auto put = alice->PutRecords("run-a", {Rec(1, 0.004), Rec(2, 0.003)});
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->added, 2u);
+  const auto seen = AllRecords(*bob);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].sender, "alice");
+  auto claimed = bob->ClaimRecords(Claim("run-b", {1, 2, 3}));
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  EXPECT_EQ(claimed->granted, std::vector<uint64_t>{3}) << "1 and 2 were measured through east";
+  // Sent again through the other tracker: the same records, kept once.
+  auto again = bob->PutRecords("run-a", {Rec(1, 0.004)});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->duplicates, 1u);
+  EXPECT_NE(ReadFile(west.Path("tracker.log")).find("the farm's tuning records are in PostgreSQL"),
+            std::string::npos);
+
+  // A database that is not there: the tracker does not start, and says why.
+  Farm nowhere;
+  EXPECT_FALSE(
+      nowhere.StartTracker({"--records-db", "host=/nonexistent-crosstune port=1 dbname=x"}));
+  EXPECT_NE(ReadFile(nowhere.Path("tracker.log")).find("records database"), std::string::npos)
+      << ReadFile(nowhere.Path("tracker.log"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// The farm's tuning records in the tracker (tracker/records.h), without a network: the SQLite
-// store's records, the nearest device kind, the checks of what clients send, claims and the
-// per-sender throttle.
+// The farm's tuning records in the tracker (tracker/records.h), without a network: the stores'
+// records (the tracker's SQLite database and PostgreSQL, the same tests against each; PostgreSQL
+// a real local server, test support's LocalPostgres), the nearest device kind, the checks of what
+// clients send, claims and the per-sender throttle.
 #include "crosstune/tracker/records.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,9 @@
 #include <string>
 
 #include "crosstune/crypto.h"
+#include "crosstune/testing/local_postgres.h"
+#include "crosstune/testing/support.h"
+#include "crosstune/tracker/pg_records.h"
 #include "crosstune/tracker/store.h"
 
 namespace crosstune::tracker {
@@ -33,20 +37,47 @@ msg::FarmRecord Rec(uint64_t config, double mean, const std::string& kind = "x86
   return r;
 }
 
-class RecordsStoreTest : public ::testing::Test {
+// One PostgreSQL server for the process (each test its own database in it), stopped at exit.
+crosstune::testing::LocalPostgres& Postgres() {
+  static crosstune::testing::LocalPostgres pg;
+  return pg;
+}
+
+// Each test runs against each store: "sqlite" (a file of its own) and "postgresql".
+class RecordsStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (GetParam() != "postgresql") return;
+    if (!Postgres().ok()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
+    const std::string db = "records_" + RandomHex(6);
+    ASSERT_TRUE(Postgres().CreateDatabase(db));
+    conninfo_ = Postgres().conninfo(db);
+  }
   void TearDown() override {
     std::error_code ec;
     for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + s, ec);
   }
+  // The store, opened afresh (again: a tracker restarted on the same database).
+  Expected<std::unique_ptr<RecordStore>> Open() {
+    if (GetParam() == "postgresql") {
+      CT_ASSIGN_OR_RETURN(auto pg, PgRecordStore::Open(conninfo_));
+      return std::unique_ptr<RecordStore>(std::move(pg));
+    }
+    CT_ASSIGN_OR_RETURN(auto sqlite, Store::Open(path_));
+    return std::unique_ptr<RecordStore>(std::move(sqlite));
+  }
   std::string path_ = (std::filesystem::temp_directory_path() /
                        ("crosstune-records-test-" + RandomHex(6) + ".sqlite"))
                           .string();
+  std::string conninfo_;
 };
 
-TEST_F(RecordsStoreTest, KeepsEachRecordOnceAcrossRetriesAndReopens) {
+INSTANTIATE_TEST_SUITE_P(Stores, RecordsStoreTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(RecordsStoreTest, KeepsEachRecordOnceAcrossRetriesAndReopens) {
   {
-    auto store = Store::Open(path_);
+    auto store = Open();
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     auto put = (*store)->PutRecords("run1", "alice", 1000, {Rec(1, 0.002), Rec(2, 0.001)});
     ASSERT_TRUE(put.ok()) << put.status().ToString();
@@ -58,7 +89,7 @@ TEST_F(RecordsStoreTest, KeepsEachRecordOnceAcrossRetriesAndReopens) {
     EXPECT_EQ(put->added, 1u);
     EXPECT_EQ(put->duplicates, 1u);
   }
-  auto store = Store::Open(path_);
+  auto store = Open();
   ASSERT_TRUE(store.ok());
   EXPECT_EQ(*(*store)->RecordCount(), 3);
   auto all = (*store)->RecordsOf("matmul 64,64,64 float32", "llvm -mcpu=znver4", "x86_64/znver4",
@@ -73,8 +104,8 @@ TEST_F(RecordsStoreTest, KeepsEachRecordOnceAcrossRetriesAndReopens) {
   EXPECT_FALSE(all->more);
 }
 
-TEST_F(RecordsStoreTest, PagesThroughRecordsAndPicksTheBestPerGenerator) {
-  auto store = Store::Open(path_);
+TEST_P(RecordsStoreTest, PagesThroughRecordsAndPicksTheBestPerGenerator) {
+  auto store = Open();
   ASSERT_TRUE(store.ok());
   std::vector<msg::FarmRecord> recs;
   for (uint64_t c = 1; c <= 7; ++c) recs.push_back(Rec(c, 0.001 * static_cast<double>(8 - c)));
@@ -109,6 +140,67 @@ TEST_F(RecordsStoreTest, PagesThroughRecordsAndPicksTheBestPerGenerator) {
   EXPECT_EQ(kinds->at("aarch64/cortex-a72"), 1);
 }
 
+TEST_P(RecordsStoreTest, AConfigIsMeasuredWhenARecordOfItsGeneratorIsKept) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)
+                  ->PutRecords("r", "s", 1,
+                               {Rec(1, 0.001), Rec(2, 0.002, "x86_64/znver4", "g2"),
+                                Rec(3, 0.003, "aarch64/cortex-a72")})
+                  .ok());
+  msg::RecordsClaim claim;
+  claim.run_id = "r2";
+  claim.task = "matmul 64,64,64 float32";
+  claim.target = "llvm -mcpu=znver4";
+  claim.device_kind = "x86_64/znver4";
+  claim.configs = {1, 2, 3, 4};
+  claim.generators = {"g1", "g1", "g1", "g1"};
+  auto measured = (*store)->MeasuredConfigs(claim);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  // 2 has a record of another generator only, 3 of another kind only, 4 none.
+  EXPECT_EQ(*measured, std::vector<uint64_t>{1});
+  claim.generators = {"g2", "g2", "g2", "g2"};
+  EXPECT_EQ(*(*store)->MeasuredConfigs(claim), std::vector<uint64_t>{2});
+}
+
+// PostgreSQL only: a second tracker on the same database sees the first one's records at once,
+// and a store whose connection the server dropped connects again for the next call.
+TEST(PgRecordStoreTest, TwoTrackersShareOneDatabaseAndALostConnectionComesBack) {
+  if (!Postgres().ok()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
+  const std::string db = "shared_" + RandomHex(6);
+  ASSERT_TRUE(Postgres().CreateDatabase(db));
+  auto one = PgRecordStore::Open(Postgres().conninfo(db));
+  auto two = PgRecordStore::Open(Postgres().conninfo(db));
+  ASSERT_TRUE(one.ok() && two.ok()) << one.status().ToString() << two.status().ToString();
+  EXPECT_NE((*one)->name().find("/" + db), std::string::npos) << (*one)->name();
+  ASSERT_TRUE((*one)->PutRecords("r", "alice", 1, {Rec(1, 0.001)}).ok());
+  auto put = (*two)->PutRecords("r", "bob", 2, {Rec(1, 0.001), Rec(2, 0.002)});
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ(put->added, 1u);
+  EXPECT_EQ(put->duplicates, 1u) << "the other tracker's record is the same record";
+  EXPECT_EQ(*(*one)->RecordCount(), 2);
+
+  // The server ends every other session of this database (as a restart of it would).
+  auto r = crosstune::testing::RunCommand(
+      "psql -q -At '" + Postgres().conninfo(db) +
+      "' -c 'SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+      "current_database() AND pid <> pg_backend_pid()'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.out, "2\n");
+  auto count = (*one)->RecordCount();
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  EXPECT_EQ(*count, 2);
+  auto again = (*two)->PutRecords("r", "bob", 3, {Rec(3, 0.003)});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->added, 1u);
+
+  auto nowhere = PgRecordStore::Open("host=/nonexistent-crosstune-dir port=5432 dbname=x");
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_EQ(nowhere.status().code(), ErrorCode::kDisconnected);
+  EXPECT_NE(nowhere.status().message().find("records database"), std::string::npos)
+      << nowhere.status().message();
+}
+
 TEST(NearestKind, ExactThenSameArchByLeadingWordsThenMoreRecords) {
   const std::map<std::string, int64_t> kinds = {{"x86_64/AMD EPYC 9R14", 5},
                                                 {"x86_64/AMD EPYC 7B13", 50},
@@ -123,8 +215,8 @@ TEST(NearestKind, ExactThenSameArchByLeadingWordsThenMoreRecords) {
   EXPECT_EQ(NearestKind("riscv64/sifive-u74", kinds), "") << "no kind of another arch";
 }
 
-TEST_F(RecordsStoreTest, AQueryFallsBackToTheNearestKindAndSaysSo) {
-  auto store = Store::Open(path_);
+TEST_P(RecordsStoreTest, AQueryFallsBackToTheNearestKindAndSaysSo) {
+  auto store = Open();
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->PutRecords("r", "s", 1, {Rec(1, 0.001, "x86_64/AMD EPYC 7B13")}).ok());
   msg::RecordsQuery q;

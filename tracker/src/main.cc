@@ -40,7 +40,12 @@ static int TrackerMain(int argc, char** argv) {
                  "status page, /api/summary and /metrics (0: any free port; default off)")
       ->check(IntegerIn<int>(0, 65535));
   app.add_option("--db", o.db_path,
-                 "SQLite database for session history and active leases (default: in memory)");
+                 "SQLite database for session history, active leases and the farm's tuning "
+                 "records (default: in memory)");
+  app.add_option("--records-db", o.records_db,
+                 "keep the farm's tuning records in this PostgreSQL database instead, which "
+                 "other trackers may share (postgresql://USER@HOST/DB or libpq's key=value form; "
+                 "a password goes in a pgpass file, passfile=...)");
   app.add_option("--auth-token-file", auth_file,
                  "shared secret: clients (and servers, without --server-token-file) must answer "
                  "an HMAC challenge")

@@ -321,10 +321,6 @@ Expected<std::vector<HistoryRow>> Store::RecentHistory(int limit) {
 
 namespace {
 
-// A reply's records stop past this many bytes of JSON (`more` says so), so that it fits a frame
-// with room for the fields beside them: a record is at most 64 KiB.
-constexpr size_t kReplyBytes = Limits::kMaxFrameBytes / 2;
-
 // The columns every records query returns, in FarmRecord's order.
 constexpr const char* kRecordColumns =
     "id, task, target, kind, generator, config, ok, mean, stopped_early, json, sender, "
@@ -402,7 +398,7 @@ Expected<msg::RecordsReply> Store::RecordsOf(const std::string& task, const std:
     for (;;) {
       CT_ASSIGN_OR_RETURN(bool row, q.Next());
       if (!row) break;
-      if (bytes > kReplyBytes) {
+      if (bytes > kRecordsReplyBytes) {
         reply.more = true;
         break;
       }
@@ -421,7 +417,7 @@ Expected<msg::RecordsReply> Store::RecordsOf(const std::string& task, const std:
   for (;;) {
     CT_ASSIGN_OR_RETURN(bool row, q.Next());
     if (!row) break;
-    if (reply.records.size() == limit || bytes > kReplyBytes) {
+    if (reply.records.size() == limit || bytes > kRecordsReplyBytes) {
       reply.more = true;
       break;
     }

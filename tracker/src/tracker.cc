@@ -117,7 +117,14 @@ Status Tracker::Start() {
   CT_RETURN_IF_ERROR(m.tvm->Init());
   CT_ASSIGN_OR_RETURN(m.store, Store::Open(m.options.db_path));
   CT_RETURN_IF_ERROR(m.RestoreLeases());
-  if (!m.options.db_path.empty()) {
+  m.records = m.store.get();
+  if (!m.options.records_db.empty()) {
+    CT_ASSIGN_OR_RETURN(m.pg_records, PgRecordStore::Open(m.options.records_db));
+    m.records = m.pg_records.get();
+    CT_ASSIGN_OR_RETURN(int64_t records, m.records->RecordCount());
+    spdlog::info("tracker: the farm's tuning records are in PostgreSQL {}: {} record(s)",
+                 m.pg_records->name(), records);
+  } else if (!m.options.db_path.empty()) {
     CT_ASSIGN_OR_RETURN(int64_t records, m.store->RecordCount());
     spdlog::info("tracker: {} holds {} tuning record(s) of the farm", m.options.db_path, records);
   }

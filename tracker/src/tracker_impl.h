@@ -30,6 +30,7 @@
 
 #include "crosstune/frame.h"
 #include "crosstune/status.h"
+#include "crosstune/tracker/pg_records.h"
 #include "crosstune/tracker/records.h"
 #include "crosstune/tracker/scheduler.h"
 #include "crosstune/tracker/store.h"
@@ -96,6 +97,8 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   RecordClaims record_claims;        // which run times which config right now
   RecordsThrottle records_throttle;  // records a second per sender
   std::unique_ptr<Store> store;
+  std::unique_ptr<PgRecordStore> pg_records;  // with options.records_db
+  RecordStore* records = nullptr;             // the farm's records: pg_records, else store
   std::unique_ptr<TvmPeers> tvm;
   tcp::acceptor acceptor;
   tcp::acceptor http_acceptor;

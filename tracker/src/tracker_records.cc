@@ -43,7 +43,7 @@ void Tracker::Impl::OnRecordsPut(SteadyClock::time_point now, const std::shared_
   }
   // The records commit on their own before the reply: the lease rows of an open batch go first.
   CommitBatch();
-  auto reply = store->PutRecords(put.run_id, c->peer_name, sched.unix_ms(), put.records);
+  auto reply = records->PutRecords(put.run_id, c->peer_name, sched.unix_ms(), put.records);
   if (!reply.ok()) {
     spdlog::warn("tracker: {}", reply.status().ToString());
     return SendError(c, f.request_id, reply.status());
@@ -55,7 +55,7 @@ void Tracker::Impl::OnRecordsPut(SteadyClock::time_point now, const std::shared_
 void Tracker::Impl::OnRecordsQuery(const std::shared_ptr<Conn>& c, const Frame& f,
                                    const msg::RecordsQuery& q) {
   if (Status s = RecordsAllowed(*c); !s.ok()) return SendError(c, f.request_id, s);
-  auto reply = QueryRecords(*store, q);
+  auto reply = QueryRecords(*records, q);
   if (!reply.ok()) return SendError(c, f.request_id, reply.status());
   Reply(c, f.request_id, *reply);
 }
@@ -73,7 +73,7 @@ void Tracker::Impl::OnRecordsClaim(SteadyClock::time_point now, const std::share
                               "retry later"));
     }
   }
-  auto measured = store->MeasuredConfigs(claim);
+  auto measured = records->MeasuredConfigs(claim);
   if (!measured.ok()) return SendError(c, f.request_id, measured.status());
   Reply(c, f.request_id, record_claims.Claim(now, claim, *measured));
 }

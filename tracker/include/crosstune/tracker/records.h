@@ -5,7 +5,8 @@
 // device's fingerprint), and is kept as the JSON line the tuner wrote (tuner/records.h) with who
 // sent it and when. The same line sent twice (a retry after a lost reply) is kept once.
 //
-// Storage goes through RecordStore: the tracker's SQLite database (store.h) by default.
+// Storage goes through RecordStore: the tracker's SQLite database (store.h) by default, or a
+// PostgreSQL database that several trackers may share (pg_records.h, --records-db).
 //
 // Claims (RecordClaims) are the tracker's memory of which run is timing which config right now, so
 // that two runs on the same device kind never time a config twice: a claim is granted when no
@@ -40,6 +41,10 @@ Status ValidateRecordsClaim(const msg::RecordsClaim& c);
 // to its number of records.
 std::string NearestKind(const std::string& wanted, const std::map<std::string, int64_t>& kinds);
 
+// A reply's records stop past this many bytes of JSON (`more` says so), so that it fits a frame
+// with room for the fields beside them: a record is at most 64 KiB.
+inline constexpr size_t kRecordsReplyBytes = Limits::kMaxFrameBytes / 2;
+
 class RecordStore {
  public:
   virtual ~RecordStore() = default;
@@ -59,6 +64,8 @@ class RecordStore {
   // Those of claim.configs that a record of the claim's task, target and kind covers, made by
   // the config's generator.
   virtual Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) = 0;
+  // Records kept, in all.
+  virtual Expected<int64_t> RecordCount() = 0;
 };
 
 // A query answered from `store`: the kind asked for, or the nearest with records (q.nearest).

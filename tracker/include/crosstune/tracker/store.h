@@ -57,8 +57,7 @@ class Store final : public RecordStore {
   Expected<std::map<std::string, int64_t>> RecordKinds(const std::string& task,
                                                        const std::string& target) override;
   Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) override;
-  // Records kept, in all.
-  Expected<int64_t> RecordCount();
+  Expected<int64_t> RecordCount() override;
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

@@ -27,8 +27,12 @@ struct TrackerOptions {
   // of binding `port` (socket activation: whoever holds the socket keeps the port across a
   // restart, and connections wait in its backlog meanwhile).
   int listen_fd = -1;
-  int http_port = -1;       // -1: no HTTP; 0: any free port
-  std::string db_path;      // "": in memory, nothing survives a restart
+  int http_port = -1;   // -1: no HTTP; 0: any free port
+  std::string db_path;  // "": in memory, nothing survives a restart
+  // Non-empty: the farm's tuning records are kept in this PostgreSQL database (a postgresql://
+  // URI or libpq's key=value form; pg_records.h), which other trackers may share, instead of
+  // db_path's.
+  std::string records_db;
   std::string auth_secret;  // non-empty: clients (and servers, without server_secret) must
                             // answer the HMAC challenge
   // Non-empty: peers that say they are servers answer the challenge with this secret instead,
