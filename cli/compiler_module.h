@@ -31,7 +31,7 @@ inline constexpr CompilerCommand kCompilerCommands[] = {
     {"import", "read an ONNX model: its inputs, ops, tasks, params, FLOPs and activation memory"},
     {"compile",
      "compile an ONNX model with tuned configs into one .ctpkg (library, graph, params)"},
-    {"records", "the farm's tuning records, kept by the tracker: import logs, export, best"},
+    {"records", "the farm's tuning records, kept by the tracker: ls, import logs, export, best"},
 };
 
 // The help line of compiler command `name`, or nullptr when `name` is not one.

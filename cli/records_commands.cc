@@ -1,5 +1,7 @@
-// `crosstune records import / export / best`: the farm's tuning records, kept by the tracker
+// `crosstune records ls / import / export / best`: the farm's tuning records, kept by the tracker
 // (tuner/farm_records.h).
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -10,6 +12,7 @@
 #include "compiler_module.h"
 #include "connect.h"
 #include "crosstune/client/tracker_client.h"
+#include "crosstune/records_json.h"
 #include "crosstune/tuner/farm_records.h"
 
 namespace crosstune::cli {
@@ -128,11 +131,53 @@ void RegisterBest(CLI::App* records) {
   });
 }
 
+void RegisterLs(CLI::App* records) {
+  struct Opts {
+    TrackerFlags f;
+    std::string prefix;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = records->add_subcommand(
+      "ls",
+      "what the farm's records hold: per task, target and device kind, the records and the best");
+  AddTrackerFlags(cmd, &o->f);
+  cmd->add_option("--task", o->prefix, "only tasks whose name starts with this (\"matmul\")");
+  cmd->add_flag("--json", o->json, "JSON output");
+  cmd->callback([o] {
+    auto tracker = Check(ConnectTracker(o->f));
+    const auto rows = Check(tuner::ListFarmRecords(*tracker, o->prefix));
+    if (o->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& r : rows) {
+        j.push_back(RecordsSummaryRowJson(r));
+      }
+      PrintJson({{"rows", j}});
+      return;
+    }
+    if (rows.empty()) {
+      std::printf("the farm holds no tuning records%s\n",
+                  o->prefix.empty() ? "" : (" of tasks named " + o->prefix + "...").c_str());
+      return;
+    }
+    // The target last: it is long (a CPU's whole feature list).
+    std::printf("%-8s %12s  %-14s %-32s %-36s %s\n", "RECORDS", "BEST_MS", "BEST_BY_RUN",
+                "DEVICE_KIND", "TASK", "TARGET");
+    for (const auto& r : rows) {
+      const std::string best = r.best_mean > 0 ? fmt::format("{:.4f}", r.best_mean * 1e3) : "-";
+      std::printf("%-8llu %12s  %-14s %-32s %-36s %s\n", static_cast<unsigned long long>(r.records),
+                  best.c_str(), r.best_run_id.empty() ? "-" : r.best_run_id.c_str(),
+                  r.device_kind.c_str(), r.task.c_str(), r.target.c_str());
+    }
+  });
+}
+
 }  // namespace
 
 void RegisterRecordsCommand(CLI::App& app) {
   auto* records = app.add_subcommand("records", CompilerCommandHelp("records"));
   records->require_subcommand(1);
+  RegisterLs(records);
   RegisterImport(records);
   RegisterExport(records);
   RegisterBest(records);

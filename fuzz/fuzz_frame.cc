@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            msg::RenewLease, msg::LeaseInfo, msg::ReleaseLease, msg::QueryReply, msg::AdminRequest>(
       *f);
   DecodeAs<msg::TuneProgress, msg::FarmRecord, msg::RecordsPut, msg::RecordsPutReply,
-           msg::RecordsQuery, msg::RecordsReply, msg::RecordsClaim, msg::RecordsClaimReply>(*f);
+           msg::RecordsQuery, msg::RecordsReply, msg::RecordsClaim, msg::RecordsClaimReply,
+           msg::RecordsList, msg::RecordsListReply>(*f);
   return 0;
 }

@@ -136,6 +136,8 @@ std::string_view OpcodeName(Opcode op) {
       return "RecordsQuery";
     case Opcode::kRecordsClaim:
       return "RecordsClaim";
+    case Opcode::kRecordsList:
+      return "RecordsList";
     case Opcode::kBuild:
       return "Build";
   }

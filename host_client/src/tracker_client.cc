@@ -246,6 +246,10 @@ Expected<msg::RecordsClaimReply> TrackerClient::ClaimRecords(const msg::RecordsC
   return Call<msg::RecordsClaimReply>(Opcode::kRecordsClaim, claim);
 }
 
+Expected<msg::RecordsListReply> TrackerClient::ListRecords(const msg::RecordsList& list) {
+  return Call<msg::RecordsListReply>(Opcode::kRecordsList, list);
+}
+
 Status TrackerClient::Admin(const std::string& action, const std::string& device,
                             const std::string& admin_secret) {
   msg::AdminRequest req;

@@ -163,6 +163,65 @@ TEST_P(RecordsStoreTest, AConfigIsMeasuredWhenARecordOfItsGeneratorIsKept) {
   EXPECT_EQ(*(*store)->MeasuredConfigs(claim), std::vector<uint64_t>{2});
 }
 
+TEST_P(RecordsStoreTest, ListsEachTaskTargetAndKindWithItsBestInPages) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto other_task = [](msg::FarmRecord r) {
+    r.task = "conv2d 1,64,56,56 float32";
+    r.json += " ";  // another record
+    return r;
+  };
+  ASSERT_TRUE((*store)->PutRecords("run-a", "alice", 1, {Rec(1, 0.004), Rec(2, 0.001)}).ok());
+  ASSERT_TRUE((*store)
+                  ->PutRecords("run-b", "bob", 2,
+                               {Rec(3, 0.001), Rec(4, 0.002, "aarch64/cortex-a72"),
+                                Rec(5, 0, "riscv64/u74"), other_task(Rec(6, 0.003))})
+                  .ok());
+  msg::RecordsList list;
+  list.limit = 10;
+  auto all = (*store)->ListRecords(list);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->rows.size(), 4u);
+  EXPECT_FALSE(all->more);
+  // Byte order: conv2d first; aarch64 < riscv64 < x86_64.
+  EXPECT_EQ(all->rows[0].task, "conv2d 1,64,56,56 float32");
+  EXPECT_EQ(all->rows[1].device_kind, "aarch64/cortex-a72");
+  EXPECT_EQ(all->rows[2].device_kind, "riscv64/u74");
+  EXPECT_EQ(all->rows[2].records, 1u);
+  EXPECT_EQ(all->rows[2].best_mean, 0) << "nothing succeeded there";
+  EXPECT_EQ(all->rows[2].best_run_id, "");
+  const auto& x86 = all->rows[3];
+  EXPECT_EQ(x86.device_kind, "x86_64/znver4");
+  EXPECT_EQ(x86.records, 3u);
+  EXPECT_EQ(x86.best_mean, 0.001);
+  EXPECT_EQ(x86.best_config, 2u) << "of two equal bests, the older";
+  EXPECT_EQ(x86.best_run_id, "run-a");
+  EXPECT_EQ(x86.best_sender, "alice");
+
+  // Pages of one, resumed after the last row; a prefix keeps to its tasks.
+  list.limit = 1;
+  std::vector<std::string> kinds;
+  for (;;) {
+    auto page = (*store)->ListRecords(list);
+    ASSERT_TRUE(page.ok());
+    ASSERT_LE(page->rows.size(), 1u);
+    if (page->rows.empty()) break;
+    kinds.push_back(page->rows[0].task.substr(0, 6) + page->rows[0].device_kind);
+    list.after_task = page->rows[0].task;
+    list.after_target = page->rows[0].target;
+    list.after_kind = page->rows[0].device_kind;
+    if (!page->more) break;
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"conv2dx86_64/znver4", "matmulaarch64/cortex-a72",
+                                             "matmulriscv64/u74", "matmulx86_64/znver4"}));
+  msg::RecordsList matmul;
+  matmul.task_prefix = "matmul";
+  matmul.limit = 10;
+  auto some = (*store)->ListRecords(matmul);
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(some->rows.size(), 3u);
+}
+
 // PostgreSQL only: a second tracker on the same database sees the first one's records at once,
 // and a store whose connection the server dropped connects again for the next call.
 TEST(PgRecordStoreTest, TwoTrackersShareOneDatabaseAndALostConnectionComesBack) {

@@ -43,6 +43,21 @@ TEST(TuneRunsTest, KeepsTheBestSoFarCurveOfARun) {
   EXPECT_FALSE(j[0]["finished"].get<bool>());
 }
 
+TEST(TuneRunsTest, SaysARunsWarmStartAndEarlyStops) {
+  TuneRuns runs;
+  auto t0 = Clock::now();
+  auto r = Report(4, 0.1);
+  r.warm_from = "aarch64/cortex-a72";
+  r.stopped_early = 2;
+  ASSERT_TRUE(runs.Update(t0, 1000, "alice", "rpi4", {"10.0.0.7:9090"}, r).ok());
+  auto j = runs.ToJson(t0);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["warm_from"], "aarch64/cortex-a72");
+  EXPECT_EQ(j[0]["stopped_early"], 2);
+  r.warm_from = std::string(10240, 'x');
+  EXPECT_EQ(ValidateTuneProgress(r).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(TuneRunsTest, RefusesMoreThanOneReportASecondButTakesTheLast) {
   TuneRuns runs;
   auto t0 = Clock::now();

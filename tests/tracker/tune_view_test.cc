@@ -1,8 +1,9 @@
 // The live tuning view: a `crosstune tune` run holding a lease reports its progress to the
 // tracker, and the status page draws the run's best-so-far curve and the devices' utilisation
-// as inline SVG, checked in headless Chromium (DOM assertions, and a screenshot attached to the
-// test's output); /metrics carries the same counts; reports are bounded and only for the
-// reporter's own leases.
+// as inline SVG, marks a run's warm start and early stops, and lists the farm's tuning records
+// (each task's best linking to the run that found it), checked in headless Chromium (DOM
+// assertions, and a screenshot attached to the test's output); /metrics carries the same counts;
+// reports are bounded and only for the reporter's own leases.
 #include <gtest/gtest.h>
 
 #include <boost/asio/connect.hpp>
@@ -77,8 +78,8 @@ TEST(TuneViewTest, ATuneRunsCurveAndTheDevicesUtilisationShowInHeadlessChromium)
   // A real tune run through the tracker: it holds a lease of the key and reports as it goes.
   auto tune = RunCommand(std::string("'") + CROSSTUNE_CLI_BIN + "' tune matmul --shape 24,24,24 " +
                          "--trials 10 --batch 3 --workers 1 --repeat 1 --min-repeat-ms 1 " +
-                         "--tracker " + farm.tracker() + " --key '" + kHostileKey + "' --log '" +
-                         farm.Path("mm.jsonl") + "' --json");
+                         "--tracker " + farm.tracker() + " --key '" + kHostileKey +
+                         "' --records tracker --log '" + farm.Path("mm.jsonl") + "' --json");
   ASSERT_EQ(tune.exit_code, 0) << tune.out << tune.err;
   // Every report it sent was taken: none came sooner than a second after the last.
   EXPECT_EQ(tune.err.find("progress report"), std::string::npos) << tune.err;
@@ -93,6 +94,21 @@ TEST(TuneViewTest, ATuneRunsCurveAndTheDevicesUtilisationShowInHeadlessChromium)
   EXPECT_GT(run["best_gflops"].get<double>(), 0);
   EXPECT_GE(run["curve"].size(), 1u);
   EXPECT_EQ(run["devices"][0], farm.server_addr(0));
+  EXPECT_EQ(run["warm_from"], "");
+  // Its records are the farm's: one row, its best found by this run.
+  ASSERT_EQ(summary["records"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["records"][0]["task"], "matmul 24,24,24 float32");
+  EXPECT_EQ(summary["records"][0]["records"], 10);
+  EXPECT_EQ(summary["records"][0]["best_run_id"], run_id);
+  // A second run, reported by hand: it started from another kind's records and stopped losers.
+  auto holder = farm.Client("tuner");
+  auto grant = holder->RequestDevice(Hold(kHostileKey));
+  ASSERT_TRUE(grant.ok()) << grant.status().ToString();
+  auto warm = Report(grant->lease_token, 6, 2.5);
+  warm.run_id = "warm-run";
+  warm.warm_from = "x86_64/Another CPU";
+  warm.stopped_early = 3;
+  ASSERT_TRUE(holder->ReportTuneProgress(warm).ok());
 
   std::string url = "http://127.0.0.1:" + std::to_string(farm.http_port()) + "/";
   std::string flags = " --headless --disable-gpu --no-sandbox --no-first-run --user-data-dir=" +
@@ -102,6 +118,13 @@ TEST(TuneViewTest, ATuneRunsCurveAndTheDevicesUtilisationShowInHeadlessChromium)
   const std::string& dom = dom_run.out;
   // Drawn by the page's script from /api/summary: a card for the run with its curve as SVG.
   EXPECT_EQ(Count(dom, "class=\"run finished\""), 1u) << dom;
+  EXPECT_EQ(Count(dom, "class=\"run running\""), 1u) << dom;
+  // The hand-reported run's marks, and the records table's row linking to the real run's card.
+  EXPECT_NE(dom.find(">warm start: x86_64/Another CPU<"), std::string::npos) << dom;
+  EXPECT_NE(dom.find(">3 stopped early<"), std::string::npos) << dom;
+  EXPECT_NE(dom.find("<td>matmul 24,24,24 float32</td>"), std::string::npos) << dom;
+  EXPECT_NE(dom.find("<a href=\"#run-" + run_id + "\">" + run_id + "</a>"), std::string::npos)
+      << dom;
   EXPECT_NE(dom.find("data-run=\"" + run_id + "\""), std::string::npos) << dom;
   EXPECT_NE(dom.find("<svg class=\"curve\""), std::string::npos) << dom;
   EXPECT_NE(dom.find("<polyline points=\""), std::string::npos) << dom;

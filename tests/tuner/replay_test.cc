@@ -444,7 +444,12 @@ TEST(WarmStartTest, PriorFromMatchesPointsByTheirValuesAndRefusesAnotherKernelsT
     ASSERT_TRUE(there.ok());
     EXPECT_EQ(r.cost, one->Measure(there->index()).cost);
   }
-  std::vector<ReplayPoint> other = {{{{"x", 1}}, true, 1.0}, {{{"x", 2}}, true, 2.0}};
+  std::vector<ReplayPoint> other(2);
+  for (int i = 0; i < 2; ++i) {
+    other[i].values = {{"x", i + 1}};
+    other[i].ok = true;
+    other[i].cost = i + 1.0;
+  }
   auto unrelated = ReplayTable::FromPoints("other.json", other);
   ASSERT_TRUE(unrelated.ok());
   auto refused = two->PriorFrom(**unrelated);

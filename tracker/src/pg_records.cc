@@ -18,14 +18,15 @@ namespace crosstune::tracker {
 
 namespace {
 
-// The SQLite store's `records` table (store.cc), in PostgreSQL's types.
+// The SQLite store's `records` table (store.cc), in PostgreSQL's types. Names compare and sort
+// byte by byte, as SQLite's do (the "C" collation), whatever the database's locale.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS records (
   id BIGSERIAL PRIMARY KEY,
   digest TEXT NOT NULL UNIQUE,
-  task TEXT NOT NULL,
-  target TEXT NOT NULL,
-  kind TEXT NOT NULL,
+  task TEXT COLLATE "C" NOT NULL,
+  target TEXT COLLATE "C" NOT NULL,
+  kind TEXT COLLATE "C" NOT NULL,
   generator TEXT NOT NULL,
   config BIGINT NOT NULL,
   ok INTEGER NOT NULL,
@@ -246,6 +247,41 @@ Expected<int64_t> PgRecordStore::RecordCount() {
   return Int(r.get(), 0, 0);
 }
 
+Expected<msg::RecordsListReply> PgRecordStore::ListRecords(const msg::RecordsList& list) {
+  // As the SQLite store's (store.cc): the best records of each group, folded into rows.
+  CT_ASSIGN_OR_RETURN(
+      Result r,
+      conn_->Exec(
+          "SELECT c.task, c.target, c.kind, c.n, r.mean, r.config, r.run_id, r.sender FROM "
+          "(SELECT task, target, kind, COUNT(*) AS n, "
+          "MIN(CASE WHEN ok=1 AND stopped_early=0 AND mean>0 THEN mean END) AS best "
+          "FROM records WHERE substr(task, 1, length($1::text)) = $1::text AND "
+          "(task, target, kind) > ($2::text, $3::text, $4::text) "
+          "GROUP BY task, target, kind ORDER BY task, target, kind LIMIT $5) c "
+          "LEFT JOIN records r ON r.task=c.task AND r.target=c.target AND r.kind=c.kind AND "
+          "r.mean=c.best AND r.ok=1 AND r.stopped_early=0 "
+          "ORDER BY c.task, c.target, c.kind, r.id",
+          {list.task_prefix, list.after_task, list.after_target, list.after_kind,
+           std::to_string(int64_t{list.limit} + 1)}));
+  std::vector<msg::RecordsSummaryRow> rows;
+  for (int row = 0; row < PQntuples(r.get()); ++row) {
+    const PGresult* res = r.get();
+    msg::RecordsSummaryRow s;
+    s.task = PQgetvalue(res, row, 0);
+    s.target = PQgetvalue(res, row, 1);
+    s.device_kind = PQgetvalue(res, row, 2);
+    s.records = static_cast<uint64_t>(Int(res, row, 3));
+    if (!PQgetisnull(res, row, 4)) {
+      s.best_mean = std::stod(PQgetvalue(res, row, 4));
+      s.best_config = static_cast<uint64_t>(Int(res, row, 5));
+      s.best_run_id = PQgetvalue(res, row, 6);
+      s.best_sender = PQgetvalue(res, row, 7);
+    }
+    rows.push_back(std::move(s));
+  }
+  return FoldRecordsList(rows, list.limit);
+}
+
 #else  // no libpq
 
 struct PgRecordStore::Conn {
@@ -278,6 +314,9 @@ Expected<std::vector<uint64_t>> PgRecordStore::MeasuredConfigs(const msg::Record
   return Status(ErrorCode::kInternal, "no PostgreSQL");
 }
 Expected<int64_t> PgRecordStore::RecordCount() {
+  return Status(ErrorCode::kInternal, "no PostgreSQL");
+}
+Expected<msg::RecordsListReply> PgRecordStore::ListRecords(const msg::RecordsList&) {
   return Status(ErrorCode::kInternal, "no PostgreSQL");
 }
 

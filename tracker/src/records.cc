@@ -86,6 +86,40 @@ Status ValidateRecordsClaim(const msg::RecordsClaim& c) {
   return Status::Ok();
 }
 
+Status ValidateRecordsList(const msg::RecordsList& l) {
+  CT_RETURN_IF_ERROR(CheckText(l.task_prefix, kMaxName, "the list's task prefix", false));
+  CT_RETURN_IF_ERROR(CheckText(l.after_task, kMaxName, "the list's task to resume after", false));
+  CT_RETURN_IF_ERROR(
+      CheckText(l.after_target, kMaxTarget, "the list's target to resume after", false));
+  CT_RETURN_IF_ERROR(CheckText(l.after_kind, kMaxName, "the list's kind to resume after", false));
+  if (l.limit == 0 || l.limit > msg::kMaxRecordsListRows) {
+    return Bad("a list is 1 to " + std::to_string(msg::kMaxRecordsListRows) + " rows");
+  }
+  return Status::Ok();
+}
+
+msg::RecordsListReply FoldRecordsList(const std::vector<msg::RecordsSummaryRow>& rows,
+                                      uint32_t limit) {
+  msg::RecordsListReply reply;
+  size_t bytes = 0;
+  for (const msg::RecordsSummaryRow& r : rows) {
+    if (!reply.rows.empty()) {
+      const auto& last = reply.rows.back();
+      if (last.task == r.task && last.target == r.target && last.device_kind == r.device_kind) {
+        continue;  // a later best of equal mean
+      }
+    }
+    if (reply.rows.size() == limit || bytes > kRecordsReplyBytes) {
+      reply.more = true;
+      break;
+    }
+    reply.rows.push_back(r);
+    bytes += r.task.size() + r.target.size() + r.device_kind.size() + r.best_run_id.size() +
+             r.best_sender.size() + 64;
+  }
+  return reply;
+}
+
 std::string NearestKind(const std::string& wanted, const std::map<std::string, int64_t>& kinds) {
   if (kinds.count(wanted)) return wanted;
   auto split = [](const std::string& kind) {

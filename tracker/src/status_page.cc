@@ -173,6 +173,10 @@ std::string_view StatusPageHtml() {
  svg.curve .axis, svg.usage .axis { stroke: #999; stroke-width: 1; }
  svg text { font: 10px system-ui, sans-serif; fill: #555; }
  svg.usage rect.bar { fill: #17803d; }
+ .mark { display: inline-block; font-size: .8em; padding: 0 .4em; margin-right: .3em; border-radius: .3em; }
+ .mark.warm { background: #fef3c7; color: #92400e; } .mark.early { background: #e0e7ff; color: #3730a3; }
+ #records th { cursor: pointer; } #records th.sorted::after { content: ' ▾'; } #records th.sorted.up::after { content: ' ▴'; }
+ #records td.target { color: #666; font-size: .85em; max-width: 28em; overflow-wrap: anywhere; }
 </style>
 </head>
 <body>
@@ -183,6 +187,11 @@ std::string_view StatusPageHtml() {
 <th>tags</th><th>lease left</th><th>utilisation</th><th>failures</th></tr></thead><tbody></tbody></table>
 <h2>Tuning</h2>
 <div id="runs" class="runs"><span class="none">no tune run has reported</span></div>
+<h2>Tuning records</h2>
+<div id="records-note" class="none">no tuning records in the farm</div>
+<table id="records"><thead><tr><th data-key="task">task</th><th data-key="device_kind">device kind</th>
+<th data-key="records">records</th><th data-key="best_mean_s">best</th><th data-key="best_run_id">by run</th>
+<th data-key="target">target</th></tr></thead><tbody></tbody></table>
 <h2>Utilisation, last hour</h2>
 <table id="usage"><thead><tr><th>device</th><th>share of each interval leased</th><th>average</th></tr></thead><tbody></tbody></table>
 <h2>Queues</h2>
@@ -239,9 +248,25 @@ function runCard(run) {
   const div = document.createElement('div');
   div.className = 'run' + (run.finished ? ' finished' : ' running');
   div.dataset.run = run.run_id;
+  div.id = 'run-' + run.run_id;
   const h3 = document.createElement('h3');
   h3.textContent = run.task + ' on ' + run.devices.join(', ');
   div.appendChild(h3);
+  // Trials it did not time in full, and whose records it started from.
+  if (run.warm_from) {
+    const m = document.createElement('span');
+    m.className = 'mark warm';
+    m.textContent = 'warm start: ' + run.warm_from;
+    m.title = 'started from the farm\'s records of the nearest device kind';
+    div.appendChild(m);
+  }
+  if (run.stopped_early) {
+    const m = document.createElement('span');
+    m.className = 'mark early';
+    m.textContent = run.stopped_early + ' stopped early';
+    m.title = 'trials the device stopped timing after a round as clear losers';
+    div.appendChild(m);
+  }
   const facts = document.createElement('div');
   facts.className = 'facts';
   const errs = Object.entries(run.errors).map(([k, n]) => k + ' ' + n).join(', ') || 'none';
@@ -251,6 +276,45 @@ function runCard(run) {
   div.appendChild(facts);
   div.appendChild(curveChart(run));
   return div;
+}
+// The farm's records, sorted by the column last clicked (again: the other way).
+let recordsSort = {key: 'task', up: true}, lastRecords = [];
+function fillRecords(rows) {
+  lastRecords = rows;
+  document.getElementById('records-note').hidden = rows.length > 0;
+  const {key, up} = recordsSort;
+  const sorted = [...rows].sort((a, b) => {
+    const x = a[key], y = b[key];
+    const c = typeof x === 'number' ? x - y : String(x).localeCompare(String(y));
+    return up ? c : -c;
+  });
+  for (const th of document.querySelectorAll('#records th')) {
+    th.classList.toggle('sorted', th.dataset.key === key);
+    th.classList.toggle('up', th.dataset.key === key && up);
+  }
+  fill('records', sorted, (tr, r) => {
+    cell(tr, r.task); cell(tr, r.device_kind); cell(tr, r.records);
+    cell(tr, !(r.best_mean_s > 0) ? '–' : r.best_mean_s >= 1e-3 ? (r.best_mean_s * 1e3).toPrecision(4) + ' ms'
+                                                               : (r.best_mean_s * 1e6).toPrecision(4) + ' µs');
+    const td = document.createElement('td');
+    if (r.best_run_id && document.getElementById('run-' + r.best_run_id)) {
+      const a = document.createElement('a');
+      a.href = '#run-' + r.best_run_id;
+      a.textContent = r.best_run_id;
+      td.appendChild(a);
+    } else {
+      td.textContent = r.best_run_id || '–';
+    }
+    if (r.best_sender) td.title = 'sent by ' + r.best_sender;
+    tr.appendChild(td);
+    cell(tr, r.target, 'target');
+  });
+}
+for (const th of document.querySelectorAll('#records th')) {
+  th.addEventListener('click', () => {
+    recordsSort = {key: th.dataset.key, up: recordsSort.key === th.dataset.key ? !recordsSort.up : true};
+    fillRecords(lastRecords);
+  });
 }
 // One bar per interval: the share of it the device was leased.
 function usageChart(fractions, bucket) {
@@ -296,6 +360,7 @@ async function refresh() {
       runs.appendChild(none);
     }
     for (const r of s.tune_runs) runs.appendChild(runCard(r));
+    fillRecords(s.records || []);
     fill('usage', Object.entries(s.usage.devices), (tr, [name, fr]) => {
       cell(tr, name);
       const td = document.createElement('td');

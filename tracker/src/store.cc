@@ -456,6 +456,38 @@ Expected<std::vector<uint64_t>> Store::MeasuredConfigs(const msg::RecordsClaim& 
   return out;
 }
 
+Expected<msg::RecordsListReply> Store::ListRecords(const msg::RecordsList& list) {
+  // Per group the best records (a LEFT JOIN on the minimum: several when tied, none when nothing
+  // succeeded), folded into rows by FoldRecordsList.
+  Stmt q(db_, cache_,
+         "SELECT c.task, c.target, c.kind, c.n, r.mean, r.config, r.run_id, r.sender FROM "
+         "(SELECT task, target, kind, COUNT(*) AS n, "
+         "MIN(CASE WHEN ok=1 AND stopped_early=0 AND mean>0 THEN mean END) AS best "
+         "FROM records WHERE substr(task, 1, length(?1)) = ?1 AND (task, target, kind) > "
+         "(?2, ?3, ?4) GROUP BY task, target, kind ORDER BY task, target, kind LIMIT ?5) c "
+         "LEFT JOIN records r ON r.task=c.task AND r.target=c.target AND r.kind=c.kind AND "
+         "r.mean=c.best AND r.ok=1 AND r.stopped_early=0 "
+         "ORDER BY c.task, c.target, c.kind, r.id");
+  q.Bind(1, list.task_prefix).Bind(2, list.after_task).Bind(3, list.after_target);
+  q.Bind(4, list.after_kind).Bind(5, int64_t{list.limit} + 1);
+  std::vector<msg::RecordsSummaryRow> rows;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(bool row, q.Next());
+    if (!row) break;
+    msg::RecordsSummaryRow r;
+    r.task = q.Text(0);
+    r.target = q.Text(1);
+    r.device_kind = q.Text(2);
+    r.records = static_cast<uint64_t>(q.Int(3));
+    r.best_mean = q.Real(4);
+    r.best_config = static_cast<uint64_t>(q.Int(5));
+    r.best_run_id = q.Text(6);
+    r.best_sender = q.Text(7);
+    rows.push_back(std::move(r));
+  }
+  return FoldRecordsList(rows, list.limit);
+}
+
 Expected<int64_t> Store::RecordCount() {
   Stmt q(db_, cache_, "SELECT COUNT(*) FROM records");
   CT_ASSIGN_OR_RETURN(bool row, q.Next());

@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "crosstune/records_json.h"
 #include "crosstune/text.h"
 #include "crosstune/tracker/status_page.h"
 #include "tracker_impl.h"
@@ -15,6 +16,10 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 namespace {
+
+// The farm's records the summary shows (the first in (task, target, kind) order); `crosstune
+// records ls` lists them all.
+constexpr uint32_t kSummaryRecordRows = 100;
 
 // One HTTP/1.1 connection to the status page; its lifetime follows its pending I/O.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -146,6 +151,20 @@ nlohmann::json Tracker::Impl::Summary() {
   nlohmann::json j = SummaryJson(snap, history);
   j["tune_runs"] = tune_runs.ToJson(now);
   j["usage"] = usage.ToJson(now, BusySeconds(snap));
+  // The farm's records: the first rows, in (task, target, kind) order.
+  msg::RecordsList list;
+  list.limit = kSummaryRecordRows;
+  j["records"] = nlohmann::json::array();
+  if (auto rows = records ? records->ListRecords(list)
+                          : Expected<msg::RecordsListReply>(msg::RecordsListReply{});
+      rows.ok()) {
+    for (const auto& r : rows->rows) {
+      j["records"].push_back(RecordsSummaryRowJson(r));
+    }
+    j["records_more"] = rows->more;
+  } else {
+    spdlog::warn("tracker: the status page's records: {}", rows.status().ToString());
+  }
   return j;
 }
 

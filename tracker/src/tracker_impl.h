@@ -198,6 +198,7 @@ struct Tracker::Impl : std::enable_shared_from_this<Impl> {
   void OnRecordsQuery(const std::shared_ptr<Conn>& c, const Frame& f, const msg::RecordsQuery& q);
   void OnRecordsClaim(SteadyClock::time_point now, const std::shared_ptr<Conn>& c, const Frame& f,
                       const msg::RecordsClaim& claim);
+  void OnRecordsList(const std::shared_ptr<Conn>& c, const Frame& f, const msg::RecordsList& l);
 
   // --- TVM's tracker protocol (tracker_tvm.cc) --------------------------------------------------
 

@@ -78,4 +78,13 @@ void Tracker::Impl::OnRecordsClaim(SteadyClock::time_point now, const std::share
   Reply(c, f.request_id, record_claims.Claim(now, claim, *measured));
 }
 
+void Tracker::Impl::OnRecordsList(const std::shared_ptr<Conn>& c, const Frame& f,
+                                  const msg::RecordsList& l) {
+  if (Status s = RecordsAllowed(*c); !s.ok()) return SendError(c, f.request_id, s);
+  if (Status s = ValidateRecordsList(l); !s.ok()) return SendError(c, f.request_id, s);
+  auto reply = records->ListRecords(l);
+  if (!reply.ok()) return SendError(c, f.request_id, reply.status());
+  Reply(c, f.request_id, *reply);
+}
+
 }  // namespace crosstune::tracker

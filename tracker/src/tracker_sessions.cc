@@ -222,6 +222,9 @@ void Tracker::Impl::Dispatch(const std::shared_ptr<Conn>& c, const Frame& f) {
     case Opcode::kRecordsClaim:
       return With<msg::RecordsClaim>(
           c, f, [&](const msg::RecordsClaim& claim) { OnRecordsClaim(now, c, f, claim); });
+    case Opcode::kRecordsList:
+      return With<msg::RecordsList>(c, f,
+                                    [&](const msg::RecordsList& l) { OnRecordsList(c, f, l); });
     case Opcode::kQuery:
       return Reply(c, f.request_id, msg::QueryReply{DumpJson(Summary())});
     case Opcode::kAdmin:

@@ -35,7 +35,8 @@ nlohmann::json RunJson(const std::string& run_id, const std::string& holder, con
                        uint32_t trials, uint32_t total, uint32_t measured, double best, double rate,
                        const std::map<std::string, uint32_t>& errors,
                        const std::vector<std::pair<uint32_t, double>>& curve, int64_t started,
-                       int64_t updated, bool finished) {
+                       int64_t updated, bool finished, uint32_t stopped_early,
+                       const std::string& warm_from) {
   nlohmann::json points = nlohmann::json::array();
   for (const auto& [t, g] : curve) points.push_back({t, g});
   return {{"run_id", run_id},
@@ -52,7 +53,9 @@ nlohmann::json RunJson(const std::string& run_id, const std::string& holder, con
           {"curve", points},
           {"started_unix_ms", started},
           {"updated_unix_ms", updated},
-          {"finished", finished}};
+          {"finished", finished},
+          {"stopped_early", stopped_early},
+          {"warm_from", warm_from}};
 }
 
 }  // namespace
@@ -60,6 +63,7 @@ nlohmann::json RunJson(const std::string& run_id, const std::string& holder, con
 Status ValidateTuneProgress(const msg::TuneProgress& p) {
   CT_RETURN_IF_ERROR(CheckText("run id", p.run_id, kMaxIdBytes, false));
   CT_RETURN_IF_ERROR(CheckText("task", p.task, kMaxTaskBytes, false));
+  CT_RETURN_IF_ERROR(CheckText("warm start's device kind", p.warm_from, kMaxTaskBytes, true));
   if (p.lease_tokens.empty()) return BadProgress("names no lease");
   if (p.lease_tokens.size() > kMaxLeases) {
     return BadProgress(
@@ -125,6 +129,8 @@ Status TuneRuns::Update(Clock::time_point now, int64_t unix_ms, const std::strin
   run.measured = report.measured;
   run.rate = report.rate;
   run.errors = report.errors;
+  run.stopped_early = report.stopped_early;
+  run.warm_from = report.warm_from;
   run.best_gflops = std::max(run.best_gflops, report.best_gflops);
   if (run.curve.empty() || run.curve.back().first != report.trials ||
       run.curve.back().second != run.best_gflops) {
@@ -164,7 +170,7 @@ nlohmann::json TuneRuns::ToJson(Clock::time_point) const {
   auto add = [&](const Run& r) {
     out.push_back(RunJson(r.run_id, r.holder, r.key, r.task, r.devices, r.trials, r.total,
                           r.measured, r.best_gflops, r.rate, r.errors, r.curve, r.started_unix_ms,
-                          r.updated_unix_ms, r.finished));
+                          r.updated_unix_ms, r.finished, r.stopped_early, r.warm_from));
   };
   std::vector<const Run*> running;
   for (const auto& [id, r] : running_) running.push_back(&r);

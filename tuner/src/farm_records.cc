@@ -116,6 +116,22 @@ Expected<FarmRecords> FetchRecords(client::TrackerClient& tracker, const std::st
   return out;
 }
 
+Expected<std::vector<msg::RecordsSummaryRow>> ListFarmRecords(client::TrackerClient& tracker,
+                                                              const std::string& task_prefix) {
+  std::vector<msg::RecordsSummaryRow> rows;
+  msg::RecordsList list;
+  list.task_prefix = task_prefix;
+  list.limit = msg::kMaxRecordsListRows;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(msg::RecordsListReply page, tracker.ListRecords(list));
+    rows.insert(rows.end(), page.rows.begin(), page.rows.end());
+    if (!page.more || page.rows.empty()) return rows;
+    list.after_task = page.rows.back().task;
+    list.after_target = page.rows.back().target;
+    list.after_kind = page.rows.back().device_kind;
+  }
+}
+
 Expected<FarmRecords> FarmLink::Pull(const std::string& task_key, const std::string& target,
                                      const std::string& kind) {
   FarmRecords out;

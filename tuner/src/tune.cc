@@ -551,6 +551,7 @@ void TuneJob::RunLoop::WarmFromFarm() {
   tuner_->AddPrior(prior);
   sum_.warm_kind = got->device_kind;
   sum_.warm_records = static_cast<int>(prior.size());
+  progress_.warm_from = got->device_kind;
 }
 
 std::vector<Candidate> TuneJob::RunLoop::ClaimFromFarm(std::vector<Candidate> batch) {
@@ -773,6 +774,7 @@ void TuneJob::RunLoop::MeasureOn(size_t d, BatchQueue& q) {
     sum_.device_busy_s += busy;
     if (m.error == TrialError::kOk && !m.stopped_early) cutoffs_[d].AddFull(m.costs);
     sum_.stopped_early += m.stopped_early;
+    progress_.stopped_early = sum_.stopped_early;
     if (m.error == TrialError::kDeviceLost) {
       q.queue.push_front(c);
       alive_[d] = false;

@@ -229,6 +229,8 @@ Expected<TuneSummary> TuneSetup::Tune(const Task& task) {
     r.best_gflops = p.best_gflops;
     r.rate = p.rate;
     r.finished = finished;
+    r.stopped_early = static_cast<uint32_t>(std::max(0, p.stopped_early));
+    r.warm_from = p.warm_from;
     for (const auto& [kind, n] : p.errors) {
       r.errors[std::string(TrialErrorName(kind))] = static_cast<uint32_t>(n);
     }

@@ -20,8 +20,9 @@ inline constexpr uint32_t kProtocolMagic = 0x4e555443;
 // A different major is refused with kVersionMismatch; minors are compatible both ways.
 inline constexpr uint16_t kProtocolMajor = 1;
 // 1: model opcodes; 2: kBuild (crosstune-build-worker serves builds to a tuner on another host);
-// 3: the tracker keeps the farm's tuning records (kRecordsPut, kRecordsQuery, kRecordsClaim).
-inline constexpr uint16_t kProtocolMinor = 3;
+// 3: the tracker keeps the farm's tuning records (kRecordsPut, kRecordsQuery, kRecordsClaim);
+// 4: kRecordsList, and TuneProgress says a run's early stops and warm start.
+inline constexpr uint16_t kProtocolMinor = 4;
 inline constexpr std::string_view kCrosstuneVersion = CROSSTUNE_VERSION_STRING;
 
 enum class Opcode : uint16_t {
@@ -71,10 +72,11 @@ enum class Opcode : uint16_t {
   kSessionEnded = 70,
   kCheckLease = 71,
   kTuneProgress = 72,
-  // The farm's tuning records (minor 3).
+  // The farm's tuning records (minor 3; kRecordsList minor 4).
   kRecordsPut = 73,
   kRecordsQuery = 74,
   kRecordsClaim = 75,
+  kRecordsList = 76,
   // Build workers (crosstune-build-worker; minor 2).
   kBuild = 80,  // header, then `request_bytes` raw bytes; reply header, then `result_bytes`
 };

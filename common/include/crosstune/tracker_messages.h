@@ -31,6 +31,8 @@
 //   client -> tracker  kRecordsClaim RecordsClaim      -> RecordsClaimReply (the configs this
 //                                                        run may time: none measured or claimed
 //                                                        by another run on that device kind)
+//   client -> tracker  kRecordsList  RecordsList       -> RecordsListReply (per task, target and
+//                                                        device kind: records kept, the best)
 //   any    -> tracker  kQuery        Empty             -> QueryReply (the /api/summary JSON)
 //   admin  -> tracker  kAdmin        AdminRequest      -> Empty | error
 //
@@ -183,8 +185,12 @@ struct TuneProgress {
   std::map<std::string, uint32_t> errors;  // this run's failed trials by kind
   double rate = 0;                         // trials per second
   bool finished = false;                   // the last report of the run
+  // This run's trials the device stopped timing early as clear losers (TuneSummary's).
+  uint32_t stopped_early = 0;
+  // The device kind whose farm records the run started from (warm start), "" when none.
+  std::string warm_from;
   CT_WIRE_FIELDS(run_id, lease_tokens, task, trials, total, measured, best_gflops, errors, rate,
-                 finished)
+                 finished, stopped_early, warm_from)
 };
 
 // --- The farm's tuning records (tracker/records.h) ---------------------------------------------
@@ -266,6 +272,36 @@ struct RecordsClaimReply {
   std::vector<uint64_t> granted;
   std::vector<uint64_t> measured;  // a record covers them: their result is in the farm's records
   CT_WIRE_FIELDS(granted, measured)
+};
+
+// What the farm holds, per task, target and device kind (`crosstune records ls`, the status
+// page): tasks whose key starts with `task_prefix`, in (task, target, kind) order from the first
+// after `after` (the last row of the page before), at most `limit` rows (at most
+// kMaxRecordsListRows).
+inline constexpr uint32_t kMaxRecordsListRows = 1000;
+struct RecordsSummaryRow {
+  std::string task;
+  std::string target;
+  std::string device_kind;
+  uint64_t records = 0;
+  double best_mean = 0;      // seconds; 0: no successful measurement
+  uint64_t best_config = 0;  // the best record's config index
+  std::string best_run_id;   // and the run that sent it
+  std::string best_sender;
+  CT_WIRE_FIELDS(task, target, device_kind, records, best_mean, best_config, best_run_id,
+                 best_sender)
+};
+struct RecordsList {
+  std::string task_prefix;
+  uint32_t limit = 200;
+  // Resume after this row (its task, target and kind); empty: from the first.
+  std::string after_task, after_target, after_kind;
+  CT_WIRE_FIELDS(task_prefix, limit, after_task, after_target, after_kind)
+};
+struct RecordsListReply {
+  std::vector<RecordsSummaryRow> rows;
+  bool more = false;  // rows past `limit` (or half a frame) follow
+  CT_WIRE_FIELDS(rows, more)
 };
 
 struct QueryReply {

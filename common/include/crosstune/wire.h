@@ -78,7 +78,8 @@ std::string EncodeFrame(Opcode op, uint32_t request_id, const T& payload) {
   X(SetLease) X(SelfCheck) X(LeaseRef) X(SessionEnded) X(DeviceRequest) X(QueueUpdate) X(Grant)  \
   X(CancelRequest) X(RenewLease) X(LeaseInfo) X(ReleaseLease) X(TuneProgress) X(QueryReply)      \
   X(AdminRequest) X(FarmRecord) X(RecordsPut) X(RecordsPutReply) X(RecordsQuery)               \
-  X(RecordsReply) X(RecordsClaim) X(RecordsClaimReply)
+  X(RecordsReply) X(RecordsClaim) X(RecordsClaimReply) X(RecordsSummaryRow) X(RecordsList)     \
+  X(RecordsListReply)
 // clang-format on
 
 #define CT_WIRE_EXTERN(T)                                     \

@@ -78,6 +78,8 @@ class TrackerClient {
                                             const std::vector<msg::FarmRecord>& records);
   Expected<msg::RecordsReply> QueryRecords(const msg::RecordsQuery& query);
   Expected<msg::RecordsClaimReply> ClaimRecords(const msg::RecordsClaim& claim);
+  // What the farm's records hold per task, target and device kind (one page; RecordsList).
+  Expected<msg::RecordsListReply> ListRecords(const msg::RecordsList& list);
   // drain, undrain or kick `device`; `admin_secret` is the tracker's --admin-token-file content.
   Status Admin(const std::string& action, const std::string& device,
                const std::string& admin_secret);

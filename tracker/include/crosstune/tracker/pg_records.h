@@ -38,6 +38,7 @@ class PgRecordStore final : public RecordStore {
                                                        const std::string& target) override;
   Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) override;
   Expected<int64_t> RecordCount() override;
+  Expected<msg::RecordsListReply> ListRecords(const msg::RecordsList& list) override;
 
   // The database it is connected to, without the password ("crosstune@/tmp/pg:5432/farm").
   const std::string& name() const;

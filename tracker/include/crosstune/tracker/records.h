@@ -34,6 +34,7 @@ namespace crosstune::tracker {
 Status ValidateRecord(const msg::FarmRecord& r);
 Status ValidateRecordsQuery(const msg::RecordsQuery& q);
 Status ValidateRecordsClaim(const msg::RecordsClaim& c);
+Status ValidateRecordsList(const msg::RecordsList& l);
 
 // Of the device kinds that have records, the one nearest to `wanted`: `wanted` itself; else one
 // of the same architecture (the part before '/') whose CPU name shares the longest run of leading
@@ -66,7 +67,17 @@ class RecordStore {
   virtual Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) = 0;
   // Records kept, in all.
   virtual Expected<int64_t> RecordCount() = 0;
+  // Per (task, target, kind), in that order, from the first after list.after_*, of the tasks
+  // whose key starts with list.task_prefix: the records kept and the best (the oldest of
+  // equals); at most list.limit rows or half a frame (`more` when cut).
+  virtual Expected<msg::RecordsListReply> ListRecords(const msg::RecordsList& list) = 0;
 };
+
+// A store's summary query's rows (one per best record of each task, target and kind, oldest
+// first: ties give several; one with best_mean 0 where none succeeded; `limit` + 1 groups at
+// most) as a reply of at most `limit` rows or half a frame.
+msg::RecordsListReply FoldRecordsList(const std::vector<msg::RecordsSummaryRow>& rows,
+                                      uint32_t limit);
 
 // A query answered from `store`: the kind asked for, or the nearest with records (q.nearest).
 Expected<msg::RecordsReply> QueryRecords(RecordStore& store, const msg::RecordsQuery& q);

@@ -58,6 +58,7 @@ class Store final : public RecordStore {
                                                        const std::string& target) override;
   Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) override;
   Expected<int64_t> RecordCount() override;
+  Expected<msg::RecordsListReply> ListRecords(const msg::RecordsList& list) override;
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

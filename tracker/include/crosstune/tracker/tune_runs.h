@@ -65,6 +65,8 @@ class TuneRuns {
     uint32_t trials = 0, total = 0, measured = 0;
     double best_gflops = 0, rate = 0;
     std::map<std::string, uint32_t> errors;
+    uint32_t stopped_early = 0;  // trials stopped early as clear losers
+    std::string warm_from;       // the device kind whose farm records it started from
     std::vector<std::pair<uint32_t, double>> curve;  // (trials, best GFLOP/s so far)
     Clock::time_point last_report;
     double report_credit = kReportBurst;  // at last_report

@@ -45,6 +45,11 @@ Expected<FarmRecords> FetchRecords(client::TrackerClient& tracker, const std::st
                                    const std::string& target, const std::string& device_kind,
                                    bool best_only);
 
+// What the farm's records hold, per task, target and device kind (records kept, the best), of the
+// tasks whose key starts with `task_prefix`: every row (all pages), in that order.
+Expected<std::vector<msg::RecordsSummaryRow>> ListFarmRecords(client::TrackerClient& tracker,
+                                                              const std::string& task_prefix);
+
 // A tune run's link to the farm's records (`tune --records tracker`): what the farm has of the
 // task on the devices' kind is resumed from as a log is; the configs of each batch are claimed
 // before they are timed (a config another run claimed or measured is not timed here); each

@@ -48,6 +48,8 @@ struct TuneProgress {
   double elapsed_s = 0;
   double rate = 0;  // trials per second in this run
   bool batch_end = false;
+  int stopped_early = 0;  // this run's trials stopped early as clear losers (stop_losers)
+  std::string warm_from;  // the device kind whose farm records the tuner started from
 };
 
 // The batch when TuneOptions::batch is 0, with few devices.
