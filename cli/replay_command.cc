@@ -101,13 +101,14 @@ void RegisterReplayCommand(CLI::App& app) {
     std::printf("%-12s %8s %8s %8s %8s %9s%s\n", "TUNER", "MEDIAN", "P90", "MEAN", "REACHED",
                 "WALL_S", out.contains("warm") ? "  PRIOR_TRUSTED" : "");
     for (const auto& [name, s] : rows) {
+      if (s->value("ignores_prior", false)) {
+        std::printf("%-12s %s\n", name.c_str(), "(ignores the prior: as its cold run)");
+        continue;
+      }
       std::string trusted;
       if (s->contains("prior")) {
-        const auto& p = (*s)["prior"];
-        trusted = p["taken_by_runs"].get<int>() > 0
-                      ? "  " + std::to_string(p["trusted_at_end"].get<int>()) + "/" +
-                            std::to_string(o->seeds)
-                      : "  (ignores it)";
+        trusted = "  " + std::to_string((*s)["prior"]["trusted_at_end"].get<int>()) + "/" +
+                  std::to_string(o->seeds);
       }
       std::printf("%-12s %8s %8s %8s %4d/%-3d %9.2f%s\n", name.c_str(),
                   Cell((*s)["median"]).c_str(), Cell((*s)["p90"]).c_str(),

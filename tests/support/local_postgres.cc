@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "crosstune/crypto.h"
 #include "crosstune/testing/support.h"
 
 namespace crosstune::testing {
@@ -125,6 +126,17 @@ LocalPostgres::~LocalPostgres() {
 
 std::string LocalPostgres::conninfo(const std::string& db) const {
   return "host=" + dir_ + " port=" + kPort + " dbname=" + db + " user=postgres";
+}
+
+LocalPostgres& LocalPostgres::Shared() {
+  static LocalPostgres pg;
+  return pg;
+}
+
+std::string LocalPostgres::NewDatabase(const std::string& prefix) {
+  if (!Shared().ok()) return "";
+  const std::string name = prefix + "_" + RandomHex(6);
+  return Shared().CreateDatabase(name) ? Shared().conninfo(name) : "";
 }
 
 bool LocalPostgres::CreateDatabase(const std::string& name) {

@@ -143,19 +143,6 @@ TEST(TrackerRecordsTest, AFloodingSenderIsThrottledWhileOthersAreServed) {
   EXPECT_EQ(fine->added, 1u);
 }
 
-// One PostgreSQL server for the process (each test its own database in it), stopped at exit.
-LocalPostgres& Postgres() {
-  static LocalPostgres pg;
-  return pg;
-}
-
-// A database of its own on Postgres(), as --records-db takes it; "" (and a skip) without one.
-std::string PostgresDatabase() {
-  if (!Postgres().ok()) return "";
-  const std::string db = "farm_" + RandomHex(6);
-  return Postgres().CreateDatabase(db) ? Postgres().conninfo(db) : "";
-}
-
 // The number of records the tracker's last start said it holds.
 uint64_t LoggedRecordCount(const std::string& log) {
   static const std::regex re(R"((\d+) (?:tuning )?record\(s\))");
@@ -216,16 +203,16 @@ TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledged) 
 }
 
 TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledgedToPostgres) {
-  const std::string db = PostgresDatabase();
-  if (db.empty()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
+  const std::string db = LocalPostgres::NewDatabase("flood");
+  if (db.empty()) GTEST_SKIP() << "no PostgreSQL server: " << LocalPostgres::Shared().why();
   KillDuringAFlood({"--records-db", db});
 }
 
 // Two trackers, one PostgreSQL database: what a client of one sends, a client of the other reads,
 // and its configs are measured for the other's claims too; each tracker's log names the database.
 TEST(TrackerRecordsTest, TwoTrackersShareTheirRecordsThroughOnePostgresDatabase) {
-  const std::string db = PostgresDatabase();
-  if (db.empty()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
+  const std::string db = LocalPostgres::NewDatabase("farm");
+  if (db.empty()) GTEST_SKIP() << "no PostgreSQL server: " << LocalPostgres::Shared().why();
   Farm east, west;
   ASSERT_TRUE(east.StartTracker({"--records-db", db}));
   ASSERT_TRUE(west.StartTracker({"--records-db", db}));

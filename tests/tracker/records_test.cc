@@ -37,21 +37,17 @@ msg::FarmRecord Rec(uint64_t config, double mean, const std::string& kind = "x86
   return r;
 }
 
-// One PostgreSQL server for the process (each test its own database in it), stopped at exit.
-crosstune::testing::LocalPostgres& Postgres() {
-  static crosstune::testing::LocalPostgres pg;
-  return pg;
-}
+using crosstune::testing::LocalPostgres;
 
 // Each test runs against each store: "sqlite" (a file of its own) and "postgresql".
 class RecordsStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() != "postgresql") return;
-    if (!Postgres().ok()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
-    const std::string db = "records_" + RandomHex(6);
-    ASSERT_TRUE(Postgres().CreateDatabase(db));
-    conninfo_ = Postgres().conninfo(db);
+    conninfo_ = LocalPostgres::NewDatabase("records");
+    if (conninfo_.empty()) {
+      GTEST_SKIP() << "no PostgreSQL server: " << LocalPostgres::Shared().why();
+    }
   }
   void TearDown() override {
     std::error_code ec;
@@ -225,13 +221,12 @@ TEST_P(RecordsStoreTest, ListsEachTaskTargetAndKindWithItsBestInPages) {
 // PostgreSQL only: a second tracker on the same database sees the first one's records at once,
 // and a store whose connection the server dropped connects again for the next call.
 TEST(PgRecordStoreTest, TwoTrackersShareOneDatabaseAndALostConnectionComesBack) {
-  if (!Postgres().ok()) GTEST_SKIP() << "no PostgreSQL server: " << Postgres().why();
-  const std::string db = "shared_" + RandomHex(6);
-  ASSERT_TRUE(Postgres().CreateDatabase(db));
-  auto one = PgRecordStore::Open(Postgres().conninfo(db));
-  auto two = PgRecordStore::Open(Postgres().conninfo(db));
+  const std::string db = LocalPostgres::NewDatabase("shared");
+  if (db.empty()) GTEST_SKIP() << "no PostgreSQL server: " << LocalPostgres::Shared().why();
+  auto one = PgRecordStore::Open(db);
+  auto two = PgRecordStore::Open(db);
   ASSERT_TRUE(one.ok() && two.ok()) << one.status().ToString() << two.status().ToString();
-  EXPECT_NE((*one)->name().find("/" + db), std::string::npos) << (*one)->name();
+  EXPECT_NE((*one)->name().find("/shared_"), std::string::npos) << (*one)->name();
   ASSERT_TRUE((*one)->PutRecords("r", "alice", 1, {Rec(1, 0.001)}).ok());
   auto put = (*two)->PutRecords("r", "bob", 2, {Rec(1, 0.001), Rec(2, 0.002)});
   ASSERT_TRUE(put.ok());
@@ -241,7 +236,7 @@ TEST(PgRecordStoreTest, TwoTrackersShareOneDatabaseAndALostConnectionComesBack) 
 
   // The server ends every other session of this database (as a restart of it would).
   auto r = crosstune::testing::RunCommand(
-      "psql -q -At '" + Postgres().conninfo(db) +
+      "psql -q -At '" + db +
       "' -c 'SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
       "current_database() AND pid <> pg_backend_pid()'");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -270,6 +270,19 @@ Expected<std::vector<TrialResult>> ReplayTable::PriorFrom(const ReplayTable& oth
   return out;
 }
 
+namespace {
+
+// Whether tuner `name` uses a prior at all (Tuner::prior_trust says so once it has one).
+bool TakesPrior(const std::string& name, const ConfigSpace& space,
+                const std::vector<TrialResult>& prior) {
+  auto tuner = MakeTuner(name, space);
+  if (!tuner.ok()) return false;
+  (*tuner)->AddPrior(prior);
+  return (*tuner)->prior_trust().has_value();
+}
+
+}  // namespace
+
 Expected<nlohmann::json> CompareTuners(const ReplayComparison& c) {
   const auto& names = TunerNames();
   for (const std::string& t : c.tuners) {
@@ -316,6 +329,11 @@ Expected<nlohmann::json> CompareTuners(const ReplayComparison& c) {
   for (const std::string& t : c.tuners) {
     for (const bool warm : {false, true}) {
       if (warm && prior.empty()) continue;
+      if (warm && !TakesPrior(t, table->space(), prior)) {
+        // Its warm run would be its cold run again.
+        out["warm"][t] = {{"tuner", t}, {"ignores_prior", true}};
+        continue;
+      }
       ReplayOptions o;
       o.tuner = t;
       o.batch = c.batch;

@@ -31,6 +31,12 @@ class LocalPostgres {
   std::string conninfo(const std::string& db = "postgres") const;
   bool CreateDatabase(const std::string& name);
 
+  // One server for the whole test process, started on first use and stopped at its exit.
+  static LocalPostgres& Shared();
+  // A fresh database `PREFIX_<random>` on Shared(), as libpq's conninfo; "" when there is no
+  // server (Shared().why() says why) or it could not be made.
+  static std::string NewDatabase(const std::string& prefix);
+
  private:
   std::string dir_;
   std::string bin_;

@@ -179,7 +179,8 @@ struct ReplayComparison {
 };
 // {"space", "space_size", "valid_count", "ok_count", "best", "within_target", "target_fraction",
 //  "batch", "seeds", "tuners": {NAME: ReplaySummaryJson}, "warnings": [loading's]} and, with
-// warm_from, "warm_from": {"space", "points", "not_in_space"} and "warm": {NAME: ...}.
+// warm_from, "warm_from": {"space", "points", "not_in_space"} and "warm": {NAME: ...}, where a
+// tuner that ignores a prior is {"tuner", "ignores_prior": true}, not replayed again.
 // kInvalidArgument for an unknown tuner, a table whose every point failed, or a warm_from table
 // of another kernel or with no point in this space; a file's own errors as ReplayTable::Load.
 Expected<nlohmann::json> CompareTuners(const ReplayComparison& c);
