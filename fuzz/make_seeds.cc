@@ -56,8 +56,8 @@ CT_DEFINE_MODULE("llvm", kFns, 0)
        {"x86_64-linux-gnu", "aarch64-linux-gnu", "armv7a-linux-gnueabihf", "riscv64-linux-gnu"}) {
     const fs::path out = tmp / (std::string(triple) + ".so");
     const std::string cmd = std::string("clang-14 -O1 -g0 -fPIC -shared -nostdlib -fuse-ld=lld ") +
-                            "--target=" + triple + " -I" CT_SOURCE_DIR "/common/include -o " +
-                            out.string() + " " + (tmp / "m.c").string();
+                            "--target=" + triple + " -I" + std::string(CT_SOURCE_DIR) +
+                            "/common/include -o " + out.string() + " " + (tmp / "m.c").string();
     if (std::system(cmd.c_str()) == 0) Put(dir, std::string("module-") + triple, Slurp(out));
   }
   fs::remove_all(tmp);

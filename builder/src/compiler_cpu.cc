@@ -37,9 +37,6 @@
 #include "crosstune/builder/compiler.h"
 #include "crosstune/kernel_abi.h"
 
-#ifndef CROSSTUNE_KERNEL_INCLUDE_DIR
-#error "CROSSTUNE_KERNEL_INCLUDE_DIR must name the kernel include tree"
-#endif
 #ifndef CROSSTUNE_CLANG_RESOURCE_DIR
 #error "CROSSTUNE_CLANG_RESOURCE_DIR must name clang's resource dir"
 #endif
@@ -294,12 +291,6 @@ Expected<std::string> ReadWholeFile(const std::string& path) {
 }  // namespace
 
 std::string LlvmVersion() { return LLVM_VERSION_STRING; }
-
-std::string KernelIncludeDir() {
-  if (const char* env = ::getenv("CROSSTUNE_KERNEL_INCLUDE_DIR"); env != nullptr && *env)
-    return env;
-  return CROSSTUNE_KERNEL_INCLUDE_DIR;
-}
 
 namespace {
 

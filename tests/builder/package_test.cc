@@ -139,8 +139,8 @@ TEST_F(PackageTest, ReadsTheLibrarysFunctionTableFromItsImageForEveryArchitectur
   // fuzz_module_table's find: an x86-64 module whose function name points into a loadable
   // segment whose file offset lies past the end of the image. string_view::substr threw
   // std::out_of_range there, and `crosstune inspect` died.
-  auto past_end = ReadModuleTable(
-      testing::ReadFile(CT_FUZZ_CORPUS "/fuzz_module_table/regression-load-past-end"));
+  auto past_end = ReadModuleTable(testing::ReadFile(std::string(CT_FUZZ_CORPUS) +
+                                                    "/fuzz_module_table/regression-load-past-end"));
   EXPECT_EQ(past_end.status().code(), ErrorCode::kNotFound) << past_end.status().ToString();
   std::string truncated =
       "\x7f"

@@ -355,7 +355,8 @@ TEST_F(PoolTest, AWorkerOfAnotherProtocolIsRefusedByNameWithBothVersions) {
   auto b = Builder::Create({.workers = 2, .worker_program = CT_TEST_WORKER_BIN});
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), ErrorCode::kVersionMismatch) << b.status().ToString();
-  CT_EXPECT_HAS(b.status().message(), "build worker " CT_TEST_WORKER_BIN " is crosstune");
+  CT_EXPECT_HAS(b.status().message(),
+                "build worker " + std::string(CT_TEST_WORKER_BIN) + " is crosstune");
   CT_EXPECT_HAS(b.status().message(), "(protocol " + std::to_string(kProtocolMajor) + "." + minor +
                                           "); this is " + ThisVersion());
 }
@@ -365,7 +366,8 @@ TEST_F(PoolTest, AWorkerOfAnotherReleaseIsRefusedByName) {
   auto b = Builder::Create({.workers = 1, .worker_program = CT_TEST_WORKER_BIN});
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), ErrorCode::kVersionMismatch) << b.status().ToString();
-  CT_EXPECT_HAS(b.status().message(), "build worker " CT_TEST_WORKER_BIN " is crosstune 0.0.1");
+  CT_EXPECT_HAS(b.status().message(),
+                "build worker " + std::string(CT_TEST_WORKER_BIN) + " is crosstune 0.0.1");
   CT_EXPECT_HAS(b.status().message(), "this is " + ThisVersion());
 }
 

@@ -72,8 +72,7 @@ TEST_F(CliTest, InfoAsJsonNamesTheArchitecture) {
 TEST_F(CliTest, RunSavesTheLastTensorAsNpy) {
   std::string out = work_ + "/sum.npy";
   CommandResult r =
-      Crosstune("run " + server() +
-                " " CT_HOST_KERNEL
+      Crosstune("run " + server() + " " + std::string(CT_HOST_KERNEL) +
                 " --func vadd --arg 100xf32:ones --arg 100xf32:ones --arg 100xf32:zeros"
                 " --out " +
                 out);
@@ -90,8 +89,9 @@ TEST_F(CliTest, RunReadsNpyInputsAndSavesTheNamedArgument) {
   std::vector<float> x = {1, 2, 3, 4};
   std::string in = work_ + "/x.npy", out = work_ + "/c.npy";
   ASSERT_TRUE(client::WriteNpy(in, {4}, DLDataType{kDLFloat, 32, 1}, x.data(), 16).ok());
-  CommandResult r = Crosstune("run " + server() + " " CT_HOST_KERNEL " --func vadd --arg " + in +
-                              " --arg " + in + " --arg 4xf32:random --out 2=" + out + " --json");
+  CommandResult r =
+      Crosstune("run " + server() + " " + std::string(CT_HOST_KERNEL) + " --func vadd --arg " + in +
+                " --arg " + in + " --arg 4xf32:random --out 2=" + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["function"], "vadd");
@@ -103,8 +103,7 @@ TEST_F(CliTest, RunReadsNpyInputsAndSavesTheNamedArgument) {
 }
 
 TEST_F(CliTest, BenchReportsEveryRoundAsJson) {
-  CommandResult r = Crosstune("bench " + server() +
-                              " " CT_HOST_KERNEL
+  CommandResult r = Crosstune("bench " + server() + " " + std::string(CT_HOST_KERNEL) +
                               " --func matmul --arg 16x16xf32:random --arg 16x16xf32:random"
                               " --arg 16x16xf32:zeros --number 2 --repeat 3 --flops 8192 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -115,8 +114,7 @@ TEST_F(CliTest, BenchReportsEveryRoundAsJson) {
 }
 
 TEST_F(CliTest, WrongArchKernelIsOneErrorLineAndExitCodeOne) {
-  CommandResult r = Crosstune("run " + server() +
-                              " " CT_AARCH64_KERNEL
+  CommandResult r = Crosstune("run " + server() + " " + std::string(CT_AARCH64_KERNEL) +
                               " --func vadd --arg 4xf32:ones --arg 4xf32:ones --arg 4xf32:zeros");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.rfind("crosstune: error: ", 0), 0u) << r.err;
@@ -127,9 +125,9 @@ TEST_F(CliTest, WrongArchKernelIsOneErrorLineAndExitCodeOne) {
 TEST_F(CliTest, BadArgumentsAreOneErrorLine) {
   testing::ClosedPort nowhere;
   for (const std::string& args :
-       {"run " + server() + " " CT_HOST_KERNEL " --func vadd --arg banana",
-        "run " + server() + " " CT_HOST_KERNEL " --func nope --arg 1",
-        "run " + server() + " " CT_HOST_KERNEL " --func vadd --arg 1",
+       {"run " + server() + " " + std::string(CT_HOST_KERNEL) + " --func vadd --arg banana",
+        "run " + server() + " " + std::string(CT_HOST_KERNEL) + " --func nope --arg 1",
+        "run " + server() + " " + std::string(CT_HOST_KERNEL) + " --func vadd --arg 1",
         "info --server " + nowhere.address() + " --timeout 5", std::string("info"),
         std::string("frobnicate")}) {
     CommandResult r = Crosstune(args);
@@ -147,7 +145,7 @@ nlohmann::json Json(const CommandResult& r) { return nlohmann::json::parse(r.out
 // memory) before the CLI allocates or fills them: 4 TiB used to end in std::bad_alloc (or an
 // allocation that took the host's memory) before the server was ever asked.
 TEST_F(CliTest, RunRefusesTensorsTheDeviceCannotHoldBeforeAllocatingThem) {
-  const std::string call = " " CT_HOST_KERNEL
+  const std::string call = " " + std::string(CT_HOST_KERNEL) +
                            " --func vadd --arg 1048576x1048576xf32:random --arg 4xf32:ones"
                            " --arg 4xf32:zeros";
   CommandResult r = Crosstune("run " + server() + call);
@@ -210,7 +208,7 @@ TEST_F(CliTest, LogCommandsRefuseAnEmptyOrUnreadableLog) {
 TEST_F(CliTest, BuildsForATargetStringAPresetAndAutoAndInspectsEach) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
   const std::string cache = " --cache-dir " + work_ + "/cache-targets";
-  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE
+  CommandResult r = Crosstune("build " + std::string(CT_SAMPLE_SOURCE) +
                               " --target 'llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64' -o " +
                               work_ + "/x86.ctpkg" + cache);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -223,7 +221,8 @@ TEST_F(CliTest, BuildsForATargetStringAPresetAndAutoAndInspectsEach) {
   EXPECT_EQ(x86["functions"][0]["name"], "vadd");
   EXPECT_EQ(x86["functions"][1]["name"], "matmul");
 
-  r = Crosstune("build " CT_SAMPLE_SOURCE " --target rpi4 -o " + work_ + "/rpi4.ctpkg" + cache);
+  r = Crosstune("build " + std::string(CT_SAMPLE_SOURCE) + " --target rpi4 -o " + work_ +
+                "/rpi4.ctpkg" + cache);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto rpi = Json(Crosstune("inspect " + work_ + "/rpi4.ctpkg --json"));
   EXPECT_EQ(rpi["arch"], "aarch64") << rpi.dump();
@@ -235,8 +234,8 @@ TEST_F(CliTest, BuildsForATargetStringAPresetAndAutoAndInspectsEach) {
 
   // --target auto asks the live server for its triple and features.
   auto device = Json(Crosstune("info " + server() + " --json"));
-  r = Crosstune("build " CT_SAMPLE_SOURCE " --target auto " + server() + " -o " + work_ +
-                "/auto.ctpkg" + cache);
+  r = Crosstune("build " + std::string(CT_SAMPLE_SOURCE) + " --target auto " + server() + " -o " +
+                work_ + "/auto.ctpkg" + cache);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("crosstune: target from the device: llvm -mtriple=" +
                        device["triple"].get<std::string>()),
@@ -258,8 +257,8 @@ TEST_F(CliTest, BuildsForATargetStringAPresetAndAutoAndInspectsEach) {
 TEST_F(CliTest, InspectOfACorruptedPackageSaysWhatIsWrongAndExitsOne) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
   const std::string good = work_ + "/corrupt-src.ctpkg";
-  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 -o " + good +
-                              " --cache-dir " + work_ + "/cache-corrupt");
+  CommandResult r = Crosstune("build " + std::string(CT_SAMPLE_SOURCE) + " --target x86-64 -o " +
+                              good + " --cache-dir " + work_ + "/cache-corrupt");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string bytes;
   {
@@ -294,8 +293,8 @@ TEST_F(CliTest, InspectOfACorruptedPackageSaysWhatIsWrongAndExitsOne) {
 TEST_F(CliTest, InspectJsonIsValidJsonWhenTheErrorQuotesBytesThatAreNotUtf8) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
   const std::string good = work_ + "/utf8-src.ctpkg";
-  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 -o " + good +
-                              " --cache-dir " + work_ + "/cache-utf8");
+  CommandResult r = Crosstune("build " + std::string(CT_SAMPLE_SOURCE) + " --target x86-64 -o " +
+                              good + " --cache-dir " + work_ + "/cache-utf8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto members = pkg::ListTar(good);
   ASSERT_TRUE(members.ok()) << members.status().ToString();
@@ -320,8 +319,8 @@ TEST_F(CliTest, InspectJsonIsValidJsonWhenTheErrorQuotesBytesThatAreNotUtf8) {
 TEST_F(CliTest, InspectRefusesAManifestWhoseFunctionsDifferFromTheLibrarysAsTheServerDoes) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
   const std::string good = work_ + "/fns-src.ctpkg";
-  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 -o " + good +
-                              " --cache-dir " + work_ + "/cache-fns");
+  CommandResult r = Crosstune("build " + std::string(CT_SAMPLE_SOURCE) + " --target x86-64 -o " +
+                              good + " --cache-dir " + work_ + "/cache-fns");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto members = pkg::ListTar(good);
   ASSERT_TRUE(members.ok()) << members.status().ToString();
@@ -363,7 +362,7 @@ TEST_F(CliTest, InspectRefusesAManifestWhoseFunctionsDifferFromTheLibrarysAsTheS
 }
 
 TEST_F(CliTest, RunAndBenchUploadUnderTheNameGivenWithAs) {
-  const std::string call = " " CT_HOST_KERNEL
+  const std::string call = " " + std::string(CT_HOST_KERNEL) +
                            " --func vadd --arg 8xf32:ones --arg 8xf32:ones"
                            " --arg 8xf32:zeros";
   CommandResult r = Crosstune("run " + server() + call + " --as kernels/v1.so --json");
@@ -382,8 +381,8 @@ TEST_F(CliTest, RunAndBenchUploadUnderTheNameGivenWithAs) {
 
 TEST_F(CliTest, BuildCacheAnswersTheSameBuildAndNoCacheCompilesAgain) {
   if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no builder)";
-  const std::string args = "build " CT_SAMPLE_SOURCE " --target x86-64 -o " + work_ +
-                           "/cached.ctpkg --cache-dir " + work_ + "/cache-hits";
+  const std::string args = "build " + std::string(CT_SAMPLE_SOURCE) + " --target x86-64 -o " +
+                           work_ + "/cached.ctpkg --cache-dir " + work_ + "/cache-hits";
   CommandResult first = Crosstune(args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_NE(first.out.find(", built in "), std::string::npos) << first.out;
@@ -422,8 +421,8 @@ TEST_F(CliTest, ShipsGraphAndParamsInThePackage) {
   ASSERT_TRUE(w.Add("weight", DLDataType{kDLFloat, 32, 1}, {2, 2}, weights.data(), 16).ok());
   ASSERT_TRUE(w.Write(work_ + "/params.bin").ok());
   CommandResult r =
-      Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 --no-cache --graph " + graph +
-                " --params " + work_ + "/params.bin -o " + work_ + "/model.ctpkg");
+      Crosstune("build " + std::string(CT_SAMPLE_SOURCE) + " --target x86-64 --no-cache --graph " +
+                graph + " --params " + work_ + "/params.bin -o " + work_ + "/model.ctpkg");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto m = Json(Crosstune("inspect " + work_ + "/model.ctpkg --json"));
   ASSERT_TRUE(m.is_object());
@@ -451,8 +450,8 @@ TEST_F(CliTest, APackageWhoseParamsIndexIsBrokenIsInvalidToInspectAsToTheServer)
   bytes.replace(at, 12, "\"nbytes\":61");  // same length: the index size stays right
   std::string params = testing::WriteFile(work_ + "/bad-params.bin", bytes);
   const std::string pkg = work_ + "/bad-params.ctpkg";
-  CommandResult r = Crosstune("build " CT_SAMPLE_SOURCE " --target x86-64 --no-cache --params " +
-                              params + " -o " + pkg);
+  CommandResult r = Crosstune("build " + std::string(CT_SAMPLE_SOURCE) +
+                              " --target x86-64 --no-cache --params " + params + " -o " + pkg);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto m = Json(Crosstune("inspect " + pkg + " --json"));
   ASSERT_TRUE(m.is_object());
@@ -465,7 +464,8 @@ TEST_F(CliTest, APackageWhoseParamsIndexIsBrokenIsInvalidToInspectAsToTheServer)
 }
 
 TEST_F(CliTest, UploadsUnderAnotherNameAndEachCommandHasAFreshWorkspace) {
-  CommandResult r = Crosstune("upload " + server() + " " CT_HOST_KERNEL " --as renamed.so --json");
+  CommandResult r = Crosstune("upload " + server() + " " + std::string(CT_HOST_KERNEL) +
+                              " --as renamed.so --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto f = Json(r);
   EXPECT_EQ(f["path"], "renamed.so") << r.out;
@@ -487,8 +487,8 @@ TEST_F(CliTest, UploadsUnderAnotherNameAndEachCommandHasAFreshWorkspace) {
 }
 
 TEST_F(CliTest, TakesTheServerFromCrosstuneServer) {
-  CommandResult r =
-      testing::RunCommand("CROSSTUNE_SERVER=" + server_->address() + " " CT_CLI " info --json");
+  CommandResult r = testing::RunCommand("CROSSTUNE_SERVER=" + server_->address() + " " +
+                                        std::string(CT_CLI) + " info --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Json(r)["server"], server_->address()) << r.out;
 }
