@@ -29,8 +29,12 @@ cd "$(dirname "$0")/.."
 # tests were 20-50% slower too.) Earlier, on the AMD EPYC VM (Zen 3), 2026-12-05: build 440 s,
 # asan build 624, tsan 432, total 2,426 s; without the demo first, build 1,047 s (the host tools
 # and the three board servers too), asan build 561, tsan 420, total 2,970 s.
-# Warm: CI's runs (build 178 s, asan 92, tsan 123) with room for the files whose flags name a
-# path of the clone (58 of the main tree's 288 miss ccache in a clone elsewhere).
+# Warm: CI's runs (build 178 s, asan 92, tsan 123), from when compiles named the clone's folder
+# (a path definition in 55 of the main tree's 136, __FILE__ in every test file) and so missed
+# ccache in CI's fresh clone; neither does now (cmake/CrosstunePathDefinitions.cmake,
+# -fmacro-prefix-map). On the AMD EPYC VM (Zen 3, AVX2; speed probe 8.1 s), 2026-12-07, a fresh
+# clone elsewhere with such a cache: build 107 s, asan build 351, tsan build 179; ctest 908,
+# fuzz 34, asan ctest 608, tsan ctest 191; total 2,412 s (c13ed4d, the test files still missing).
 # The test phases: the slower cold run's figures (asan ctest 353 s, tsan ctest 135 s), rounded up;
 # ctest's 720 s holds ONNX's conformance tests and the DenseNet-121 compile added since (51 s
 # and 42 s in the cold newcomer run of 2026-12-06 on the Intel Xeon VM, whose ctest took
