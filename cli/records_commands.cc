@@ -14,6 +14,7 @@
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/records_json.h"
 #include "crosstune/tuner/farm_records.h"
+#include "crosstune/tuner/foreign_records.h"
 
 namespace crosstune::cli {
 namespace {
@@ -50,24 +51,49 @@ void RegisterImport(CLI::App* records) {
     TrackerFlags f;
     std::vector<std::string> logs;
     std::string run_id;
+    std::string format = "auto";
+    tuner::ForeignOptions foreign;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd =
-      records->add_subcommand("import", "send the records of tuning logs to the farm's records");
-  cmd->add_option("log", o->logs, "record logs (JSON lines, as `tune --log` writes them)")
+  auto* cmd = records->add_subcommand(
+      "import",
+      "send tuning records to the farm's records: our logs, AutoTVM logs, MetaSchedule databases, "
+      "Kernel Tuner caches");
+  cmd->add_option("log", o->logs,
+                  "files of records: our logs (`tune --log`), AutoTVM JSON logs, a MetaSchedule "
+                  "database (its folder or tuning-record file), Kernel Tuner caches (.json[.gz])")
       ->required();
   AddTrackerFlags(cmd, &o->f);
   cmd->add_option("--run-id", o->run_id, "the run the records are filed under (default: import)");
+  cmd->add_option("--format", o->format, "the files' format (default: found from the content)")
+      ->check(CLI::IsMember({"auto", "crosstune", "autotvm", "metaschedule", "kernel-tuner"}));
+  cmd->add_option("--device-kind", o->foreign.device_kind,
+                  "ARCH/CPU that measured records whose file does not say (AutoTVM, MetaSchedule, "
+                  "Kernel Tuner); default: made from the file's target or device name");
+  cmd->add_option("--target", o->foreign.target,
+                  "the target a Kernel Tuner cache's kernel was built for (it does not say)");
   cmd->add_flag("--json", o->json, "JSON output");
   cmd->callback([o] {
+    o->foreign.format = *tuner::ParseRecordsFormat(o->format);
     auto tracker = Check(ConnectTracker(o->f));
-    auto got =
-        Check(tuner::ImportLogs(*tracker, o->logs, o->run_id.empty() ? "import" : o->run_id));
+    auto got = Check(
+        tuner::ImportLogs(*tracker, o->logs, o->run_id.empty() ? "import" : o->run_id, o->foreign));
     for (const auto& w : got.warnings) std::fprintf(stderr, "crosstune: %s\n", w.c_str());
     if (o->json) {
-      PrintJson({{"read", got.read}, {"added", got.added}, {"duplicates", got.duplicates}});
+      nlohmann::json files = nlohmann::json::array();
+      for (const auto& [path, format] : got.files) {
+        files.push_back({{"path", path}, {"format", tuner::RecordsFormatName(format)}});
+      }
+      PrintJson({{"read", got.read},
+                 {"added", got.added},
+                 {"duplicates", got.duplicates},
+                 {"files", files}});
       return;
+    }
+    for (const auto& [path, format] : got.files) {
+      std::printf("%s: read as %s records\n", path.c_str(),
+                  std::string(tuner::RecordsFormatTool(format)).c_str());
     }
     std::printf("%d record(s) read, %d new to the farm, %d it had already\n", got.read, got.added,
                 got.duplicates);
@@ -79,24 +105,35 @@ void RegisterExport(CLI::App* records) {
     TrackerFlags f;
     Which w;
     std::string out;
+    std::string format = "crosstune";
     bool best = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = records->add_subcommand(
-      "export", "write a task's farm records as a tuning log (JSON lines, as `tune --log`)");
+      "export",
+      "write a task's farm records as a tuning log: ours (JSON lines, as `tune --log`) or "
+      "AutoTVM's");
   AddTrackerFlags(cmd, &o->f);
   AddWhich(cmd, &o->w);
   cmd->add_option("-o,--output", o->out, "log file to write")->required();
+  cmd->add_option("--format", o->format,
+                  "crosstune (default) or autotvm: AutoTVM's JSON log, which "
+                  "autotvm.apply_history_best reads; records imported from one are written back "
+                  "as they were")
+      ->check(CLI::IsMember({"crosstune", "autotvm"}));
   cmd->add_flag("--best", o->best, "only the best record (per generator)");
   cmd->callback([o] {
     auto got = Fetch(o->f, o->w, o->best);
     std::ofstream out(o->out, std::ios::trunc);
+    const bool autotvm = o->format == "autotvm";
     for (const auto& r : got.records) {
-      out << r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+      const nlohmann::json line = autotvm ? tuner::ToAutoTvmJson(r) : r.ToJson();
+      out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     }
     if (!out) Fail(o->out + ": cannot write");
-    std::printf("%s: %zu record(s) of %s on %s\n", o->out.c_str(), got.records.size(),
-                o->w.task.c_str(), got.device_kind.empty() ? "no kind" : got.device_kind.c_str());
+    std::printf("%s: %zu record(s) of %s on %s%s\n", o->out.c_str(), got.records.size(),
+                o->w.task.c_str(), got.device_kind.empty() ? "no kind" : got.device_kind.c_str(),
+                autotvm ? ", in AutoTVM's format" : "");
   });
 }
 
@@ -124,9 +161,11 @@ void RegisterBest(CLI::App* records) {
       return;
     }
     for (const auto& r : got.records) {
-      std::printf("%s on %s: %.4f ms (%.2f GFLOP/s), config %s, by run %s\n", r.task.Key().c_str(),
-                  tuner::DeviceKind(r).c_str(), r.mean * 1e3, r.gflops(),
-                  r.config_values.dump().c_str(), r.run_id.c_str());
+      const std::string fingerprint = tuner::FingerprintText(r.device);
+      std::printf("%s on %s%s: %.4f ms (%.2f GFLOP/s), config %s, by run %s\n",
+                  r.task.Key().c_str(), tuner::DeviceKind(r).c_str(),
+                  fingerprint.empty() ? "" : (" (" + fingerprint + ")").c_str(), r.mean * 1e3,
+                  r.gflops(), r.config_values.dump().c_str(), r.run_id.c_str());
     }
   });
 }

@@ -10,8 +10,10 @@ The cache's parameters are the knobs whose value varies among the task's records
 one value, e.g. with `crosstune tune --pin`, are left out and listed under "crosstune"."fixed"); a
 list-valued knob becomes a string of its items joined by '-'. "time" is the mean of a record's
 rounds in milliseconds and "times" its rounds; a failed record is "CompilationFailedConfig" (a build
-error) or "RuntimeFailedConfig" (any other error). A config measured more than once keeps its best
-success. Uses only the standard library.
+error) or "RuntimeFailedConfig" (any other error); a record the device stopped timing early (its time
+a lower bound) has "stopped_early": true. A config measured more than once keeps its best success.
+The "crosstune" block says what `crosstune records import` needs to read the cache back as our
+records (task, threads, dtype, arch, target, the pinned knobs). Uses only the standard library.
 """
 import argparse
 import json
@@ -72,6 +74,8 @@ def main():
         key = ",".join(py_str(values[k]) for k in params)
         if r["error"] == "ok":
             entry = dict(values, time=r["mean"] * 1e3, times=[c * 1e3 for c in r["costs"]])
+            if r.get("stopped_early"):
+                entry["stopped_early"] = True  # its time is a lower bound
         else:
             failure = "CompilationFailedConfig" if r["error"] == "BuildError" else "RuntimeFailedConfig"
             entry = dict(values, time=failure)
@@ -92,7 +96,11 @@ def main():
         "tune_params_keys": params,
         "tune_params": tune_params,
         "objective": "time",
-        "crosstune": {"task": chosen, "target": first.get("target", ""), "fixed": fixed,
+        # What `crosstune records import` needs to give the records back as ours.
+        "crosstune": {"task": chosen, "threads": first["task"].get("threads", 1),
+                      "dtype": first["task"].get("dtype", "float32"),
+                      "arch": first["device"].get("arch", ""),
+                      "target": first.get("target", ""), "fixed": fixed,
                       "tool": first.get("tool", "")},
         "cache": cache,
     }

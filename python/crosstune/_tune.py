@@ -44,13 +44,22 @@ class RecordTask(_RecordTaskFields, total=False):
     threads: int
 
 
-class RecordDevice(TypedDict):
-    """The device a record was measured on."""
-
+class _RecordDeviceFields(TypedDict):
     name: str
     arch: str
     cpu: str
     key: str
+
+
+class RecordDevice(_RecordDeviceFields, total=False):
+    """The device a record was measured on. The rest of its fingerprint, where the server
+    reported it: ``cores`` (the CPUs it may use; a GPU's multiprocessors for a CUDA target),
+    ``memory_bytes`` (the GPU's own for a CUDA target) and ``features`` (16 hex digits of the
+    SHA-256 of its CPU feature names, sorted)."""
+
+    cores: int
+    memory_bytes: int
+    features: str
 
 
 class RecordConfig(TypedDict):
@@ -84,13 +93,16 @@ class Record(_RecordFields, total=False):
     read into a plain dict with these keys (``pandas.DataFrame(records)`` takes a list of them).
     ``gflops`` is added by this package (0 for a failed trial); ``generator``, ``build_cached``,
     ``stopped_early`` (true: the device stopped timing a clear loser after its first round, so
-    ``mean`` is a lower bound) and ``workload`` appear only where the run had them."""
+    ``mean`` is a lower bound) and ``workload`` appear only where the run had them; ``source``
+    only in a record another tool measured (``crosstune records import``: its format and what
+    that tool's file held)."""
 
     gflops: float
     generator: str
     build_cached: bool
     stopped_early: bool
     workload: Dict[str, Any]
+    source: Dict[str, Any]
 
 
 ProgressCallback = Callable[[Dict[str, Any]], None]

@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -322,6 +323,81 @@ TEST_F(TrackerWebTest, RecordsCommandsImportALogAndGiveItsBestAndItsRecordsBack)
   r = RunCommand(kCli + " records best --task x --target y --tracker 127.0.0.1:1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("crosstune: error:"), std::string::npos) << r.err;
+}
+
+// Other tools' records into the farm (`records import`, the format found from the content): an
+// AutoTVM log, given the device kind it does not name, comes back from `records export --format
+// autotvm` line for line; a Kernel Tuner cache of our own comes back as our task on its device.
+TEST_F(TrackerWebTest, RecordsImportReadsOtherToolsRecordsAndExportWritesAutoTvmsBack) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no tuner)";
+  const std::string task = "autotvm:conv2d_NCHWc.x86 1,64,56,56,64,64,3,3,1,1,1,1,1,1,1,1 float32";
+  const std::string target = "llvm -keys=cpu -mcpu=znver3";
+  std::string lines;
+  for (int i = 0; i < 4; ++i) {
+    lines +=
+        R"({"input": [")" + target +
+        R"(", "conv2d_NCHWc.x86", [["TENSOR", [1, 64, 56, 56], "float32"], ["TENSOR", [64, 64, 3, 3], "float32"], [1, 1], [1, 1, 1, 1], [1, 1], "NCHW", "NCHW", "float32"], {}], "config": {"index": )" +
+        std::to_string(100 + i) +
+        R"(, "code_hash": null, "entity": [["tile_ic", "sp", [-1, 8]], ["tile_oc", "sp", [-1, )" +
+        std::to_string(1 << i) + R"(]], ["unroll_kw", "ot", true]]}, "result": [[)" +
+        (i == 3 ? std::string("1000000000.0], 2") : std::to_string(0.001 * (4 - i)) + "], 0") +
+        R"(, 0.5, 1700000000.0], "version": 0.2, "tvm_version": "0.9.0"})" + "\n";
+  }
+  const std::string log = farm_.WriteFile("conv.log", lines);
+  const std::string farm = " --tracker " + farm_.tracker();
+  auto r = RunCommand(kCli + " records import " + log + farm + " --device-kind 'x86_64/AMD EPYC'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("conv.log: read as AutoTVM records"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 record(s) read, 4 new to the farm"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "") << "the device kind was named: nothing to warn of";
+  r = RunCommand(kCli + " records import " + log + farm +
+                 " --device-kind 'x86_64/AMD EPYC' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["duplicates"], 4) << "imported twice, kept once";
+
+  const std::string cache = std::string(CT_TUNER_TEST_DATA) + "/matmul-256-xeon-1t.json";
+  r = RunCommand(kCli + " records import " + cache + farm);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("read as Kernel Tuner records"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("264 record(s) read, 264 new"), std::string::npos) << r.out;
+
+  r = RunCommand(kCli + " records ls" + farm + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, nlohmann::json> rows;
+  const auto listed = nlohmann::json::parse(r.out);
+  for (const auto& row : listed["rows"]) {
+    rows[row["task"].get<std::string>()] = row;
+  }
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[task]["device_kind"], "x86_64/AMD EPYC");
+  EXPECT_EQ(rows[task]["records"], 4);
+  EXPECT_EQ(rows[task]["best_mean_s"], 0.002);
+  EXPECT_EQ(rows[task]["best_config"], 102) << "the fastest success, not the failure";
+  EXPECT_EQ(rows["matmul 256,256,256 float32"]["device_kind"], "x86_64/Intel(R) Xeon(R) Processor");
+
+  const std::string back = farm_.Path("back.log");
+  r = RunCommand(kCli + " records export" + farm + " --task '" + task + "' --target '" + target +
+                 "' --device-kind 'x86_64/AMD EPYC' --format autotvm -o " + back);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 record(s) of " + task + " on x86_64/AMD EPYC, in AutoTVM's format"),
+            std::string::npos)
+      << r.out;
+  std::ifstream in(back);
+  std::istringstream want(lines);
+  std::string got_line, want_line;
+  int n = 0;
+  while (std::getline(want, want_line)) {
+    ASSERT_TRUE(std::getline(in, got_line)) << "line " << n;
+    EXPECT_EQ(nlohmann::json::parse(got_line), nlohmann::json::parse(want_line)) << "line " << n;
+    ++n;
+  }
+  EXPECT_FALSE(std::getline(in, got_line)) << "more lines than were imported";
+
+  r = RunCommand(kCli + " records import " + farm_.WriteFile("junk.txt", "hello\n") + farm);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("junk.txt: not a file of tuning records that crosstune reads"),
+            std::string::npos)
+      << r.err;
 }
 
 // Two hosts tuning the same task on one tracker's records (`tune --records tracker`), at once

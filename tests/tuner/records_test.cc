@@ -45,6 +45,10 @@ TEST(Records, RoundTripKeepsEveryField) {
   r.generator = "0123456789abcdef";
   r.build_cached = true;
   r.workload = {{"name", "resnet50"}, {"layer", "layer1.0.conv2"}, {"count", 3}};
+  r.source = {{"format", "autotvm"}, {"line", {{"version", 0.2}}}};
+  r.device.cores = 96;
+  r.device.memory_bytes = uint64_t{384} << 30;
+  r.device.features = "0123456789abcdef";
   auto back = Record::FromJson(nlohmann::json::parse(
       r.ToJson().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -223,6 +227,58 @@ TEST(Records, DeviceKindOfADeviceIsWhatItsKernelsRunOn) {
   Record r = Sample(1, 1e-3);
   r.device = id;
   EXPECT_EQ(DeviceKind(r), DeviceKind(info, *cuda));
+}
+
+// The rest of the fingerprint: the cores, memory and CPU features of what the kernel runs on (a
+// GPU's multiprocessors and memory for a CUDA target), kept in the record and read back.
+TEST(Records, DeviceFingerprintIsThatOfWhatTheKernelsRunOn) {
+  msg::DeviceInfo info;
+  info.arch = "x86_64";
+  info.cpu_model = "AMD EPYC";
+  info.cores = 2;
+  info.memory_bytes = uint64_t{24} << 30;
+  info.cpu_features = {"fma", "avx2", "avx"};
+  msg::GpuInfo gpu;
+  gpu.arch = "sm_90";
+  gpu.name = "NVIDIA H100";
+  gpu.multiprocessors = 132;
+  gpu.memory_bytes = uint64_t{80} << 30;
+  info.gpus.push_back(gpu);
+  auto cpu = builder::ParseTarget("llvm -mtriple=x86_64-linux-gnu");
+  auto cuda = builder::ParseTarget("cuda -arch=sm_90");
+  ASSERT_TRUE(cpu.ok() && cuda.ok());
+  const DeviceId host = DeviceIdOf(info, *cpu);
+  EXPECT_EQ(host.cores, 2u);
+  EXPECT_EQ(host.memory_bytes, uint64_t{24} << 30);
+  ASSERT_EQ(host.features.size(), 16u);
+  // The features' order, and a name given twice, do not change it; another feature does.
+  msg::DeviceInfo same = info;
+  same.cpu_features = {"avx", "avx2", "fma", "avx"};
+  EXPECT_EQ(DeviceIdOf(same, *cpu).features, host.features);
+  same.cpu_features.push_back("avx512f");
+  EXPECT_NE(DeviceIdOf(same, *cpu).features, host.features);
+  EXPECT_EQ(FingerprintText(host), "2 cores, 24.0 GiB, features " + host.features);
+
+  const DeviceId card = DeviceIdOf(info, *cuda);
+  EXPECT_EQ(card.cores, 132u);
+  EXPECT_EQ(card.memory_bytes, uint64_t{80} << 30);
+  EXPECT_EQ(card.features, "");
+
+  Record r = Sample(1, 1e-3);
+  r.device = host;
+  auto back = Record::FromJson(r.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->device, host);
+  // A log from before the fingerprint reads as one that does not know it.
+  auto old = r.ToJson();
+  old["device"].erase("cores");
+  old["device"].erase("memory_bytes");
+  old["device"].erase("features");
+  back = Record::FromJson(old);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(FingerprintText(back->device), "");
+  old["device"]["cores"] = -1;
+  EXPECT_FALSE(Record::FromJson(old).ok()) << "a negative core count";
 }
 
 // A line nested 100,000 levels deep in `v`, `workload`, `config.index` or a `task.shape` element

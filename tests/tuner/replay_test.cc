@@ -133,7 +133,7 @@ TEST_F(KernelTunerCacheTest, RefusesAGzipFileThatExpandsPastTheLimit) {
   EXPECT_EQ(t.status().code(), ErrorCode::kLimitExceeded);
   EXPECT_EQ(t.status().message(), path +
                                       ": expands to more than 268435456 bytes, the limit for a "
-                                      "Kernel Tuner cache");
+                                      "file of records");
   auto zero = ReplayTable::Load("/dev/zero");
   ASSERT_FALSE(zero.ok());
   EXPECT_EQ(zero.status().message(), "/dev/zero: not a regular file or a pipe");

@@ -43,11 +43,13 @@ Expected<Record> FromFarmRecord(const msg::FarmRecord& f) {
 }
 
 Expected<RecordsImport> ImportLogs(client::TrackerClient& tracker,
-                                   const std::vector<std::string>& logs,
-                                   const std::string& run_id) {
+                                   const std::vector<std::string>& logs, const std::string& run_id,
+                                   const ForeignOptions& options) {
   RecordsImport out;
   for (const std::string& path : logs) {
-    CT_ASSIGN_OR_RETURN(LogContents log, ReadLog(path));
+    CT_ASSIGN_OR_RETURN(RecordsFile file, ReadRecordsFile(path, options));
+    out.files.emplace_back(path, file.format);
+    LogContents& log = file.log;
     out.warnings.insert(out.warnings.end(), log.warnings.begin(), log.warnings.end());
     std::vector<msg::FarmRecord> batch;
     batch.reserve(log.records.size());
@@ -57,6 +59,12 @@ Expected<RecordsImport> ImportLogs(client::TrackerClient& tracker,
       if (f.device_kind.empty() || f.target.empty()) {
         out.warnings.push_back(path + ": a record of " + f.task +
                                " names no device kind or target: not imported");
+        continue;
+      }
+      if (f.json.size() > msg::kMaxFarmRecordBytes) {
+        out.warnings.push_back(path + ": a record of " + f.task + " takes " +
+                               std::to_string(f.json.size()) + " bytes, over the farm's " +
+                               std::to_string(msg::kMaxFarmRecordBytes) + ": not imported");
         continue;
       }
       batch.push_back(std::move(f));

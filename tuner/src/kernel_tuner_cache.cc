@@ -201,6 +201,21 @@ Status ReadPointCost(const CacheHeader& h, const std::string& key, const nlohman
   if (p.ok && objective == "time" && !h.higher_is_better) p.kernel_s = p.cost / 1e3;
   p.build_s = seconds("compile_time");
   p.run_s = seconds("benchmark_time");
+  if (auto t = entry.find("times"); t != entry.end() && t->is_array()) {
+    for (const auto& ms : *t) {
+      if (!ms.is_number() || !std::isfinite(ms.get<double>()) || ms.get<double>() < 0) {
+        p.times_s.clear();
+        break;
+      }
+      p.times_s.push_back(ms.get<double>() / 1e3);
+    }
+  }
+  if (auto t = entry.find("timestamp"); t != entry.end() && t->is_string()) {
+    p.timestamp = t->get<std::string>();
+  }
+  if (auto s = entry.find("stopped_early"); s != entry.end() && s->is_boolean()) {
+    p.stopped_early = s->get<bool>();
+  }
   return Status::Ok();
 }
 
@@ -226,7 +241,11 @@ Expected<KernelTunerCache> ParseKernelTunerCache(std::string text, const std::st
     points.push_back(std::move(p));
   }
   if (points.empty()) return Malformed(source, "'cache' holds no entries");
-  return KernelTunerCache{std::move(header.params), std::move(points)};
+  nlohmann::json rest = nlohmann::json::object();
+  for (const auto& [name, value] : doc.items()) {
+    if (name != "cache") rest[name] = value;
+  }
+  return KernelTunerCache{std::move(header.params), std::move(points), std::move(rest)};
 }
 
 Expected<PointSpace> MakePointSpace(const std::string& source,

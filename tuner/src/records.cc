@@ -1,6 +1,7 @@
 #include "crosstune/tuner/records.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "crosstune/builder/backend.h"
+#include "crosstune/crypto.h"
 #include "crosstune/json_error.h"
 #include "crosstune/json_reader.h"
 #include "crosstune/protocol.h"
@@ -69,6 +71,9 @@ nlohmann::json Record::ToJson() const {
   j["target"] = target;
   j["device"] = {
       {"name", device.name}, {"arch", device.arch}, {"cpu", device.cpu}, {"key", device.key}};
+  if (device.cores != 0) j["device"]["cores"] = device.cores;
+  if (device.memory_bytes != 0) j["device"]["memory_bytes"] = device.memory_bytes;
+  if (!device.features.empty()) j["device"]["features"] = device.features;
   j["config"] = {{"index", config_index}, {"values", config_values}};
   if (!generator.empty()) j["generator"] = generator;
   j["flops"] = flops;
@@ -82,6 +87,7 @@ nlohmann::json Record::ToJson() const {
   if (stopped_early) j["stopped_early"] = true;
   j["timestamp"] = timestamp;
   if (!workload.is_null()) j["workload"] = workload;
+  if (!source.is_null()) j["source"] = source;
   return j;
 }
 
@@ -136,6 +142,13 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
       r.device.arch = d->value("arch", "");
       r.device.cpu = d->value("cpu", "");
       r.device.key = d->value("key", "");
+      if (auto c = d->find("cores"); c != d->end()) {
+        CT_ASSIGN_OR_RETURN(r.device.cores, Integer<uint32_t>(*c, "device.cores"));
+      }
+      if (auto m = d->find("memory_bytes"); m != d->end()) {
+        CT_ASSIGN_OR_RETURN(r.device.memory_bytes, Integer<uint64_t>(*m, "device.memory_bytes"));
+      }
+      r.device.features = d->value("features", "");
     }
     const auto& config = j.at("config");
     CT_ASSIGN_OR_RETURN(r.config_index, Integer<uint64_t>(config.at("index"), "config.index"));
@@ -167,6 +180,7 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
     }
     r.timestamp = j.value("timestamp", "");
     if (auto w = j.find("workload"); w != j.end() && w->is_object()) r.workload = *w;
+    if (auto s = j.find("source"); s != j.end() && s->is_object()) r.source = *s;
     return r;
   } catch (const nlohmann::json::exception& e) {
     return Status(ErrorCode::kInvalidArgument, "not a record (" + JsonErrorReason(e) + ")");
@@ -328,7 +342,37 @@ std::string DeviceKind(const DeviceId& device) {
 DeviceId DeviceIdOf(const msg::DeviceInfo& device, const builder::Target& target, std::string name,
                     std::string key) {
   builder::Hardware hw = target.backend().RunsOn(device);
-  return DeviceId{std::move(name), std::move(hw.arch), std::move(hw.model), std::move(key)};
+  DeviceId id{std::move(name), std::move(hw.arch), std::move(hw.model), std::move(key)};
+  const msg::GpuInfo* gpu = device.gpus.empty() ? nullptr : &device.gpus.front();
+  if (gpu && id.arch == gpu->arch && id.cpu == gpu->name) {
+    id.cores = gpu->multiprocessors;
+    id.memory_bytes = gpu->memory_bytes;
+  } else {
+    id.cores = device.cores;
+    id.memory_bytes = device.memory_bytes;
+    if (!device.cpu_features.empty()) {
+      std::vector<std::string> names = device.cpu_features;
+      std::sort(names.begin(), names.end());
+      names.erase(std::unique(names.begin(), names.end()), names.end());
+      std::string joined;
+      for (const auto& n : names) joined += (joined.empty() ? "" : ",") + n;
+      id.features = Sha256Hex(joined).substr(0, 16);
+    }
+  }
+  return id;
+}
+
+std::string FingerprintText(const DeviceId& device) {
+  std::vector<std::string> parts;
+  if (device.cores != 0) parts.push_back(fmt::format("{} cores", device.cores));
+  if (device.memory_bytes != 0) {
+    parts.push_back(fmt::format(
+        "{:.1f} GiB", static_cast<double>(device.memory_bytes) / static_cast<double>(1ull << 30)));
+  }
+  if (!device.features.empty()) parts.push_back("features " + device.features);
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
 }
 
 std::string DeviceKind(const msg::DeviceInfo& device, const builder::Target& target) {

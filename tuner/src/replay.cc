@@ -18,12 +18,7 @@
 
 namespace crosstune::tuner {
 
-namespace {
-
-// The file, gunzipped when it is gzip (zlib reads plain files through unchanged): all of it up to
-// `limit` bytes, past which it is an error (a small .json.gz can expand to gigabytes), or with
-// `head_only` its first `limit` bytes.
-Expected<std::string> ReadMaybeGz(const std::string& path, size_t limit, bool head_only = false) {
+Expected<std::string> ReadMaybeGz(const std::string& path, size_t limit, bool head_only) {
   CT_RETURN_IF_ERROR(CheckInputFile(path));
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return Status(ErrorCode::kNotFound, path + ": cannot open");
@@ -37,7 +32,7 @@ Expected<std::string> ReadMaybeGz(const std::string& path, size_t limit, bool he
       if (head_only) return out.append(buf.data(), room);
       return Status(ErrorCode::kLimitExceeded, path + ": expands to more than " +
                                                    std::to_string(limit) +
-                                                   " bytes, the limit for a Kernel Tuner cache");
+                                                   " bytes, the limit for a file of records");
     }
     out.append(buf.data(), static_cast<size_t>(n));
   }
@@ -47,6 +42,8 @@ Expected<std::string> ReadMaybeGz(const std::string& path, size_t limit, bool he
   if (n < 0) return Status(ErrorCode::kIoError, path + ": cannot read: " + why);
   return out;
 }
+
+namespace {
 
 // Linear interpolation between order statistics (numpy's default); +inf stays +inf.
 double Percentile(std::vector<double> sorted, double q) {

@@ -7,11 +7,13 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crosstune/client/tracker_client.h"
 #include "crosstune/status.h"
 #include "crosstune/tracker_messages.h"
+#include "crosstune/tuner/foreign_records.h"
 #include "crosstune/tuner/records.h"
 
 namespace crosstune::tuner {
@@ -24,14 +26,18 @@ msg::FarmRecord ToFarmRecord(const Record& r);
 Expected<Record> FromFarmRecord(const msg::FarmRecord& f);
 
 struct RecordsImport {
-  int read = 0;                       // records in the logs
+  int read = 0;                       // records in the files
   int added = 0;                      // new to the farm
   int duplicates = 0;                 // the farm had them already
-  std::vector<std::string> warnings;  // lines of the logs that were skipped
+  std::vector<std::string> warnings;  // lines of the files that were skipped, guesses made
+  // Per file, in order: its path and the format it was read as.
+  std::vector<std::pair<std::string, RecordsFormat>> files;
 };
-// Every record of our logs (JSON lines) into the farm's records, under `run_id`.
+// Every record of the files (our logs, or another tool's records: foreign_records.h) into the
+// farm's records, under `run_id`. Importing the same file twice adds nothing the second time.
 Expected<RecordsImport> ImportLogs(client::TrackerClient& tracker,
-                                   const std::vector<std::string>& logs, const std::string& run_id);
+                                   const std::vector<std::string>& logs, const std::string& run_id,
+                                   const ForeignOptions& options = {});
 
 struct FarmRecords {
   std::vector<Record> records;

@@ -36,12 +36,21 @@ struct ReplayPoint {
   std::optional<double> kernel_s;
   std::optional<double> build_s;
   std::optional<double> run_s;
+  // The entry's rounds ("times", ms) in seconds and its "timestamp", where it has them (records
+  // import keeps them).
+  std::vector<double> times_s;
+  std::string timestamp;
+  // Our own mark (scripts/log-to-kernel-tuner.py writes it; Kernel Tuner ignores it): the time is
+  // a lower bound, the device stopped timing it after its first rounds (Record::stopped_early).
+  bool stopped_early = false;
 };
 
 struct KernelTunerCache {
   std::vector<std::string> params;  // "tune_params_keys", in order
   std::vector<ReplayPoint> points;  // one per cache entry; cost = the objective (inverted when
                                     // higher is better), failures by Kernel Tuner's name
+  nlohmann::json header;  // the file's other top-level fields ("device_name", "kernel_name",
+                          // "problem_size", ...): the document without "cache"
 };
 
 // The largest cache file text ParseKernelTunerCache reads (real ones take a few MB).

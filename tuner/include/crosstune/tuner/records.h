@@ -63,8 +63,19 @@ struct DeviceId {
   std::string arch;
   std::string cpu;
   std::string key;  // tracker key, if any
+  // The rest of the device's fingerprint, kept with each record and shown with it (0 or empty:
+  // not known, as in logs from before them); records are found by ARCH/CPU (DeviceKind) and the
+  // target, which names the CPU features a kernel was built for. `cores`: the CPU's (a GPU's
+  // multiprocessors for a CUDA target); `memory_bytes`: the host's (the GPU's own); `features`:
+  // the first 16 hex digits of the SHA-256 of the CPU's feature names, sorted, joined by ','
+  // (empty for a GPU), so that two CPUs of one model name with other features tell apart.
+  uint32_t cores = 0;
+  uint64_t memory_bytes = 0;
+  std::string features;
   bool operator==(const DeviceId&) const = default;
 };
+// "2 cores, 24.0 GiB, features 0123456789abcdef" (what of it is known; empty when nothing is).
+std::string FingerprintText(const DeviceId& device);
 
 struct Record {
   int version = 1;
@@ -97,6 +108,9 @@ struct Record {
   // For a task tuned as part of a network (tune --workload): {"name":"resnet50",
   // "layer":"layer1.0.conv2","count":3}. Null otherwise (and then not written).
   nlohmann::json workload;
+  // A record another tool measured, imported (foreign_records.h): {"format":"autotvm",...}, with
+  // what that tool's file held that ours does not. Null for ours (and then not written).
+  nlohmann::json source;
 
   bool ok() const { return error == TrialError::kOk; }
   double gflops() const { return ok() && mean > 0 ? flops / mean / 1e9 : 0; }
