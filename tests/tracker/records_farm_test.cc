@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <regex>
 #include <set>
 #include <thread>
@@ -200,6 +202,69 @@ void KillDuringAFlood(const std::vector<std::string>& store_flags) {
 TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledged) {
   Farm farm;
   KillDuringAFlood({"--db", farm.Path("tracker.sqlite")});
+}
+
+// A tracker given a damaged database starts anyway: it moves the file aside, says in its log what
+// was damaged, where the file is kept and what came back, and serves the records it recovered.
+TEST(TrackerRecordsTest, ATrackerGivenADamagedDatabaseSaysWhatItRecoveredAndServesIt) {
+  Farm farm;
+  const std::string db = farm.Path("tracker.sqlite");
+  ASSERT_TRUE(farm.StartTracker({"--db", db}));
+  constexpr uint64_t kPut = 2000;
+  {
+    auto writer = farm.Client("writer");
+    ASSERT_TRUE(writer);
+    for (uint64_t i = 0; i < kPut; i += 250) {
+      std::vector<msg::FarmRecord> batch;
+      for (uint64_t j = i; j < i + 250; ++j) {
+        char tag[16];
+        std::snprintf(tag, sizeof(tag), "rec-%06llu", static_cast<unsigned long long>(j));
+        batch.push_back(Rec(j, 0.001, tag + std::string(200, 'p')));  // many pages
+      }
+      auto put = writer->PutRecords("run", batch);
+      ASSERT_TRUE(put.ok()) << put.status().ToString();
+    }
+  }
+  farm.KillTracker(SIGTERM);
+  ASSERT_FALSE(std::filesystem::exists(db + "-wal")) << "a clean stop folds the WAL into the file";
+  // Garble the page that holds record 1000.
+  std::string bytes = ReadFile(db);
+  const size_t at = bytes.find("rec-001000");
+  ASSERT_NE(at, std::string::npos);
+  std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(at / 4096 * 4096), 4096, '\xa5');
+  WriteFile(db, bytes);
+
+  ASSERT_TRUE(farm.StartTracker({"--db", db}));
+  static const std::regex re(
+      R"(database (\S+) was damaged \(.+\): kept as (\S+), recovered (\d+) records, (\d+) )"
+      R"(sessions, (\d+) active leases; unreadable: records ids (\d+)-(\d+))");
+  std::smatch m;
+  std::string log;
+  ASSERT_TRUE(Eventually([&] {
+    log = ReadFile(farm.Path("tracker.log"));
+    return std::regex_search(log, m, re);
+  })) << log;
+  EXPECT_EQ(m[1], db);
+  EXPECT_EQ(ReadFile(m[2]), bytes) << "the damaged file is kept as it was";
+  EXPECT_FALSE(std::filesystem::exists(m[2].str() + "-wal")) << "the original had no WAL";
+  const uint64_t recovered = std::stoull(m[3]);
+  const uint64_t first = std::stoull(m[6]), last = std::stoull(m[7]);
+  EXPECT_EQ(LoggedRecordCount(log), recovered);
+  EXPECT_EQ(recovered, kPut - (last - first + 1)) << "one page lost, every other record back";
+  // Served: the records on both sides of the lost page (ids from 1: record i has id i + 1).
+  auto reader = farm.Client("reader");
+  ASSERT_TRUE(reader);
+  const auto served = AllRecords(*reader);
+  EXPECT_EQ(served.size(), recovered);
+  std::set<uint64_t> configs;
+  for (const auto& r : served) {
+    EXPECT_EQ(r.id, r.config_index + 1);
+    configs.insert(r.config_index);
+  }
+  EXPECT_EQ(configs.count(1000), 0u);
+  EXPECT_EQ(configs.count(first - 2), 1u);
+  EXPECT_EQ(configs.count(last), 1u);
+  EXPECT_EQ(configs.count(kPut - 1), 1u);
 }
 
 TEST(TrackerRecordsTest, ATrackerKilledDuringAFloodLosesNoRecordItAcknowledgedToPostgres) {

@@ -2,7 +2,15 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <limits>
 #include <map>
+#include <string_view>
+#include <utility>
 
 #include "crosstune/crypto.h"
 #include "crosstune/text.h"
@@ -119,51 +127,366 @@ CREATE TABLE IF NOT EXISTS active_leases (
 );
 )sql";
 
-}  // namespace
+// --- a damaged file -------------------------------------------------------------------------
 
-Expected<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+// quick_check's verdict on the file at `path` ("ok" when whole), or kIoError when it cannot be
+// told (the file cannot be opened, is locked): only damage moves a file aside. quick_check reads
+// every page (a few ms for a tracker's database); a damaged page would otherwise surface later as
+// an empty history or lost leases, with nothing said.
+Expected<std::string> Verdict(const std::string& path) {
+  std::error_code ec;
+  const bool had_wal = std::filesystem::exists(path + "-wal", ec);
+  const bool had_shm = std::filesystem::exists(path + "-shm", ec);
   sqlite3* db = nullptr;
-  std::string p = path.empty() ? ":memory:" : path;
-  int rc = sqlite3_open_v2(
-      p.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    Status s = Check(db, rc, ("open " + p).c_str());
-    sqlite3_close(db);
-    return s;
-  }
-  std::unique_ptr<Store> store(new Store(db));
-  if (p != ":memory:") CT_RETURN_IF_ERROR(store->CheckIntact(p));
-  // WAL + NORMAL: a commit costs no fsync of the main file; a crash loses at most the last
-  // transactions, never the database.
-  CT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
-  CT_RETURN_IF_ERROR(store->Exec(kSchema));
-  if (p != ":memory:") {
-    CT_RETURN_IF_ERROR(store->Exec("PRAGMA wal_autocheckpoint=0;"));
-    store->StartCheckpointer(p);
-  }
-  return store;
-}
-
-// A damaged page would otherwise surface later as an empty history or lost leases, with nothing
-// said. quick_check reads every page (a few ms for a tracker's database); the file is left as it
-// is, for whoever wants to look at it or move it aside.
-Status Store::CheckIntact(const std::string& path) {
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  std::string verdict = "ok";
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(1)", -1, &stmt, nullptr);
-  std::string verdict;
   if (rc == SQLITE_OK) {
-    rc = sqlite3_step(stmt);
+    // Closing the last connection would checkpoint the WAL into a damaged file and delete it.
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &stmt, nullptr);
+    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW) {
       const unsigned char* text = sqlite3_column_text(stmt, 0);
       verdict = text ? reinterpret_cast<const char*>(text) : "";
+      // "*** in database main ***\nPage 238: ...": the page is what says something.
+      const std::string_view main = "*** in database main ***\n";
+      if (verdict.rfind(main, 0) == 0) verdict.erase(0, main.size());
     }
   }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE && rc != SQLITE_OK) verdict = sqlite3_errmsg(db_);
+  Status s;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
+      verdict = sqlite3_errmsg(db);
+    } else {
+      s = Check(db, rc, ("open " + path).c_str());
+    }
+  }
   sqlite3_finalize(stmt);
-  if (verdict == "ok") return Status::Ok();
-  return Status(ErrorCode::kIoError,
-                "tracker database " + path + " is corrupt (" + EscapeForLog(verdict) +
-                    "); it was left as it is: move it aside to start with an empty one");
+  sqlite3_close(db);
+  if (!s.ok()) return s;
+  if (verdict != "ok" && !had_wal) {
+    // The empty WAL and its index this check left are not the damaged file's: they do not go with
+    // it.
+    if (std::filesystem::file_size(path + "-wal", ec) == 0) {
+      std::filesystem::remove(path + "-wal", ec);
+    }
+    if (!had_shm) std::filesystem::remove(path + "-shm", ec);
+  }
+  return verdict;
+}
+
+// Moves the damaged file at `path` to PATH.corrupt-<UTC time>, its -wal and -shm alongside (the
+// WAL holds committed transactions); nothing is deleted or written. The WAL goes first: SQLite
+// deletes a WAL it finds beside an empty database. On failure what was moved goes back.
+Expected<StoreRecovery> MoveAside(const std::string& path, const std::string& verdict) {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
+  const std::string base = path + ".corrupt-" + stamp;
+  std::string copy = base;
+  std::error_code ec;
+  auto taken = [&](const std::string& c) {
+    return std::filesystem::exists(c, ec) || std::filesystem::exists(c + "-wal", ec) ||
+           std::filesystem::exists(c + "-shm", ec);
+  };
+  for (int i = 2; taken(copy); ++i) copy = base + "-" + std::to_string(i);  // never over a copy
+  std::vector<std::string> moved;
+  for (const char* suffix : {"-wal", "-shm", ""}) {
+    const std::string from = path + suffix;
+    if (*suffix && !std::filesystem::exists(from, ec)) continue;
+    std::filesystem::rename(from, copy + suffix, ec);
+    if (ec) {
+      const std::string why = ec.message();
+      for (const std::string& s : moved) std::filesystem::rename(copy + s, path + s, ec);
+      return Status(ErrorCode::kIoError,
+                    "tracker database " + path + " is damaged (" + EscapeForLog(verdict) +
+                        ") and could not be moved to " + copy + suffix + ": " + why);
+    }
+    moved.emplace_back(suffix);
+  }
+  StoreRecovery r;
+  r.verdict = verdict;
+  r.damaged_copy = copy;
+  return r;
+}
+
+// One table of the damaged copy, its columns (the rowid first).
+struct SalvagedTable {
+  const char* name;
+  const char* columns;
+  int count;
+  StoreRecovery::Table StoreRecovery::*report;
+};
+
+// Copies every readable row of `t` from `src` into `dst`, keeping rowids. A damaged page fails
+// the scan (or the seek) over its rows: the scan goes on from the first rowid past it that reads,
+// found by probing ever further ahead and then bisecting, up to `max_rowid`. kIoError only when
+// `dst` cannot be written.
+Status CopyTable(sqlite3* src, sqlite3* dst, const SalvagedTable& t, int64_t max_rowid,
+                 StoreRecovery::Table& out) {
+  const std::string cols = t.columns;
+  const std::string select =
+      "SELECT rowid, " + cols + " FROM " + t.name + " WHERE rowid >= ? ORDER BY rowid";
+  std::string insert = std::string("INSERT INTO ") + t.name + "(rowid, " + cols + ") VALUES(?";
+  for (int i = 0; i < t.count; ++i) insert += ",?";
+  insert += ")";
+  sqlite3_stmt* scan = nullptr;
+  sqlite3_stmt* ins = nullptr;
+  if (sqlite3_prepare_v2(src, select.c_str(), -1, &scan, nullptr) != SQLITE_OK) {
+    out.error = sqlite3_errmsg(src);
+    sqlite3_finalize(scan);
+    return Status::Ok();
+  }
+  Status status = Check(dst, sqlite3_prepare_v2(dst, insert.c_str(), -1, &ins, nullptr), "prepare");
+  const bool is_records = std::strcmp(t.name, "records") == 0;
+  // Whether a scan from `start` reads its first row (or finds none).
+  auto reads = [&](int64_t start) {
+    sqlite3_reset(scan);
+    sqlite3_bind_int64(scan, 1, start);
+    int rc = sqlite3_step(scan);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE;
+  };
+  constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+  int64_t start = std::numeric_limits<int64_t>::min();
+  while (status.ok()) {
+    sqlite3_reset(scan);
+    sqlite3_bind_int64(scan, 1, start);
+    int64_t last = start == std::numeric_limits<int64_t>::min() ? 0 : start - 1;
+    int rc = SQLITE_OK;
+    while ((rc = sqlite3_step(scan)) == SQLITE_ROW) {
+      last = sqlite3_column_int64(scan, 0);
+      if (is_records) {
+        // A record's digest is its JSON's SHA-256 (PutRecords): a row that disagrees was garbled.
+        const auto* digest = reinterpret_cast<const char*>(sqlite3_column_text(scan, 1));
+        const auto* json = reinterpret_cast<const char*>(sqlite3_column_text(scan, t.count));
+        if (!digest || !json ||
+            Sha256Hex(std::string_view(json, sqlite3_column_bytes(scan, t.count))) != digest) {
+          ++out.dropped;
+          continue;
+        }
+      }
+      for (int i = 0; i <= t.count; ++i) {
+        sqlite3_bind_value(ins, i + 1, sqlite3_column_value(scan, i));
+      }
+      const int irc = sqlite3_step(ins);
+      sqlite3_reset(ins);
+      if (irc == SQLITE_DONE) {
+        ++out.recovered;
+      } else if (irc == SQLITE_CONSTRAINT) {
+        ++out.dropped;  // the schema refuses it (a NULL, a duplicate digest)
+      } else {
+        status = Check(dst, irc, "insert");
+        break;
+      }
+    }
+    if (!status.ok() || rc == SQLITE_DONE) break;
+    // Unreadable from last + 1 on: probe ever further ahead (+1, +3, +7, ...) for a start that
+    // reads again, up to the highest rowid.
+    const int64_t from = last + 1;
+    const int64_t hi = max_rowid > from ? max_rowid : kEnd - 1;
+    int64_t bad = from, good = 0;
+    bool found = false;
+    for (int64_t step = 1; !found && bad < hi;) {
+      const int64_t probe = hi - bad <= step ? hi : bad + step;
+      if (reads(probe)) {
+        good = probe;
+        found = true;
+      } else {
+        bad = probe;
+      }
+      step = step > hi / 2 ? hi : step * 2;
+    }
+    if (!found) {
+      out.unreadable.emplace_back(from, max_rowid > from ? max_rowid : kEnd);
+      break;
+    }
+    while (good - bad > 1) {
+      const int64_t mid = bad + (good - bad) / 2;
+      if (reads(mid)) {
+        good = mid;
+      } else {
+        bad = mid;
+      }
+    }
+    out.unreadable.emplace_back(from, good - 1);
+    start = good;
+  }
+  sqlite3_finalize(scan);
+  sqlite3_finalize(ins);
+  return status;
+}
+
+// The highest rowid `table` of `src` holds or held, as far as it can be read: max(rowid), or the
+// AUTOINCREMENT counter; 0 when neither reads.
+int64_t MaxRowid(sqlite3* src, const char* table) {
+  int64_t best = 0;
+  const std::string queries[] = {
+      std::string("SELECT max(rowid) FROM ") + table,
+      std::string("SELECT seq FROM sqlite_sequence WHERE name='") + table + "'"};
+  for (const std::string& sql : queries) {
+    sqlite3_stmt* q = nullptr;
+    if (sqlite3_prepare_v2(src, sql.c_str(), -1, &q, nullptr) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW) {
+      best = std::max<int64_t>(best, sqlite3_column_int64(q, 0));
+    }
+    sqlite3_finalize(q);
+  }
+  return best;
+}
+
+// `path` as a URI file name: the characters a URI gives a meaning to, escaped.
+std::string UriPath(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "%%%02X", static_cast<unsigned char>(c));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Copies what can be read of the damaged copy into `dst` (a fresh database with the schema), in
+// one transaction. The copy is opened read-only: with its WAL (whose committed transactions
+// count), or, without one, as immutable, so that SQLite creates no -wal or -shm beside it.
+Status Salvage(sqlite3* dst, StoreRecovery& r) {
+  std::error_code ec;
+  const bool wal = std::filesystem::exists(r.damaged_copy + "-wal", ec);
+  const std::string uri = "file:" + UriPath(r.damaged_copy) + (wal ? "?mode=ro" : "?immutable=1");
+  sqlite3* src = nullptr;
+  int rc = sqlite3_open_v2(uri.c_str(), &src,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  static const SalvagedTable kTables[] = {
+      {"sessions", "token, holder, key, device, start_ms, end_ms, outcome", 7,
+       &StoreRecovery::sessions},
+      {"records",
+       "digest, task, target, kind, generator, config, ok, mean, stopped_early, run_id, sender, "
+       "received_ms, json",
+       13, &StoreRecovery::records},
+      {"active_leases",
+       "token, device, key, holder, granted_ms, expires_ms, lease_ms, multi_session", 8,
+       &StoreRecovery::leases}};
+  if (rc != SQLITE_OK) {
+    for (const SalvagedTable& t : kTables) (r.*t.report).error = sqlite3_errmsg(src);
+    sqlite3_close(src);
+    return Status::Ok();
+  }
+  Status s = Check(dst, sqlite3_exec(dst, "BEGIN", nullptr, nullptr, nullptr), "begin");
+  for (const SalvagedTable& t : kTables) {
+    if (!s.ok()) break;
+    const int64_t max_rowid = MaxRowid(src, t.name);
+    s = CopyTable(src, dst, t, max_rowid, r.*t.report);
+    // Ids handed out before stay handed out, those of lost rows included.
+    if (s.ok() && std::strcmp(t.name, "active_leases") != 0 && max_rowid > 0) {
+      const std::string sql = std::string("INSERT INTO sqlite_sequence(name, seq) SELECT '") +
+                              t.name +
+                              "', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name='" +
+                              t.name + "'); UPDATE sqlite_sequence SET seq=max(seq, " +
+                              std::to_string(max_rowid) + ") WHERE name='" + t.name + "';";
+      s = Check(dst, sqlite3_exec(dst, sql.c_str(), nullptr, nullptr, nullptr), "sequence");
+    }
+  }
+  sqlite3_close(src);
+  if (s.ok()) s = Check(dst, sqlite3_exec(dst, "COMMIT", nullptr, nullptr, nullptr), "commit");
+  if (!s.ok()) sqlite3_exec(dst, "ROLLBACK", nullptr, nullptr, nullptr);
+  return s;
+}
+
+}  // namespace
+
+std::string StoreRecovery::Summary(const std::string& path) const {
+  std::string out = "database " + path + " was damaged (" + EscapeForLog(verdict) + "): kept as " +
+                    damaged_copy + ", recovered " + std::to_string(records.recovered) +
+                    " records, " + std::to_string(sessions.recovered) + " sessions, " +
+                    std::to_string(leases.recovered) + " active leases; unreadable: ";
+  const std::pair<const char*, const Table*> tables[] = {
+      {"records ids", &records}, {"sessions ids", &sessions}, {"active_leases rowids", &leases}};
+  std::string unreadable;
+  if (!records.error.empty() && records.error == sessions.error && records.error == leases.error) {
+    unreadable = "the whole file (" + EscapeForLog(records.error) + ")";
+  } else {
+    for (const auto& [what, t] : tables) {
+      std::string ranges;
+      if (!t->error.empty()) ranges = "all (" + EscapeForLog(t->error) + ")";
+      for (const auto& [first, last] : t->unreadable) {
+        if (!ranges.empty()) ranges += ", ";
+        ranges += std::to_string(first);
+        if (last == std::numeric_limits<int64_t>::max()) {
+          ranges += " and on";
+        } else if (last != first) {
+          ranges += "-" + std::to_string(last);
+        }
+      }
+      if (ranges.empty()) continue;
+      if (!unreadable.empty()) unreadable += "; ";
+      unreadable += std::string(what) + " " + ranges;
+    }
+  }
+  out += unreadable.empty() ? "none" : unreadable;
+  if (records.dropped + sessions.dropped + leases.dropped > 0) {
+    out += "; dropped as garbled: " + std::to_string(records.dropped) + " records, " +
+           std::to_string(sessions.dropped) + " sessions, " + std::to_string(leases.dropped) +
+           " active leases";
+  }
+  return out;
+}
+
+Expected<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  std::string p = path.empty() ? ":memory:" : path;
+  std::optional<StoreRecovery> recovery;
+  std::error_code ec;
+  if (p != ":memory:" && std::filesystem::exists(p, ec)) {
+    CT_ASSIGN_OR_RETURN(std::string verdict, Verdict(p));
+    if (verdict != "ok") {
+      CT_ASSIGN_OR_RETURN(recovery, MoveAside(p, verdict));
+    }
+  }
+  auto open = [&]() -> Expected<std::unique_ptr<Store>> {
+    sqlite3* db = nullptr;
+    int rc = sqlite3_open_v2(
+        p.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      Status s = Check(db, rc, ("open " + p).c_str());
+      sqlite3_close(db);
+      return s;
+    }
+    std::unique_ptr<Store> store(new Store(db));
+    // WAL + NORMAL: a commit costs no fsync of the main file; a crash loses at most the last
+    // transactions, never the database.
+    CT_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+    CT_RETURN_IF_ERROR(store->Exec(kSchema));
+    if (recovery) CT_RETURN_IF_ERROR(Salvage(db, *recovery));
+    return store;
+  };
+  auto store = open();
+  if (!store.ok()) {
+    if (!recovery) return store.status();
+    // No fresh file: the damaged one goes back, to be salvaged at the next start.
+    const std::string& copy = recovery->damaged_copy;
+    std::string where = "it was put back";
+    for (const char* suffix : {"-wal", "-shm", ""}) std::filesystem::remove(p + suffix, ec);
+    for (const char* suffix : {"", "-shm", "-wal"}) {
+      if (*suffix && !std::filesystem::exists(copy + suffix, ec)) continue;
+      std::filesystem::rename(copy + suffix, p + suffix, ec);
+      if (ec) where = "it stays at " + copy + " (" + ec.message() + ")";
+    }
+    return Status(ErrorCode::kIoError,
+                  "tracker database " + p + " is damaged (" + EscapeForLog(recovery->verdict) +
+                      ") and could not be salvaged into a fresh one: " + store.status().message() +
+                      "; " + where);
+  }
+  (*store)->recovery_ = std::move(recovery);
+  if (p != ":memory:") {
+    CT_RETURN_IF_ERROR((*store)->Exec("PRAGMA wal_autocheckpoint=0;"));
+    (*store)->StartCheckpointer(p);
+  }
+  return store;
 }
 
 Store::~Store() {

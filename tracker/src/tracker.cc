@@ -116,6 +116,10 @@ Status Tracker::Start() {
   Impl& m = *impl_;
   CT_RETURN_IF_ERROR(m.tvm->Init());
   CT_ASSIGN_OR_RETURN(m.store, Store::Open(m.options.db_path));
+  // A damaged file was moved aside and salvaged: where it is, and what came back and what not.
+  if (const auto& recovery = m.store->recovery()) {
+    spdlog::warn("tracker: {}", recovery->Summary(m.options.db_path));
+  }
   CT_RETURN_IF_ERROR(m.RestoreLeases());
   m.records = m.store.get();
   if (!m.options.records_db.empty()) {

@@ -7,11 +7,14 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "crosstune/status.h"
@@ -28,9 +31,30 @@ struct HistoryRow {
   int64_t start_unix_ms = 0, end_unix_ms = 0;  // end 0: still running
 };
 
+// What Store::Open salvaged from a damaged database file (quick_check found it damaged, or it is
+// not a database at all). The file was moved aside, never changed, and a fresh one holds the rows
+// that could still be read.
+struct StoreRecovery {
+  struct Table {
+    int64_t recovered = 0;  // rows copied into the fresh file, with their ids
+    int64_t dropped = 0;  // read but refused: a record whose digest is not its JSON's, and the like
+    // Rowid ranges that could not be read, inclusive; second = INT64_MAX: to the end.
+    std::vector<std::pair<int64_t, int64_t>> unreadable;
+    std::string error;  // why the table could not be read at all, "" when it could
+  };
+  std::string verdict;       // quick_check's first complaint, or SQLite's error
+  std::string damaged_copy;  // the damaged file's new path; its -wal and -shm are beside it
+  Table sessions, records, leases;
+
+  // One line for the log: what was damaged, where it is kept, what was recovered and what not.
+  std::string Summary(const std::string& path) const;
+};
+
 class Store final : public RecordStore {
  public:
-  // "" or ":memory:" keeps everything in memory (nothing survives a restart).
+  // "" or ":memory:" keeps everything in memory (nothing survives a restart). A damaged file is
+  // moved aside and what can be read of it copied into a fresh one (recovery() says what);
+  // kIoError naming the path when even that fails.
   static Expected<std::unique_ptr<Store>> Open(const std::string& path);
   ~Store() override;
   Store(const Store&) = delete;
@@ -60,11 +84,12 @@ class Store final : public RecordStore {
   Expected<int64_t> RecordCount() override;
   Expected<msg::RecordsListReply> ListRecords(const msg::RecordsList& list) override;
 
+  // What Open salvaged from a damaged file; empty when the file was whole (or new).
+  const std::optional<StoreRecovery>& recovery() const { return recovery_; }
+
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
-  // kIoError naming `path` when SQLite's quick_check finds the file damaged.
-  Status CheckIntact(const std::string& path);
   void StartCheckpointer(const std::string& path);
   Status LeaseStartedLocked(const LeaseRecord& lease);
   Status LeaseEndedLocked(const LeaseRecord& lease, const std::string& outcome,
@@ -75,6 +100,7 @@ class Store final : public RecordStore {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::optional<StoreRecovery> recovery_;
 };
 
 }  // namespace crosstune::tracker
