@@ -177,43 +177,50 @@ Status NotAutoTvm(const std::string& what) {
   return Status(ErrorCode::kInvalidArgument, "not an AutoTVM record (" + what + ")");
 }
 
-Expected<Record> FromAutoTvmLine(const json& j, const ForeignOptions& o) {
+// The shape of an AutoTVM line: {"input": [target, task, args, ...], "config": {"index",
+// "entity"}, "result": [costs, error number, ...]}; what is wrong with it, by name.
+Status CheckAutoTvmLine(const json& j) {
   if (!j.is_object()) return NotAutoTvm("not a JSON object");
   if (j.contains("i") && j.contains("r")) {
     return NotAutoTvm("AutoTVM's log format 0.1, from TVM before 0.6, is not read");
   }
-  auto input = j.find("input");
-  auto config = j.find("config");
-  auto result = j.find("result");
-  if (input == j.end() || config == j.end() || result == j.end()) {
+  if (!j.contains("input") || !j.contains("config") || !j.contains("result")) {
     return NotAutoTvm("no \"input\", \"config\" and \"result\"");
   }
-  if (!input->is_array() || input->size() < 3 || !(*input)[0].is_string() ||
-      !(*input)[1].is_string() || !(*input)[2].is_array()) {
+  const json& input = j["input"];
+  const json& config = j["config"];
+  const json& result = j["result"];
+  if (!input.is_array() || input.size() < 3 || !input[0].is_string() || !input[1].is_string() ||
+      !input[2].is_array()) {
     return NotAutoTvm("\"input\" is not [target, task name, arguments, ...]");
   }
-  if (!config->is_object() || !config->contains("index") || !config->contains("entity") ||
-      !(*config)["entity"].is_array()) {
+  if (!config.is_object() || !config.contains("index") || !config.contains("entity") ||
+      !config["entity"].is_array()) {
     return NotAutoTvm("\"config\" has no index and entity list");
   }
-  const json& index = (*config)["index"];
+  const json& index = config["index"];
   if (!index.is_number_integer() || (!index.is_number_unsigned() && index.get<int64_t>() < 0)) {
     return NotAutoTvm("config index " + JsonExcerpt(index));
   }
-  if (!result->is_array() || result->size() < 2 || !(*result)[0].is_array() ||
-      !(*result)[1].is_number_integer()) {
+  for (const auto& e : config["entity"]) {
+    if (!e.is_array() || e.size() < 3 || !e[0].is_string()) {
+      return NotAutoTvm("config entity " + JsonExcerpt(e));
+    }
+  }
+  if (!result.is_array() || result.size() < 2 || !result[0].is_array() ||
+      !result[1].is_number_integer()) {
     return NotAutoTvm("\"result\" is not [costs, error number, ...]");
   }
+  return Status::Ok();
+}
 
-  Record r;
-  r.tool = "AutoTVM";
-  if (auto v = j.find("tvm_version"); v != j.end() && v->is_string()) {
-    r.tool += " (TVM " + v->get<std::string>() + ")";
-  }
-  const json& args = (*input)[2];
-  r.task.template_name = "autotvm:" + (*input)[1].get<std::string>();
+// A checked line's task (the integers of its arguments, the first tensor's dtype), target,
+// device and config into `r`.
+void ReadAutoTvmInput(const json& j, const ForeignOptions& o, Record& r) {
+  const json& input = j["input"];
+  r.task.template_name = "autotvm:" + input[1].get<std::string>();
   r.task.dtype.clear();
-  for (const auto& a : args) {
+  for (const auto& a : input[2]) {
     if (a.is_array() && a.size() >= 3 && a[0] == "TENSOR") {
       CollectIntegers(a[1], r.task.shape);
       if (r.task.dtype.empty() && a[2].is_string()) r.task.dtype = a[2].get<std::string>();
@@ -222,23 +229,24 @@ Expected<Record> FromAutoTvmLine(const json& j, const ForeignOptions& o) {
     }
   }
   if (r.task.dtype.empty()) r.task.dtype = "unknown";
-  r.target = (*input)[0].get<std::string>();
+  r.target = input[0].get<std::string>();
   std::string cpu = TargetOption(r.target, "mcpu");
   if (cpu.empty()) cpu = TargetOption(r.target, "model");
   if (cpu.empty()) cpu = TargetOption(r.target, "arch");
   r.device = DeviceOf(o, r.target.substr(0, r.target.find(' ')), cpu);
+  const json& index = j["config"]["index"];
   r.config_index = index.is_number_unsigned() ? index.get<uint64_t>()
                                               : static_cast<uint64_t>(index.get<int64_t>());
-  for (const auto& e : (*config)["entity"]) {
-    if (!e.is_array() || e.size() < 3 || !e[0].is_string()) {
-      return NotAutoTvm("config entity " + JsonExcerpt(e));
-    }
-    r.config_values[e[0].get<std::string>()] = e[2];
-  }
-  const int64_t error_no = (*result)[1].get<int64_t>();
+  for (const auto& e : j["config"]["entity"]) r.config_values[e[0].get<std::string>()] = e[2];
+}
+
+// A checked line's result: the times of a success, AutoTVM's error of a failure, the seconds the
+// measurement took in all and when.
+Status ReadAutoTvmResult(const json& result, Record& r) {
+  const int64_t error_no = result[1].get<int64_t>();
   r.error = FromAutoTvmError(error_no);
   if (r.ok()) {
-    for (const auto& c : (*result)[0]) {
+    for (const auto& c : result[0]) {
       if (!c.is_number()) return NotAutoTvm("cost " + JsonExcerpt(c));
       r.costs.push_back(c.get<double>());
     }
@@ -246,18 +254,31 @@ Expected<Record> FromAutoTvmLine(const json& j, const ForeignOptions& o) {
     if (r.mean <= 0) return NotAutoTvm("a success without a positive time");
   } else {
     r.message = "AutoTVM error " + std::to_string(error_no);
-    if (error_no > 0 && error_no < 9)
+    if (error_no > 0 && error_no < 9) {
       r.message += std::string(" (") + kAutoTvmErrors[error_no] + ")";
-    const json& costs = (*result)[0];
+    }
+    const json& costs = result[0];
     if (!costs.empty() && costs[0].is_string()) r.message += ": " + costs[0].get<std::string>();
   }
-  if (result->size() > 2 && (*result)[2].is_number()) {
-    const double all = (*result)[2].get<double>();
+  if (result.size() > 2 && result[2].is_number()) {
+    const double all = result[2].get<double>();
     if (std::isfinite(all) && all >= 0) r.run_s = all;
   }
-  if (result->size() > 3 && (*result)[3].is_number()) {
-    r.timestamp = IsoFromUnix((*result)[3].get<double>());
+  if (result.size() > 3 && result[3].is_number()) {
+    r.timestamp = IsoFromUnix(result[3].get<double>());
   }
+  return Status::Ok();
+}
+
+Expected<Record> FromAutoTvmLine(const json& j, const ForeignOptions& o) {
+  CT_RETURN_IF_ERROR(CheckAutoTvmLine(j));
+  Record r;
+  r.tool = "AutoTVM";
+  if (auto v = j.find("tvm_version"); v != j.end() && v->is_string()) {
+    r.tool += " (TVM " + v->get<std::string>() + ")";
+  }
+  ReadAutoTvmInput(j, o, r);
+  CT_RETURN_IF_ERROR(ReadAutoTvmResult(j["result"], r));
   r.source = {{"format", "autotvm"}, {"line", j}};
   return r;
 }
