@@ -82,16 +82,23 @@ if [ "$tidy" = 1 ]; then
   if [ ! -f "$db" ]; then
     echo "check-style: no $db; configure first (cmake --preset default) to run clang-tidy" >&2
   else
+    # The unity build's database names its batches, not their sources: one that names each
+    # source of a batch with the batch's flags (scripts/unity-compile-db.py).
+    tidy_db=$(mktemp -d)
+    python3 scripts/unity-compile-db.py build/default "$tidy_db" >/dev/null
     sources=()
     for f in "${files[@]}"; do
-      case $f in *.cc | *.c) grep -q "\"file\": \"[^\"]*/$f\"" "$db" && sources+=("$f") ;; esac
+      case $f in
+        *.cc | *.c) grep -q "\"file\": \"[^\"]*/$f\"" "$tidy_db/compile_commands.json" && sources+=("$f") ;;
+      esac
     done
     if [ ${#sources[@]} -gt 0 ]; then
       echo "check-style: clang-tidy on ${#sources[@]} changed source(s) since $(git rev-parse --short "$base")"
       printf '%s\n' "${sources[@]}" |
-        xargs -P "$(nproc)" -n 1 clang-tidy-14 -p build/default --quiet --warnings-as-errors='*' ||
+        xargs -P "$(nproc)" -n 1 clang-tidy-14 -p "$tidy_db" --quiet --warnings-as-errors='*' ||
         status=1
     fi
+    rm -rf "$tidy_db"
   fi
 fi
 exit $status
