@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-SKIP = 77
+from tvm_python import FLAG, rerun_in_tvm_python
 
 
 def crosstune(cli, *args):
@@ -58,15 +58,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli-bin", required=True)
     ap.add_argument("--tracker-bin", required=True)
-    ap.add_argument("--in-tvm-python", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(FLAG, action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if not args.in_tvm_python:
-        python = os.environ.get("CROSSTUNE_TVM_PYTHON", "/opt/crosstune/tvm-venv/bin/python")
-        if not os.access(python, os.X_OK):
-            print(f"skipped: no TVM python at {python} (scripts/install-deps.sh makes it)")
-            return SKIP
-        return subprocess.call([python, __file__, "--cli-bin", args.cli_bin, "--tracker-bin",
-                                 args.tracker_bin, "--in-tvm-python"])
+    rerun = rerun_in_tvm_python(__file__)
+    if rerun is not None:
+        return rerun
 
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
