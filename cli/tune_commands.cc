@@ -305,8 +305,10 @@ void RunTune(const TuneFlags& f) {
                           s.warm_trust->compared);
     }
     std::printf(
-        "warm start: from %d record(s) of %s, the nearest kind with records of this task; %s\n",
-        s.warm_records, s.warm_kind.c_str(), trust.c_str());
+        "warm start: from %d record(s) of %s%s, the nearest kind with records of this task; "
+        "%s\n",
+        s.warm_records, s.warm_kind.c_str(),
+        s.warm_target.empty() ? "" : " (built for another target)", trust.c_str());
   }
   std::printf("%s\n", PlanningLine(s.planning, s.wall_s).c_str());
   PrintBuildCacheLine(f, s.builds, s.build_cache_hits);

@@ -54,12 +54,13 @@ class _RecordDeviceFields(TypedDict):
 class RecordDevice(_RecordDeviceFields, total=False):
     """The device a record was measured on. The rest of its fingerprint, where the server
     reported it: ``cores`` (the CPUs it may use; a GPU's multiprocessors for a CUDA target),
-    ``memory_bytes`` (the GPU's own for a CUDA target) and ``features`` (16 hex digits of the
-    SHA-256 of its CPU feature names, sorted)."""
+    ``memory_bytes`` (the GPU's own for a CUDA target), ``features`` (16 hex digits of the
+    SHA-256 of its CPU feature names, sorted) and ``driver`` (a GPU's CUDA driver version)."""
 
     cores: int
     memory_bytes: int
     features: str
+    driver: str
 
 
 class RecordConfig(TypedDict):

@@ -165,6 +165,15 @@ void CollectGpus(msg::DeviceInfo* info) {
     info->gpu_status = "no CUDA devices";
     return;
   }
+  // 13000 for 13.0: one version for every GPU of the driver (optional: an old driver may lack it).
+  std::string driver;
+  using VersionFn = int (*)(int*);
+  if (auto version = reinterpret_cast<VersionFn>(::dlsym(lib, "cuDriverGetVersion"))) {
+    int v = 0;
+    if (version(&v) == 0 && v > 0) {
+      driver = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+    }
+  }
   constexpr int kComputeMajor = 75, kComputeMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_*
   for (int i = 0; i < n; ++i) {
     int dev = 0;
@@ -190,6 +199,7 @@ void CollectGpus(msg::DeviceInfo* info) {
     g.max_registers_per_block = limit(12);
     g.multiprocessors = limit(16);
     g.max_shared_per_block_optin = limit(97);
+    g.driver = driver;
     info->gpus.push_back(std::move(g));
   }
 }

@@ -289,6 +289,54 @@ TEST_P(RecordsStoreTest, AQueryFallsBackToTheNearestKindAndSaysSo) {
   EXPECT_TRUE(exact->records.empty());
 }
 
+// Where no kind has records of the task for the target asked, a query with any_target takes the
+// nearest kind's for another target (of the same architecture), and says which.
+TEST_P(RecordsStoreTest, AQueryForAnyTargetTakesTheNearestKindOfAnotherTarget) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok());
+  auto on = [](const std::string& target, uint64_t config, const std::string& kind) {
+    msg::FarmRecord r = Rec(config, 0.001 * static_cast<double>(config), kind);
+    r.target = target;
+    r.json.insert(1, "\"t\":\"" + target + "\",");
+    return r;
+  };
+  ASSERT_TRUE((*store)
+                  ->PutRecords("r", "s", 1,
+                               {on("llvm -mattr=+avx512f", 1, "x86_64/Intel Xeon"),
+                                on("llvm -mattr=+avx2", 2, "x86_64/Intel Xeon"),
+                                on("llvm -mattr=+avx2", 3, "x86_64/Intel Xeon"),
+                                on("llvm -mattr=+neon", 4, "aarch64/cortex-a72")})
+                  .ok());
+  msg::RecordsQuery q;
+  q.task = "matmul 64,64,64 float32";
+  q.target = "llvm -mattr=+avx512f,+avx512vnni";
+  q.device_kind = "x86_64/AMD EPYC";
+  auto same = QueryRecords(**store, q);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_TRUE(same->records.empty()) << "without any_target: this target's records only";
+  EXPECT_EQ(same->target, q.target);
+  q.any_target = true;
+  auto other = QueryRecords(**store, q);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_FALSE(other->exact);
+  EXPECT_EQ(other->device_kind, "x86_64/Intel Xeon");
+  EXPECT_EQ(other->target, "llvm -mattr=+avx2") << "the kind's target with most records";
+  ASSERT_EQ(other->records.size(), 2u);
+  EXPECT_EQ(other->records[0].config_index, 2u);
+  // None of another architecture.
+  q.device_kind = "riscv64/sifive-u74";
+  auto none = QueryRecords(**store, q);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->records.empty());
+  // The target asked has records of another kind: that kind first, as before.
+  ASSERT_TRUE((*store)->PutRecords("r", "s", 1, {on(q.target, 5, "x86_64/AMD EPYC 7B13")}).ok());
+  q.device_kind = "x86_64/AMD EPYC";
+  auto near = QueryRecords(**store, q);
+  ASSERT_TRUE(near.ok());
+  EXPECT_EQ(near->device_kind, "x86_64/AMD EPYC 7B13");
+  EXPECT_EQ(near->target, q.target);
+}
+
 TEST(ValidateRecord, RefusesWhatIsNotABoundedJsonObjectByName) {
   EXPECT_TRUE(ValidateRecord(Rec(1, 0.001)).ok());
   msg::FarmRecord r = Rec(1, 0.001);

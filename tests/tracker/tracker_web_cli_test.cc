@@ -517,6 +517,48 @@ TEST_F(TrackerWebTest, ARunOnAKindWithoutRecordsStartsFromTheNearestKindsBest) {
   EXPECT_FALSE(j["farm"].contains("warm_start")) << r.out;
 }
 
+// Warm start across targets: where no kind has records of the task for the run's target (a CPU
+// generation with features of its own), the run starts from the nearest kind's records for
+// another target, and says so. The records are this machine's own, filed under another CPU's
+// name and another target string.
+TEST_F(TrackerWebTest, ARunOnATargetWithoutRecordsStartsFromAnotherTargetsNearestKind) {
+  if (!CT_HAVE_BUILD_COMMAND) GTEST_SKIP() << "this build has no compiler module (no tuner)";
+  const std::string tune = kCli + " tune matmul --shape 48,48,48 --batch 8 --repeat 1" +
+                           " --min-repeat-ms 0 --no-default --tracker " + farm_.tracker() +
+                           " --key rpi4";
+  auto r = RunCommand(tune + " --tuner random --seed 3 --trials 16 --quiet --log " +
+                      farm_.Path("other.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::string kind, target;
+  std::ostringstream renamed;
+  std::istringstream lines(ReadFile(farm_.Path("other.jsonl")));
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    j["device"]["cpu"] = j["device"]["cpu"].get<std::string>() + " (last generation)";
+    kind = j["device"]["arch"].get<std::string>() + "/" + j["device"]["cpu"].get<std::string>();
+    j["target"] = target = j["target"].get<std::string>() + ",-avx512f";
+    renamed << j.dump() << "\n";
+  }
+  r = RunCommand(kCli + " records import " + farm_.WriteFile("renamed.jsonl", renamed.str()) +
+                 " --tracker " + farm_.tracker());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  r = RunCommand(tune + " --tuner xgb --seed 1 --trials 8 --records tracker");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("warm start: from 16 record(s) of " + kind +
+                       " (built for another target), the nearest kind with records of this task"),
+            std::string::npos)
+      << r.out;
+  // --json names the target; the run's own records went to the farm under its own target.
+  r = RunCommand(kCli + " records ls --tracker " + farm_.tracker() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto listed = nlohmann::json::parse(r.out);
+  ASSERT_EQ(listed["rows"].size(), 2u) << r.out;
+  std::set<std::string> targets;
+  for (const auto& row : listed["rows"]) targets.insert(row["target"].get<std::string>());
+  EXPECT_TRUE(targets.count(target)) << r.out;
+}
+
 // drain / undrain / kick as an operator runs them: the admin token is checked, each command
 // changes the device's state, and kick ends the holder's lease.
 TEST(TrackerAdminCliTest, DrainUndrainAndKickNeedTheAdminToken) {

@@ -243,6 +243,7 @@ TEST(Records, DeviceFingerprintIsThatOfWhatTheKernelsRunOn) {
   gpu.name = "NVIDIA H100";
   gpu.multiprocessors = 132;
   gpu.memory_bytes = uint64_t{80} << 30;
+  gpu.driver = "13.0";
   info.gpus.push_back(gpu);
   auto cpu = builder::ParseTarget("llvm -mtriple=x86_64-linux-gnu");
   auto cuda = builder::ParseTarget("cuda -arch=sm_90");
@@ -263,6 +264,15 @@ TEST(Records, DeviceFingerprintIsThatOfWhatTheKernelsRunOn) {
   EXPECT_EQ(card.cores, 132u);
   EXPECT_EQ(card.memory_bytes, uint64_t{80} << 30);
   EXPECT_EQ(card.features, "");
+  EXPECT_EQ(card.driver, "13.0");
+  EXPECT_EQ(FingerprintText(card), "132 cores, 80.0 GiB, driver 13.0");
+  auto card_back = Record::FromJson([&] {
+    Record g = Sample(2, 1e-3);
+    g.device = card;
+    return g.ToJson();
+  }());
+  ASSERT_TRUE(card_back.ok());
+  EXPECT_EQ(card_back->device, card);
 
   Record r = Sample(1, 1e-3);
   r.device = host;

@@ -217,6 +217,19 @@ Expected<std::map<std::string, int64_t>> PgRecordStore::RecordKinds(const std::s
   return out;
 }
 
+Expected<std::map<std::pair<std::string, std::string>, int64_t>> PgRecordStore::RecordTargetKinds(
+    const std::string& task) {
+  CT_ASSIGN_OR_RETURN(
+      Result r,
+      conn_->Exec("SELECT target, kind, COUNT(*) FROM records WHERE task=$1 GROUP BY target, kind",
+                  {task}));
+  std::map<std::pair<std::string, std::string>, int64_t> out;
+  for (int row = 0; row < PQntuples(r.get()); ++row) {
+    out[{PQgetvalue(r.get(), row, 0), PQgetvalue(r.get(), row, 1)}] = Int(r.get(), row, 2);
+  }
+  return out;
+}
+
 Expected<std::vector<uint64_t>> PgRecordStore::MeasuredConfigs(const msg::RecordsClaim& claim) {
   if (claim.configs.empty()) return std::vector<uint64_t>{};
   // One round trip: the claimed configs that have a record, with its generator.
@@ -308,6 +321,10 @@ Expected<msg::RecordsReply> PgRecordStore::RecordsOf(const std::string&, const s
 }
 Expected<std::map<std::string, int64_t>> PgRecordStore::RecordKinds(const std::string&,
                                                                     const std::string&) {
+  return Status(ErrorCode::kInternal, "no PostgreSQL");
+}
+Expected<std::map<std::pair<std::string, std::string>, int64_t>> PgRecordStore::RecordTargetKinds(
+    const std::string&) {
   return Status(ErrorCode::kInternal, "no PostgreSQL");
 }
 Expected<std::vector<uint64_t>> PgRecordStore::MeasuredConfigs(const msg::RecordsClaim&) {

@@ -153,15 +153,35 @@ Expected<msg::RecordsReply> QueryRecords(RecordStore& store, const msg::RecordsQ
   CT_RETURN_IF_ERROR(ValidateRecordsQuery(q));
   const uint32_t limit = q.limit ? q.limit : static_cast<uint32_t>(msg::kMaxRecordsPerMessage);
   std::string kind = q.device_kind;
+  std::string target = q.target;
   if (q.nearest) {
     CT_ASSIGN_OR_RETURN(auto kinds, store.RecordKinds(q.task, q.target));
     std::string nearest = NearestKind(q.device_kind, kinds);
-    if (!nearest.empty()) kind = nearest;
+    if (!nearest.empty()) {
+      kind = nearest;
+    } else if (q.any_target) {
+      // No kind of this target: the kinds of the others, each with its records over them all.
+      CT_ASSIGN_OR_RETURN(auto all, store.RecordTargetKinds(q.task));
+      std::map<std::string, int64_t> others;
+      for (const auto& [key, n] : all) {
+        if (key.first != q.target) others[key.second] += n;
+      }
+      nearest = NearestKind(q.device_kind, others);
+      int64_t most = 0;
+      for (const auto& [key, n] : all) {
+        if (!nearest.empty() && key.second == nearest && key.first != q.target && n > most) {
+          most = n;
+          target = key.first;
+          kind = nearest;
+        }
+      }
+    }
   }
   CT_ASSIGN_OR_RETURN(msg::RecordsReply reply,
-                      store.RecordsOf(q.task, q.target, kind, q.best_only, q.after_id, limit));
+                      store.RecordsOf(q.task, target, kind, q.best_only, q.after_id, limit));
   reply.device_kind = kind;
-  reply.exact = kind == q.device_kind;
+  reply.target = target;
+  reply.exact = kind == q.device_kind && target == q.target;
   return reply;
 }
 

@@ -763,6 +763,20 @@ Expected<std::map<std::string, int64_t>> Store::RecordKinds(const std::string& t
   return out;
 }
 
+Expected<std::map<std::pair<std::string, std::string>, int64_t>> Store::RecordTargetKinds(
+    const std::string& task) {
+  Stmt q(db_, cache_,
+         "SELECT target, kind, COUNT(*) FROM records WHERE task=? GROUP BY target, kind");
+  q.Bind(1, task);
+  std::map<std::pair<std::string, std::string>, int64_t> out;
+  for (;;) {
+    CT_ASSIGN_OR_RETURN(bool row, q.Next());
+    if (!row) break;
+    out[{q.Text(0), q.Text(1)}] = q.Int(2);
+  }
+  return out;
+}
+
 Expected<std::vector<uint64_t>> Store::MeasuredConfigs(const msg::RecordsClaim& claim) {
   std::vector<uint64_t> out;
   for (size_t i = 0; i < claim.configs.size(); ++i) {

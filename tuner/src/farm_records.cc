@@ -93,7 +93,11 @@ Status ReadPages(client::TrackerClient& tracker, msg::RecordsQuery& q, FarmRecor
       out->device_kind = reply.device_kind;
       out->exact = reply.exact;
       q.device_kind = reply.device_kind;
+      // A tracker from before RecordsReply::target sends none: the records are the query's.
+      if (!reply.target.empty()) q.target = reply.target;
+      out->target = q.target;
       q.nearest = false;
+      q.any_target = false;
     }
     for (const msg::FarmRecord& f : reply.records) {
       q.after_id = f.id;
@@ -113,13 +117,14 @@ Status ReadPages(client::TrackerClient& tracker, msg::RecordsQuery& q, FarmRecor
 
 Expected<FarmRecords> FetchRecords(client::TrackerClient& tracker, const std::string& task_key,
                                    const std::string& target, const std::string& device_kind,
-                                   bool best_only) {
+                                   bool best_only, bool any_target) {
   FarmRecords out;
   msg::RecordsQuery q;
   q.task = task_key;
   q.target = target;
   q.device_kind = device_kind;
   q.best_only = best_only;
+  q.any_target = any_target;
   CT_RETURN_IF_ERROR(ReadPages(tracker, q, &out));
   return out;
 }
@@ -157,7 +162,8 @@ Expected<FarmRecords> FarmLink::Pull(const std::string& task_key, const std::str
 
 Expected<FarmRecords> FarmLink::Nearest(const std::string& task_key, const std::string& target,
                                         const std::string& kind) {
-  CT_ASSIGN_OR_RETURN(FarmRecords got, FetchRecords(tracker_, task_key, target, kind, false));
+  CT_ASSIGN_OR_RETURN(FarmRecords got,
+                      FetchRecords(tracker_, task_key, target, kind, false, /*any_target=*/true));
   if (got.exact) return FarmRecords{};
   return got;
 }

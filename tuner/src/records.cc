@@ -74,6 +74,7 @@ nlohmann::json Record::ToJson() const {
   if (device.cores != 0) j["device"]["cores"] = device.cores;
   if (device.memory_bytes != 0) j["device"]["memory_bytes"] = device.memory_bytes;
   if (!device.features.empty()) j["device"]["features"] = device.features;
+  if (!device.driver.empty()) j["device"]["driver"] = device.driver;
   j["config"] = {{"index", config_index}, {"values", config_values}};
   if (!generator.empty()) j["generator"] = generator;
   j["flops"] = flops;
@@ -149,6 +150,7 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
         CT_ASSIGN_OR_RETURN(r.device.memory_bytes, Integer<uint64_t>(*m, "device.memory_bytes"));
       }
       r.device.features = d->value("features", "");
+      r.device.driver = d->value("driver", "");
     }
     const auto& config = j.at("config");
     CT_ASSIGN_OR_RETURN(r.config_index, Integer<uint64_t>(config.at("index"), "config.index"));
@@ -347,6 +349,7 @@ DeviceId DeviceIdOf(const msg::DeviceInfo& device, const builder::Target& target
   if (gpu && id.arch == gpu->arch && id.cpu == gpu->name) {
     id.cores = gpu->multiprocessors;
     id.memory_bytes = gpu->memory_bytes;
+    id.driver = gpu->driver;
   } else {
     id.cores = device.cores;
     id.memory_bytes = device.memory_bytes;
@@ -364,12 +367,15 @@ DeviceId DeviceIdOf(const msg::DeviceInfo& device, const builder::Target& target
 
 std::string FingerprintText(const DeviceId& device) {
   std::vector<std::string> parts;
-  if (device.cores != 0) parts.push_back(fmt::format("{} cores", device.cores));
+  if (device.cores != 0) {
+    parts.push_back(fmt::format("{} core{}", device.cores, device.cores == 1 ? "" : "s"));
+  }
   if (device.memory_bytes != 0) {
     parts.push_back(fmt::format(
         "{:.1f} GiB", static_cast<double>(device.memory_bytes) / static_cast<double>(1ull << 30)));
   }
   if (!device.features.empty()) parts.push_back("features " + device.features);
+  if (!device.driver.empty()) parts.push_back("driver " + device.driver);
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;

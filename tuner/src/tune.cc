@@ -542,14 +542,18 @@ void TuneJob::RunLoop::WarmFromFarm() {
   }
   for (const auto& w : got->warnings) Warn(w);
   std::vector<TrialResult> prior;
+  // Records of another target (another CPU's features) are of the same template: their configs
+  // are matched by value, and the tuner judges how well they predict this device.
+  const std::string& target = got->target.empty() ? s_.target : got->target;
   for (const Record& r : got->records) {
-    if (!(r.task == task_.id()) || r.target != s_.target) continue;
+    if (!(r.task == task_.id()) || r.target != target) continue;
     auto c = space_.FromJson(r.config_values);
     if (c.ok()) prior.push_back(ToTrial(c->index(), r));
   }
   if (prior.empty()) return;
   tuner_->AddPrior(prior);
   sum_.warm_kind = got->device_kind;
+  if (target != s_.target) sum_.warm_target = target;
   sum_.warm_records = static_cast<int>(prior.size());
   progress_.warm_from = got->device_kind;
 }

@@ -85,6 +85,7 @@ json TuneReport(const Task& task, const TuneOptions& options, const TuneSummary&
                  {"unsent", s.farm_unsent}};
     if (!s.warm_kind.empty()) {
       nlohmann::json warm = {{"device_kind", s.warm_kind}, {"records", s.warm_records}};
+      if (!s.warm_target.empty()) warm["target"] = s.warm_target;
       if (s.warm_trust) {
         warm["judged"] = s.warm_trust->judged;
         warm["trusted"] = s.warm_trust->trusted;

@@ -22,7 +22,9 @@ inline constexpr uint16_t kProtocolMajor = 1;
 // 1: model opcodes; 2: kBuild (crosstune-build-worker serves builds to a tuner on another host);
 // 3: the tracker keeps the farm's tuning records (kRecordsPut, kRecordsQuery, kRecordsClaim);
 // 4: kRecordsList, and TuneProgress says a run's early stops and warm start.
-inline constexpr uint16_t kProtocolMinor = 4;
+// 5: RecordsQuery::any_target and RecordsReply::target (warm start from another target's records),
+// GpuInfo::driver.
+inline constexpr uint16_t kProtocolMinor = 5;
 inline constexpr std::string_view kCrosstuneVersion = CROSSTUNE_VERSION_STRING;
 
 enum class Opcode : uint16_t {

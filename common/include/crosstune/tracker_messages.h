@@ -243,14 +243,18 @@ struct RecordsQuery {
   uint64_t after_id = 0;
   uint32_t limit = 0;   // 0: kMaxRecordsPerMessage
   bool nearest = true;  // fall back to the nearest kind where this one has none
-  CT_WIRE_FIELDS(task, target, device_kind, best_only, after_id, limit, nearest)
+  // With `nearest`: where no kind has records of the task for this target, the nearest kind's
+  // for another target (of the kinds of the same architecture; its target with most records).
+  bool any_target = false;
+  CT_WIRE_FIELDS(task, target, device_kind, best_only, after_id, limit, nearest, any_target)
 };
 struct RecordsReply {
   std::vector<FarmRecord> records;
   std::string device_kind;  // the kind the records are of
   bool exact = true;        // false: the nearest kind's, none of this one's
   bool more = false;        // the limit cut the list short
-  CT_WIRE_FIELDS(records, device_kind, exact, more)
+  std::string target;       // the target the records are for (another only with any_target)
+  CT_WIRE_FIELDS(records, device_kind, exact, more, target)
 };
 
 // Before timing configs of a task on a device kind, a run claims them: the reply grants those no

@@ -36,6 +36,8 @@ class PgRecordStore final : public RecordStore {
                                         uint32_t limit) override;
   Expected<std::map<std::string, int64_t>> RecordKinds(const std::string& task,
                                                        const std::string& target) override;
+  Expected<std::map<std::pair<std::string, std::string>, int64_t>> RecordTargetKinds(
+      const std::string& task) override;
   Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) override;
   Expected<int64_t> RecordCount() override;
   Expected<msg::RecordsListReply> ListRecords(const msg::RecordsList& list) override;

@@ -22,6 +22,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "crosstune/status.h"
@@ -62,6 +63,9 @@ class RecordStore {
   // The device kinds with records of (task, target), and how many each has.
   virtual Expected<std::map<std::string, int64_t>> RecordKinds(const std::string& task,
                                                                const std::string& target) = 0;
+  // Every (target, kind) with records of `task`, and how many each has.
+  virtual Expected<std::map<std::pair<std::string, std::string>, int64_t>> RecordTargetKinds(
+      const std::string& task) = 0;
   // Those of claim.configs that a record of the claim's task, target and kind covers, made by
   // the config's generator.
   virtual Expected<std::vector<uint64_t>> MeasuredConfigs(const msg::RecordsClaim& claim) = 0;
@@ -79,7 +83,8 @@ class RecordStore {
 msg::RecordsListReply FoldRecordsList(const std::vector<msg::RecordsSummaryRow>& rows,
                                       uint32_t limit);
 
-// A query answered from `store`: the kind asked for, or the nearest with records (q.nearest).
+// A query answered from `store`: the kind asked for, or the nearest with records (q.nearest), or
+// the nearest with records for another target (q.any_target).
 Expected<msg::RecordsReply> QueryRecords(RecordStore& store, const msg::RecordsQuery& q);
 
 class RecordClaims {

@@ -42,14 +42,16 @@ Expected<RecordsImport> ImportLogs(client::TrackerClient& tracker,
 struct FarmRecords {
   std::vector<Record> records;
   std::string device_kind;            // whose records they are
+  std::string target;                 // the target they are for (another: FetchRecords' any_target)
   bool exact = true;                  // false: the nearest kind's, where the one asked for had none
   std::vector<std::string> warnings;  // farm records that are not records (skipped)
 };
-// A task's records for a target on `device_kind`, or on the nearest kind with records: every one
-// (all pages), oldest first, or the best per generator (`best_only`).
+// A task's records for a target on `device_kind`, or on the nearest kind with records (with
+// `any_target`, for another target where no kind has any for this one): every one (all pages),
+// oldest first, or the best per generator (`best_only`).
 Expected<FarmRecords> FetchRecords(client::TrackerClient& tracker, const std::string& task_key,
                                    const std::string& target, const std::string& device_kind,
-                                   bool best_only);
+                                   bool best_only, bool any_target = false);
 
 // What the farm's records hold, per task, target and device kind (records kept, the best), of the
 // tasks whose key starts with `task_prefix`: every row (all pages), in that order.
@@ -74,8 +76,9 @@ class FarmLink {
   Expected<FarmRecords> Pull(const std::string& task_key, const std::string& target,
                              const std::string& kind);
   // Warm start: the records of (task, target) on the kind nearest `kind` with records, when
-  // `kind` itself has none (FarmRecords::exact false); none when it has some or no kind of its
-  // arch has any.
+  // `kind` itself has none (FarmRecords::exact false), or where no kind has any for `target`,
+  // those of the nearest kind for another target (FarmRecords::target says which); none when
+  // `kind` has some or no kind of its arch has any.
   Expected<FarmRecords> Nearest(const std::string& task_key, const std::string& target,
                                 const std::string& kind);
   // Claims `configs` (with their generator hashes) for this run: the reply says which to time.

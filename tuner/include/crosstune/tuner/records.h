@@ -72,9 +72,11 @@ struct DeviceId {
   uint32_t cores = 0;
   uint64_t memory_bytes = 0;
   std::string features;
+  std::string driver;  // a GPU's: the CUDA driver's version ("13.0")
   bool operator==(const DeviceId&) const = default;
 };
-// "2 cores, 24.0 GiB, features 0123456789abcdef" (what of it is known; empty when nothing is).
+// "2 cores, 24.0 GiB, features 0123456789abcdef" or "132 cores, 79.6 GiB, driver 13.0" (what of
+// it is known; empty when nothing is).
 std::string FingerprintText(const DeviceId& device);
 
 struct Record {

@@ -157,8 +157,10 @@ struct TuneSummary {
   int farm_unsent = 0;
   // Warm start (with TuneOptions::farm, when the farm had nothing of the task on this kind): the
   // nearest kind whose records the tuner started from, how many, and how far the tuner trusted
-  // them at the end (Tuner::prior_trust).
+  // them at the end (Tuner::prior_trust); `warm_target` the target they were built for where it
+  // is another than the run's (no kind had records of the task for the run's own).
   std::string warm_kind;
+  std::string warm_target;
   int warm_records = 0;
   std::optional<PriorTrust> warm_trust;
   PlanningTime planning;
