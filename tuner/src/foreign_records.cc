@@ -112,6 +112,26 @@ bool Blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+// Each non-blank line of `text` as JSON, made a record by `read`; a line that is not JSON or not
+// a record is a warning naming it ("tune.log:17: ...").
+template <typename Read>
+LogContents ReadJsonLines(std::string_view text, const std::string& source, const Read& read) {
+  LogContents out;
+  size_t n = 0;
+  for (std::string_view line : Lines(text)) {
+    ++n;
+    if (Blank(line)) continue;
+    auto j = ParseJson(line, {.max_bytes = kMaxRecordBytes});
+    Expected<Record> r = j.ok() ? read(*j) : Expected<Record>(j.status());
+    if (!r.ok()) {
+      out.warnings.push_back(source + ":" + std::to_string(n) + ": " + r.status().message());
+      continue;
+    }
+    out.records.push_back(std::move(*r));
+  }
+  return out;
+}
+
 // The mean of positive finite times; 0 when there is none.
 double MeanOf(const std::vector<double>& costs) {
   double sum = 0;
@@ -438,19 +458,8 @@ std::optional<RecordsFormat> ParseRecordsFormat(std::string_view name) {
 
 LogContents ParseAutoTvmLog(std::string_view text, const std::string& source,
                             const ForeignOptions& options) {
-  LogContents out;
-  size_t n = 0;
-  for (std::string_view line : Lines(text)) {
-    ++n;
-    if (Blank(line)) continue;
-    auto j = ParseJson(line, {.max_bytes = kMaxRecordBytes});
-    Expected<Record> r = j.ok() ? FromAutoTvmLine(*j, options) : Expected<Record>(j.status());
-    if (!r.ok()) {
-      out.warnings.push_back(source + ":" + std::to_string(n) + ": " + r.status().message());
-      continue;
-    }
-    out.records.push_back(std::move(*r));
-  }
+  LogContents out =
+      ReadJsonLines(text, source, [&](const json& j) { return FromAutoTvmLine(j, options); });
   SayGuessedKind(options, out, source, "AutoTVM logs", out.warnings);
   return out;
 }
@@ -474,20 +483,8 @@ Expected<LogContents> ParseMetaScheduleDatabase(std::string_view records,
     }
     hashes.push_back((*j)[0].is_string() ? (*j)[0].get<std::string>() : (*j)[0].dump());
   }
-  LogContents out;
-  n = 0;
-  for (std::string_view line : Lines(records)) {
-    ++n;
-    if (Blank(line)) continue;
-    auto j = ParseJson(line, {.max_bytes = kMaxRecordBytes});
-    Expected<Record> r =
-        j.ok() ? FromMetaScheduleLine(*j, hashes, options) : Expected<Record>(j.status());
-    if (!r.ok()) {
-      out.warnings.push_back(source + ":" + std::to_string(n) + ": " + r.status().message());
-      continue;
-    }
-    out.records.push_back(std::move(*r));
-  }
+  LogContents out = ReadJsonLines(
+      records, source, [&](const json& j) { return FromMetaScheduleLine(j, hashes, options); });
   SayGuessedKind(options, out, source, "MetaSchedule databases", out.warnings);
   return out;
 }
