@@ -23,20 +23,6 @@ using nlohmann::json;
 // A file of another tool's records, at most (the same bound as a Kernel Tuner cache's).
 constexpr size_t kMaxForeignBytes = kMaxCacheBytes;
 
-// "2026-12-07T03:00:00.000Z" for seconds since the epoch; empty for a time that is none.
-std::string IsoFromUnix(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0 || seconds > 253402300799.0) return "";
-  const auto whole = static_cast<std::time_t>(seconds);
-  const int ms = static_cast<int>((seconds - static_cast<double>(whole)) * 1000.0);
-  std::tm tm{};
-  gmtime_r(&whole, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, ms);
-  return out;
-}
-
 // A config index for a config another tool names by its content (a trace, a Kernel Tuner point):
 // the first 64 bits of the SHA-256 of its JSON text, the same on every machine.
 uint64_t ContentIndex(const json& config) {
@@ -285,7 +271,7 @@ Status ReadAutoTvmResult(const json& result, Record& r) {
     if (std::isfinite(all) && all >= 0) r.run_s = all;
   }
   if (result.size() > 3 && result[3].is_number()) {
-    r.timestamp = IsoFromUnix(result[3].get<double>());
+    r.timestamp = UtcTimestampAt(result[3].get<double>());
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -190,16 +191,23 @@ Expected<Record> Record::FromJson(const nlohmann::json& j) {
 }
 
 std::string UtcTimestamp() {
-  auto now = std::chrono::system_clock::now();
-  std::time_t t = std::chrono::system_clock::to_time_t(now);
-  auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  return UtcTimestampAt(static_cast<double>(ms) / 1000.0);
+}
+
+std::string UtcTimestampAt(double unix_seconds) {
+  if (!std::isfinite(unix_seconds) || unix_seconds < 0 || unix_seconds > 253402300799.0) return "";
+  const auto whole = static_cast<std::time_t>(unix_seconds);
+  const int ms = static_cast<int>(
+      std::min(999L, std::lround((unix_seconds - static_cast<double>(whole)) * 1000.0)));
   std::tm tm{};
-  gmtime_r(&t, &tm);
+  gmtime_r(&whole, &tm);
   char buf[40];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
+  char out[64];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, ms);
   return out;
 }
 

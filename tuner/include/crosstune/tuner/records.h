@@ -124,6 +124,9 @@ struct Record {
 
 // "2026-11-30T10:00:00.123Z" for now.
 std::string UtcTimestamp();
+// The same for `unix_seconds` since the epoch (to the millisecond); empty for one that is no time
+// (negative, not finite, past the year 9999).
+std::string UtcTimestampAt(double unix_seconds);
 
 class RecordWriter {
  public:
