@@ -75,7 +75,7 @@ struct GpuInfo {
   uint32_t multiprocessors = 0;
   uint32_t warp_size = 0;
   // The CUDA driver's version ("13.0"; cuDriverGetVersion), empty when not reported.
-  std::string driver;
+  std::string driver{};
   CT_WIRE_FIELDS(name, arch, memory_bytes, max_threads_per_block, max_shared_per_block,
                  max_shared_per_block_optin, max_registers_per_block, multiprocessors, warp_size,
                  driver)

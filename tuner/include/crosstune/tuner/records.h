@@ -71,8 +71,8 @@ struct DeviceId {
   // (empty for a GPU), so that two CPUs of one model name with other features tell apart.
   uint32_t cores = 0;
   uint64_t memory_bytes = 0;
-  std::string features;
-  std::string driver;  // a GPU's: the CUDA driver's version ("13.0")
+  std::string features{};
+  std::string driver{};  // a GPU's: the CUDA driver's version ("13.0")
   bool operator==(const DeviceId&) const = default;
 };
 // "2 cores, 24.0 GiB, features 0123456789abcdef" or "132 cores, 79.6 GiB, driver 13.0" (what of
