@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "crosstune/messages.h"
 #include "crosstune/module_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

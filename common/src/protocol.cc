@@ -1,8 +1,17 @@
 #include "crosstune/protocol.h"
 
 #include "crosstune/status.h"
+#include "crosstune/version.h"
 
 namespace crosstune {
+
+// 1: model opcodes; 2: kBuild (crosstune-build-worker serves builds to a tuner on another host);
+// 3: the tracker keeps the farm's tuning records (kRecordsPut, kRecordsQuery, kRecordsClaim);
+// 4: kRecordsList, and TuneProgress says a run's early stops and warm start.
+// 5: RecordsQuery::any_target and RecordsReply::target (warm start from another target's records),
+// GpuInfo::driver.
+const uint16_t kProtocolMinor = 5;
+const std::string_view kCrosstuneVersion = CROSSTUNE_VERSION_STRING;
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {

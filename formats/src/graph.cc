@@ -11,7 +11,9 @@
 #include "crosstune/json_error.h"
 #include "crosstune/json_fields.h"
 #include "crosstune/json_reader.h"
+#include "crosstune/messages.h"
 #include "crosstune/numbers.h"
+#include "crosstune/protocol.h"
 #include "crosstune/tensor.h"
 
 namespace crosstune::graph {

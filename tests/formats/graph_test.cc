@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "crosstune/messages.h"
+
 namespace crosstune::graph {
 namespace {
 

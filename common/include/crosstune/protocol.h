@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "crosstune/version.h"
+#include "crosstune/error_code.h"
 
 namespace crosstune {
 
@@ -19,13 +19,10 @@ namespace crosstune {
 inline constexpr uint32_t kProtocolMagic = 0x4e555443;
 // A different major is refused with kVersionMismatch; minors are compatible both ways.
 inline constexpr uint16_t kProtocolMajor = 1;
-// 1: model opcodes; 2: kBuild (crosstune-build-worker serves builds to a tuner on another host);
-// 3: the tracker keeps the farm's tuning records (kRecordsPut, kRecordsQuery, kRecordsClaim);
-// 4: kRecordsList, and TuneProgress says a run's early stops and warm start.
-// 5: RecordsQuery::any_target and RecordsReply::target (warm start from another target's records),
-// GpuInfo::driver.
-inline constexpr uint16_t kProtocolMinor = 5;
-inline constexpr std::string_view kCrosstuneVersion = CROSSTUNE_VERSION_STRING;
+// The minor and crosstune's version are defined in protocol.cc (the history of minors is there):
+// a bump recompiles that file, not every file that reads this header.
+extern const uint16_t kProtocolMinor;
+extern const std::string_view kCrosstuneVersion;
 
 enum class Opcode : uint16_t {
   // Replies.
@@ -83,29 +80,6 @@ enum class Opcode : uint16_t {
   kBuild = 80,  // header, then `request_bytes` raw bytes; reply header, then `result_bytes`
 };
 
-// Small on purpose: callers decide retries from the code, humans read the message.
-enum class ErrorCode : uint8_t {
-  kOk = 0,
-  kDisconnected = 1,  // peer went away; retry on another device is safe
-  kTimeout = 2,       // a deadline passed (network wait, call, session)
-  kNotFound = 3,
-  kInvalidArgument = 4,
-  kRemoteCrash = 5,  // uploaded code died by a signal
-  kWrongArch = 6,    // module or package built for another architecture / missing cpu feature
-  kUnauthorized = 7,
-  kBusy = 8,
-  kVersionMismatch = 9,  // protocol major, ABI or package format version
-  kProtocolError = 10,   // malformed frame, bad magic, unknown opcode
-  kLimitExceeded = 11,   // frame, upload, tensor or workspace limit
-  kIoError = 12,
-  kBadHash = 13,
-  kKernelError = 14,  // the kernel returned non-zero
-  kBuildError = 15,
-  kNoDevice = 16,  // no device can ever match a request / no GPU or driver present
-  kInternal = 17,
-};
-
-std::string_view ErrorCodeName(ErrorCode code);
 std::string_view OpcodeName(Opcode op);
 bool IsKnownOpcode(uint16_t op);
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <variant>
 
-#include "crosstune/protocol.h"
+#include "crosstune/error_code.h"
 
 namespace crosstune {
 

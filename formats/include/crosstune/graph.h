@@ -73,7 +73,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crosstune/messages.h"
+#include "crosstune/messages_fwd.h"
 #include "crosstune/params.h"
 #include "crosstune/status.h"
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crosstune/messages.h"
+#include "crosstune/messages_fwd.h"
 #include "crosstune/package.h"
 #include "crosstune/status.h"
 

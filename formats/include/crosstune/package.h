@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "crosstune/messages.h"
+#include "crosstune/messages_fwd.h"
 #include "crosstune/status.h"
 
 namespace crosstune::pkg {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "crosstune/builder/target.h"
-#include "crosstune/messages.h"
+#include "crosstune/messages_fwd.h"
 #include "crosstune/tuner/task.h"
 
 namespace crosstune::tuner {

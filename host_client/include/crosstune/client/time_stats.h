@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "crosstune/messages.h"
+#include "crosstune/messages_fwd.h"
 
 namespace crosstune::client {
 

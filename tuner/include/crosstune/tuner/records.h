@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "crosstune/builder/target.h"
-#include "crosstune/messages.h"
+#include "crosstune/messages_fwd.h"
 #include "crosstune/status.h"
 
 namespace crosstune::tuner {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "crosstune/builder/target.h"
-#include "crosstune/messages.h"
+#include "crosstune/messages_fwd.h"
 #include "crosstune/status.h"
 #include "crosstune/tuner/records.h"
 #include "crosstune/tuner/space.h"
