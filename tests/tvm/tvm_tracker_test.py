@@ -53,6 +53,10 @@ import tvm  # noqa: E402
 from tvm import rpc  # noqa: E402
 from tvm.rpc import base  # noqa: E402
 from tvm.rpc.base import TrackerCode  # noqa: E402
+from tvm_fork_server import ForkedProcess, ForkServer  # noqa: E402
+
+# Started in main(), before any test: the Python programs the tests run are forks of it.
+FORKS = None
 
 
 def eventually(cond, timeout=40.0, what="condition"):
@@ -68,13 +72,18 @@ def eventually(cond, timeout=40.0, what="condition"):
 
 
 class Proc:
-    """A child process in its own process group, its stdout lines collected by a thread."""
+    """A child process in its own process group, its stdout lines collected by a thread. A Python
+    program (argv starting with this interpreter) is a fork of the fork server, with TVM
+    imported already (tvm_fork_server.py)."""
 
     def __init__(self, argv, log_path):
         self.log = open(log_path, "ab")
-        self.p = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True, text=True
-        )
+        if FORKS and argv[0] == sys.executable:
+            self.p = ForkedProcess(FORKS, argv[1:], self.log)
+        else:
+            self.p = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True, text=True
+            )
         self.lines = queue.Queue()
         self.all = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -589,6 +598,8 @@ def main():
     if not BINS["tracker"]:
         print("usage: tvm_tracker_test.py --tracker-bin PATH [...]", file=sys.stderr)
         return 2
+    global FORKS  # pylint: disable=global-statement
+    FORKS = ForkServer()
     prog = unittest.main(argv=[sys.argv[0], "-v", *args], exit=False)
     return 0 if prog.result.wasSuccessful() else 1
 
