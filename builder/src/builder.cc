@@ -88,24 +88,6 @@ void WarnIfUnconfined() {
 
 }  // namespace
 
-std::string InstalledBuildWorkerPath(const std::string& program) {
-  namespace fs = std::filesystem;
-  // Relative to the program's folder first: an install tree finds its own worker wherever it was
-  // installed or moved (a .deb puts it under /usr, whatever prefix this tree was configured with).
-  std::vector<std::string> candidates;
-  if (!program.empty()) {
-    candidates.push_back((fs::path(program).parent_path() / CROSSTUNE_BUILD_WORKER_FROM_BINDIR)
-                             .lexically_normal()
-                             .string());
-  }
-  candidates.emplace_back(CROSSTUNE_BUILD_WORKER_INSTALL_PATH);
-  for (const std::string& path : candidates) {
-    std::error_code ec;
-    if (fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0) return path;
-  }
-  return "";
-}
-
 std::string BuildWorkerPath() {
   if (const char* env = ::getenv("CROSSTUNE_BUILD_WORKER"); env != nullptr && *env) return env;
   std::error_code ec;
