@@ -35,6 +35,10 @@ cd "$(dirname "$0")/.."
 # -fmacro-prefix-map). On the AMD EPYC VM (Zen 3, AVX2; speed probe 8.1 s), 2026-12-07, a fresh
 # clone elsewhere with such a cache: build 107 s, asan build 351, tsan build 179; ctest 908,
 # fuzz 34, asan ctest 608, tsan ctest 191; total 2,412 s (c13ed4d, the test files still missing).
+# Later, on the same kind of VM with a faster probe (5.6-5.8 s), 2026-12-07, a fresh clone with
+# the cache holding its objects: ctest 634 s, fuzz 31, asan ctest 348, tsan ctest 136; total
+# 1,265 s (03ec442: the TVM tests' programs forked with TVM imported, ONNX's node tests as two
+# tests, not 930). Before the node tests were grouped, asan ctest took 434 s (fc2d331).
 # The test phases: the slower cold run's figures (asan ctest 353 s, tsan ctest 135 s), rounded up;
 # ctest's 720 s holds ONNX's conformance tests and the DenseNet-121 compile added since (51 s
 # and 42 s in the cold newcomer run of 2026-12-06 on the Intel Xeon VM, whose ctest took
