@@ -86,13 +86,17 @@ TEST(CudaTemplatesTest, MatmulConv2dAndDenseMakeCudaTasks) {
   EXPECT_DOUBLE_EQ(dense->flops(), 2.0 * 2048 * 1000);
   EXPECT_EQ(dense->space().FindKnob("vec_a")->size(), 2u) << "float4 loads along IN";
 
-  // Threads are a CPU task's; depthwise_conv2d has no CUDA form yet.
+  // Threads are a CPU task's; depthwise_conv2d and conv2d_int8 have no CUDA form yet.
   auto threaded = MakeTask("matmul", {64, 64, 64}, Cuda("sm_90"), TaskOptions{4});
   ASSERT_FALSE(threaded.ok());
   EXPECT_NE(threaded.status().message().find("CUDA"), std::string::npos);
   auto depthwise = MakeTask("depthwise_conv2d", {1, 8, 8, 8, 3, 3, 1, 1}, Cuda("sm_90"));
   ASSERT_FALSE(depthwise.ok());
   EXPECT_NE(depthwise.status().message().find("CPU"), std::string::npos);
+  auto int8 = MakeTask("conv2d_int8", {1, 8, 8, 8, 16, 3, 3, 1, 1}, Cuda("sm_90"));
+  ASSERT_FALSE(int8.ok());
+  EXPECT_NE(int8.status().message().find("conv2d_int8 template is for CPU targets"),
+            std::string::npos);
 }
 
 TEST(CudaTemplatesTest, SpacesHoldOnlyBlocksTheArchitectureCanRun) {

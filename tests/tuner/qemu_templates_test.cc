@@ -1,4 +1,5 @@
-// The conv2d, depthwise_conv2d and dense templates' NEON (riscv64: generic vector) code on the
+// The conv2d, depthwise_conv2d, dense and conv2d_int8 templates' NEON (aarch64's int8 products:
+// sdot where the board has the dot product; riscv64: generic vector) code on the
 // emulated boards: crosstune-server cross-built for aarch64 / armhf / riscv64 under qemu-user, the
 // target asked from the board (auto), configs (the default, the extremes of each knob, random
 // samples) built in-process for it and checked against the reference there. Skips with a message
@@ -39,6 +40,8 @@ TEST_P(QemuTemplatesTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
            {"depthwise_conv2d", {1, 5, 11, 13, 3, 3, 1, 1}},
            {"depthwise_conv2d", {1, 4, 12, 9, 3, 3, 2, 1}},
            {"dense", {3, 301, 29}},
+           {"conv2d_int8", {1, 7, 9, 10, 11, 3, 3, 1, 1, 17, 3, 1}},
+           {"conv2d_int8", {1, 16, 7, 7, 20, 1, 1, 2, 0, 0, 128, 0}},
        }) {
     auto task = MakeTask(c.name, c.shape, *target);
     ASSERT_TRUE(task.ok()) << task.status().ToString();

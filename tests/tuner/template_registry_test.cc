@@ -78,7 +78,8 @@ TEST(TemplateRegistryTest, EveryCpuKernelHasTheEntryItsArgsSay) {
       {"conv2d", {1, 8, 9, 9, 16, 3, 3, 1, 1, 1}},
       {"conv2d", {1, 8, 9, 9, 16, 1, 1, 1, 0}},
       {"depthwise_conv2d", {1, 8, 9, 9, 3, 3, 2, 1}},
-      {"dense", {2, 37, 13}}};
+      {"dense", {2, 37, 13}},
+      {"conv2d_int8", {1, 6, 9, 9, 16, 3, 3, 1, 1, 3, 4, 0}}};
   for (const auto& [name, shape] : tasks) {
     auto task = MakeTask(name, shape, Host());
     ASSERT_TRUE(task.ok()) << name << ": " << task.status().ToString();
@@ -88,19 +89,28 @@ TEST(TemplateRegistryTest, EveryCpuKernelHasTheEntryItsArgsSay) {
     SCOPED_TRACE(name);
     EXPECT_EQ(Count(source, "static int32_t " + fn + "(const ct_arg* args, int32_t num_args)"), 1u);
     EXPECT_EQ(Count(source, "if (num_args != " + std::to_string(args.size()) + ")"), 1u);
-    EXPECT_EQ(Count(source, "check_tensor(&args["), args.size());
+    // Float32 kernels check with the prelude's check_tensor; one with other types with
+    // check_typed_tensor, each tensor against its own type.
+    const bool typed = name == "conv2d_int8";
+    EXPECT_EQ(Count(source, "check_tensor(&args["), typed ? 0u : args.size());
+    EXPECT_EQ(Count(source, "check_typed_tensor(&args["), typed ? args.size() : 0u);
+    EXPECT_EQ(Count(source, "static int check_typed_tensor("), typed ? 1u : 0u);
     for (const auto& a : args) {
       std::string dims;
       for (int64_t d : a.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      EXPECT_EQ(Count(source, a.name + " must be a compact float32 tensor of shape [" + dims + "]"),
-                1u)
+      const std::string type = a.dtype.code == kDLUInt  ? "uint8"
+                               : a.dtype.code == kDLInt ? (a.dtype.bits == 8 ? "int8" : "int32")
+                                                        : "float32";
+      EXPECT_EQ(
+          Count(source, a.name + " must be a compact " + type + " tensor of shape [" + dims + "]"),
+          1u)
           << a.name;
     }
     EXPECT_EQ(Count(source, "{\"" + fn + "\", " + fn + ", SIGNATURE}"), 1u);
     EXPECT_EQ(Count(source, "#define SIGNATURE \"" + std::string(args.size(), 't') + "\""), 1u);
     // With working memory: one more tensor when the caller gives it (CT_SCRATCH_ARG).
     const bool scratch = (*task)->ScratchBytes((*task)->DefaultConfig()) > 0;
-    EXPECT_EQ(name == "conv2d" || name == "depthwise_conv2d", scratch);
+    EXPECT_EQ(name == "conv2d" || name == "depthwise_conv2d" || name == "conv2d_int8", scratch);
     EXPECT_EQ(Count(source, "#define SIGNATURE \"" + std::string(args.size() + 1, 't') + "\""),
               scratch ? 1u : 0u);
     EXPECT_EQ(Count(source, "if (num_args != " + std::to_string(args.size()) + " + 1)"),

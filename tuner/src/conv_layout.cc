@@ -61,4 +61,32 @@ std::vector<float> UnpackWeight(const std::vector<float>& packed, int64_t k, int
   return out;
 }
 
+std::vector<int64_t> Int8WeightShape(const std::vector<int64_t>& kcrs, int64_t l) {
+  return {PaddedChannels(kcrs[0], l) / l, kcrs[2], kcrs[3], PaddedChannels(kcrs[1], 4) / 4, l, 4};
+}
+
+std::vector<int8_t> PackInt8Weight(const std::vector<int8_t>& kcrs, int64_t k, int64_t c, int64_t r,
+                                   int64_t s, int64_t l) {
+  const int64_t c4 = PaddedChannels(c, 4) / 4;
+  std::vector<int8_t> out(static_cast<size_t>(PaddedChannels(k, l) * r * s * c4 * 4), 0);
+  for (int64_t o = 0; o < k; ++o)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t y = 0; y < r; ++y)
+        for (int64_t x = 0; x < s; ++x)
+          out[Int8WeightIndex(o, i, y, x, r, s, c4, l)] = kcrs[((o * c + i) * r + y) * s + x];
+  return out;
+}
+
+std::vector<int8_t> UnpackInt8Weight(const std::vector<int8_t>& packed, int64_t k, int64_t c,
+                                     int64_t r, int64_t s, int64_t l) {
+  const int64_t c4 = PaddedChannels(c, 4) / 4;
+  std::vector<int8_t> out(static_cast<size_t>(k * c * r * s));
+  for (int64_t o = 0; o < k; ++o)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t y = 0; y < r; ++y)
+        for (int64_t x = 0; x < s; ++x)
+          out[((o * c + i) * r + y) * s + x] = packed[Int8WeightIndex(o, i, y, x, r, s, c4, l)];
+  return out;
+}
+
 }  // namespace crosstune::tuner

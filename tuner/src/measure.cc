@@ -198,8 +198,8 @@ Status DeviceRunner::PrepareTensors() {
     CT_ASSIGN_OR_RETURN(client::RemoteTensor t,
                         session_->AllocTensor(specs[a].shape, specs[a].dtype, where));
     if (!specs[a].output) {
-      CT_RETURN_IF_ERROR(
-          t.CopyFrom(reference_->inputs[a].data(), reference_->inputs[a].size() * 4));
+      const std::vector<uint8_t> bytes = ArgBytes(specs[a], reference_->inputs[a]);
+      CT_RETURN_IF_ERROR(t.CopyFrom(bytes.data(), bytes.size()));
     }
     tensors_.push_back(t);
   }
@@ -276,11 +276,12 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate, double stop_ab
   const auto specs = task_.args();
 
   if (options_.check) {
-    // NaN in every output element: one the kernel leaves unwritten cannot pass for a right one.
+    // NaN in every float output element: one the kernel leaves unwritten cannot pass for a right
+    // one (an integer output's filler passes only where the reference holds that value).
     for (size_t a = 0; a < specs.size(); ++a) {
       if (!specs[a].output) continue;
-      std::vector<float> nan(specs[a].elements(), std::numeric_limits<float>::quiet_NaN());
-      if (Status s = tensors_[a].CopyFrom(nan.data(), nan.size() * 4); !s.ok()) {
+      const std::vector<uint8_t> unwritten = UnwrittenBytes(specs[a]);
+      if (Status s = tensors_[a].CopyFrom(unwritten.data(), unwritten.size()); !s.ok()) {
         return fail(TrialError::kDeviceLost, s, "reset output");
       }
     }
@@ -290,10 +291,11 @@ Measurement DeviceRunner::MeasureOnce(const Candidate& candidate, double stop_ab
     HostArgs got(specs.size());
     for (size_t a = 0; a < specs.size(); ++a) {
       if (!specs[a].output) continue;
-      got[a].resize(specs[a].elements());
-      if (Status s = tensors_[a].CopyTo(got[a].data(), got[a].size() * 4); !s.ok()) {
+      std::vector<uint8_t> bytes(specs[a].elements() * (specs[a].dtype.bits / 8));
+      if (Status s = tensors_[a].CopyTo(bytes.data(), bytes.size()); !s.ok()) {
         return fail(TrialError::kDeviceLost, s, "copy out");
       }
+      got[a] = ArgValues(specs[a], bytes);
     }
     if (Status s = CompareOutputs(task_, got, reference_->expected); !s.ok()) {
       m.error = TrialError::kWrongAnswer;

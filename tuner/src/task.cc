@@ -1,8 +1,12 @@
 #include "crosstune/tuner/task.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <random>
+#include <type_traits>
 
 #include "crosstune/crypto.h"
 
@@ -52,12 +56,81 @@ HostArgs MakeInputs(const Task& task, uint64_t seed) {
   for (const auto& spec : task.args()) {
     std::vector<float> data(spec.elements(), 0.0f);
     if (!spec.output) {
-      for (float& x : data) x = dist(rng);
+      if (spec.dtype.code == kDLFloat) {
+        for (float& x : data) x = dist(rng);
+      } else {
+        const bool is_signed = spec.dtype.code == kDLInt;
+        const int64_t lo = spec.dtype.bits == 8 ? (is_signed ? -128 : 0) : -(int64_t{1} << 16);
+        const int64_t hi = spec.dtype.bits == 8 ? (is_signed ? 127 : 255) : int64_t{1} << 16;
+        std::uniform_int_distribution<int64_t> ints(lo, hi);
+        for (float& x : data) x = static_cast<float>(ints(rng));
+      }
     }
     args.push_back(std::move(data));
   }
   task.ZeroPadding(args);
   return args;
+}
+
+namespace {
+
+template <typename T>
+void Store(const std::vector<float>& values, std::vector<uint8_t>& out) {
+  out.resize(values.size() * sizeof(T));
+  for (size_t i = 0; i < values.size(); ++i) {
+    T v;
+    if constexpr (std::is_floating_point_v<T>) {
+      v = values[i];
+    } else {
+      const double lo = static_cast<double>(std::numeric_limits<T>::min());
+      const double hi = static_cast<double>(std::numeric_limits<T>::max());
+      v = static_cast<T>(std::clamp(std::nearbyint(static_cast<double>(values[i])), lo, hi));
+    }
+    std::memcpy(out.data() + i * sizeof(T), &v, sizeof(T));
+  }
+}
+
+template <typename T>
+std::vector<float> Load(const std::vector<uint8_t>& bytes, uint64_t n) {
+  std::vector<float> out(n);
+  for (uint64_t i = 0; i < n && (i + 1) * sizeof(T) <= bytes.size(); ++i) {
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    out[i] = static_cast<float>(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> ArgBytes(const ArgSpec& spec, const std::vector<float>& values) {
+  std::vector<uint8_t> out;
+  const DLDataType t = spec.dtype;
+  if (t.code == kDLInt && t.bits == 8) {
+    Store<int8_t>(values, out);
+  } else if (t.code == kDLUInt && t.bits == 8) {
+    Store<uint8_t>(values, out);
+  } else if (t.code == kDLInt && t.bits == 32) {
+    Store<int32_t>(values, out);
+  } else {
+    Store<float>(values, out);
+  }
+  return out;
+}
+
+std::vector<float> ArgValues(const ArgSpec& spec, const std::vector<uint8_t>& bytes) {
+  const DLDataType t = spec.dtype;
+  if (t.code == kDLInt && t.bits == 8) return Load<int8_t>(bytes, spec.elements());
+  if (t.code == kDLUInt && t.bits == 8) return Load<uint8_t>(bytes, spec.elements());
+  if (t.code == kDLInt && t.bits == 32) return Load<int32_t>(bytes, spec.elements());
+  return Load<float>(bytes, spec.elements());
+}
+
+std::vector<uint8_t> UnwrittenBytes(const ArgSpec& spec) {
+  if (spec.dtype.code == kDLFloat) {
+    return ArgBytes(spec, std::vector<float>(spec.elements(), std::nanf("")));
+  }
+  return std::vector<uint8_t>(spec.elements() * (spec.dtype.bits / 8), 0x5A);
 }
 
 Status CompareOutputs(const Task& task, const HostArgs& got, const HostArgs& want) {

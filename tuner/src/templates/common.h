@@ -74,6 +74,31 @@ inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 // of the sizes can overflow, and before a host buffer for them is allocated).
 constexpr double kMaxTensorElements = 4294967296.0;  // 2^32
 
+// The sizes conv2d's and conv2d_int8's shapes begin with, N,C,H,W,K,R,S,stride,pad, with up to
+// three flags after them (9 to 12 values): sizes and stride from 1 to 65536, pad from 0 to 65536,
+// the filter within the padded input; kInvalidArgument starting with the template's `usage`.
+inline Status CheckConvSizes(const std::string& usage, const std::vector<int64_t>& shape) {
+  if (shape.size() < 9 || shape.size() > 12) {
+    return Status(ErrorCode::kInvalidArgument,
+                  usage + " (9 to 12 values, got " + std::to_string(shape.size()) + ")");
+  }
+  const int64_t limit = int64_t{1} << 16;
+  for (size_t i = 0; i < 8; ++i) {
+    if (shape[i] < 1 || shape[i] > limit) {
+      return Status(ErrorCode::kInvalidArgument, usage + ": sizes and stride from 1 to 65536");
+    }
+  }
+  const int64_t pad = shape[8];
+  if (pad < 0 || pad > limit) {
+    return Status(ErrorCode::kInvalidArgument, usage + ": pad from 0 to 65536");
+  }
+  if (shape[5] > shape[2] + 2 * pad || shape[6] > shape[3] + 2 * pad) {
+    return Status(ErrorCode::kInvalidArgument,
+                  usage + ": the filter (R,S) is larger than the padded input");
+  }
+  return Status::Ok();
+}
+
 // Refuses running a task with more threads than the device has cores (what the tuner measures
 // would not be what a user gets).
 inline Status CheckThreads(int threads, const msg::DeviceInfo& device) {
@@ -109,7 +134,8 @@ inline std::string KernelHeader() {
 //   vf / vfu / vi     aligned and unaligned float vectors, an int vector of the same lanes
 //   MIN, MAX_TASKS    (THREADS, or CT_TASKS when larger: it bounds the tasks, and per-task
 //                     scratch has MAX_TASKS slices, a task indexing its own)
-//   g_error, last_error, set by check_tensor(arg, ndim, shape, what) on a bad tensor
+//   g_error, last_error, set by check_tensor(arg, ndim, shape, what) on a bad tensor (a float32
+//                     one; KernelEntry adds check_typed_tensor for kernels with other types)
 //   relu(v)
 //   transpose(t)      t[i][j] <- t[j][i] for a VW x VW block held in VW vectors
 //   hsum(v)           the sum of v's lanes
@@ -256,6 +282,19 @@ inline int64_t ScratchBytes(const std::vector<ScratchBuffer>& buffers, int threa
   return bytes;
 }
 
+// The C element type of an argument of `dtype` (float, int8_t, uint8_t, int32_t) and its name in
+// the kernel's errors (float32, int8, uint8, int32).
+inline std::string CType(DLDataType dtype) {
+  if (dtype.code == kDLInt) return dtype.bits == 8 ? "int8_t" : "int32_t";
+  if (dtype.code == kDLUInt) return "uint8_t";
+  return "float";
+}
+inline std::string DTypeText(DLDataType dtype) {
+  if (dtype.code == kDLInt) return dtype.bits == 8 ? "int8" : "int32";
+  if (dtype.code == kDLUInt) return "uint8";
+  return "float32";
+}
+
 // Generated C after KernelPrelude(): `typedef struct {...} kernel_args;` with one pointer per
 // tensor of `args`, named as the argument (const for inputs), which the kernel's bodies read
 // through the closure they are given. With `scratch`, first `kernel_scratch`, a struct of those
@@ -281,7 +320,7 @@ inline std::string KernelArgsStruct(const std::vector<ArgSpec>& args,
   }
   o += "\ntypedef struct {\n";
   for (const ArgSpec& a : args)
-    o += std::string(a.output ? "  float* " : "  const float* ") + a.name + ";\n";
+    o += std::string(a.output ? "  " : "  const ") + CType(a.dtype) + "* " + a.name + ";\n";
   if (!scratch.empty()) o += "  kernel_scratch* scratch;\n";
   return o + "} kernel_args;\n";
 }
@@ -294,7 +333,7 @@ struct KernelPhase {
 };
 
 // Generated C after the kernel's bodies: the exported function `name`, which checks the argument
-// count and that every argument is a compact float32 tensor of its ArgSpec's shape (a named
+// count and that every argument is a compact tensor of its ArgSpec's shape and dtype (a named
 // error otherwise), binds them into a kernel_args, and runs `phases` in order, stopping at the
 // first that fails; with no phases it calls the kernel's own `static int32_t run(kernel_args*)`.
 // With `scratch_bytes` (KernelArgsStruct's kernel_scratch, of ScratchBytes()) it binds a.scratch
@@ -311,6 +350,33 @@ inline std::string KernelEntry(const std::string& name, const std::vector<ArgSpe
     signature += "t";
   }
   const std::string count = std::to_string(args.size());
+  const bool typed = std::any_of(args.begin(), args.end(), [](const ArgSpec& a) {
+    return a.dtype.code != kDLFloat || a.dtype.bits != 32;
+  });
+  if (typed) {
+    // check_tensor with the element type as DLPack's code and bits (only kernels that take other
+    // types than float32 have it, so the float32 templates' code stays as it was).
+    o << R"C(
+static int check_typed_tensor(const ct_arg* arg, int ndim, const long* shape, int code, int bits,
+                              const char* what) {
+  if (arg->kind != CT_ARG_TENSOR) { g_error = what; return 1; }
+  const DLTensor* t = arg->value.v_tensor;
+  if (t->ndim != ndim || t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1) {
+    g_error = what;
+    return 1;
+  }
+  long stride = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (t->shape[d] != shape[d] || (t->strides && t->shape[d] > 1 && t->strides[d] != stride)) {
+      g_error = what;
+      return 1;
+    }
+    stride *= shape[d];
+  }
+  return 0;
+}
+)C";
+  }
   o << "\nstatic int32_t " << name << "(const ct_arg* args, int32_t num_args) {\n";
   if (scratch) {
     o << "#if defined(CT_SCRATCH_ARG)\n"
@@ -337,13 +403,22 @@ inline std::string KernelEntry(const std::string& name, const std::vector<ArgSpe
     for (int64_t d : args[i].shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
     o << "  static const long shape" << i << "[" << std::max<size_t>(1, args[i].shape.size())
       << "] = {" << (dims.empty() ? "1" : dims) << "};\n"
-      << "  if (check_tensor(&args[" << i << "], " << args[i].shape.size() << ", shape" << i
-      << ", \"" << args[i].name << " must be a compact float32 tensor of shape [" << dims
-      << "]\")) return 1;\n";
+      << "  if (";
+    if (typed) {
+      o << "check_typed_tensor(&args[" << i << "], " << args[i].shape.size() << ", shape" << i
+        << ", " << static_cast<int>(args[i].dtype.code) << ", "
+        << static_cast<int>(args[i].dtype.bits);
+    } else {
+      o << "check_tensor(&args[" << i << "], " << args[i].shape.size() << ", shape" << i;
+    }
+    o << ", \"" << args[i].name << " must be a compact " << DTypeText(args[i].dtype)
+      << " tensor of shape [" << dims << "]\")) return 1;\n";
   }
   o << "  kernel_args a;\n";
   for (size_t i = 0; i < args.size(); ++i) {
-    o << "  a." << args[i].name << " = tensor_data(&args[" << i << "]);\n";
+    o << "  a." << args[i].name << " = ";
+    if (args[i].dtype.code != kDLFloat) o << "(" << CType(args[i].dtype) << "*)";
+    o << "tensor_data(&args[" << i << "]);\n";
   }
   if (scratch) {
     o << "#if defined(CT_SCRATCH_ARG)\n"

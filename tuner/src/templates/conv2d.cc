@@ -89,20 +89,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
                                               const builder::Target& target,
                                               const TaskOptions& options) {
     const std::string usage = templates::ShapeUsage("conv2d");
-    if (shape.size() < 9 || shape.size() > 12) {
-      return Status(ErrorCode::kInvalidArgument,
-                    usage + " (9 to 12 values, got " + std::to_string(shape.size()) + ")");
-    }
-    const int64_t limit = int64_t{1} << 16;
-    for (size_t i = 0; i < 8; ++i) {
-      if (shape[i] < 1 || shape[i] > limit) {
-        return Status(ErrorCode::kInvalidArgument, usage + ": sizes and stride from 1 to 65536");
-      }
-    }
-    const int64_t pad = shape[8];
-    if (pad < 0 || pad > limit) {
-      return Status(ErrorCode::kInvalidArgument, usage + ": pad from 0 to 65536");
-    }
+    CT_RETURN_IF_ERROR(templates::CheckConvSizes(usage, shape));
     if (shape.size() > 9 && shape[9] != 0 && shape[9] != 1) {
       return Status(ErrorCode::kInvalidArgument, usage + ": residual is 0 or 1");
     }
@@ -113,10 +100,6 @@ class Conv2dTask final : public Task, private Conv2dShape {
     if (shape.size() > 11 && (shape[11] < 0 || shape[11] > 2)) {
       return Status(ErrorCode::kInvalidArgument,
                     usage + ": layout is 0 (NCHW), 1 (blocked) or 2 (NCHW data, blocked out)");
-    }
-    if (shape[5] > shape[2] + 2 * pad || shape[6] > shape[3] + 2 * pad) {
-      return Status(ErrorCode::kInvalidArgument,
-                    usage + ": the filter (R,S) is larger than the padded input");
     }
     if (target.is_cuda()) {
       if (shape.size() > 11 && shape[11] != 0) {

@@ -26,6 +26,12 @@ constexpr Entry kTemplates[] = {
      templates::MakeDepthwiseConv2dTask},
     {"dense", "B,IN,OUT", "out = data·weightᵀ + bias, fp32, weight [OUT, IN] (CPU; CUDA)",
      templates::MakeDenseTask},
+    {"conv2d_int8", "N,C,H,W,K,R,S,stride,pad[,in_zero[,out_zero[,relu]]]",
+     "out = saturate(rint((bias + conv(data, weight)) * scale) + out_zero), clamped below at "
+     "out_zero with relu 1 (the default): uint8 NHWC data (padding reads in_zero) and out, int8 "
+     "weight packed [K/L, R, S, C/4, L, 4] (L: the target's int32 lanes, zero past K and C), int32 "
+     "bias and float32 scale per output channel, K rounded up to L (CPU)",
+     templates::MakeConv2dInt8Task},
 };
 
 }  // namespace

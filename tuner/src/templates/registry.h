@@ -27,6 +27,9 @@ Expected<std::unique_ptr<Task>> MakeConv2dTask(const std::vector<int64_t>& shape
 Expected<std::unique_ptr<Task>> MakeDepthwiseConv2dTask(const std::vector<int64_t>& shape,
                                                         const builder::Target& target,
                                                         const TaskOptions& options);
+Expected<std::unique_ptr<Task>> MakeConv2dInt8Task(const std::vector<int64_t>& shape,
+                                                   const builder::Target& target,
+                                                   const TaskOptions& options);
 Expected<std::unique_ptr<Task>> MakeDenseTask(const std::vector<int64_t>& shape,
                                               const builder::Target& target,
                                               const TaskOptions& options);

@@ -10,6 +10,10 @@
 //
 // cb is the target's vector width in floats (BlockedChannels): one vector a pixel and block.
 //
+//   int8 weight      conv2d_int8's: KCRS int8 [K, C, R, S] as [ceil(K/l), R, S, ceil(C/4), l, 4]:
+//                    l output channels (the target's int32 lanes, BlockedChannels) times 4 input
+//                    channels, zero past K and C
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -47,5 +51,18 @@ std::vector<float> PackWeight(const std::vector<float>& kcrs, int64_t k, int64_t
                               int64_t s, int64_t cb);
 std::vector<float> UnpackWeight(const std::vector<float>& packed, int64_t k, int64_t c, int64_t r,
                                 int64_t s, int64_t cb);
+
+// The int8 weight's shape, and where KCRS element (k, c, r, s) of a [K, C, R, S] weight lands in
+// it.
+std::vector<int64_t> Int8WeightShape(const std::vector<int64_t>& kcrs, int64_t l);
+inline int64_t Int8WeightIndex(int64_t k, int64_t c, int64_t r, int64_t s, int64_t rn, int64_t sn,
+                               int64_t c4, int64_t l) {
+  return ((((k / l) * rn + r) * sn + s) * c4 + c / 4) * l * 4 + (k % l) * 4 + c % 4;
+}
+// KCRS to the int8 weight; and back.
+std::vector<int8_t> PackInt8Weight(const std::vector<int8_t>& kcrs, int64_t k, int64_t c, int64_t r,
+                                   int64_t s, int64_t l);
+std::vector<int8_t> UnpackInt8Weight(const std::vector<int8_t>& packed, int64_t k, int64_t c,
+                                     int64_t r, int64_t s, int64_t l);
 
 }  // namespace crosstune::tuner

@@ -41,7 +41,10 @@ struct ArgSpec {
   }
 };
 
-// Host copies of a call's arguments (fp32 for now), in ArgSpec order.
+// Host copies of a call's arguments, in ArgSpec order, each element's value as a float whatever
+// the argument's dtype: int8, uint8 and int32 arguments hold whole numbers in their type's range
+// (int32 ones within +-2^24, where a float is exact). ArgBytes and ArgValues convert to and from
+// the tensor's bytes.
 using HostArgs = std::vector<std::vector<float>>;
 
 class Task {
@@ -137,8 +140,17 @@ Expected<std::unique_ptr<Task>> MakeTask(const std::string& name, const std::vec
 // ("C[3,17] = 1.5, reference 2.25 (18 of 262144 elements differ)").
 Status CompareOutputs(const Task& task, const HostArgs& got, const HostArgs& want);
 
-// Random inputs (uniform in [-1, 1), fixed by `seed`; zero where Task::ZeroPadding says),
-// outputs zeroed.
+// Random inputs (fixed by `seed`; zero where Task::ZeroPadding says), outputs zeroed: float32
+// arguments uniform in [-1, 1), int8 and uint8 ones over their type's whole range, int32 ones in
+// [-2^16, 2^16].
 HostArgs MakeInputs(const Task& task, uint64_t seed);
+
+// The bytes of a tensor of `spec`'s dtype holding `values` (float32, int8, uint8 or int32; a value
+// outside an integer type's range saturates), and back: `bytes` holds spec.elements() elements.
+std::vector<uint8_t> ArgBytes(const ArgSpec& spec, const std::vector<float>& values);
+std::vector<float> ArgValues(const ArgSpec& spec, const std::vector<uint8_t>& bytes);
+// What an output is filled with before a checked call, as bytes: NaN for float32 (no answer
+// matches it), 0x5A in every byte for the integer types (only a reference of that value does).
+std::vector<uint8_t> UnwrittenBytes(const ArgSpec& spec);
 
 }  // namespace crosstune::tuner
