@@ -1,4 +1,6 @@
 // crosstune-bench-kernels: tuned templates against the vendor libraries, side by side in one run.
+// Matmul against OpenBLAS; ResNet-50's convolutions against oneDNN, in fp32 (conv2d, the blocked
+// layout the model compiler runs) and in int8 (conv2d_int8 against oneDNN's u8 x s8 conv).
 //
 // For matmul (default 1024^3 fp32) at 1 and 2 threads: the task is tuned on this machine's
 // crosstune-server (serially: build, then measure, so compiling never shares the CPUs with a
@@ -189,23 +191,30 @@ ct_arg TensorArg(DLTensor* t) {
   return a;
 }
 
-// A task's arguments as DLTensors over host buffers (fp32), for in-process calls.
+// A task's arguments as DLTensors over host buffers, for in-process calls: float32 ones over
+// `data` itself, the others over their bytes (Bytes(i); `data` keeps their inputs' values).
 struct TaskArgs {
   tuner::HostArgs data;
+  std::vector<std::vector<uint8_t>> bytes;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<DLTensor> tensors;
   std::vector<ct_arg> args;
-  TaskArgs(const tuner::Task& task, uint64_t seed) : data(tuner::MakeInputs(task, seed)) {
+  TaskArgs(const tuner::Task& task, uint64_t seed)
+      : TaskArgs(task, tuner::MakeInputs(task, seed)) {}
+  TaskArgs(const tuner::Task& task, tuner::HostArgs values) : data(std::move(values)) {
     const auto specs = task.args();
     shapes.reserve(specs.size());
     tensors.resize(specs.size());
+    bytes.resize(specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
       shapes.push_back(specs[i].shape);
       DLTensor& t = tensors[i];
-      t.data = data[i].data();
+      const bool is_float = specs[i].dtype.code == kDLFloat;
+      if (!is_float) bytes[i] = tuner::ArgBytes(specs[i], data[i]);
+      t.data = is_float ? static_cast<void*>(data[i].data()) : bytes[i].data();
       t.device = {kDLCPU, 0};
       t.ndim = static_cast<int32_t>(shapes[i].size());
-      t.dtype = {kDLFloat, 32, 1};
+      t.dtype = specs[i].dtype;
       t.shape = shapes[i].data();
       args.push_back(TensorArg(&t));
     }
@@ -313,6 +322,70 @@ class OneDnnConv {
   bool residual_ = false;
 };
 
+// The same convolution in int8 through oneDNN, as conv2d_int8 computes it: uint8 data, int8
+// weight, per-channel output scales and ReLU as attributes, uint8 out (no bias: the rows zero
+// ours, so the two agree whatever order oneDNN applies a bias and the scales in). Layouts are
+// oneDNN's choice, the inputs reordered into them once, outside the timing.
+class OneDnnConvInt8 {
+ public:
+  // shape: conv2d_int8's (in_zero and out_zero 0); data NHWC, weight [K, C, R, S].
+  OneDnnConvInt8(const std::vector<int64_t>& shape, const std::vector<uint8_t>& data_nhwc,
+                 const std::vector<int8_t>& weight_kcrs, const std::vector<float>& scale)
+      : eng_(dnnl::engine::kind::cpu, 0), stream_(eng_) {
+    using dnnl::memory;
+    using tag = memory::format_tag;
+    using dt = memory::data_type;
+    const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3], k = shape[4],
+                  r = shape[5], s = shape[6], stride = shape[7], pad = shape[8];
+    const bool relu = shape.size() < 12 || shape[11] != 0;
+    const int64_t oh = (h + 2 * pad - r) / stride + 1, ow = (w + 2 * pad - s) / stride + 1;
+    memory::dims src{n, c, h, w}, wei{k, c, r, s}, dst{n, k, oh, ow};
+    memory::dims strides{stride, stride}, padding{pad, pad};
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        memory::desc(src, dt::u8, tag::any), memory::desc(wei, dt::s8, tag::any),
+        memory::desc(dst, dt::u8, tag::any), strides, padding, padding);
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(1 << 1, std::vector<float>(scale.begin(), scale.begin() + k));
+    dnnl::post_ops ops;
+    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+    pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, eng_);
+    conv_ = dnnl::convolution_forward(pd_);
+    memory user_src(memory::desc(src, dt::u8, tag::nhwc), eng_,
+                    const_cast<uint8_t*>(data_nhwc.data()));
+    src_ = memory(pd_.src_desc(), eng_);
+    dnnl::reorder(user_src, src_).execute(stream_, user_src, src_);
+    memory user_wei(memory::desc(wei, dt::s8, tag::oihw), eng_,
+                    const_cast<int8_t*>(weight_kcrs.data()));
+    wei_ = memory(pd_.weights_desc(), eng_);
+    dnnl::reorder(user_wei, wei_).execute(stream_, user_wei, wei_);
+    dst_ = memory(pd_.dst_desc(), eng_);
+    out_nhwc_.resize(static_cast<size_t>(n * k * oh * ow));
+    user_dst_ = memory(memory::desc(dst, dt::u8, tag::nhwc), eng_, out_nhwc_.data());
+    stream_.wait();
+  }
+  void Run() {
+    conv_.execute(stream_, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}});
+    stream_.wait();
+  }
+  // The last output in NHWC.
+  const std::vector<uint8_t>& Output() {
+    dnnl::reorder(dst_, user_dst_).execute(stream_, dst_, user_dst_);
+    stream_.wait();
+    return out_nhwc_;
+  }
+  std::string Implementation() const { return pd_.impl_info_str(); }
+
+ private:
+  dnnl::engine eng_;
+  dnnl::stream stream_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward conv_;
+  dnnl::memory src_, wei_, dst_, user_dst_;
+  std::vector<uint8_t> out_nhwc_;
+};
+
 }  // namespace
 
 static int BenchMain(int argc, char** argv) {
@@ -324,6 +397,9 @@ static int BenchMain(int argc, char** argv) {
   std::vector<std::string> conv_layers = {"1,64,56,56,64,3,3,1,1,0,1,1",
                                           "1,128,56,56,128,3,3,2,1,0,1,1",
                                           "1,256,56,56,64,1,1,1,0,0,1,1"};
+  // The same layers' convs in int8 (conv2d_int8: NHWC, zero points 0, ReLU), beside oneDNN's.
+  std::vector<std::string> int8_layers = {"1,64,56,56,64,3,3,1,1,0,0,1",
+                                          "1,256,56,56,64,1,1,1,0,0,0,1"};
   std::vector<int> thread_counts = {1, 2};
   app.add_option("--shape", shape_text, "matmul M,N,K")->capture_default_str();
   app.add_option("--trials", trials, "trials per task (the default config included)")
@@ -331,6 +407,9 @@ static int BenchMain(int argc, char** argv) {
   app.add_option("--threads", thread_counts, "thread counts to compare")->capture_default_str();
   app.add_option("--conv-trials", conv_trials, "trials per conv2d layer")->capture_default_str();
   app.add_option("--conv", conv_layers, "conv2d layers as conv2d's --shape (none: skip)")
+      ->capture_default_str();
+  app.add_option("--conv-int8", int8_layers,
+                 "conv2d_int8 layers as conv2d_int8's --shape, zero points 0 (none: skip)")
       ->capture_default_str();
   app.add_option("--tuner", tuner_name, "search strategy")->capture_default_str();
   app.add_option("--log", log_path, "tuning records: appended, and reused by a later run");
@@ -525,18 +604,16 @@ static int BenchMain(int argc, char** argv) {
   }
   out["matmul"] = matmul;
 
-  // ResNet-50 convolutions, 1 thread: tuned and default against oneDNN, alternating.
-  json convs = json::array();
-  for (const std::string& layer : conv_layers) {
-    if (layer.empty() || layer == "none") continue;
-    json row;
+  // A conv layer's task tuned on the local server (serially), and its best and default configs
+  // built again: the two candidates, or none with the row's error set.
+  auto tune_layer =
+      [&](const std::string& name, const std::string& layer,
+          json& row) -> std::pair<std::unique_ptr<tuner::Task>, std::vector<tuner::Candidate>> {
     row["shape"] = layer;
-    auto task = tuner::MakeTask("conv2d", ShapeOrDie(layer), *target);
+    auto task = tuner::MakeTask(name, ShapeOrDie(layer), *target);
     if (!task.ok()) {
       row["error"] = task.status().ToString();
-      convs.push_back(row);
-      all_ok = false;
-      continue;
+      return {};
     }
     tuner::TuneOptions o;
     o.tuner = tuner_name;
@@ -550,9 +627,7 @@ static int BenchMain(int argc, char** argv) {
     auto summary = tuner::Tune(**task, {device}, **builder, o);
     if (!summary.ok() || !summary->has_best) {
       row["error"] = summary.ok() ? "no config ran" : summary.status().ToString();
-      convs.push_back(row);
-      all_ok = false;
-      continue;
+      return {};
     }
     row["trials_in_log"] = summary->trials_in_log;
     row["tuning_wall_s"] = summary->wall_s;
@@ -564,14 +639,26 @@ static int BenchMain(int argc, char** argv) {
     if (built.size() != 2 || built[0].error != tuner::TrialError::kOk ||
         built[1].error != tuner::TrialError::kOk) {
       row["error"] = "rebuilding the tuned or default config failed";
+      return {};
+    }
+    return {std::move(task).value(), std::move(built)};
+  };
+
+  // ResNet-50 convolutions, 1 thread: tuned and default against oneDNN, alternating.
+  json convs = json::array();
+  for (const std::string& layer : conv_layers) {
+    if (layer.empty() || layer == "none") continue;
+    json row;
+    auto [task, built] = tune_layer("conv2d", layer, row);
+    if (!task) {
       convs.push_back(row);
       all_ok = false;
       continue;
     }
     server::ParallelPool pool(1);
-    LocalModule tuned(built[0].library, (*task)->function(), &pool, dir, "conv_tuned");
-    LocalModule untuned(built[1].library, (*task)->function(), &pool, dir, "conv_default");
-    TaskArgs args(**task, 11);
+    LocalModule tuned(built[0].library, task->function(), &pool, dir, "conv_tuned");
+    LocalModule untuned(built[1].library, task->function(), &pool, dir, "conv_default");
+    TaskArgs args(*task, 11);
     const int64_t cb = tuner::BlockedChannels(*target);
     // oneDNN keeps a pointer to the bias: its inputs live as long as it does.
     const tuner::HostArgs nchw_inputs = NchwInputs(ShapeOrDie(layer), args.data, cb);
@@ -599,7 +686,7 @@ static int BenchMain(int argc, char** argv) {
     for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
       max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - want[i])));
     }
-    const double f = (*task)->flops();
+    const double f = task->flops();
     row["tuned_gflops"] = f / t_ours[1] / 1e9;
     row["onednn_gflops"] = f / t_dnnl[1] / 1e9;
     row["tuned_over_onednn"] = t_dnnl[1] / t_ours[1];
@@ -612,6 +699,77 @@ static int BenchMain(int argc, char** argv) {
     convs.push_back(row);
   }
   out["conv2d_1_thread"] = convs;
+
+  // int8 convolutions, 1 thread: tuned and default against oneDNN's int8 conv, alternating.
+  json int8_convs = json::array();
+  for (const std::string& layer : int8_layers) {
+    if (layer.empty() || layer == "none") continue;
+    json row;
+    const std::vector<int64_t> int8_shape = ShapeOrDie(layer);
+    if ((int8_shape.size() > 9 && int8_shape[9] != 0) ||
+        (int8_shape.size() > 10 && int8_shape[10] != 0)) {
+      row["shape"] = layer;
+      row["error"] = "oneDNN's side here takes zero points 0";
+      int8_convs.push_back(row);
+      all_ok = false;
+      continue;
+    }
+    auto [task, built] = tune_layer("conv2d_int8", layer, row);
+    if (!task) {
+      int8_convs.push_back(row);
+      all_ok = false;
+      continue;
+    }
+    server::ParallelPool pool(1);
+    LocalModule tuned(built[0].library, task->function(), &pool, dir, "int8_tuned");
+    LocalModule untuned(built[1].library, task->function(), &pool, dir, "int8_default");
+    tuner::HostArgs values = tuner::MakeInputs(*task, 11);
+    std::fill(values[2].begin(), values[2].end(), 0.0f);  // no bias (OneDnnConvInt8)
+    // Weights of 7 bits ([-64, 63]): oneDNN's AVX2 and AVX-512 (no VNNI) int8 kernels add pairs of
+    // products in 16 bits (vpmaddubsw), which saturate with full-range weights (our kernel's sums
+    // are exact either way); quantizers keep weights to 7 bits for them (onnxruntime's
+    // reduce_range).
+    for (float& w : values[1]) w = std::floor(w / 2);
+    TaskArgs args(*task, std::move(values));
+    const auto specs = task->args();
+    const std::vector<int8_t> kcrs = tuner::UnpackInt8Weight(
+        std::vector<int8_t>(args.data[1].begin(), args.data[1].end()), int8_shape[4], int8_shape[1],
+        int8_shape[5], int8_shape[6], specs[1].shape[4]);
+    OneDnnConvInt8 theirs(int8_shape, args.bytes[0], kcrs, args.data[3]);
+    auto ours = [&] {
+      if (tuned.Call(args.args) != 0) Die("the tuned conv2d_int8 failed");
+    };
+    auto ours_default = [&] {
+      if (untuned.Call(args.args) != 0) Die("the default conv2d_int8 failed");
+    };
+    std::vector<double> t_ours, t_dnnl;
+    for (int rep = 0; rep < 3; ++rep) {
+      t_ours.push_back(TimeCalls(ours));
+      t_dnnl.push_back(TimeCalls([&] { theirs.Run(); }));
+    }
+    std::sort(t_ours.begin(), t_ours.end());
+    std::sort(t_dnnl.begin(), t_dnnl.end());
+    const double s_default = TimeCalls(ours_default, std::min(g_rounds, 3));
+    // The answers agree: within one quantization step where oneDNN rounds as we do (AVX2's
+    // int8 path may halve the weights to keep its 16-bit sums from saturating).
+    ours();
+    theirs.Run();
+    const std::vector<uint8_t>& want = theirs.Output();
+    const std::vector<uint8_t>& got = args.bytes.back();
+    int max_diff = 0;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+      max_diff = std::max(max_diff, std::abs(static_cast<int>(got[i]) - want[i]));
+    }
+    const double f = task->flops();
+    row["tuned_gops"] = f / t_ours[1] / 1e9;
+    row["onednn_gops"] = f / t_dnnl[1] / 1e9;
+    row["tuned_over_onednn"] = t_dnnl[1] / t_ours[1];
+    row["default_gops"] = f / s_default / 1e9;
+    row["onednn_implementation"] = theirs.Implementation();
+    row["max_abs_diff_vs_onednn"] = max_diff;
+    int8_convs.push_back(row);
+  }
+  out["conv2d_int8_1_thread"] = int8_convs;
   out["targets"] = {{"matmul_tuned_over_openblas_at_least", 1.0},
                     {"conv2d_tuned_over_onednn_at_least", 0.9}};
   std::error_code ec;
