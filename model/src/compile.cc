@@ -154,6 +154,7 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
   // The plan is made without the target (as ExtractTasks makes it); only the block is its own.
   CT_RETURN_IF_ERROR(RewriteLayouts(result.graph, PlanLayouts(result.graph, options.layouts),
                                     tuner::BlockedChannels(options.target)));
+  CT_RETURN_IF_ERROR(RewriteInt8Convs(result.graph, options.target, options.threads));
   const Graph& g = result.graph;
   const std::string target_text = options.target.ToString();
   std::vector<tuner::Record> of_target;
@@ -179,6 +180,11 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
         c.has_task = true;
         c.task = *t;
         c.task_key = (*task)->id().Key();
+        if (t->TunedShape() != t->shape) {
+          tuner::TaskId tuned = (*task)->id();
+          tuned.shape = t->TunedShape();
+          c.task_key = tuned.Key();
+        }
         tuner::Config config = (*task)->DefaultConfig();
         if (auto it = best.find(c.task_key); it != best.end()) {
           auto from_record = (*task)->space().FromJson(it->second.config_values);

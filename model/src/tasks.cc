@@ -28,6 +28,17 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layou
     const auto& w = g.values[n.inputs[1]].shape;
     return NodeTask{"dense", {x[0], x[1], w[0]}};
   }
+  std::optional<std::vector<int64_t>> int8;
+  if (n.op == "Conv2dInt8") {
+    int8 = n.Ints("shape");
+  } else {
+    int8 = Int8ConvShape(g, n);
+  }
+  if (int8) {
+    std::vector<int64_t> tuned = *int8;
+    if (tuned.size() > 10) tuned[9] = tuned[10] = 0;
+    return NodeTask{"conv2d_int8", *int8, tuned};
+  }
   if (n.op != "FusedConv") return std::nullopt;
   // Blocked and NCHW data keep N, H and W at 0, 2 and 3, a packed weight R and S at 2 and 3; a
   // rewritten conv (layout_plan.h) keeps its C and K in attributes.
@@ -62,13 +73,13 @@ std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g, Layouts layouts) 
     const Node& n = g.nodes[k];
     auto t = n.Has("layout") ? TaskOf(g, n) : TaskOf(g, n, plan.conv[k]);
     if (!t) continue;
-    auto key = std::make_pair(t->template_name, t->shape);
+    auto key = std::make_pair(t->template_name, t->TunedShape());
     if (auto it = index.find(key); it != index.end()) {
       ++layers[it->second].count;
       continue;
     }
     index[key] = layers.size();
-    layers.push_back({n.name, t->template_name, t->shape, 1});
+    layers.push_back({n.name, t->template_name, t->TunedShape(), 1});
   }
   return layers;
 }

@@ -13,6 +13,7 @@
 #include <functional>
 #include <set>
 
+#include "crosstune/model/layout_plan.h"
 #include "crosstune/model/ops.h"
 #include "crosstune/model/passes.h"
 #include "crosstune/server/parallel_pool.h"
@@ -243,6 +244,22 @@ TEST(NarrowTypesTest, CastsMatchMlDtypesOnTheHostAndInTheKernel) {
   }
 }
 
+// A constant of `t` and `shape` whose elements `value` gives in order; its id.
+int AddTensor(Graph& g, const char* name, DType t, std::vector<int64_t> shape,
+              const std::function<double()>& value) {
+  Value v;
+  v.name = name;
+  v.dtype = t;
+  v.shape = std::move(shape);
+  std::vector<uint8_t> bytes(static_cast<size_t>(v.bytes()));
+  for (int64_t i = 0; i < v.elements(); ++i) {
+    const double d = value();
+    PutElement(t, bytes.data(), static_cast<size_t>(i), d, static_cast<int64_t>(d));
+  }
+  v.data = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  return g.AddValue(std::move(v));
+}
+
 // QLinearConv and ConvInteger beyond the node tests' per-tensor cases: int8 data, a weight
 // zero point and scale per output channel, two groups, stride 2, pads and a bias; the kernel
 // against the host evaluation, element for element.
@@ -254,18 +271,8 @@ TEST(QuantConvKernelTest, PerChannelGroupedStridedConvsComputeWhatTheInterpreter
     uint32_t seed = 7;
     auto next = [&seed] { return (seed = seed * 1103515245 + 12345) >> 16; };
     auto tensor = [&](const char* name, DType t, std::vector<int64_t> shape,
-                      std::function<double()> value) {
-      Value v;
-      v.name = name;
-      v.dtype = t;
-      v.shape = std::move(shape);
-      std::vector<uint8_t> bytes(static_cast<size_t>(v.bytes()));
-      for (int64_t i = 0; i < v.elements(); ++i) {
-        const double d = value();
-        PutElement(t, bytes.data(), static_cast<size_t>(i), d, static_cast<int64_t>(d));
-      }
-      v.data = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-      return g.AddValue(std::move(v));
+                      const std::function<double()>& value) {
+      return AddTensor(g, name, t, std::move(shape), value);
     };
     auto int8 = [&] { return static_cast<double>(static_cast<int>(next() % 256) - 128); };
     const int x = tensor("x", DType::kInt8, {1, 4, 9, 7}, int8);
@@ -302,6 +309,81 @@ TEST(QuantConvKernelTest, PerChannelGroupedStridedConvsComputeWhatTheInterpreter
     ASSERT_TRUE(lib.ok()) << lib.status().message() << "\n" << k->source;
     RunAndCheck(g, n, **lib, *k, "serial");
   }
+}
+
+// A QLinearConv the conv2d_int8 template takes (uint8 data with a zero point, int8 weight per
+// channel, bias, pad 1, stride 2, C not a multiple of 4, K not one of the lanes) rewritten by
+// RewriteInt8Convs: the Conv2dInt8 node's generated kernel, on the NHWC data the rewrite's
+// Transpose makes, computes the QLinearConv's host evaluation within one step (the kernel
+// scales in float32, the host in double) with the weight packed and the zero point's sums folded
+// into the bias.
+TEST(QuantConvKernelTest, AQLinearConvRewrittenAsConv2dInt8ComputesTheSame) {
+  Graph g;
+  g.opset = 13;
+  uint32_t seed = 11;
+  auto next = [&seed] { return (seed = seed * 1103515245 + 12345) >> 16; };
+  auto tensor = [&](const char* name, DType t, std::vector<int64_t> shape,
+                    const std::function<double()>& value) {
+    return AddTensor(g, name, t, std::move(shape), value);
+  };
+  const int x = tensor("x", DType::kUint8, {1, 6, 9, 7}, [&] { return double(next() % 256); });
+  const int xs = tensor("xs", DType::kFloat32, {}, [] { return 0.02; });
+  const int xz = tensor("xz", DType::kUint8, {}, [] { return 120.0; });
+  const int w = tensor("w", DType::kInt8, {5, 6, 3, 3}, [&] { return double(next() % 255) - 127; });
+  const int ws = tensor("ws", DType::kFloat32, {5}, [&] { return 0.001 * (1 + next() % 9); });
+  const int wz = tensor("wz", DType::kInt8, {}, [] { return 0.0; });
+  const int ys = tensor("ys", DType::kFloat32, {}, [] { return 0.3; });
+  const int yz = tensor("yz", DType::kUint8, {}, [] { return 100.0; });
+  const int b = tensor("b", DType::kInt32, {5}, [&] { return double(next() % 20001) - 10000; });
+  Node n;
+  n.op = "QLinearConv";
+  n.name = "qconv";
+  n.inputs = {x, xs, xz, w, ws, wz, ys, yz, b};
+  n.SetInts("strides", {2, 2});
+  n.SetInts("pads", {1, 1, 1, 1});
+  Value y;
+  y.name = "y";
+  n.outputs = {g.AddValue(y)};
+  ASSERT_TRUE(InferNode(g, n).ok()) << InferNode(g, n).message();
+  g.nodes.push_back(n);
+  g.outputs = {n.outputs[0]};
+  Graph rewritten = g;
+  ASSERT_TRUE(EvalNode(g, g.nodes[0]).ok());
+  const Value& want = g.values[g.outputs[0]];  // NCHW [1, 5, 5, 4]
+  const std::vector<int64_t> host = want.AsInts();
+  EXPECT_GT(std::set<int64_t>(host.begin(), host.end()).size(), 10U) << "a varied output";
+
+  auto target = builder::ParseTarget("llvm -mtriple=x86_64-linux-gnu");
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(RewriteInt8Convs(rewritten, *target, 1).ok());
+  ASSERT_EQ(rewritten.nodes.size(), 3u);
+  EXPECT_EQ(rewritten.nodes[0].op, "Transpose");
+  EXPECT_EQ(rewritten.nodes[2].op, "Transpose");
+  Node& to_nhwc = rewritten.nodes[0];
+  ASSERT_TRUE(EvalNode(rewritten, to_nhwc).ok());
+  const Node& conv = rewritten.nodes[1];
+  ASSERT_EQ(conv.op, "Conv2dInt8");
+  auto k = GenerateKernel(rewritten, conv);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto lib = Loaded::Compile(*k);
+  ASSERT_TRUE(lib.ok()) << lib.status().message() << "\n" << k->source;
+  std::vector<Value*> args;
+  for (int i : conv.inputs) args.push_back(&rewritten.values[i]);
+  Value out = rewritten.values[conv.outputs[0]];  // NHWC [1, 5, 4, 5]
+  ASSERT_EQ(out.shape, (std::vector<int64_t>{1, 5, 4, 5}));
+  out.data = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(out.bytes()), 0xAB);
+  args.push_back(&out);
+  ASSERT_EQ((*lib)->Call(args), 0);
+  int off = 0;
+  for (int64_t c = 0; c < 5; ++c)
+    for (int64_t h = 0; h < 5; ++h)
+      for (int64_t wi = 0; wi < 4; ++wi) {
+        const int got = (*out.data)[(h * 4 + wi) * 5 + c];
+        const int64_t expected = host[(c * 5 + h) * 4 + wi];
+        EXPECT_LE(std::abs(got - expected), 1) << c << "," << h << "," << wi;
+        off += got != expected;
+      }
+  EXPECT_LE(off, 2) << "a step off only where a product falls near a half";
 }
 
 // Einsum in float32 as exporters write attention (the node tests are float64): QK^T and PV per

@@ -83,4 +83,17 @@ std::string SeededInputPath(const std::string& model, int seed) {
   return First(Reference(model, seed) + "/in");
 }
 
+double OutputStep(const std::string& model) {
+  const std::string text = RunModelPython(
+      "import sys, onnx\n"
+      "from onnx import numpy_helper\n"
+      "m = onnx.load(sys.argv[1])\n"
+      "inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}\n"
+      "last = [n for n in m.graph.node if n.output[0] == m.graph.output[0].name][0]\n"
+      "assert last.op_type == 'DequantizeLinear', last.op_type\n"
+      "print(float(inits[last.input[1]]))\n",
+      model);
+  return text.empty() ? 0.0 : std::stod(text);
+}
+
 }  // namespace crosstune::model::testing

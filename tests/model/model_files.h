@@ -26,4 +26,8 @@ std::vector<float> ReadNpyFloats(const std::string& path);
 // test failure with its output when it fails.
 std::string RunModelPython(const std::string& code, const std::string& args);
 
+// One quantization step of a QDQ model's output: the scale of the DequantizeLinear that writes
+// its first output (0 and a test failure when another node writes it).
+double OutputStep(const std::string& model);
+
 }  // namespace crosstune::model::testing

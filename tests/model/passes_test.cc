@@ -157,6 +157,136 @@ TEST(PassesTest, ResNet50Width16MatchesOnnxRuntimeBeforeAndAfterThePasses) {
   EXPECT_EQ((*got_blocked)[0], (*got)[0]) << "the blocked graph computes the same sums";
 }
 
+// fuse_qdq_conv: an int8 copy of ResNet-50 (width 16) as onnxruntime's quantizer writes it has
+// every conv between DequantizeLinear and QuantizeLinear nodes; after the passes each is a
+// QLinearConv of the quantized tensors (no Conv, no weight DequantizeLinear left), the graph
+// still computes onnxruntime's int8 logits within one step of the output, and its tasks are
+// conv2d_int8 tasks, one per distinct conv of the float network. Not under ASan (the asan test
+// preset excludes ResNet50Width16*): the interpreter's integer convs.
+TEST(PassesTest, ResNet50Width16Int8ConvsBecomeQLinearConvs) {
+  const std::string path = MakeModel("r50w16_int8.onnx", "resnet50 --width 16 --int8 per-channel");
+  ASSERT_FALSE(path.empty());
+  const double step = testing::OutputStep(path);
+  ASSERT_GT(step, 0);
+  auto g = ImportOnnx(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  Graph fused = *g;
+  ASSERT_TRUE(RunPasses(fused, DefaultPasses()).ok());
+  auto ops = Ops(fused);
+  EXPECT_EQ(ops["QLinearConv"], 53);
+  EXPECT_EQ(ops.count("Conv"), 0u);
+  EXPECT_EQ(ops.count("FusedConv"), 0u);
+  auto got = Interpret(fused, {SeededInput(path)});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  const std::vector<float> want = ReferenceOutput(path);
+  ASSERT_EQ((*got)[0].size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>((*got)[0][i]) - want[i]));
+  }
+  std::printf(
+      "int8 ResNet-50 w16, passes run, vs onnxruntime: max abs error %.3g (one step %.3g)\n", worst,
+      step);
+  EXPECT_LE(worst, step * (1 + 1e-4));
+  // The tasks: the float network's convs (their sizes, stride and pad; the int8 ones have no
+  // residual or activation of their own), each with zero points 0 for the tuner.
+  auto sizes = [](const std::vector<tuner::WorkloadLayer>& layers, const char* name) {
+    std::map<std::vector<int64_t>, int> out;
+    for (const auto& t : layers) {
+      if (t.template_name != name) continue;
+      if (std::string(name) == "conv2d_int8") {
+        EXPECT_EQ(t.shape.size(), 12u) << t.name;
+        EXPECT_EQ(t.shape[9], 0) << t.name;
+        EXPECT_EQ(t.shape[10], 0) << t.name;
+      }
+      out[std::vector<int64_t>(t.shape.begin(), t.shape.begin() + 9)] += t.count;
+    }
+    return out;
+  };
+  const std::string float_path = MakeModel("r50w16_bn.onnx", "resnet50 --width 16 --bn explicit");
+  auto f = ImportOnnx(float_path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_TRUE(RunPasses(*f, DefaultPasses()).ok());
+  const auto int8 = sizes(ExtractTasks(fused), "conv2d_int8");
+  EXPECT_EQ(int8, sizes(ExtractTasks(*f), "conv2d"));
+  EXPECT_EQ(int8.size(), 23u);
+}
+
+// fuse_qdq_conv on a conv written by hand as other quantizers write it: a float bias (rounded to
+// steps of x_scale * w_scale), a Relu before a quantize of zero point 0 (the uint8 clamp does its
+// work), a data zero point of 128 and padding (the border reads the zero point). The graph
+// computes what it did before within one step of its uint8 output; with a zero point of 3 on the
+// output the Relu is not the clamp's to do, and the conv stays.
+Graph HandWrittenQdqConv(uint8_t y_zero) {
+  Graph g;
+  g.opset = 13;
+  auto add = [&](const char* op, std::vector<int> in, const char* out_name) {
+    Node n;
+    n.name = std::string(op) + "_" + out_name;
+    n.op = op;
+    n.inputs = std::move(in);
+    Value out;
+    out.name = out_name;
+    n.outputs = {g.AddValue(out)};
+    if (n.op == "DequantizeLinear" && g.values[n.inputs[0]].dtype == DType::kInt8) {
+      n.SetInt("axis", 0);
+    }
+    if (n.op == "Conv") n.SetInts("pads", {1, 1, 1, 1});
+    EXPECT_TRUE(InferNode(g, n).ok()) << n.name;
+    g.nodes.push_back(n);
+    return n.outputs[0];
+  };
+  Value x;
+  x.name = "x";
+  x.shape = {1, 6, 5, 7};
+  const int xi = g.AddValue(x);
+  g.inputs = {xi};
+  const int k = 5;
+  std::vector<uint8_t> w(k * 6 * 9);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<uint8_t>(static_cast<int8_t>((i * 37) % 255 - 127));
+  std::vector<float> ws = {0.01f, 0.02f, 0.015f, 0.03f, 0.005f},
+                     bias = {0.3f, -0.2f, 0.05f, -1.0f, 0.7f};
+  const int xs = g.AddFloatConstant("xs", {}, {2.0f / 255});
+  const int xz = g.AddConstant("xz", DType::kUint8, {}, {128});
+  const int wq = g.AddConstant("wq", DType::kInt8, {k, 6, 3, 3}, w);
+  const int wsc = g.AddFloatConstant("ws", {k}, ws);
+  const int b = g.AddFloatConstant("b", {k}, bias);
+  const int ys = g.AddFloatConstant("ys", {}, {0.05f});
+  const int yz = g.AddConstant("yz", DType::kUint8, {}, {y_zero});
+  const int q = add("QuantizeLinear", {xi, xs, xz}, "xq");
+  const int xd = add("DequantizeLinear", {q, xs, xz}, "xd");
+  const int wd = add("DequantizeLinear", {wq, wsc}, "wd");
+  const int conv = add("Conv", {xd, wd, b}, "conv");
+  const int relu = add("Relu", {conv}, "relu");
+  const int yq = add("QuantizeLinear", {relu, ys, yz}, "yq");
+  g.outputs = {add("DequantizeLinear", {yq, ys, yz}, "y")};
+  return g;
+}
+
+TEST(PassesTest, AQdqConvWithAFloatBiasAndARelu) {
+  std::vector<float> x(6 * 5 * 7);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 53) % 101) / 50.0f - 1.0f;
+  for (uint8_t y_zero : {0, 3}) {
+    SCOPED_TRACE(static_cast<int>(y_zero));
+    Graph g = HandWrittenQdqConv(y_zero);
+    auto want = Interpret(g, {x});
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    ASSERT_TRUE(FuseQdqConv(g).ok());
+    EXPECT_EQ(Ops(g).count("QLinearConv"), y_zero == 0 ? 1u : 0u);
+    EXPECT_EQ(Ops(g).count("Relu"), y_zero == 0 ? 0u : 1u);
+    auto got = Interpret(g, {x});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ((*got)[0].size(), (*want)[0].size());
+    int off = 0;
+    for (size_t i = 0; i < (*got)[0].size(); ++i) {
+      EXPECT_NEAR((*got)[0][i], (*want)[0][i], 0.05 * 1.0001) << i;
+      off += (*got)[0][i] != (*want)[0][i];
+    }
+    EXPECT_LE(off, 4) << "a step off only where a sum falls near a half";
+  }
+}
+
 TEST(PassesTest, ConstantFoldingRemovesShapeArithmetic) {
   const std::string path = MakeModel("shapes.onnx", "shapes");
   ASSERT_FALSE(path.empty());

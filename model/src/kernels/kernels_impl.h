@@ -39,6 +39,7 @@ Expected<GeneratedKernel> MatrixProduct(const Graph&, const Node&, const std::st
 Expected<GeneratedKernel> Attention(const Graph&, const Node&, const std::string&);      // math.cc
 Expected<GeneratedKernel> Einsum(const Graph&, const Node&, const std::string&);         // math.cc
 Expected<GeneratedKernel> QuantConv(const Graph&, const Node&, const std::string&);      // math.cc
+Expected<GeneratedKernel> Conv2dInt8(const Graph&, const Node&, const std::string&);     // math.cc
 Expected<GeneratedKernel> ConvTranspose(const Graph&, const Node&,
                                         const std::string&);                          // math.cc
 Expected<GeneratedKernel> DirectConv(const Graph&, const Node&, const std::string&);  // math.cc

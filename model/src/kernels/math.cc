@@ -134,7 +134,7 @@ Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std
     const bool one = g.values[n.inputs[i]].elements() == 1;
     return "(int)" + arg[i] + "[" + (one ? std::string("0") : index) + "]";
   };
-  const std::string za = zero(qlinear ? 2 : 2, "it % M"), zb = zero(qlinear ? 5 : 3, "j");
+  const std::string za = zero(2, "it % M"), zb = zero(qlinear ? 5 : 3, "j");
   body = batch_offsets + "    const " + types[0] + "* pa = " + arg[0] +
          " + oa * M * K + it % M * K;\n" + "    const " + types[b_at] + "* pb = " + arg[b_at] +
          " + ob * K * N;\n" + "    const int za = " + za + ";\n" +
@@ -507,6 +507,41 @@ Expected<GeneratedKernel> QuantConv(const Graph& g, const Node& n, const std::st
             types.back() + ")__builtin_nearbyint(v);\n    }";
   }
   return LoopKernel(name, inputs, 1, x[0] * k * w.oh, d.str(), body, types);
+}
+
+// Conv2dInt8 (layout_plan.h) where no template kernel stands in: the same sums, one output row of
+// one channel an item. The compiler makes these nodes only where the conv2d_int8 template takes
+// them, so this runs when a package is built without the tuner's kernel (tests, the interpreter).
+Expected<GeneratedKernel> Conv2dInt8(const Graph& g, const Node& n, const std::string& name) {
+  const std::vector<int64_t> s = n.Ints("shape");
+  const auto& y = g.values[n.outputs[0]].shape;
+  const auto& wt = g.values[n.inputs[1]].shape;  // [KO, R, S, C4, L, 4]
+  std::ostringstream d;
+  d << "#define C " << s[1] << "L\n#define H " << s[2] << "L\n#define W " << s[3] << "L\n#define K "
+    << s[4] << "L\n#define R " << s[5] << "L\n#define S " << s[6] << "L\n#define STRIDE " << s[7]
+    << "L\n#define PAD " << s[8] << "L\n#define IN_ZERO " << s[9] << "\n#define OUT_ZERO " << s[10]
+    << "\n#define LOW " << (s[11] != 0 ? s[10] : 0) << "\n#define OH " << y[1] << "L\n#define OW "
+    << y[2] << "L\n#define C4 " << wt[3] << "L\n#define L " << wt[4] << "L\n";
+  const std::string body =
+      "    const long oy = it % OH, oc = it / OH % K, b = it / (OH * K);\n"
+      "    for (long ox = 0; ox < OW; ++ox) {\n"
+      "      int acc = in2[oc];\n"
+      "      for (long r = 0; r < R; ++r)\n"
+      "        for (long s = 0; s < S; ++s) {\n"
+      "          const long iy = oy * STRIDE - PAD + r, ix = ox * STRIDE - PAD + s;\n"
+      "          const int inside = iy >= 0 && iy < H && ix >= 0 && ix < W;\n"
+      "          for (long c = 0; c < C; ++c) {\n"
+      "            const int xv = inside ? (int)in0[((b * H + iy) * W + ix) * C + c] : IN_ZERO;\n"
+      "            acc += xv * (int)in1[((((oc / L) * R + r) * S + s) * C4 + c / 4) * L * 4 +\n"
+      "                                 (oc % L) * 4 + c % 4];\n"
+      "          }\n"
+      "        }\n"
+      "      float v = __builtin_rintf((float)acc * in3[oc]) + OUT_ZERO;\n"
+      "      v = v < LOW ? LOW : v > 255 ? 255 : v;\n"
+      "      out0[((b * OH + oy) * OW + ox) * K + oc] = (unsigned char)v;\n"
+      "    }";
+  return LoopKernel(name, 4, 1, s[0] * s[4] * y[1], d.str(), body,
+                    {"unsigned char", "signed char", "int", "float", "unsigned char"});
 }
 
 }  // namespace crosstune::model::kernels

@@ -110,6 +110,7 @@ const KernelRow kKernels[] = {
     {"Einsum", kernels::Einsum, true},
     {"ConvInteger", kernels::QuantConv, true},
     {"QLinearConv", kernels::QuantConv, true},  // float32 and float64 (its Infer)
+    {"Conv2dInt8", kernels::Conv2dInt8, true},
     {"InstanceNormalization", kernels::InstanceNorm},
     {"LRN", kernels::Lrn},
     {"Gemm", kernels::MatrixProduct},

@@ -161,7 +161,34 @@ Status EvalQuantConv(OpContext& ctx) {
 double QuantConvFlops(const Graph& g, const Node& n) {
   const Value& w = g.values[ops::QuantConvOf(n).w];
   return 2.0 * static_cast<double>(g.values[n.outputs[0]].elements()) *
-         static_cast<double>(w.elements() / w.shape[0]);
+         (static_cast<double>(w.elements()) / static_cast<double>(w.shape[0]));
+}
+
+// Conv2dInt8 (layout_plan.h: RewriteInt8Convs): NHWC uint8 data, conv2d_int8's packed weight,
+// int32 bias and float32 scales; "shape" is its task's (N,C,H,W,K,R,S,stride,pad,xz,yz,relu).
+Status InferConv2dInt8(OpContext& ctx) {
+  const std::vector<int64_t> s = ctx.node().Ints("shape");
+  if (s.size() != 12 || s[7] < 1 || s[8] < 0) {
+    return ctx.Error("shape must be conv2d_int8's 12 sizes, not " + ShapeText(s));
+  }
+  const int64_t oh = (s[2] + 2 * s[8] - s[5]) / s[7] + 1, ow = (s[3] + 2 * s[8] - s[6]) / s[7] + 1;
+  if (ctx.in(0).dtype != DType::kUint8 ||
+      ctx.in(0).shape != std::vector<int64_t>{s[0], s[2], s[3], s[1]}) {
+    return ctx.Error("data must be uint8 NHWC " + ShapeText({s[0], s[2], s[3], s[1]}));
+  }
+  if (ctx.in(1).dtype != DType::kInt8 || ctx.in(1).shape.size() != 6 ||
+      ctx.in(2).dtype != DType::kInt32 || ctx.in(3).dtype != DType::kFloat32) {
+    return ctx.Error(
+        "weight, bias and scale must be the packed int8, int32 and float32 of conv2d_int8");
+  }
+  ctx.SetOutput(0, DType::kUint8, {s[0], oh, ow, s[4]});
+  return Status::Ok();
+}
+
+double Conv2dInt8Flops(const Graph& g, const Node& n) {
+  const std::vector<int64_t> s = n.Ints("shape");
+  return 2.0 * static_cast<double>(g.values[n.outputs[0]].elements()) *
+         static_cast<double>(s[1] * s[5] * s[6]);
 }
 
 const std::vector<AttrSpec> kQuantConvAttrs = {attr::String("auto_pad"), attr::Ints("dilations"),
@@ -174,5 +201,17 @@ const OpDef kConvInteger = {"ConvInteger", kQuantConvAttrs, 2,     4, 1, InferQu
                             EvalQuantConv, QuantConvFlops,  false, 10};
 const OpDef kQLinearConv = {"QLinearConv", kQuantConvAttrs, 8,     9, 1, InferQuantConv,
                             EvalQuantConv, QuantConvFlops,  false, 10};
+
+const OpDef kConv2dInt8 = {"Conv2dInt8",
+                           {attr::Ints("shape")},
+                           4,
+                           4,
+                           1,
+                           InferConv2dInt8,
+                           nullptr,
+                           Conv2dInt8Flops,
+                           false,
+                           kMinOpsetDefault,
+                           /*from_passes=*/true};
 
 }  // namespace crosstune::model

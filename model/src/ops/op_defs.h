@@ -29,7 +29,7 @@ extern const OpDef kSlice;                                                  // s
 extern const OpDef kGather;                                                 // gather.cc
 extern const OpDef kAttention;                                              // attention.cc
 extern const OpDef kEinsum;                                                 // einsum.cc
-extern const OpDef kConvInteger, kQLinearConv;                              // conv_integer.cc
+extern const OpDef kConvInteger, kQLinearConv, kConv2dInt8;                 // conv_integer.cc
 extern const OpDef kResize, kUpsample;                                      // resize.cc
 extern const OpDef kExpand, kTile, kSplit, kPad;                            // expand.cc
 extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // quantize.cc

@@ -90,6 +90,7 @@ const OpDef* const kOps[] = {
     &kEinsum,
     &kConvInteger,
     &kQLinearConv,
+    &kConv2dInt8,
     &kInstanceNormalization,
     &kDropout,
     &kIdentity,

@@ -5,9 +5,13 @@ namespace crosstune::model {
 
 const std::vector<Pass>& DefaultPasses() {
   static const std::vector<Pass> passes = {
-      {"fold_constants", FoldConstants}, {"remove_identity", RemoveIdentity},
-      {"fold_batchnorm", FoldBatchNorm}, {"fuse_conv", FuseConv},
-      {"gemm_to_dense", GemmToDense},    {"fuse_layernorm", FuseLayerNorm},
+      {"fuse_qdq_conv", FuseQdqConv},
+      {"fold_constants", FoldConstants},
+      {"remove_identity", RemoveIdentity},
+      {"fold_batchnorm", FoldBatchNorm},
+      {"fuse_conv", FuseConv},
+      {"gemm_to_dense", GemmToDense},
+      {"fuse_layernorm", FuseLayerNorm},
   };
   return passes;
 }

@@ -23,13 +23,26 @@
 //   MaxPool     block, channels          (blocked in and out)
 //   GlobalAveragePool  block, channels   (blocked in, NCHW out)
 //
+// int8 convs keep their own layout, outside the plan: a QLinearConv (uint8 data and output, int8
+// weight of zero point 0, constant scales, one group, no dilation, the same stride and pad on
+// both axes; what fuse_qdq_conv makes of a QDQ model's convs) is a conv2d_int8 task
+// (Int8ConvShape: N,C,H,W,K,R,S,stride,pad,x_zero,y_zero,0), and RewriteInt8Convs makes each
+// one the template takes on the target a Conv2dInt8 node (attribute "shape": the task's) of
+// NHWC uint8 data and output, its weight packed with PackInt8Weight (Value::layout "int8:l"),
+// its bias less x_zero times the weight's sums (int32) and its scales x_scale * w_scale / y_scale
+// (float32), both padded to the packed channels. A Transpose to NHWC precedes it and one back to
+// NCHW follows; a conv reading another's output reads its NHWC value, so the pair between them
+// goes.
+//
 // Thread-safety: free functions, no shared state.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "crosstune/builder/target.h"
 #include "crosstune/model/graph.h"
 #include "crosstune/status.h"
 
@@ -54,6 +67,12 @@ LayoutPlan PlanLayouts(const Graph& g, Layouts layouts = Layouts::kBlocked);
 // Rewrites the graph to the plan with block cb (see above). kInvalidArgument when a value the
 // plan blocks is not 4-D float32.
 Status RewriteLayouts(Graph& g, const LayoutPlan& plan, int64_t cb);
+
+// conv2d_int8's shape for a QLinearConv it can compute (above), else nullopt.
+std::optional<std::vector<int64_t>> Int8ConvShape(const Graph& g, const Node& n);
+// Rewrites each such QLinearConv whose task the template makes for `target` and `threads`.
+// kInvalidArgument when a folded bias overflows int32.
+Status RewriteInt8Convs(Graph& g, const builder::Target& target, int threads);
 
 // The LayoutTransform nodes' attribute "to".
 inline constexpr const char* kToBlocked = "blocked";

@@ -1,6 +1,9 @@
 // Graph passes: small, named, applied in order by a list (a new pass is one file plus one row in
 // model/src/passes/passes.cc).
 //
+//   fuse_qdq_conv    a Conv between DequantizeLinear and QuantizeLinear nodes (a QDQ model's)
+//                    becomes a QLinearConv of the uint8 data and int8 weight (first: before the
+//                    weight's DequantizeLinear folds into a float constant)
 //   fold_constants   nodes whose inputs are all constants (Constant, ConstantOfShape, Shape,
 //                    a Reshape or Transpose of a weight, ...) become constants
 //   remove_identity  Identity and Dropout (inference) pass their input through
@@ -36,6 +39,7 @@ const Pass* FindPass(const std::string& name);
 // Runs the passes in order; an error names the pass.
 Status RunPasses(Graph& g, const std::vector<Pass>& passes);
 
+Status FuseQdqConv(Graph& g);
 Status FoldConstants(Graph& g);
 Status RemoveIdentity(Graph& g);
 Status FoldBatchNorm(Graph& g);

@@ -10,6 +10,8 @@
 //        res and act are always there: "1,64,56,56,64,3,3,1,1,0,1,1")
 //   FusedConv, depthwise, relu, no residual         depthwise_conv2d N,C,H,W,R,S,stride,pad
 //   Dense                                           dense B,IN,OUT
+//   QLinearConv of uint8 data, int8 weight (or the  conv2d_int8 N,C,H,W,K,R,S,stride,pad,
+//   Conv2dInt8 it becomes: layout_plan.h)           x_zero,y_zero,0 (tuned as ...,0,0,0)
 // Every other node is a generated kernel with no knobs.
 //
 // The built-in networks (`--workload resnet50`) are graphs built here and run through the same
@@ -34,6 +36,13 @@ namespace crosstune::model {
 struct NodeTask {
   std::string template_name;
   std::vector<int64_t> shape;
+  // The task whose records the node takes, when not `shape`'s: a conv2d_int8's zero points only
+  // change constants of its code, not its speed, so its records are those of the task with both
+  // zero points 0, one task for each conv of the float network.
+  std::vector<int64_t> tuned_shape;
+  const std::vector<int64_t>& TunedShape() const {
+    return tuned_shape.empty() ? shape : tuned_shape;
+  }
 };
 
 // The task node `n` is compiled as, or nullopt for a generated kernel: a conv rewritten by
@@ -43,9 +52,10 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n);
 // (LayoutPlan::conv).
 std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layout);
 
-// The graph's distinct tasks in the order they first occur, with how often each occurs; a
-// layer's name is its first node's. Convs carry the layout the plan for `layouts` gives them:
-// the tasks CompileModel with the same CompileOptions::layouts looks up, for any CPU target.
+// The graph's distinct tasks (their TunedShape) in the order they first occur, with how often
+// each occurs; a layer's name is its first node's. Convs carry the layout the plan for `layouts`
+// gives them: the tasks CompileModel with the same CompileOptions::layouts looks up, for any CPU
+// target.
 std::vector<tuner::WorkloadLayer> ExtractTasks(const Graph& g, Layouts layouts = Layouts::kBlocked);
 
 // The tasks `tune --model` tunes: ExtractTasks less those no template takes for this target and
