@@ -40,6 +40,37 @@ Node TransposeNode(const std::string& name, int in, int out, std::vector<int64_t
   return t;
 }
 
+// Where `n` is an elementwise node (DequantizeLinear or QuantizeLinear of one scale and zero
+// point; Add, Sub, Mul or Relu of same-shape operands, or one-element constants) whose 4-D
+// operands all have NHWC copies: the node on those copies, writing a new NHWC value.
+std::optional<Node> ElementwiseInNhwc(Graph& g, const Node& n, const std::map<int, int>& nhwc_of) {
+  const bool quantize = n.op == "DequantizeLinear" || n.op == "QuantizeLinear";
+  const bool arithmetic = n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Relu";
+  if ((!quantize && !arithmetic) || n.outputs.size() != 1 || n.Int("block_size", 0) != 0) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t> shape = g.values[n.outputs[0]].shape;
+  if (shape.size() != 4) return std::nullopt;
+  Node m = n;
+  int data = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const int v = n.inputs[i];
+    if (v < 0) continue;
+    const Value& in = g.values[v];
+    if (in.is_const() && in.elements() == 1) continue;
+    auto it = nhwc_of.find(v);
+    if ((quantize && i > 0) || in.shape != shape || it == nhwc_of.end()) return std::nullopt;
+    m.inputs[i] = it->second;
+    ++data;
+  }
+  if (data == 0) return std::nullopt;
+  Value y = g.values[n.outputs[0]];
+  y.name = g.UniqueValueName(y.name + ".nhwc");
+  y.shape = {shape[0], shape[2], shape[3], shape[1]};
+  m.outputs = {g.AddValue(std::move(y))};
+  return m;
+}
+
 }  // namespace
 
 std::optional<std::vector<int64_t>> Int8ConvShape(const Graph& g, const Node& n) {
@@ -86,7 +117,16 @@ Status RewriteInt8Convs(Graph& g, const builder::Target& target, int threads) {
   for (const Node& n : nodes) {
     const auto shape = Int8ConvShape(g, n);
     if (!shape) {
-      out.push_back(n);
+      // An elementwise node of NHWC data (a residual block's DequantizeLinear, Add and
+      // QuantizeLinear) computes in NHWC too: no transpose between the block's convs and its add.
+      if (std::optional<Node> nhwc = ElementwiseInNhwc(g, n, nhwc_of)) {
+        const int y = n.outputs[0];
+        out.push_back(std::move(*nhwc));
+        nhwc_of[y] = out.back().outputs[0];
+        out.push_back(TransposeNode(n.name + ".to_nchw", nhwc_of[y], y, {0, 3, 1, 2}));
+      } else {
+        out.push_back(n);
+      }
       continue;
     }
     auto task = tuner::MakeTask("conv2d_int8", *shape, target, {threads});

@@ -32,7 +32,10 @@
 // its bias less x_zero times the weight's sums (int32) and its scales x_scale * w_scale / y_scale
 // (float32), both padded to the packed channels. A Transpose to NHWC precedes it and one back to
 // NCHW follows; a conv reading another's output reads its NHWC value, so the pair between them
-// goes.
+// goes. Elementwise nodes whose 4-D operands all have NHWC values (DequantizeLinear and
+// QuantizeLinear of one scale and zero point; Add, Sub, Mul, Relu of same-shape operands or
+// one-element constants: a residual block's add) compute on those too, so an int8 ResNet keeps
+// NHWC from its first conv to its global pool.
 //
 // Thread-safety: free functions, no shared state.
 #pragma once
