@@ -1,5 +1,7 @@
 """crosstune-bench-model: ResNet-50 batch 1 fp32 end to end, crosstune against onnxruntime and
-OpenVINO, in one run.
+OpenVINO, in one run; with --int8, its int8 copy as onnxruntime's static quantizer writes it (QDQ,
+uint8 activations, int8 weights per channel: make-model.py --int8 per-channel), all three running
+the same int8 model.
 
 Writes the model (scripts/make-model.py, seeded weights), starts a local crosstune-server, tunes
 the model's tasks with `crosstune tune --model` under a trial budget (or reuses --log; with neither,
@@ -16,7 +18,9 @@ FMA peak (crosstune-bench-peak) and each result's fraction of it, the executor's
 (end-to-end median minus the sum of its nodes' medians), each layer's time against OpenVINO's
 per-layer time (its performance counters: the oneDNN primitive it runs) with sums by conv kind,
 the activation MB, the logits' max error against onnxruntime with the tolerance it must be within
-(it exits 1 when any is not), and the tuning wall time and trials, with the wall time the tuning
+(it exits 1 when any is not; with --int8 one quantization step of the output, the scale of the
+DequantizeLinear that writes the logits: a requantization rounding a tie the other way moves a
+logit by one step), and the tuning wall time and trials, with the wall time the tuning
 took to bring its network estimate within 5% of its final one.
 
 Run through the build's wrapper, build/default/bench/crosstune-bench-model, which names the
@@ -173,22 +177,25 @@ def ov_layer_times(request, x, runs):
 def conv_kind(shapes):
     """'RxS' of a conv node from its weight's shape, the second input in our profile's shapes
     ("1x64x56x56, 64x64x3x3, 64 -> 1x64x56x56"; a blocked conv's packed weight is K/cb x C x R x
-    S x cb), else ''."""
+    S x cb; an int8 conv's K/L x R x S x C/4 x L x 4), else ''."""
     inputs = shapes.split("->")[0].split(",")
     dims = inputs[1].strip().split("x") if len(inputs) > 1 else []
+    if len(dims) == 6:
+        return f"{dims[1]}x{dims[2]}"
     return f"{dims[2]}x{dims[3]}" if len(dims) in (4, 5) else ""
 
 
 def layer_profile(ours, theirs):
     """Our nodes against OpenVINO's layers of the same name (OpenVINO names a conv's layer after
     the ONNX node, with '/WithoutBiases' once its bias is folded in): each matched layer's times
-    and ratio, the sums by conv kind (1x1, 3x3, 7x7) and for everything else, and the five layers
-    where we lose the most time."""
+    and ratio, the sums by conv kind (1x1, 3x3, 7x7) and for everything else, our time by
+    operator (every node, matched or not), and the five layers where we lose the most time."""
     by_name = {}
     for name, row in theirs.items():
         by_name.setdefault(name.split("/")[0], []).append(row)
-    layers, kinds = [], {}
+    layers, kinds, by_op = [], {}, {}
     for n in ours:
+        by_op[n["op_type"]] = by_op.get(n["op_type"], 0.0) + n["median_us"] / 1e3
         kind = conv_kind(n.get("shapes", "")) if "conv" in n["op_type"].lower() else ""
         match = by_name.pop(n["name"], None)
         group = kinds.setdefault(kind or "other", {"crosstune_ms": 0.0, "openvino_ms": 0.0,
@@ -210,7 +217,8 @@ def layer_profile(ours, theirs):
     for g in kinds.values():
         g["ratio"] = g["crosstune_ms"] / g["openvino_ms"] if g["openvino_ms"] > 0 else None
     worst = sorted(layers, key=lambda r: r["openvino_us"] - r["crosstune_us"])[:5]
-    return {"by_kind": kinds, "most_time_lost": [r["name"] for r in worst], "layers": layers}
+    return {"by_kind": kinds, "crosstune_ms_by_op": by_op,
+            "most_time_lost": [r["name"] for r in worst], "layers": layers}
 
 
 def timed_runs(fn, count):
@@ -221,6 +229,19 @@ def timed_runs(fn, count):
         fn()
         out.append(time.perf_counter() - t0)
     return out
+
+
+def output_step(onnx_path):
+    """One quantization step of an int8 (QDQ) model's logits: the scale of the
+    DequantizeLinear that writes its first output."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(onnx_path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    last = [n for n in m.graph.node if n.output[0] == m.graph.output[0].name]
+    if not last or last[0].op_type != "DequantizeLinear":
+        sys.exit(f"bench-model: {onnx_path}'s output is not written by a DequantizeLinear")
+    return float(inits[last[0].input[1]])
 
 
 def stats(seconds):
@@ -241,6 +262,8 @@ def main():
                    help="reuse a tuning log: N=FILE for thread count N, or FILE for all "
                         "(no tuning then)")
     p.add_argument("--width", type=int, default=64, help="the model's base width (64: ResNet-50)")
+    p.add_argument("--int8", action="store_true",
+                   help="the model's int8 (QDQ) copy, as onnxruntime's quantizer writes it")
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
     p.add_argument("--runs", type=int, default=5, help="timed runs of each per round (default 5)")
     p.add_argument("--work", help="folder for the model, logs and packages (default: a temporary "
@@ -279,11 +302,13 @@ def main():
     os.makedirs(work, exist_ok=True)
     server = None
     try:
-        onnx_path = os.path.join(work, f"resnet50-w{a.width}.onnx")
+        kind = "int8" if a.int8 else "fp32"
+        onnx_path = os.path.join(work, f"resnet50-w{a.width}-{kind}.onnx")
         if not os.path.isfile(onnx_path):
             log(f"writing the model ({onnx_path})")
+            extra = ["--int8", "per-channel"] if a.int8 else []
             subprocess.run([sys.executable, a.make_model, "resnet50", "--width", str(a.width),
-                            "-o", onnx_path], check=True, stdout=subprocess.DEVNULL)
+                            *extra, "-o", onnx_path], check=True, stdout=subprocess.DEVNULL)
 
         # The peak first, with nothing else running.
         peak = run_json([a.peak_bin, "--threads", ",".join(map(str, threads))], "crosstune-bench-peak")
@@ -332,6 +357,9 @@ def main():
 
         # The logits: ours against onnxruntime's on the same input, and OpenVINO's too.
         ref = sessions[threads[0]].run(None, {in_name: x})[0]
+        atol, rtol = LOGITS_ATOL, LOGITS_RTOL
+        if a.int8:
+            atol, rtol = output_step(onnx_path) * (1 + 1e-4), 0.0
         errors = {}
         wrong = []  # (threads, layouts) whose logits are outside the tolerance
         for t in threads:
@@ -344,7 +372,7 @@ def main():
                 diff = np.abs(y.astype(np.float64) - ref.astype(np.float64))
                 errors[(t, lay)] = float(np.max(diff))
                 if y.shape != ref.shape or not np.all(
-                        diff <= LOGITS_ATOL + LOGITS_RTOL * np.abs(ref.astype(np.float64))):
+                        diff <= atol + rtol * np.abs(ref.astype(np.float64))):
                     wrong.append((t, lay))
         ov_out = requests[threads[0]].infer({0: x})
         ov_error = float(np.max(np.abs(np.asarray(list(ov_out.values())[0], np.float64) - ref)))
@@ -415,7 +443,8 @@ def main():
             results.append(row)
         out = {
             "benchmark": "crosstune-bench-model",
-            "model": f"resnet50 width {a.width} (make-model.py, seeded), batch 1, fp32",
+            "model": f"resnet50 width {a.width} (make-model.py, seeded), batch 1, " +
+                     ("int8 (onnxruntime's static quantizer, QDQ, per-channel)" if a.int8 else "fp32"),
             "gflop_per_image": flops / 1e9,
             "activation_mb": model_info.get("activation_bytes", 0) / 1e6,
             "params_mb": model_info.get("params_bytes", 0) / 1e6,
@@ -425,7 +454,7 @@ def main():
             "openvino_logits_max_abs_error_vs_onnxruntime": ov_error,
             # The largest error the elementwise rule above allows on these logits (at the largest
             # reference logit); each logits_max_abs_error_vs_onnxruntime must be within it.
-            "logits_tolerance": LOGITS_ATOL + LOGITS_RTOL * float(np.max(np.abs(ref))),
+            "logits_tolerance": atol + rtol * float(np.max(np.abs(ref))),
             "logits_within_tolerance": not wrong,
             "rounds": a.rounds,
             "runs_per_round": a.runs,
@@ -434,7 +463,7 @@ def main():
         print(json.dumps(out, indent=2))
         if wrong:
             sys.exit("bench-model: logits differ from onnxruntime's by more than "
-                     f"{LOGITS_ATOL:g} + {LOGITS_RTOL:g} |ref| at (threads, layouts) {wrong}")
+                     f"{atol:g} + {rtol:g} |ref| at (threads, layouts) {wrong}")
     finally:
         if server is not None:
             server.stop()
