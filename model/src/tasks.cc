@@ -26,7 +26,7 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layou
   if (n.op == "Dense") {
     const auto& x = g.values[n.inputs[0]].shape;
     const auto& w = g.values[n.inputs[1]].shape;
-    return NodeTask{"dense", {x[0], x[1], w[0]}};
+    return NodeTask{"dense", {x[0], x[1], w[0]}, {}};
   }
   std::optional<std::vector<int64_t>> int8;
   if (n.op == "Conv2dInt8") {
@@ -57,10 +57,11 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layou
     if (residual || !relu || conv_layout != 0) shape.push_back(residual ? 1 : 0);
     if (!relu || conv_layout != 0) shape.push_back(relu ? 1 : 0);
     if (conv_layout != 0) shape.push_back(conv_layout);
-    return NodeTask{"conv2d", shape};
+    return NodeTask{"conv2d", shape, {}};
   }
   if (group == x[1] && w[0] == x[1] && w[1] == 1 && relu && !residual) {
-    return NodeTask{"depthwise_conv2d", {x[0], x[1], x[2], x[3], w[2], w[3], strides[0], pads[0]}};
+    return NodeTask{
+        "depthwise_conv2d", {x[0], x[1], x[2], x[3], w[2], w[3], strides[0], pads[0]}, {}};
   }
   return std::nullopt;
 }

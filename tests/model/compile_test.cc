@@ -107,7 +107,7 @@ TEST_F(CompileTest, EachTaskGetsItsBestRecordForThisTarget) {
   std::optional<NodeTask> first;
   for (const auto& l : ExtractTasks(*g)) {
     if (l.template_name == "conv2d" && (l.shape.size() <= 10 || l.shape[10] == 1)) {
-      first = NodeTask{l.template_name, l.shape};
+      first = NodeTask{l.template_name, l.shape, {}};
       break;
     }
   }
