@@ -16,13 +16,6 @@ bool ConstScalar(const Graph& g, int v, DType t) {
   return v >= 0 && g.values[v].is_const() && g.values[v].dtype == t && g.values[v].elements() == 1;
 }
 
-// A constant's values, one or `k`, as `k` doubles.
-std::vector<double> PerChannel(const Graph& g, int v, int64_t k) {
-  std::vector<double> d = g.values[v].AsDoubles();
-  if (d.size() == 1) d.assign(static_cast<size_t>(k), d[0]);
-  return d;
-}
-
 template <typename T>
 std::vector<uint8_t> Bytes(const std::vector<T>& v) {
   std::vector<uint8_t> out(v.size() * sizeof(T));
@@ -90,11 +83,8 @@ std::optional<std::vector<int64_t>> Int8ConvShape(const Graph& g, const Node& n)
       (q.bias >= 0 && !g.values[q.bias].is_const())) {
     return std::nullopt;
   }
-  if (q.w_zero >= 0) {
-    if (!g.values[q.w_zero].is_const()) return std::nullopt;
-    for (double z : g.values[q.w_zero].AsDoubles()) {
-      if (z != 0) return std::nullopt;
-    }
+  if (q.w_zero >= 0 && (!g.values[q.w_zero].is_const() || !ops::AllZero(g, q.w_zero))) {
+    return std::nullopt;
   }
   const ops::Window win = ops::WindowOf(n, y.shape);
   if (win.dh != 1 || win.dw != 1 || win.sh != win.sw || win.pt != win.pl || win.pt != win.pb ||
@@ -158,9 +148,9 @@ Status RewriteInt8Convs(Graph& g, const builder::Target& target, int threads) {
     const std::vector<int8_t> kcrs(
         reinterpret_cast<const int8_t*>(wv.data->data()),
         reinterpret_cast<const int8_t*>(wv.data->data()) + wv.elements());
-    const std::vector<double> bias =
-        q.bias >= 0 ? PerChannel(g, q.bias, k) : std::vector<double>(static_cast<size_t>(k), 0);
-    const std::vector<double> ws = PerChannel(g, q.w_scale, k);
+    const std::vector<double> bias = q.bias >= 0 ? ops::PerChannel(g.values[q.bias], k)
+                                                 : std::vector<double>(static_cast<size_t>(k), 0);
+    const std::vector<double> ws = ops::PerChannel(g.values[q.w_scale], k);
     const float xs = static_cast<float>(g.values[q.x_scale].AsDoubles()[0]);
     const float ys = static_cast<float>(g.values[q.y_scale].AsDoubles()[0]);
     std::vector<int32_t> b(static_cast<size_t>(kp), 0);

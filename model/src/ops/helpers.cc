@@ -181,4 +181,19 @@ std::vector<float> FloatsOf(const Value& v) {
   return std::vector<float>(v.floats(), v.floats() + v.elements());
 }
 
+std::vector<double> PerChannel(const Value& v, int64_t k) {
+  std::vector<double> d = v.AsDoubles();
+  if (d.size() == 1) d.assign(static_cast<size_t>(k), d[0]);
+  if (static_cast<int64_t>(d.size()) != k) d.clear();
+  return d;
+}
+
+bool AllZero(const Graph& g, int v) {
+  if (v < 0) return true;
+  for (double d : g.values[v].AsDoubles()) {
+    if (d != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace crosstune::model::ops

@@ -81,6 +81,11 @@ Expected<std::vector<float>> EvalPlain(OpContext& ctx, std::vector<PlainTensor> 
                                        const std::vector<int64_t>& out_shape);
 // A float32 value's elements.
 std::vector<float> FloatsOf(const Value& v);
+// A constant of one or `k` values (a quantization scale, zero point or bias per tensor or per
+// output channel) as `k` doubles; empty when it holds another count.
+std::vector<double> PerChannel(const Value& v, int64_t k);
+// Every element of the constant is 0 (an absent input, v < 0, counts as 0).
+bool AllZero(const Graph& g, int v);
 
 // A Slice node after Infer (its `starts` and `steps` per dimension): the input element of the
 // output's first element, and each output dimension's stride in the input (in elements).

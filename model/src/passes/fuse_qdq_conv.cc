@@ -20,9 +20,12 @@
 #include <vector>
 
 #include "crosstune/model/passes.h"
+#include "ops/op_defs.h"
 
 namespace crosstune::model {
 namespace {
+
+using ops::AllZero;
 
 struct Dequantized {
   int q = -1, scale = -1, zero = -1;  // the DequantizeLinear's inputs
@@ -44,22 +47,6 @@ std::optional<Dequantized> DequantizeOf(const Graph& g, const std::vector<int>& 
 
 bool ConstOf(const Graph& g, int v, DType t) {
   return v >= 0 && g.values[v].is_const() && g.values[v].dtype == t;
-}
-
-// A constant's values, one or `k` of them, as `k` doubles; empty when it has another count.
-std::vector<double> PerChannel(const Graph& g, int v, int64_t k) {
-  std::vector<double> d = g.values[v].AsDoubles();
-  if (d.size() == 1) d.assign(static_cast<size_t>(k), d[0]);
-  if (static_cast<int64_t>(d.size()) != k) d.clear();
-  return d;
-}
-
-bool AllZero(const Graph& g, int v) {
-  if (v < 0) return true;
-  for (double d : g.values[v].AsDoubles()) {
-    if (d != 0) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -107,7 +94,7 @@ Status FuseQdqConv(Graph& g) {
     }
     // The bias in steps of xs * ws[k].
     const double xs = g.values[x->scale].AsDoubles()[0];
-    const std::vector<double> ws = PerChannel(g, w->scale, k);
+    const std::vector<double> ws = ops::PerChannel(g.values[w->scale], k);
     std::vector<int32_t> bias(static_cast<size_t>(k), 0);
     if (conv.inputs.size() > 2 && conv.inputs[2] >= 0) {
       const int b = conv.inputs[2];
@@ -115,7 +102,8 @@ Status FuseQdqConv(Graph& g) {
       if (const auto bq = DequantizeOf(g, producer, b);
           bq && ConstOf(g, bq->q, DType::kInt32) && ConstOf(g, bq->scale, DType::kFloat32) &&
           AllZero(g, bq->zero) && (g.values[bq->scale].elements() == 1 || bq->axis == 0)) {
-        const std::vector<double> q = PerChannel(g, bq->q, k), bs = PerChannel(g, bq->scale, k);
+        const std::vector<double> q = ops::PerChannel(g.values[bq->q], k),
+                                  bs = ops::PerChannel(g.values[bq->scale], k);
         if (q.empty() || bs.empty()) continue;
         steps.resize(static_cast<size_t>(k));
         for (int64_t i = 0; i < k; ++i) {
@@ -124,7 +112,7 @@ Status FuseQdqConv(Graph& g) {
           steps[i] = (std::fabs(bs[i] - step) <= 1e-6 * step ? q[i] : q[i] * bs[i] / step);
         }
       } else if (ConstOf(g, b, DType::kFloat32)) {
-        steps = PerChannel(g, b, k);
+        steps = ops::PerChannel(g.values[b], k);
         for (int64_t i = 0; i < k && !steps.empty(); ++i) steps[i] /= xs * ws[i];
       }
       if (steps.empty()) continue;
