@@ -289,8 +289,9 @@ def tune(
 
     What: ``template`` (``"matmul"``, ``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``,
     ``"conv2d_int8"``; see :func:`templates`) with ``shape`` (matmul: M,N,K; conv2d:
-    N,C,H,W,K,R,S,stride,pad[,residual]; depthwise_conv2d: N,C,H,W,R,S,stride,pad; dense:
-    B,IN,OUT; conv2d_int8: N,C,H,W,K,R,S,stride,pad[,in_zero[,out_zero[,relu]]]), ``workload="resnet50"`` (its
+    N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]; depthwise_conv2d:
+    N,C,H,W,R,S,stride,pad[,activation[,layout]]; dense: B,IN,OUT; conv2d_int8:
+    N,C,H,W,K,R,S,stride,pad[,in_zero[,out_zero[,relu]]]), ``workload="resnet50"`` (its
     distinct layers under one budget, ``round`` trials at a time; needs ``log``), or a
     :class:`Model` from :func:`import_onnx` in place of the template (its distinct tunable
     layers, as ``crosstune tune --model``: the records :func:`compile` looks up; needs ``log``). ``threads`` is

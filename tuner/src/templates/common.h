@@ -262,6 +262,22 @@ Expected<std::unique_ptr<Task>> NewTask(TaskId id, const builder::Target& target
   return std::unique_ptr<Task>(new T(std::move(id), target, std::move(space), shape));
 }
 
+// ACT(v) on a vector and ACT1(x) on one float, after KernelPrelude(): the epilogue's activation
+// of a conv shape's activation field (0 none, 1 relu, 2 relu6; reference.h's ApplyActivation).
+// relu makes NaN 0; relu6 is relu, then at most 6 (relu6(v) is defined with it).
+inline std::string ActivationDefines(int64_t act) {
+  if (act == 2) {
+    return "static inline __attribute__((always_inline)) vf relu6(vf v) {\n"
+           "  const vf r = relu(v), six = (vf){0} + 6.0f;\n"
+           "  const vi over = r > six;\n"
+           "  return (vf)(((vi)r & ~over) | ((vi)six & over));\n"
+           "}\n"
+           "#define ACT(v) relu6(v)\n#define ACT1(x) ((x) > 0 ? ((x) < 6 ? (x) : 6) : 0)\n";
+  }
+  if (act == 1) return "#define ACT(v) relu(v)\n#define ACT1(x) ((x) > 0 ? (x) : 0)\n";
+  return "#define ACT(v) (v)\n#define ACT1(x) (x)\n";
+}
+
 // One scratch buffer of a kernel: `floats` floats (a C expression of the kernel's defines, and
 // the same count computed by the template), in MAX_TASKS slices when `per_task` (a task indexing
 // its own), each buffer starting on a 64-byte boundary.

@@ -1,6 +1,6 @@
 // CPU fp32 2-D convolution with a fused epilogue: out = act(conv(data, weight) + bias
-// (+ residual)), act relu or none (a shape field, no knob), NCHW tensors, weight [K, C, R, S],
-// any stride and zero padding.
+// (+ residual)), act relu, relu6 (clamped to [0, 6]) or none (a shape field, no knob), NCHW
+// tensors, weight [K, C, R, S], any stride and zero padding.
 //
 // A direct convolution over blocked layouts. Each call repacks
 //   data   [N, C, H, W]    -> [N][C/CB][H + 2 pad][W + 2 pad][CB]  (the padding stays zero)
@@ -66,7 +66,7 @@ struct Conv2dShape {
   int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, k_ = 0, r_ = 0, s_ = 0, stride_ = 1, pad_ = 0;
   int64_t oh_ = 0, ow_ = 0;
   bool residual_ = false;
-  bool relu_ = true;    // the epilogue's activation: relu, or none
+  int64_t act_ = 1;     // the epilogue's activation: 0 none, 1 relu, 2 relu6
   int64_t layout_ = 0;  // ConvLayout
   int vw_ = 4;
   int regs_ = 16;
@@ -93,9 +93,9 @@ class Conv2dTask final : public Task, private Conv2dShape {
     if (shape.size() > 9 && shape[9] != 0 && shape[9] != 1) {
       return Status(ErrorCode::kInvalidArgument, usage + ": residual is 0 or 1");
     }
-    if (shape.size() > 10 && shape[10] != 0 && shape[10] != 1) {
+    if (shape.size() > 10 && (shape[10] < 0 || shape[10] > 2)) {
       return Status(ErrorCode::kInvalidArgument,
-                    usage + ": activation is 0 (none) or 1 (relu, the default)");
+                    usage + ": activation is 0 (none), 1 (relu, the default) or 2 (relu6)");
     }
     if (shape.size() > 11 && (shape[11] < 0 || shape[11] > 2)) {
       return Status(ErrorCode::kInvalidArgument,
@@ -121,7 +121,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
     s.stride_ = g.stride;
     s.pad_ = g.pad;
     s.residual_ = g.residual;
-    s.relu_ = g.relu;
+    s.act_ = g.act;
     s.layout_ = g.layout;
     s.oh_ = g.oh;
     s.ow_ = g.ow;
@@ -263,7 +263,8 @@ class Conv2dTask final : public Task, private Conv2dShape {
       << "#define OHB " << c.Int("oh_rows") << "L\n#define OHN " << CeilDiv(oh_, c.Int("oh_rows"))
       << "L\n#define OWP " << RoundUp(ow_, vw_) << "L\n#define UNROLL " << c.Int("unroll_c") << "\n"
       << "#define CB_OUTER " << (c.Ints("order")[0] == 1 ? 1 : 0) << "\n"
-      << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n#define RELU " << (relu_ ? 1 : 0) << "\n"
+      << "#define RESIDUAL " << (residual_ ? 1 : 0) << "\n#define RELU " << (act_ != 0 ? 1 : 0)
+      << "\n"
       << "#define GEMM " << (b.gemm ? 1 : 0) << "\n#define MR " << b.mr << "\n#define NV " << b.nv
       << "\n#define NRP " << b.nv * vw_ << "\n#define P_ " << oh_ * ow_ << "L\n"
       << "#define PB " << CeilDiv(oh_ * ow_, b.nv * vw_) << "L\n#define IN_PLACE "
@@ -279,7 +280,10 @@ class Conv2dTask final : public Task, private Conv2dShape {
       << "#define WROW " << (BlockedIn() ? vw_ : b.kv * vw_) << "\n#define WVS "
       << (BlockedIn() ? b.cbn * b.cb * r_ * s_ * vw_ : vw_) << "L\n"
       << templates::KernelPrelude(vw_);
+    // relu6 redefines the activation after the relu one (relu and none keep the code, and so the
+    // generator hash, their records were measured with).
     o << kActivation;
+    if (act_ == 2) o << "#undef ACT\n#undef ACT1\n" << templates::ActivationDefines(act_);
     if (!b.gemm) {
       const bool taps_inner = c.Int("taps_inner") == 1;
       o << TileFunction("tile_full", b.t, taps_inner);
@@ -305,7 +309,7 @@ class Conv2dTask final : public Task, private Conv2dShape {
 
   void Reference(HostArgs& args) const override {
     templates::ConvShape g{n_, c_, h_, w_, k_, r_, s_, stride_, pad_, residual_, oh_, ow_};
-    g.relu = relu_;
+    g.act = act_;
     if (!BlockedOut()) {
       templates::Conv2dReference(g, args[0], args[1], args[2], residual_ ? &args[3] : nullptr,
                                  args.back());

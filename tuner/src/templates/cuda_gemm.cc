@@ -547,7 +547,9 @@ class CudaConv2dTask final : public CudaGemmTask {
       << "\n#define R_ " << g_.r << "\n#define S_ " << g_.s << "\n#define ST_ " << g_.stride
       << "\n#define CPAD_ " << g_.pad << "\n#define OW_ " << g_.ow << "\n#define P_ "
       << g_.oh * g_.ow << "\n#define RESIDUAL " << (g_.residual ? 1 : 0) << "\n"
-      << (g_.relu ? "#define ACT(x) fmaxf(x, 0.f)\n" : "#define ACT(x) (x)\n");
+      << (g_.act == 2   ? "#define ACT(x) fminf(fmaxf(x, 0.f), 6.f)\n"
+          : g_.act == 1 ? "#define ACT(x) fmaxf(x, 0.f)\n"
+                        : "#define ACT(x) (x)\n");
     return o.str();
   }
   std::string Accessors(bool va4, bool vb4, bool vc4) const override {

@@ -38,21 +38,28 @@ inline void DenseReference(const std::vector<float>& x, const std::vector<float>
 }
 
 // The shape of a 2-D convolution with a fused epilogue, as the conv2d templates take it:
-// out = act(conv(data, weight) + bias (+ residual)), act relu or none.
+// out = act(conv(data, weight) + bias (+ residual)), act relu, relu6 or none.
 struct ConvShape {
   int64_t n, c, h, w, k, r, s, stride, pad;
   bool residual;
   int64_t oh, ow;
-  bool relu = true;
+  int64_t act = 1;     // ConvActivation: 0 none, 1 relu, 2 relu6
   int64_t layout = 0;  // ConvLayout (conv_layout.h): 0 NCHW, 1 blocked, 2 NCHW in, blocked out
 };
+
+// The activation field of conv2d's and depthwise_conv2d's shapes, applied to a sum.
+inline double ApplyActivation(int64_t act, double x) {
+  if (act == 0) return x;
+  x = std::max(x, 0.0);
+  return act == 2 ? std::min(x, 6.0) : x;
+}
 
 // --shape N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]] (9 to 12 values, already
 // checked) as a ConvShape; a shape that leaves them out has no residual, a relu and NCHW.
 inline ConvShape ConvShapeOf(const std::vector<int64_t>& v) {
   ConvShape g{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], false, 0, 0};
   g.residual = v.size() > 9 && v[9] != 0;
-  g.relu = v.size() < 11 || v[10] != 0;
+  g.act = v.size() > 10 ? v[10] : 1;
   g.layout = v.size() > 11 ? v[11] : 0;
   g.oh = (g.h + 2 * g.pad - g.r) / g.stride + 1;
   g.ow = (g.w + 2 * g.pad - g.s) / g.stride + 1;
@@ -60,14 +67,14 @@ inline ConvShape ConvShapeOf(const std::vector<int64_t>& v) {
 }
 
 // The sizes in the task's key: the nine sizes, the residual when there is one or an activation
-// follows it, the activation when it is not relu. So "1,64,56,56,64,3,3,1,1" names the task it
-// always named (relu, no residual) whether the shape said ",0" or ",0,1", and a conv without
-// activation is "...,0,0" (or "...,1,0" with a residual), as the model compiler writes it. A
-// layout other than NCHW comes last, after both of them ("...,0,1,1").
+// follows it, the activation when it is not relu (0 none, 2 relu6). So "1,64,56,56,64,3,3,1,1"
+// names the task it always named (relu, no residual) whether the shape said ",0" or ",0,1", and a
+// conv without activation is "...,0,0" (or "...,1,0" with a residual), as the model compiler writes
+// it. A layout other than NCHW comes last, after both of them ("...,0,1,1").
 inline std::vector<int64_t> ConvKey(const ConvShape& g) {
   std::vector<int64_t> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad};
-  if (g.residual || !g.relu || g.layout != 0) key.push_back(g.residual ? 1 : 0);
-  if (!g.relu || g.layout != 0) key.push_back(g.relu ? 1 : 0);
+  if (g.residual || g.act != 1 || g.layout != 0) key.push_back(g.residual ? 1 : 0);
+  if (g.act != 1 || g.layout != 0) key.push_back(g.act);
   if (g.layout != 0) key.push_back(g.layout);
   return key;
 }
@@ -95,7 +102,7 @@ inline void Conv2dReference(const ConvShape& g, const std::vector<float>& data,
           }
           const int64_t o = ((n * g.k + k) * g.oh + y) * g.ow + x;
           if (residual) sum += (*residual)[o];
-          out[o] = static_cast<float>(g.relu ? std::max(sum, 0.0) : sum);
+          out[o] = static_cast<float>(ApplyActivation(g.act, sum));
         }
       }
     }

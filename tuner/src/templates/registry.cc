@@ -17,12 +17,15 @@ constexpr Entry kTemplates[] = {
     {"matmul", "M,N,K", "C = A·B, fp32, row-major A [M, K] and B [K, N] (CPU; CUDA)",
      templates::MakeMatmulTask},
     {"conv2d", "N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]",
-     "out = act(conv(data, weight) + bias (+ residual)), act 1 relu (the default) or 0 none, fp32 "
+     "out = act(conv(data, weight) + bias (+ residual)), act 1 relu (the default), 2 relu6 or 0 "
+     "none, fp32 "
      "NCHW, weight [K, C, R, S] (CPU; CUDA); layout 1: blocked NCHWc tensors and a packed "
      "weight, 2: NCHW data, blocked out (CPU)",
      templates::MakeConv2dTask},
-    {"depthwise_conv2d", "N,C,H,W,R,S,stride,pad",
-     "out = relu(depthwise conv(data, weight) + bias), fp32 NCHW, weight [C, 1, R, S] (CPU)",
+    {"depthwise_conv2d", "N,C,H,W,R,S,stride,pad[,activation[,layout]]",
+     "out = act(depthwise conv(data, weight) + bias), act 1 relu (the default), 2 relu6 or 0 "
+     "none, fp32 NCHW, weight [C, 1, R, S] (CPU); layout 1: blocked NCHWc tensors, the weight "
+     "packed [C/VW, 1, R, S, VW]",
      templates::MakeDepthwiseConv2dTask},
     {"dense", "B,IN,OUT", "out = data·weightᵀ + bias, fp32, weight [OUT, IN] (CPU; CUDA)",
      templates::MakeDenseTask},

@@ -7,6 +7,8 @@
 //   packed weight    KCRS [K, C, R, S] as [ceil(K/cb), ceil(C/cb)*cb, R, S, cb]: output channel
 //                    k at block k / cb, lane k % cb, input channels padded with zero rows; lanes
 //                    of channels past K are zero
+//   depthwise weight [C, 1, R, S] blocked as a [1, C, R, S] tensor: [ceil(C/cb), 1, R, S, cb]
+//                    (ToBlocked(w, 1, C, R * S, cb)), zero lanes past C
 //
 // cb is the target's vector width in floats (BlockedChannels): one vector a pixel and block.
 //
