@@ -54,10 +54,15 @@ LayoutPlan PlanLayouts(const Graph& g, Layouts layouts) {
     const bool in_blocked = plan.blocked[n.inputs[0]];
     if (n.op == "FusedConv") {
       // The weight is packed and the bias padded at compile time: both must be parameters (not
-      // computed, not graph inputs; a built-in network's have shapes only).
+      // computed, not graph inputs; a built-in network's have shapes only). A depthwise conv
+      // stays blocked where its input is (a blocked conv before it).
       const auto t = TaskOf(g, n);
       const bool bias_param = n.inputs.size() < 3 || n.inputs[2] < 0 || is_param(n.inputs[2]);
-      if (!t || t->template_name != "conv2d" || !is_param(n.inputs[1]) || !bias_param) continue;
+      const bool depthwise = t && t->template_name == "depthwise_conv2d" && in_blocked;
+      if (!t || (t->template_name != "conv2d" && !depthwise) || !is_param(n.inputs[1]) ||
+          !bias_param) {
+        continue;
+      }
       plan.conv[k] =
           static_cast<int64_t>(in_blocked ? ConvLayout::kBlocked : ConvLayout::kNchwToBlocked);
       plan.reads_block[k] = in_blocked;
@@ -159,7 +164,15 @@ Status RewriteLayouts(Graph& g, const LayoutPlan& plan, int64_t cb) {
         }
       }
       if (plan.conv[k] == static_cast<int64_t>(ConvLayout::kBlocked)) {
-        if (!packed_of.count(w)) {
+        if (!packed_of.count(w) && n.Int("group", 1) > 1) {
+          // Depthwise: [C, 1, R, S] blocked as [C/cb, 1, R, S, cb] (conv_layout.h).
+          const std::string name = g.UniqueValueName(g.values[w].name + ".packed");
+          const int p = g.AddFloatConstant(
+              name, {tuner::PaddedChannels(kcrs[0], cb) / cb, 1, kcrs[2], kcrs[3], cb},
+              tuner::ToBlocked(Floats(g.values[w]), 1, kcrs[0], kcrs[2] * kcrs[3], cb));
+          g.values[p].layout = "C1RS" + std::to_string(cb) + "c";
+          packed_of[w] = p;
+        } else if (!packed_of.count(w)) {
           const std::string name = g.UniqueValueName(g.values[w].name + ".packed");
           const int p = g.AddFloatConstant(
               name, tuner::PackedWeightShape(kcrs, cb),

@@ -50,18 +50,23 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layou
     return std::nullopt;
   }
   const bool residual = n.inputs.size() > 3 && n.inputs[3] >= 0;
-  const bool relu = n.String("activation", "none") == "relu";
+  // The templates' activation field: 0 none, 1 relu, 2 relu6.
+  const std::string activation = n.String("activation", "none");
+  const int64_t act = activation == "relu6" ? 2 : activation == "relu" ? 1 : 0;
   const int64_t group = n.Int("group", 1);
   if (group == 1) {
     std::vector<int64_t> shape = {x[0], c, x[2], x[3], k, w[2], w[3], strides[0], pads[0]};
-    if (residual || !relu || conv_layout != 0) shape.push_back(residual ? 1 : 0);
-    if (!relu || conv_layout != 0) shape.push_back(relu ? 1 : 0);
+    if (residual || act != 1 || conv_layout != 0) shape.push_back(residual ? 1 : 0);
+    if (act != 1 || conv_layout != 0) shape.push_back(act);
     if (conv_layout != 0) shape.push_back(conv_layout);
     return NodeTask{"conv2d", shape, {}};
   }
-  if (group == x[1] && w[0] == x[1] && w[1] == 1 && relu && !residual) {
-    return NodeTask{
-        "depthwise_conv2d", {x[0], x[1], x[2], x[3], w[2], w[3], strides[0], pads[0]}, {}};
+  // Depthwise: its weight [C, 1, R, S], or packed (layout 1) [C/cb, 1, R, S, cb].
+  if (group == c && k == c && w[1] == 1 && !residual) {
+    std::vector<int64_t> shape = {x[0], c, x[2], x[3], w[2], w[3], strides[0], pads[0]};
+    if (act != 1 || conv_layout != 0) shape.push_back(act);
+    if (conv_layout != 0) shape.push_back(conv_layout);
+    return NodeTask{"depthwise_conv2d", shape, {}};
   }
   return std::nullopt;
 }

@@ -273,14 +273,32 @@ TEST_F(CompileTest, AWideUpsamplerWhoseBuildIsOver16MiBRunsAndMatchesOnnxRuntime
 }
 
 // MobileNetV2 as exporters write it (ReLU6 as Clip with constant bounds, 17 depthwise convs,
-// inverted residuals), at width multiplier 1.0: the package matches onnxruntime. (Its depthwise
-// convs run generated kernels: the depthwise template fuses relu, not ReLU6's Clip.) Not under
-// ASan (the asan test preset excludes it): 21 s there, the compile path the small models take.
+// inverted residuals), at width multiplier 1.0: the package matches onnxruntime. Each Clip is
+// its conv's relu6 activation, and the data stays blocked from the first conv to the global
+// pool: the 17 depthwise convs run the depthwise_conv2d template's blocked kernel between the
+// conv2d template's, with no layout transform and no Clip left. Not under ASan (the asan test
+// preset excludes it): 21 s there, the compile path the small models take.
 TEST_F(CompileTest, MobileNetV2MatchesOnnxRuntime) {
   const std::string path = MakeModel("mobilenetv2.onnx", "mobilenetv2");
   ASSERT_FALSE(path.empty());
   auto c = CompileFile(path, Target(), DefaultPasses(), "");
   ASSERT_TRUE(c.ok);
+  int depthwise = 0, convs = 0;
+  for (const CompiledNode& n : c.result.nodes) {
+    if (n.has_task && n.task.template_name == "depthwise_conv2d") {
+      ++depthwise;
+      EXPECT_EQ(n.task.shape.back(), 1) << "blocked: " << n.function;
+      EXPECT_NE(n.function.find("depthwise_conv2d"), std::string::npos) << "the template's kernel";
+    } else if (n.has_task && n.task.template_name == "conv2d") {
+      ++convs;
+    }
+  }
+  EXPECT_EQ(depthwise, 17);
+  EXPECT_EQ(convs, 35);
+  for (const Node& n : c.result.graph.nodes) {
+    EXPECT_NE(n.op, "LayoutTransform") << n.name;
+    EXPECT_NE(n.op, "Clip") << n.name;
+  }
   ExpectClose(RunOnServer(server_->address(), c.package, SeededInput(path)), ReferenceOutput(path),
               "MobileNetV2 on the server vs onnxruntime");
 }

@@ -287,6 +287,94 @@ TEST(PassesTest, AQdqConvWithAFloatBiasAndARelu) {
   }
 }
 
+// MobileNet's ReLU6: a Clip from 0 to 6 after a conv (a plain one, then a depthwise one) becomes
+// the conv's relu6 activation; a Clip to another range stays a node. The depthwise conv is then
+// the depthwise_conv2d template's task (activation 2), kept blocked after the blocked conv before
+// it, its weight packed as [C/cb, 1, R, S, cb]; the graph computes the same before the pass, after
+// it and after the layout rewrite (the host's blocked depthwise path).
+TEST(PassesTest, AReluSixClipIsTheConvsActivationAndADepthwiseConvStaysBlocked) {
+  Graph g;
+  g.opset = 13;
+  auto add = [&](const char* op, std::vector<int> in, const char* out_name,
+                 std::vector<float> clip = {}) {
+    Node n;
+    n.name = std::string(op) + "_" + out_name;
+    n.op = op;
+    n.inputs = std::move(in);
+    Value out;
+    out.name = out_name;
+    n.outputs = {g.AddValue(out)};
+    if (n.op == "Conv") {
+      const int64_t r = g.values[n.inputs[1]].shape[2];
+      n.SetInts("pads", std::vector<int64_t>(4, r / 2));
+      if (g.values[n.inputs[1]].shape[1] == 1) n.SetInt("group", g.values[n.inputs[1]].shape[0]);
+    }
+    if (!clip.empty()) {
+      n.SetFloat("min", clip[0]);
+      n.SetFloat("max", clip[1]);
+    }
+    EXPECT_TRUE(InferNode(g, n).ok()) << n.name;
+    g.nodes.push_back(n);
+    return n.outputs[0];
+  };
+  auto weights = [&](const char* name, std::vector<int64_t> shape, int seed) {
+    std::vector<float> w(static_cast<size_t>(NumElements(shape)));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37 + seed) % 23) / 5 - 2;
+    return g.AddFloatConstant(name, shape, w);
+  };
+  Value x;
+  x.name = "x";
+  x.shape = {1, 3, 9, 8};
+  g.inputs = {g.AddValue(x)};
+  const int c1 = add("Conv", {g.inputs[0], weights("w1", {10, 3, 3, 3}, 1)}, "c1");
+  const int r1 = add("Clip", {c1}, "r1", {0, 6});
+  const int c2 = add("Conv", {r1, weights("w2", {10, 1, 3, 3}, 2)}, "c2");
+  const int r2 = add("Clip", {c2}, "r2", {0, 6});
+  const int c3 = add("Conv", {r2, weights("w3", {4, 10, 1, 1}, 3)}, "c3");
+  g.outputs = {add("Clip", {c3}, "y", {0, 5})};
+  std::vector<float> in(3 * 9 * 8);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i * 53) % 101) / 25 - 2;
+  auto want = Interpret(g, {in});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  int six = 0;
+  for (float v : (*want)[0]) six += v == 5.0f;
+  ASSERT_GT(six, 0) << "some outputs are clamped";
+
+  ASSERT_TRUE(FuseConv(g).ok());
+  EXPECT_EQ(Ops(g)["FusedConv"], 3);
+  EXPECT_EQ(Ops(g)["Clip"], 1) << "the Clip to [0, 5] stays";
+  std::vector<std::string> acts;
+  for (const Node& n : g.nodes) {
+    if (n.op == "FusedConv") acts.push_back(n.String("activation", ""));
+  }
+  EXPECT_EQ(acts, (std::vector<std::string>{"relu6", "relu6", "none"}));
+  auto fused = Interpret(g, {in});
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  ASSERT_EQ((*fused)[0].size(), (*want)[0].size());
+  for (size_t i = 0; i < (*want)[0].size(); ++i) EXPECT_NEAR((*fused)[0][i], (*want)[0][i], 1e-4);
+
+  const auto t = TaskOf(g, g.nodes[1]);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->template_name, "depthwise_conv2d");
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{1, 10, 9, 8, 3, 3, 1, 1, 2}));
+  const LayoutPlan plan = PlanLayouts(g, Layouts::kBlocked);
+  EXPECT_EQ(plan.conv, (std::vector<int64_t>{2, 1, 1, 0}));
+  ASSERT_TRUE(RewriteLayouts(g, plan, 8).ok());
+  const Node* dw = nullptr;
+  for (const Node& n : g.nodes) {
+    if (n.op == "FusedConv" && n.Int("group", 1) > 1) dw = &n;
+  }
+  ASSERT_NE(dw, nullptr);
+  EXPECT_EQ(g.values[dw->inputs[1]].shape, (std::vector<int64_t>{2, 1, 3, 3, 8}));
+  const auto bt = TaskOf(g, *dw);
+  ASSERT_TRUE(bt.has_value());
+  EXPECT_EQ(bt->shape, (std::vector<int64_t>{1, 10, 9, 8, 3, 3, 1, 1, 2, 1}));
+  auto blocked = Interpret(g, {in});
+  ASSERT_TRUE(blocked.ok()) << blocked.status().message();
+  ASSERT_EQ((*blocked)[0].size(), (*want)[0].size());
+  for (size_t i = 0; i < (*want)[0].size(); ++i) EXPECT_NEAR((*blocked)[0][i], (*want)[0][i], 1e-4);
+}
+
 TEST(PassesTest, ConstantFoldingRemovesShapeArithmetic) {
   const std::string path = MakeModel("shapes.onnx", "shapes");
   ASSERT_FALSE(path.empty());

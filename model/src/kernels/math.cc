@@ -1,6 +1,6 @@
 // Generated kernels with arithmetic beyond one element: Softmax and LogSoftmax, LRN, a generic Gemm
 // and MatMul (those the dense template does not take), and a direct convolution for the convs no
-// template takes (groups, dilation, uneven pads or strides, a depthwise conv without relu).
+// template takes (groups, dilation, uneven pads or strides, a depthwise conv with a residual).
 #include <map>
 
 #include "../ops/op_defs.h"
@@ -348,16 +348,19 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
                   n.op + " node '" + n.name + "': a residual needs a bias input");
   }
   // A conv of the layout plan (layout_plan.h; a task its template refuses): blocked residual and
-  // output (lanes past K written as zeros), blocked data and a packed weight with layout 1.
+  // output (lanes past K written as zeros), blocked data and a packed weight with layout 1. A
+  // depthwise one's packed weight is [C/CB, 1, R, S, CB]: the index below with CP = 1.
   const int64_t layout = n.Int("layout", 0);
   const int64_t cb = n.Int("block", 1);
   const int64_t c = n.Int("channels", x[1]), k = n.Int("filters", wt[0]);
-  const int64_t cg = layout ? c : wt[1];
-  if (layout != 0 && group != 1) {
-    return Status(ErrorCode::kInvalidArgument,
-                  n.op + " node '" + n.name + "': a blocked conv must have group 1");
+  const bool depthwise = group > 1 && group == c && k == c && wt[1] == 1;
+  const int64_t cg = layout && !depthwise ? c : wt[1];
+  if (layout != 0 && group != 1 && !depthwise) {
+    return Status(
+        ErrorCode::kInvalidArgument,
+        n.op + " node '" + n.name + "': a blocked conv must have group 1 or be depthwise");
   }
-  const bool relu = n.String("activation", "none") == "relu";
+  const std::string act = n.String("activation", "none");
   std::ostringstream d;
   d << "#define C " << c << "L\n#define H " << x[2] << "L\n#define W " << x[3] << "L\n#define K "
     << k << "L\n#define CG " << cg << "L\n#define KG " << k / group << "L\n#define OH " << w.oh
@@ -365,10 +368,10 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
     << "L\n#define SH " << w.sh << "L\n#define SW " << w.sw << "L\n#define DH " << w.dh
     << "L\n#define DW " << w.dw << "L\n#define PT " << w.pt << "L\n#define PL " << w.pl << "L\n"
     << "#define CB " << cb << "L\n#define CP " << (layout ? wt[1] : c) << "L\n#define KP "
-    << (layout ? y[1] * cb : k) << "L\n"
+    << (layout ? y[1] * cb : k) << "L\n#define XB " << (layout == 1 ? x[1] : 0) << "L\n"
     << "#define BIAS " << (bias ? "in2[oc]" : "0.0f") << "\n";
   // Element offsets of data (b, c, y, x), weight (k, c, r, s) and output (b, k, y, x).
-  d << (layout == 1 ? "#define XI(b, c, y, x) ((((b) * (CP / CB) + (c) / CB) * H + (y)) * W + (x)) "
+  d << (layout == 1 ? "#define XI(b, c, y, x) ((((b) * XB + (c) / CB) * H + (y)) * W + (x)) "
                       "* CB + (c) % CB\n"
                     : "#define XI(b, c, y, x) (((b) * C + (c)) * H + (y)) * W + (x)\n")
     << (layout == 1 ? "#define WI(k, c, r, s) ((((k) / CB * CP + (c)) * KH + (r)) * KW + (s)) * CB "
@@ -387,7 +390,8 @@ Expected<GeneratedKernel> DirectConv(const Graph& g, const Node& n, const std::s
       WindowLoop("sum += in0[XI(b, grp * CG + ic, iy, ix)] * in1[WI(oc, ic, r, s)];") +
       "      const long o = YI(b, oc, oy, ox);\n";
   if (residual) body += "      sum += in3[o];\n";
-  if (relu) body += "      if (sum < 0) sum = 0;\n";
+  if (act == "relu" || act == "relu6") body += "      if (sum < 0) sum = 0;\n";
+  if (act == "relu6") body += "      if (sum > 6) sum = 6;\n";
   body += std::string("      out0[o] = sum;\n    }");
   return LoopKernel(name, 2 + bias + residual, 1, x[0] * (layout ? y[1] * cb : k) * w.oh, d.str(),
                     body);

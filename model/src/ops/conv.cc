@@ -2,10 +2,11 @@
 //
 // FusedConv: inputs data [N,C,H,W], weight [K,C/group,R,S], bias [K] (optional), residual
 // [N,K,OH,OW] (optional); attributes as Conv's after import (explicit pads) plus activation
-// ("none" or "relu"). After RewriteLayouts (layout_plan.h) a conv2d conv may hold blocked data,
-// residual and output and a packed weight (attributes layout, block, channels, filters): the
-// host evaluates it through NCHW copies.
+// ("none", "relu" or "relu6": clamped to [0, 6]). After RewriteLayouts (layout_plan.h) a conv2d
+// or depthwise conv may hold blocked data, residual and output and a packed weight (attributes
+// layout, block, channels, filters): the host evaluates it through NCHW copies.
 #include <algorithm>
+#include <cmath>
 
 #include "crosstune/tuner/conv_layout.h"
 #include "ops/op_defs.h"
@@ -43,7 +44,9 @@ Status InferConvLike(OpContext& ctx) {
     return ctx.Error("residual must be " + ShapeText(out));
   }
   const std::string act = ctx.node().String("activation", "none");
-  if (act != "none" && act != "relu") return ctx.Error("activation '" + act + "' is not supported");
+  if (act != "none" && act != "relu" && act != "relu6") {
+    return ctx.Error("activation '" + act + "' is not supported");
+  }
   ctx.SetOutput(0, DType::kFloat32, out);
   return Status::Ok();
 }
@@ -53,6 +56,7 @@ Status EvalBlockedConv(OpContext& ctx) {
   const Node& n = ctx.node();
   const int64_t cb = n.Int("block", 1), c = n.Int("channels", 0), k = n.Int("filters", 0);
   const bool packed = n.Int("layout", 0) == static_cast<int64_t>(tuner::ConvLayout::kBlocked);
+  const int64_t group = n.Int("group", 1);
   const Value& xv = ctx.in(0);
   const Value& wv = ctx.in(1);
   const int64_t batch = xv.shape[0], h = xv.shape[2], w = xv.shape[3];
@@ -61,8 +65,11 @@ Status EvalBlockedConv(OpContext& ctx) {
   std::vector<ops::PlainTensor> in(4);
   in[0] = {{batch, c, h, w},
            packed ? tuner::FromBlocked(ops::FloatsOf(xv), batch, c, h * w, cb) : ops::FloatsOf(xv)};
-  in[1] = {{k, c, r, s},
-           packed ? tuner::UnpackWeight(ops::FloatsOf(wv), k, c, r, s, cb) : ops::FloatsOf(wv)};
+  // A depthwise weight is packed as a blocked [1, C, R, S] tensor (conv_layout.h).
+  in[1] = {{k, c / group, r, s},
+           !packed      ? ops::FloatsOf(wv)
+           : group == 1 ? tuner::UnpackWeight(ops::FloatsOf(wv), k, c, r, s, cb)
+                        : tuner::FromBlocked(ops::FloatsOf(wv), 1, k, r * s, cb)};
   if (ctx.has_input(2)) {
     in[2] = {{k}, std::vector<float>(ctx.InFloats(2), ctx.InFloats(2) + k)};
   }
@@ -83,7 +90,9 @@ Status EvalConvLike(OpContext& ctx) {
   const float* w = wv.floats();
   const float* bias = ctx.has_input(2) ? ctx.in(2).floats() : nullptr;
   const float* res = ctx.has_input(3) ? ctx.in(3).floats() : nullptr;
-  const bool relu = ctx.node().String("activation", "none") == "relu";
+  const std::string act = ctx.node().String("activation", "none");
+  const bool relu = act == "relu" || act == "relu6";
+  const double most = act == "relu6" ? 6.0 : HUGE_VAL;
   const ops::Window wd = ops::WindowOf(ctx.node(), ctx.out(0).shape);
   const int64_t n = xv.shape[0], c = xv.shape[1], h = xv.shape[2], wi = xv.shape[3];
   const int64_t k = wv.shape[0], group = ctx.node().Int("group", 1);
@@ -109,7 +118,7 @@ Status EvalConvLike(OpContext& ctx) {
           const int64_t o = ((b * k + oc) * wd.oh + oy) * wd.ow + ox;
           if (res) sum += res[o];
           if (relu && sum < 0) sum = 0;
-          y[o] = static_cast<float>(sum);
+          y[o] = static_cast<float>(std::min(sum, most));
         }
     }
   return Status::Ok();
@@ -120,7 +129,8 @@ double ConvFlops(const Graph& g, const Node& n) {
   const auto& y = g.values[n.outputs[0]].shape;
   if (n.Has("layout")) {
     // Blocked: the lanes past K and C are no work of the network's.
-    return 2.0 * y[0] * n.Int("filters", 0) * y[2] * y[3] * n.Int("channels", 0) * w[2] * w[3];
+    return 2.0 * y[0] * n.Int("filters", 0) * y[2] * y[3] * n.Int("channels", 0) /
+           n.Int("group", 1) * w[2] * w[3];
   }
   return 2.0 * NumElements(y) * w[1] * w[2] * w[3];
 }

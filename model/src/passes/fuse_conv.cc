@@ -1,6 +1,7 @@
 // fuse_conv: every Conv becomes a FusedConv (ops/conv.cc) with a bias (zeros when it had none),
 // then an Add of a conv's output and another tensor of the same shape becomes the conv's
-// residual, and a Relu after it its activation (passes.h). A conv whose output has other users
+// residual, and a Relu after it its activation, as does a Clip from 0 to 6 (MobileNet's ReLU6,
+// activation relu6) (passes.h). A conv whose output has other users
 // keeps it unfused. Of the two operands of a residual Add, the first is the block's main path
 // when both are convs (ONNX exports of ResNets write Add(main, shortcut)).
 #include <vector>
@@ -77,20 +78,28 @@ Status FuseConv(Graph& g) {
     Rebuild(g, drop, replaced);
   }
 
-  // Relu after a fused conv: its activation.
+  // Relu, or Clip to [0, 6], after a fused conv: its activation.
   {
     const std::vector<int> producer = g.Producers();
     const std::vector<int> uses = g.UseCounts();
     std::vector<bool> drop(g.nodes.size(), false);
     for (size_t k = 0; k < g.nodes.size(); ++k) {
       const Node& relu = g.nodes[k];
-      if (relu.op != "Relu") continue;
+      std::string activation;
+      if (relu.op == "Relu") {
+        activation = "relu";
+      } else if (relu.op == "Clip" && relu.inputs.size() == 1 && relu.Has("min") &&
+                 relu.Has("max") && relu.Float("min", 1) == 0.0 && relu.Float("max", 0) == 6.0) {
+        activation = "relu6";
+      } else {
+        continue;
+      }
       const int x = relu.inputs[0];
       const int p = producer[x];
       if (p < 0 || uses[x] != 1) continue;
       Node& conv = g.nodes[p];
       if (conv.op != "FusedConv" || conv.String("activation", "none") != "none") continue;
-      conv.SetString("activation", "relu");
+      conv.SetString("activation", activation);
       conv.outputs[0] = relu.outputs[0];
       drop[k] = true;
     }
