@@ -1,7 +1,8 @@
 """crosstune-bench-model: ResNet-50 batch 1 fp32 end to end, crosstune against onnxruntime and
 OpenVINO, in one run; with --int8, its int8 copy as onnxruntime's static quantizer writes it (QDQ,
 uint8 activations, int8 weights per channel: make-model.py --int8 per-channel), all three running
-the same int8 model.
+the same int8 model; with --model mobilenetv2, MobileNetV2 (width 1.0, ReLU6 as Clip, 17
+depthwise convs) in fp32.
 
 Writes the model (scripts/make-model.py, seeded weights), starts a local crosstune-server, tunes
 the model's tasks with `crosstune tune --model` under a trial budget (or reuses --log; with neither,
@@ -197,6 +198,8 @@ def layer_profile(ours, theirs):
     for n in ours:
         by_op[n["op_type"]] = by_op.get(n["op_type"], 0.0) + n["median_us"] / 1e3
         kind = conv_kind(n.get("shapes", "")) if "conv" in n["op_type"].lower() else ""
+        if kind and "depthwise" in n["op_type"].lower():
+            kind = "depthwise " + kind
         match = by_name.pop(n["name"], None)
         group = kinds.setdefault(kind or "other", {"crosstune_ms": 0.0, "openvino_ms": 0.0,
                                                    "layers": 0})
@@ -261,7 +264,10 @@ def main():
     p.add_argument("--log", action="append", default=[],
                    help="reuse a tuning log: N=FILE for thread count N, or FILE for all "
                         "(no tuning then)")
-    p.add_argument("--width", type=int, default=64, help="the model's base width (64: ResNet-50)")
+    p.add_argument("--model", default="resnet50", choices=("resnet50", "mobilenetv2"),
+                   help="the network make-model.py writes (default resnet50)")
+    p.add_argument("--width", type=int, default=64,
+                   help="resnet50's base width (64: ResNet-50)")
     p.add_argument("--int8", action="store_true",
                    help="the model's int8 (QDQ) copy, as onnxruntime's quantizer writes it")
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
@@ -282,6 +288,8 @@ def main():
     threads = [int(t) for t in a.threads.split(",")]
     if not threads or min(threads) < 1:
         sys.exit("bench-model: --threads takes positive counts, e.g. 1,2")
+    if a.model != "resnet50" and (a.int8 or a.width != 64):
+        sys.exit("bench-model: --int8 and --width are resnet50's")
     if a.rounds < 1 or a.runs < 1:
         sys.exit("bench-model: --rounds and --runs must be at least 1")
     logs = {}
@@ -303,12 +311,16 @@ def main():
     server = None
     try:
         kind = "int8" if a.int8 else "fp32"
-        onnx_path = os.path.join(work, f"resnet50-w{a.width}-{kind}.onnx")
+        if a.model == "resnet50":
+            name = f"resnet50-w{a.width}"
+            extra = ["--width", str(a.width)] + (["--int8", "per-channel"] if a.int8 else [])
+        else:
+            name, extra = a.model, []
+        onnx_path = os.path.join(work, f"{name}-{kind}.onnx")
         if not os.path.isfile(onnx_path):
             log(f"writing the model ({onnx_path})")
-            extra = ["--int8", "per-channel"] if a.int8 else []
-            subprocess.run([sys.executable, a.make_model, "resnet50", "--width", str(a.width),
-                            *extra, "-o", onnx_path], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([sys.executable, a.make_model, a.model, *extra, "-o", onnx_path],
+                           check=True, stdout=subprocess.DEVNULL)
 
         # The peak first, with nothing else running.
         peak = run_json([a.peak_bin, "--threads", ",".join(map(str, threads))], "crosstune-bench-peak")
@@ -338,7 +350,7 @@ def main():
                                             "--json"], "tune --model")
                     tuning[(t, lay)] = {"wall_s": time.monotonic() - t0, "trials": a.trials,
                                         "log": log_file, "report": report}
-                pkg = os.path.join(work, f"resnet50-t{t}-{lay}.ctpkg")
+                pkg = os.path.join(work, f"{a.model}-t{t}-{lay}.ctpkg")
                 cmd = ct + ["compile", onnx_path, *where, "--threads", str(t), "--layouts", lay,
                             "-o", pkg, "--workers", str(a.workers), "--json"]
                 if log_file is not None:
@@ -443,7 +455,8 @@ def main():
             results.append(row)
         out = {
             "benchmark": "crosstune-bench-model",
-            "model": f"resnet50 width {a.width} (make-model.py, seeded), batch 1, " +
+            "model": (f"resnet50 width {a.width}" if a.model == "resnet50" else a.model) +
+                     " (make-model.py, seeded), batch 1, " +
                      ("int8 (onnxruntime's static quantizer, QDQ, per-channel)" if a.int8 else "fp32"),
             "gflop_per_image": flops / 1e9,
             "activation_mb": model_info.get("activation_bytes", 0) / 1e6,
