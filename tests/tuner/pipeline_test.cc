@@ -179,6 +179,29 @@ TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
   }
 }
 
+// The groups field (a transformer's MatMul nodes): one group of rows that fill no tile, several
+// groups of odd sizes (each its own A, B and C), on one thread and two.
+TEST_F(PipelineTest, GroupedMatmulsMatchTheReference) {
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{37, 29, 19, 1}, {17, 13, 9, 3}, {5, 70, 33, 4}}) {
+    for (int threads : {1, 2}) {
+      if (threads > static_cast<int>(info_.cores)) continue;
+      auto task = MakeTask("matmul", shape, target_, {.threads = threads});
+      ASSERT_TRUE(task.ok()) << task.status().ToString();
+      std::vector<uint64_t> indices = {(*task)->DefaultConfig().index()};
+      UniqueSampler sampler((*task)->space(), 3);
+      for (int i = 0; i < 3; ++i) indices.push_back(sampler.Next().value_or(0));
+      auto results = Run(**task, indices);
+      ASSERT_EQ(results.size(), indices.size());
+      for (const auto& m : results) {
+        EXPECT_EQ(m.error, TrialError::kOk)
+            << (*task)->id().Key() << " " << (*task)->space().Get(m.index).ToString() << ": "
+            << TrialErrorName(m.error) << " " << m.message;
+      }
+    }
+  }
+}
+
 TEST_F(PipelineTest, ThreadedMatmulGivesTheReferencesAnswerAsOneThreadDoes) {
   if (info_.cores < 2) GTEST_SKIP() << "one core: a two-thread task is refused by CheckLimits";
   // Row shares that do not split evenly into MR panels, and fewer panels than threads (M = 1).

@@ -53,8 +53,55 @@ TEST(TemplateRegistryTest, MatmulRefusesTensorsOverTheSizeLimit) {
   auto task = MakeTask("matmul", {1 << 20, 1 << 20, 16}, Host());
   ASSERT_FALSE(task.ok());
   EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(task.status().message(), "matmul takes --shape M,N,K: C would have over 2^32 elements");
+  EXPECT_EQ(task.status().message(),
+            "matmul takes --shape M,N,K[,groups]: C would have over 2^32 elements");
   EXPECT_TRUE(MakeTask("matmul", {1 << 16, 1 << 16, 16}, Host()).ok());
+  // The groups multiply A and C.
+  auto groups = MakeTask("matmul", {1 << 12, 1 << 12, 16, 1 << 9}, Host());
+  ASSERT_FALSE(groups.ok());
+  EXPECT_NE(groups.status().message().find("would have over 2^32 elements"), std::string::npos);
+}
+
+// matmul's groups field: A and C of any leading dimensions (their product checked, the last one
+// exact), B 2-D for one group and of G matrices for more; the 3-field shape keeps its exact 2-D
+// checks (and so its code). CUDA takes no groups.
+TEST(TemplateRegistryTest, MatmulGroupsTakeTensorsOfAnyLeadingDimensions) {
+  auto one = MakeTask("matmul", {128, 3072, 768, 1}, Host());
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  auto args = (*one)->args();
+  EXPECT_EQ(args[0].shape, (std::vector<int64_t>{128, 768}));
+  EXPECT_EQ(args[0].flat_tail, 1);
+  EXPECT_EQ(args[1].shape, (std::vector<int64_t>{768, 3072}));
+  EXPECT_EQ(args[1].flat_tail, 0);
+  EXPECT_EQ(args[2].flat_tail, 1);
+  std::string source = (*one)->Generate((*one)->DefaultConfig());
+  EXPECT_EQ(Count(source, "static int check_flat_tensor("), 1u);
+  EXPECT_EQ(Count(source, "check_flat_tensor(&args["), 2u);
+  EXPECT_EQ(Count(source,
+                  "A must be a compact float32 tensor of shape [..., 768] whose leading "
+                  "dimensions multiply to 128"),
+            1u);
+  EXPECT_EQ(Count(source, "run_one"), 0u) << "one group: the one product's code";
+  auto many = MakeTask("matmul", {128, 64, 128, 12}, Host());
+  ASSERT_TRUE(many.ok()) << many.status().ToString();
+  args = (*many)->args();
+  EXPECT_EQ(args[1].shape, (std::vector<int64_t>{12, 128, 64}));
+  EXPECT_EQ(args[1].flat_tail, 2);
+  EXPECT_DOUBLE_EQ((*many)->flops(), 2.0 * 12 * 128 * 64 * 128);
+  source = (*many)->Generate((*many)->DefaultConfig());
+  EXPECT_EQ(Count(source, "check_flat_tensor(&args["), 3u);
+  EXPECT_GT(Count(source, "run_one"), 0u);
+  auto plain = MakeTask("matmul", {128, 64, 128}, Host());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(Count((*plain)->Generate((*plain)->DefaultConfig()), "check_flat_tensor"), 0u);
+  EXPECT_NE((*plain)->id().Key(), (*one)->id().Key());
+  auto cuda = builder::ParseTarget("cuda -arch=sm_80");
+  ASSERT_TRUE(cuda.ok());
+  auto refused = MakeTask("matmul", {128, 64, 128, 12}, *cuda);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("groups are for CPU targets"), std::string::npos);
+  EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 0}, Host()).ok());
+  EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 1, 1}, Host()).ok());
 }
 
 TEST(TemplateRegistryTest, MatmulRefusesMoreThreadsThanTheDeviceHas) {

@@ -369,6 +369,35 @@ inline std::string KernelEntry(const std::string& name, const std::vector<ArgSpe
   const bool typed = std::any_of(args.begin(), args.end(), [](const ArgSpec& a) {
     return a.dtype.code != kDLFloat || a.dtype.bits != 32;
   });
+  const bool flat =
+      std::any_of(args.begin(), args.end(), [](const ArgSpec& a) { return a.flat_tail > 0; });
+  if (flat) {
+    // ArgSpec::flat_tail: the last `tail` dimensions checked, the ones before them multiplied
+    // (only kernels with such an argument have it, so the others' code stays as it was).
+    o << R"C(
+static int check_flat_tensor(const ct_arg* arg, int tail, const long* shape, const char* what) {
+  if (arg->kind != CT_ARG_TENSOR) { g_error = what; return 1; }
+  const DLTensor* t = arg->value.v_tensor;
+  if (t->ndim < tail || t->dtype.code != kDLFloat || t->dtype.bits != 32 || t->dtype.lanes != 1) {
+    g_error = what;
+    return 1;
+  }
+  long stride = 1, lead = 1;
+  for (int d = t->ndim - 1; d >= 0; --d) {
+    const int k = d - (t->ndim - tail); /* the tail's dimension, or below 0 */
+    if ((k >= 0 && t->shape[d] != shape[1 + k]) ||
+        (t->strides && t->shape[d] > 1 && t->strides[d] != stride)) {
+      g_error = what;
+      return 1;
+    }
+    stride *= t->shape[d];
+    if (k < 0) lead *= t->shape[d];
+  }
+  if (lead != shape[0]) { g_error = what; return 1; }
+  return 0;
+}
+)C";
+  }
   if (typed) {
     // check_tensor with the element type as DLPack's code and bits (only kernels that take other
     // types than float32 have it, so the float32 templates' code stays as it was).
@@ -420,15 +449,27 @@ static int check_typed_tensor(const ct_arg* arg, int ndim, const long* shape, in
     o << "  static const long shape" << i << "[" << std::max<size_t>(1, args[i].shape.size())
       << "] = {" << (dims.empty() ? "1" : dims) << "};\n"
       << "  if (";
-    if (typed) {
+    if (args[i].flat_tail > 0) {
+      o << "check_flat_tensor(&args[" << i << "], " << args[i].flat_tail << ", shape" << i;
+    } else if (typed) {
       o << "check_typed_tensor(&args[" << i << "], " << args[i].shape.size() << ", shape" << i
         << ", " << static_cast<int>(args[i].dtype.code) << ", "
         << static_cast<int>(args[i].dtype.bits);
     } else {
       o << "check_tensor(&args[" << i << "], " << args[i].shape.size() << ", shape" << i;
     }
-    o << ", \"" << args[i].name << " must be a compact " << DTypeText(args[i].dtype)
-      << " tensor of shape [" << dims << "]\")) return 1;\n";
+    if (args[i].flat_tail > 0) {
+      std::string tail;
+      for (size_t d = 1; d < args[i].shape.size(); ++d) {
+        tail += (tail.empty() ? "" : ", ") + std::to_string(args[i].shape[d]);
+      }
+      o << ", \"" << args[i].name << " must be a compact " << DTypeText(args[i].dtype)
+        << " tensor of shape [..., " << tail << "] whose leading dimensions multiply to "
+        << args[i].shape[0] << "\")) return 1;\n";
+    } else {
+      o << ", \"" << args[i].name << " must be a compact " << DTypeText(args[i].dtype)
+        << " tensor of shape [" << dims << "]\")) return 1;\n";
+    }
   }
   o << "  kernel_args a;\n";
   for (size_t i = 0; i < args.size(); ++i) {

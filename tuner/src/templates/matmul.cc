@@ -1,4 +1,8 @@
-// CPU fp32 matmul, C = A·B (row-major, A: MxK, B: KxN, C: MxN).
+// CPU fp32 matmul, C = A·B (row-major, A: MxK, B: KxN, C: MxN). With a fourth shape field, G
+// groups, the tensors may have any leading dimensions (ArgSpec::flat_tail), as a transformer's
+// MatMul nodes give them: G = 1 takes A [..., K] of M rows in all times one B [K, N] (3-D
+// activations times a weight); G > 1 does G products one after another, A [..., M, K],
+// B [..., K, N] and C [..., M, N] each holding G matrices (attention's batched products).
 //
 // The kernel follows the GotoBLAS structure: for each NC-wide column block and KC-deep slice, B
 // is packed into zero-padded NR-wide panels; for each MC-high row block, A is (optionally) packed
@@ -36,6 +40,7 @@ using templates::VectorWidth;
 // The task's sizes and the target's vector unit, and the config space they make.
 struct MatmulShape {
   int64_t m_ = 0, n_ = 0, k_ = 0;
+  int64_t groups_ = 0;  // 0: 2-D A, B and C (three shape fields); else the fourth field
   int vw_ = 4;
   int regs_ = 16;
   Expected<ConfigSpace> BuildSpace() const;
@@ -49,14 +54,27 @@ class MatmulTask final : public Task, private MatmulShape {
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target,
                                               const TaskOptions& options) {
-    if (shape.size() != 3 || std::any_of(shape.begin(), shape.end(), [](int64_t d) {
-          return d < 1 || d > (int64_t{1} << 20);
-        })) {
-      return Status(ErrorCode::kInvalidArgument,
-                    templates::ShapeUsage("matmul") + " (three sizes from 1 to 1048576)");
+    if ((shape.size() != 3 && shape.size() != 4) ||
+        std::any_of(shape.begin(), shape.end(),
+                    [](int64_t d) { return d < 1 || d > (int64_t{1} << 20); })) {
+      return Status(
+          ErrorCode::kInvalidArgument,
+          templates::ShapeUsage("matmul") + " (three sizes and the groups, from 1 to 1048576)");
     }
-    if (target.is_cuda()) return MakeCudaMatmulTask(shape, target, options);
-    const MatmulShape s{shape[0], shape[1], shape[2], VectorWidth(target), VectorRegisters(target)};
+    if (target.is_cuda()) {
+      if (shape.size() == 4) {
+        return Status(ErrorCode::kInvalidArgument,
+                      templates::ShapeUsage("matmul") + ": groups are for CPU targets");
+      }
+      return MakeCudaMatmulTask(shape, target, options);
+    }
+    MatmulShape s;
+    s.m_ = shape[0];
+    s.n_ = shape[1];
+    s.k_ = shape[2];
+    s.groups_ = shape.size() == 4 ? shape[3] : 0;
+    s.vw_ = VectorWidth(target);
+    s.regs_ = VectorRegisters(target);
     return templates::NewTask<MatmulTask>(TaskId{"matmul", shape, "float32", options.threads},
                                           target, s);
   }
@@ -64,10 +82,20 @@ class MatmulTask final : public Task, private MatmulShape {
   std::string function() const override { return "matmul"; }
 
   std::vector<ArgSpec> args() const override {
+    if (groups_ > 0) {
+      ArgSpec a{"A", {groups_ * m_, k_}}, b{"B", {k_, n_}};
+      ArgSpec c{"C", {groups_ * m_, n_}, {kDLFloat, 32, 1}, true};
+      a.flat_tail = c.flat_tail = 1;
+      if (groups_ > 1) {
+        b.shape = {groups_, k_, n_};
+        b.flat_tail = 2;
+      }
+      return {a, b, c};
+    }
     return {{"A", {m_, k_}}, {"B", {k_, n_}}, {"C", {m_, n_}, {kDLFloat, 32, 1}, true}};
   }
 
-  double flops() const override { return 2.0 * m_ * n_ * k_; }
+  double flops() const override { return 2.0 * std::max<int64_t>(groups_, 1) * m_ * n_ * k_; }
 
   Config DefaultConfig() const override {
     const bool wide = regs_ >= 32;
@@ -131,13 +159,28 @@ class MatmulTask final : public Task, private MatmulShape {
       << "\n#define PREFETCH " << c.Int("prefetch") << "\n#define THREADS " << threads()
       << "\n#define NCB " << RoundUp(std::min(nc, n_), nr) << "L\n#define MCB "
       << RoundUp(std::min(mc, m_), mr) << "L\n"
-      << templates::KernelPrelude(vw_) << templates::KernelArgsStruct(args()) << kKernelBody
-      << templates::KernelEntry(function(), args(), {});
+      << templates::KernelPrelude(vw_) << templates::KernelArgsStruct(args());
+    // G > 1: the one product's run() becomes run_one(), which kGroupsRun's run() calls per group.
+    if (groups_ > 1) o << "#define GROUPS " << groups_ << "L\n#define run run_one\n";
+    o << kKernelBody;
+    if (groups_ > 1) o << kGroupsRun;
+    o << templates::KernelEntry(function(), args(), {});
     return o.str();
   }
 
   void Reference(HostArgs& args) const override {
-    templates::MatmulReference(args[0], args[1], args[2], m_, n_, k_);
+    if (groups_ <= 1) {
+      templates::MatmulReference(args[0], args[1], args[2], m_, n_, k_);
+      return;
+    }
+    std::vector<float> a(static_cast<size_t>(m_ * k_)), b(static_cast<size_t>(k_ * n_)),
+        c(static_cast<size_t>(m_ * n_));
+    for (int64_t g = 0; g < groups_; ++g) {
+      std::copy_n(args[0].begin() + g * m_ * k_, a.size(), a.begin());
+      std::copy_n(args[1].begin() + g * k_ * n_, b.size(), b.begin());
+      templates::MatmulReference(a, b, c, m_, n_, k_);
+      std::copy(c.begin(), c.end(), args[2].begin() + g * m_ * n_);
+    }
   }
 
   // fp32 sums of K products in another order than the reference's (double) sum.
@@ -181,6 +224,7 @@ class MatmulTask final : public Task, private MatmulShape {
   }
 
   static const char* const kKernelBody;
+  static const char* const kGroupsRun;
 };
 
 Expected<ConfigSpace> MatmulShape::BuildSpace() const {
@@ -368,6 +412,22 @@ static int32_t run(kernel_args* a) {
       if (r == 0) r = ct_parallel_for(row_task, &s, THREADS);
       if (r != 0) { g_error = "matmul: a parallel task failed"; return r; }
     }
+  }
+  return 0;
+}
+)KERNEL";
+
+const char* const MatmulTask::kGroupsRun = R"KERNEL(
+/* GROUPS products one after another: A, B and C each hold GROUPS matrices in a row. */
+#undef run
+static int32_t run(kernel_args* a) {
+  for (long g = 0; g < GROUPS; ++g) {
+    kernel_args one = *a;
+    one.A = a->A + g * M_ * K_;
+    one.B = a->B + g * K_ * N_;
+    one.C = a->C + g * M_ * N_;
+    const int32_t r = run_one(&one);
+    if (r != 0) return r;
   }
   return 0;
 }

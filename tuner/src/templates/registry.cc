@@ -14,7 +14,10 @@ struct Entry {
   templates::TemplateFactory make;
 };
 constexpr Entry kTemplates[] = {
-    {"matmul", "M,N,K", "C = A·B, fp32, row-major A [M, K] and B [K, N] (CPU; CUDA)",
+    {"matmul", "M,N,K[,groups]",
+     "C = A·B, fp32, row-major A [M, K] and B [K, N] (CPU; CUDA); with groups G (CPU), G "
+     "products: A [..., M, K] whose leading dimensions multiply to G (or, with G 1, any A "
+     "[..., K] of M rows), B [K, N] when G is 1, else [..., K, N] of G matrices, C as A",
      templates::MakeMatmulTask},
     {"conv2d", "N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]",
      "out = act(conv(data, weight) + bias (+ residual)), act 1 relu (the default), 2 relu6 or 0 "

@@ -34,6 +34,10 @@ struct ArgSpec {
   std::vector<int64_t> shape;
   DLDataType dtype{kDLFloat, 32, 1};
   bool output = false;  // written by the kernel and checked against the reference
+  // 0: the tensor has exactly `shape`. t > 0: its last t dimensions are shape's last t, and the
+  // ones before them (any number) multiply to shape[0] (a [2, 64, 768] tensor for {128, 768}
+  // with t = 1): how a 2-D kernel takes a transformer's 3-D or 4-D activations.
+  int flat_tail = 0;
   uint64_t elements() const {
     uint64_t n = 1;
     for (int64_t d : shape) n *= static_cast<uint64_t>(d);
