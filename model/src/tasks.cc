@@ -1,6 +1,7 @@
 // Task extraction (tasks.h).
 #include "crosstune/model/tasks.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -27,6 +28,30 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layou
     const auto& x = g.values[n.inputs[0]].shape;
     const auto& w = g.values[n.inputs[1]].shape;
     return NodeTask{"dense", {x[0], x[1], w[0]}, {}};
+  }
+  if (n.op == "MatMul" && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0) {
+    // fp32 A [..., K] of M rows times a 2-D B [K, N] (a transformer's activations times a
+    // weight), or A [..., M, K] times B [..., K, N] with the same leading dimensions (attention's
+    // batched products, G of them): the matmul template, G its fourth field. Broadcast leading
+    // dimensions are generated kernels.
+    const auto& a = g.values[n.inputs[0]];
+    const auto& b = g.values[n.inputs[1]];
+    const size_t ra = a.shape.size(), rb = b.shape.size();
+    if (a.dtype != DType::kFloat32 || b.dtype != DType::kFloat32 || ra < 2 || rb < 2 ||
+        a.shape[ra - 1] != b.shape[rb - 2]) {
+      return std::nullopt;
+    }
+    const int64_t k = b.shape[rb - 2], cols = b.shape[rb - 1];
+    if (rb == 2) {
+      const int64_t rows = NumElements(a.shape) / k;
+      if (ra == 2) return NodeTask{"matmul", {rows, cols, k}, {}};
+      return NodeTask{"matmul", {rows, cols, k, 1}, {}};
+    }
+    if (ra != rb || !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin())) {
+      return std::nullopt;
+    }
+    const int64_t groups = NumElements(b.shape) / (k * cols);
+    return NodeTask{"matmul", {a.shape[ra - 2], cols, k, groups}, {}};
   }
   std::optional<std::vector<int64_t>> int8;
   if (n.op == "Conv2dInt8") {

@@ -269,7 +269,15 @@ def test_a_bert_style_encoder_runs_and_matches_onnxruntime(dev: ct.Device,
     model = ct.import_onnx(bert_model.onnx)
     assert [i["name"] for i in model.inputs] == list(BERT_INPUTS)
     assert all(i["dtype"] == "int64" for i in model.inputs)
-    with dev.load_model(ct.compile(model, device=dev)) as net:
+    # Every MatMul is the matmul template's: the 3-D activations times a weight (groups 1),
+    # attention's batched products (groups: batch x heads) and the pooler's 2-D one (no groups).
+    groups = [t["shape"][3] for t in model.tasks if len(t["shape"]) == 4]
+    assert 1 in groups and max(groups) > 1, model.tasks
+    assert sum(t["count"] for t in model.tasks) == model.summary["compiled_ops"]["MatMul"]
+    pkg = ct.compile(model, device=dev)
+    assert pkg.report["untemplated"] == 0
+    assert pkg.report["tasks"] == model.summary["compiled_ops"]["MatMul"]
+    with dev.load_model(pkg) as net:
         outputs = net(*[bert_model.input(n) for n in BERT_INPUTS])
     assert len(outputs) == len(BERT_OUTPUTS)
     for got, name in zip(outputs, BERT_OUTPUTS):
