@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "crosstune/model/layout_plan.h"
@@ -538,6 +539,59 @@ TEST(GatherKernelTest, AnIndexOutOfRangeAtRunTimeFailsTheCallByName) {
       << (*lib)->LastError();
   ASSERT_EQ(call({4, -5}, &got), 0);
   EXPECT_EQ(got, (std::vector<float>{12, 13, 14, 0, 1, 2}));
+}
+
+// Erf's and Gelu's float32 kernel computes erf without libm, so that it vectorizes: against
+// erf in double over [-6, 6] (200,001 points), tiny arguments, zeros and infinities within 3e-7
+// absolute error (relative to values above 1) and, for Erf, 4e-7 relative error (libm's erff is
+// within about 1e-7); NaN stays NaN.
+TEST(ArithmeticKernelTest, ErfWithoutLibmIsWithinThreeTenthsOfAMillionthOfErf) {
+  std::vector<float> x;
+  for (int i = 0; i <= 200000; ++i) x.push_back(static_cast<float>(-6.0 + i * 6e-5));
+  for (float t = 1e-30f; t < 1; t *= 1.9f) x.insert(x.end(), {t, -t});
+  const float inf = std::numeric_limits<float>::infinity();
+  x.insert(x.end(), {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
+  for (const char* op : {"Erf", "Gelu"}) {
+    SCOPED_TRACE(op);
+    Graph g;
+    g.opset = 20;
+    Value in, out;
+    in.name = "x";
+    in.shape = {static_cast<int64_t>(x.size())};
+    in.data = std::make_shared<std::vector<uint8_t>>(
+        reinterpret_cast<const uint8_t*>(x.data()),
+        reinterpret_cast<const uint8_t*>(x.data() + x.size()));
+    out.name = "y";
+    Node n;
+    n.op = op;
+    n.name = "f";
+    n.inputs = {g.AddValue(in)};
+    n.outputs = {g.AddValue(out)};
+    ASSERT_TRUE(InferNode(g, n).ok());
+    auto k = GenerateKernel(g, n);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    EXPECT_EQ(k->source.find("__builtin_erf"), std::string::npos) << "no libm call";
+    auto lib = Loaded::Compile(*k);
+    ASSERT_TRUE(lib.ok()) << lib.status().message();
+    Value y = g.values[n.outputs[0]];
+    y.data = std::make_shared<std::vector<uint8_t>>(x.size() * 4, 0);
+    std::vector<Value*> args = {&g.values[n.inputs[0]], &y};
+    ASSERT_EQ((*lib)->Call(args), 0);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      if (std::isinf(v) && std::string(op) == "Gelu") continue;  // inf * 0 and inf * 1 in C
+      const double want =
+          std::string(op) == "Erf" ? std::erf(v) : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      const double got = y.floats()[i];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << v;
+        continue;
+      }
+      EXPECT_LE(std::fabs(got - want), 3e-7 * std::max(1.0, std::fabs(want))) << v;
+      // Gelu's 1 + erf loses the relative precision of its negative tail (as with libm).
+      if (std::string(op) == "Erf") EXPECT_LE(std::fabs(got - want), 4e-7 * std::fabs(want)) << v;
+    }
+  }
 }
 
 // An integer divisor of 0 at run time fails the call with a named error instead of trapping,

@@ -170,6 +170,36 @@ Expected<GeneratedKernel> DynamicQuantize(const Graph& g, const Node& n, const s
   return LoopKernel(name, 1, outs, 1, "", body, types);
 }
 
+// erf for float32 without calls or branches, so that the loop vectorizes (libm's erff is a call
+// per element: a BERT-base encoder's GELUs took 46 of its 544 ms with it). Below |x| = 0.75 the
+// Taylor series to x^17; above, 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-x^2) with
+// t = 1 / (1 + p |x|) (Abramowitz and Stegun 7.1.26), exp(-x^2) as 2^n times a degree-7
+// polynomial of the rest; |x| above 4 is taken as 4 (erf rounds to 1 there). Against erf in
+// double over [-6, 6] in steps of 1e-5 and at tiny arguments: at most 2.5e-7 absolute and
+// 3.3e-7 relative error. NaN stays NaN.
+constexpr const char* kErf = R"C(static inline float ct_erf(float x) {
+  const float a = x < 0 ? -x : x;
+  const float z = a < 4.0f ? a : 4.0f;
+  const float y = -z * z;
+  const int n = (int)(y * 1.44269504f - 0.5f); /* round(y / ln 2): y is not positive */
+  const float r = (y - (float)n * 0.693145752f) - (float)n * 1.42860677e-6f;
+  const float p =
+      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
+      r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  union { int i; float f; } two_n;
+  two_n.i = (n + 127) << 23;
+  const float t = 1.0f / (1.0f + 0.3275911f * z);
+  const float big = 1.0f - t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+                    t * (-1.453152027f + t * 1.061405429f)))) * (p * two_n.f);
+  const float q = a * a;
+  const float small = 1.12837917f * a * (1.0f + q * (-1.0f / 3 + q * (1.0f / 10 +
+                      q * (-1.0f / 42 + q * (1.0f / 216 + q * (-1.0f / 1320 + q * (1.0f / 9360 +
+                      q * (-1.0f / 75600 + q * (1.0f / 685440)))))))));
+  const float e = a < 0.75f ? small : big;
+  return x != x ? x : x < 0 ? -e : e;
+}
+)C";
+
 Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string& name) {
   const DType t = g.values[n.inputs[0]].dtype;
   const bool f32 = t == DType::kFloat32, f64 = t == DType::kFloat64;
@@ -206,7 +236,7 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
   } else if (n.op == "Tanh") {
     expr = "__builtin_tanhf(v)";
   } else if (n.op == "Erf") {
-    expr = "__builtin_erff(v)";
+    expr = f32 ? "ct_erf(v)" : "__builtin_erff(v)";
   } else if (n.op == "Floor") {
     expr = "__builtin_floorf(v)";
   } else if (n.op == "Sin") {
@@ -251,7 +281,8 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
   } else if (n.op == "Gelu" && n.String("approximate", "none") == "tanh") {
     expr = "0.5f * v * (1.0f + __builtin_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))";
   } else if (n.op == "Gelu") {
-    expr = "0.5f * v * (1.0f + __builtin_erff(v * 0.7071067811865476f))";
+    expr = std::string("0.5f * v * (1.0f + ") + (f32 ? "ct_erf" : "__builtin_erff") +
+           "(v * 0.7071067811865476f))";
   }
   if (expr.empty()) {
     return Status(ErrorCode::kInternal, n.op + " node '" + n.name + "': no unary kernel");
@@ -265,7 +296,8 @@ Expected<GeneratedKernel> Unary(const Graph& g, const Node& n, const std::string
   return LoopKernel(name, 1, 1, Chunks(e),
                     "#define HARD(t) ((t) < 0.0f ? 0.0f : ((t) > 1.0f ? 1.0f : (t)))\n"
                     "#define AT_LEAST(v, lo) ((v) < (lo) ? (lo) : (v))\n"
-                    "#define AT_MOST(v, hi) ((v) > (hi) ? (hi) : (v))\n",
+                    "#define AT_MOST(v, hi) ((v) > (hi) ? (hi) : (v))\n" +
+                        std::string(expr.find("ct_erf(") != std::string::npos ? kErf : ""),
                     ChunkRange(e) +
                         "    for (long j = j0; j < j1; ++j) {\n"
                         "      const " +
