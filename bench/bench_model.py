@@ -2,7 +2,9 @@
 OpenVINO, in one run; with --int8, its int8 copy as onnxruntime's static quantizer writes it (QDQ,
 uint8 activations, int8 weights per channel: make-model.py --int8 per-channel), all three running
 the same int8 model; with --model mobilenetv2, MobileNetV2 (width 1.0, ReLU6 as Clip, 17
-depthwise convs) in fp32.
+depthwise convs) in fp32; with --model bert-base, a BERT-base encoder (12 layers, hidden 768, 12
+heads, sequence 128; make-model.py bert, its default vocabulary of 1,000 tokens) in fp32, its
+last_hidden_state compared.
 
 Writes the model (scripts/make-model.py, seeded weights), starts a local crosstune-server, tunes
 the model's tasks with `crosstune tune --model` under a trial budget (or reuses --log; with neither,
@@ -158,14 +160,14 @@ def ov_request(core, model, threads, perf_count=False):
     return core.compile_model(model, "CPU", config).create_infer_request()
 
 
-def ov_layer_times(request, x, runs):
+def ov_layer_times(request, feeds, runs):
     """OpenVINO's per-layer times (its performance counters: oneDNN's primitives on this CPU),
     the median of `runs` inferences per layer, by layer name; layers that did not run (fused into
     a neighbour) are left out."""
-    request.infer({0: x})
+    request.infer(feeds)
     seen = {}
     for _ in range(runs):
-        request.infer({0: x})
+        request.infer(feeds)
         for e in request.get_profiling_info():
             if e.status.name != "EXECUTED":
                 continue
@@ -264,7 +266,7 @@ def main():
     p.add_argument("--log", action="append", default=[],
                    help="reuse a tuning log: N=FILE for thread count N, or FILE for all "
                         "(no tuning then)")
-    p.add_argument("--model", default="resnet50", choices=("resnet50", "mobilenetv2"),
+    p.add_argument("--model", default="resnet50", choices=("resnet50", "mobilenetv2", "bert-base"),
                    help="the network make-model.py writes (default resnet50)")
     p.add_argument("--width", type=int, default=64,
                    help="resnet50's base width (64: ResNet-50)")
@@ -311,15 +313,19 @@ def main():
     server = None
     try:
         kind = "int8" if a.int8 else "fp32"
+        generator = a.model
         if a.model == "resnet50":
             name = f"resnet50-w{a.width}"
             extra = ["--width", str(a.width)] + (["--int8", "per-channel"] if a.int8 else [])
+        elif a.model == "bert-base":
+            name, generator = a.model, "bert"
+            extra = ["--layers", "12", "--hidden", "768", "--heads", "12", "--seq", "128"]
         else:
             name, extra = a.model, []
         onnx_path = os.path.join(work, f"{name}-{kind}.onnx")
         if not os.path.isfile(onnx_path):
             log(f"writing the model ({onnx_path})")
-            subprocess.run([sys.executable, a.make_model, a.model, *extra, "-o", onnx_path],
+            subprocess.run([sys.executable, a.make_model, generator, *extra, "-o", onnx_path],
                            check=True, stdout=subprocess.DEVNULL)
 
         # The peak first, with nothing else running.
@@ -358,17 +364,31 @@ def main():
                 log(f"compiling for {t} thread(s), {lay} layouts")
                 packages[(t, lay)] = {"path": pkg, "compile": run_json(cmd, "compile")}
 
-        x = np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)
-        x_path = os.path.join(work, "input.npy")
-        np.save(x_path, x)
         core = ov.Core()
         ov_model = core.read_model(onnx_path)
         sessions = {t: ort_session(ort, onnx_path, t) for t in threads}
         requests = {t: ov_request(core, ov_model, t) for t in threads}
-        in_name = sessions[threads[0]].get_inputs()[0].name
+        # The inputs, by name, each saved for the CLI: an image, or token ids (below the
+        # vocabulary), a mask of ones and token types of zero.
+        rng = np.random.default_rng(0)
+        feeds = {}
+        for i in sessions[threads[0]].get_inputs():
+            if a.model == "bert-base":
+                shape = (1, 128)
+                feeds[i.name] = (rng.integers(0, 1000, shape) if i.name == "input_ids" else
+                                 np.ones(shape) if i.name == "attention_mask" else
+                                 np.zeros(shape)).astype(np.int64)
+            else:
+                feeds[i.name] = rng.standard_normal((1, 3, 224, 224), dtype=np.float32)
+        input_flags = []
+        for k, v in feeds.items():
+            path = os.path.join(work, f"input-{k}.npy")
+            np.save(path, v)
+            input_flags += ["--input", f"{k}={path}"]
+        out_name = sessions[threads[0]].get_outputs()[0].name
 
         # The logits: ours against onnxruntime's on the same input, and OpenVINO's too.
-        ref = sessions[threads[0]].run(None, {in_name: x})[0]
+        ref = sessions[threads[0]].run(None, feeds)[0]
         atol, rtol = LOGITS_ATOL, LOGITS_RTOL
         if a.int8:
             atol, rtol = output_step(onnx_path) * (1 + 1e-4), 0.0
@@ -378,7 +398,7 @@ def main():
             for lay in layouts:
                 y_path = os.path.join(work, f"logits-t{t}-{lay}.npy")
                 run_json(ct + ["run-model", packages[(t, lay)]["path"], *where, "--threads", str(t),
-                               "--input", f"{in_name}={x_path}", "--out", y_path, "--json"],
+                               *input_flags, "--out", f"{out_name}={y_path}", "--json"],
                          "run-model")
                 y = np.load(y_path)
                 diff = np.abs(y.astype(np.float64) - ref.astype(np.float64))
@@ -386,7 +406,7 @@ def main():
                 if y.shape != ref.shape or not np.all(
                         diff <= atol + rtol * np.abs(ref.astype(np.float64))):
                     wrong.append((t, lay))
-        ov_out = requests[threads[0]].infer({0: x})
+        ov_out = requests[threads[0]].infer(feeds)
         ov_error = float(np.max(np.abs(np.asarray(list(ov_out.values())[0], np.float64) - ref)))
 
         samples = {t: {**{ours_names[l]: [] for l in layouts}, "onnxruntime": [], "openvino": []}
@@ -398,14 +418,14 @@ def main():
                 for lay in layouts:
                     j = run_json(ct + ["bench-model", packages[(t, lay)]["path"], *where,
                                        "--threads", str(t), "--number", "1", "--repeat",
-                                       str(a.runs), "--json"], "bench-model")
+                                       str(a.runs), *input_flags, "--json"], "bench-model")
                     samples[t][ours_names[lay]] += j["seconds_per_run"]
                     if lay == layouts[0]:
                         model_info = j["model"]
                 s = sessions[t]
-                samples[t]["onnxruntime"] += timed_runs(lambda: s.run(None, {in_name: x}), a.runs)
+                samples[t]["onnxruntime"] += timed_runs(lambda: s.run(None, feeds), a.runs)
                 q = requests[t]
-                samples[t]["openvino"] += timed_runs(lambda: q.infer({0: x}), a.runs)
+                samples[t]["openvino"] += timed_runs(lambda: q.infer(feeds), a.runs)
 
         # Per-node times once per thread count, after the timed rounds: the executor's overhead,
         # and each layer against OpenVINO's (its performance counters, on a request of its own so
@@ -414,10 +434,11 @@ def main():
         for t in threads:
             j = run_json(ct + ["bench-model", packages[(t, layouts[0])]["path"], *where,
                                "--threads", str(t),
-                               "--number", "3", "--repeat", "3", "--profile", "--json"],
+                               "--number", "3", "--repeat", "3", "--profile", *input_flags,
+                               "--json"],
                          "bench-model --profile")
             profiles[t] = j
-            ov_layers[t] = ov_layer_times(ov_request(core, ov_model, t, perf_count=True), x, 5)
+            ov_layers[t] = ov_layer_times(ov_request(core, ov_model, t, perf_count=True), feeds, 5)
 
         flops = model_info.get("flops", 0)
         results = []
@@ -455,7 +476,9 @@ def main():
             results.append(row)
         out = {
             "benchmark": "crosstune-bench-model",
-            "model": (f"resnet50 width {a.width}" if a.model == "resnet50" else a.model) +
+            "model": (f"resnet50 width {a.width}" if a.model == "resnet50" else
+                      "bert-base (12 layers, hidden 768, 12 heads, sequence 128, vocabulary 1000)"
+                      if a.model == "bert-base" else a.model) +
                      " (make-model.py, seeded), batch 1, " +
                      ("int8 (onnxruntime's static quantizer, QDQ, per-channel)" if a.int8 else "fp32"),
             "gflop_per_image": flops / 1e9,
