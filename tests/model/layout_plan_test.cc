@@ -1,7 +1,8 @@
 // The layout plan (layout_plan.h) on a small network with every case in it: a conv of NCHW data
-// (layout 2), a max-pool and convs of blocked data (layout 1), a blocked residual, a depthwise conv
+// (layout 2), a max-pool and convs of blocked data (layout 1), a blocked residual, a grouped conv
 // that needs NCHW (one transform shared with a graph output), a conv whose residual is NCHW, a
-// global average pool of blocked data and a dense layer. The rewritten graph must compute what
+// depthwise conv of blocked data (kept blocked), a global average pool of blocked data and a
+// dense layer. The rewritten graph must compute what
 // the original does (host interpreter, and the generated kernels compiled and run here), and the
 // tasks extracted without a target must be those the compiler looks up.
 #include "crosstune/model/layout_plan.h"
@@ -99,9 +100,9 @@ class SmallNet {
 };
 
 // conv1 (3 -> 20, NCHW input) -> relu -> maxpool -> conv2 -> relu -> conv3 (+ pool) -> relu
-// ("block", a graph output) -> depthwise dw -> relu -> conv4 (+ dw: an NCHW residual) -> relu ->
-// global average pool -> flatten -> fc ("probs"), after the default passes. 20 channels: not a
-// multiple of any block.
+// ("block", a graph output) -> grouped grp (4 groups) -> relu -> conv4 (+ grp: an NCHW residual)
+// -> relu -> depthwise dw -> relu -> global average pool -> flatten -> fc ("probs"), after the
+// default passes. 20 channels: not a multiple of any block.
 Graph SmallGraph(std::vector<float>* input) {
   SmallNet b;
   const int x = b.Input("input", {1, 3, 12, 12});
@@ -112,9 +113,10 @@ Graph SmallGraph(std::vector<float>* input) {
   y = b.Op("Relu", "conv2.relu", {b.Conv("conv2", pool, 20, 20, 3, 1)});
   y = b.Op("Add", "conv3.add", {b.Conv("conv3", y, 20, 20, 1, 1), pool});
   const int block = b.Op("Relu", "block", {y});
-  const int dw = b.Op("Relu", "dw.relu", {b.Conv("dw", block, 20, 20, 3, 1, 20)});
-  y = b.Op("Add", "conv4.add", {b.Conv("conv4", dw, 20, 20, 1, 1), dw});
+  const int grp = b.Op("Relu", "grp.relu", {b.Conv("grp", block, 20, 20, 3, 1, 4)});
+  y = b.Op("Add", "conv4.add", {b.Conv("conv4", grp, 20, 20, 1, 1), grp});
   y = b.Op("Relu", "conv4.relu", {y});
+  y = b.Op("Relu", "dw.relu", {b.Conv("dw", y, 20, 20, 3, 1, 20)});
   y = b.Op("GlobalAveragePool", "gap", {y});
   y = b.Op("Flatten", "flatten", {y});
   const int fc_w = b.Weight("fc.weight", {10, 20});
@@ -157,8 +159,9 @@ TEST(LayoutPlanTest, ConvsOfBlockedDataAreLayoutOneAndOfNchwDataLayoutTwo) {
   EXPECT_EQ(conv["conv1"], 2);
   EXPECT_EQ(conv["conv2"], 1);
   EXPECT_EQ(conv["conv3"], 1);
-  EXPECT_EQ(conv["dw"], 0) << "a depthwise conv stays NCHW";
+  EXPECT_EQ(conv["grp"], 0) << "a grouped conv stays NCHW";
   EXPECT_EQ(conv["conv4"], 2);
+  EXPECT_EQ(conv["dw"], 1) << "a depthwise conv of blocked data stays blocked";
   EXPECT_TRUE(reads_block["pool"]);
   EXPECT_TRUE(reads_block["gap"]);
   EXPECT_FALSE(reads_block["probs"]);
@@ -173,8 +176,9 @@ TEST(LayoutPlanTest, RewriteInsertsOneTransformPerDisagreementAndKeepsTheGraphsE
   const Graph original = SmallGraph(&x);
   Graph g = original;
   ASSERT_TRUE(RewriteLayouts(g, PlanLayouts(g), 8).ok());
-  // Exactly two transforms: "block" back to NCHW once (the depthwise conv and the graph output
-  // read it), and the depthwise conv's NCHW output to blocked for conv4's residual.
+  // Exactly two transforms: "block" back to NCHW once (the grouped conv and the graph output
+  // read it), and the grouped conv's NCHW output to blocked for conv4's residual. The depthwise
+  // conv reads and writes blocked data: none around it.
   std::vector<std::string> transforms;
   for (const Node& n : g.nodes) {
     if (n.op != "LayoutTransform") continue;
@@ -184,7 +188,7 @@ TEST(LayoutPlanTest, RewriteInsertsOneTransformPerDisagreementAndKeepsTheGraphsE
   }
   ASSERT_EQ(transforms.size(), 2u);
   EXPECT_EQ(transforms[0], "block.blocked -> block nchw");
-  EXPECT_EQ(transforms[1], "dw.relu -> dw.relu.blocked blocked");
+  EXPECT_EQ(transforms[1], "grp.relu -> grp.relu.blocked blocked");
   // The graph's inputs and outputs: the same names and NCHW shapes.
   ASSERT_EQ(g.inputs.size(), 1u);
   EXPECT_EQ(g.values[g.inputs[0]].name, "input");
@@ -206,7 +210,12 @@ TEST(LayoutPlanTest, RewriteInsertsOneTransformPerDisagreementAndKeepsTheGraphsE
   EXPECT_EQ(g.values[conv2->inputs[0]].shape, tuner::BlockedShape({1, 20, 6, 6}, 8));
   EXPECT_EQ(g.values[conv2->inputs[1]].shape, tuner::PackedWeightShape({20, 20, 3, 3}, 8));
   EXPECT_EQ(g.values[conv2->inputs[1]].layout, "KCRS8k");
-  EXPECT_EQ(NodeNamed(g, "dw")->Has("layout"), false);
+  EXPECT_EQ(NodeNamed(g, "grp")->Has("layout"), false);
+  const Node* dw = NodeNamed(g, "dw");
+  ASSERT_NE(dw, nullptr);
+  EXPECT_EQ(dw->Int("layout", 0), 1);
+  EXPECT_EQ(g.values[dw->inputs[1]].shape, (std::vector<int64_t>{3, 1, 3, 3, 8}));
+  EXPECT_EQ(g.values[dw->inputs[1]].layout, "C1RS8c");
   // The network's work is the same (padded lanes are not counted).
   EXPECT_DOUBLE_EQ(Stats(g).flops, Stats(original).flops);
   // The original weights of packed convs are gone: params.bin holds the packed ones only.
@@ -297,9 +306,13 @@ TEST(LayoutPlanTest, ExtractedTasksAreThoseTheCompilerLooksUp) {
       for (const auto& l : ExtractTasks(g, layouts))
         extracted.emplace_back(l.template_name, l.shape);
       EXPECT_EQ(looked_up, extracted);
-      size_t layout_fields = 0;
-      for (const auto& [name, shape] : extracted) layout_fields += shape.size() == 12;
+      size_t layout_fields = 0, blocked_depthwise = 0;
+      for (const auto& [name, shape] : extracted) {
+        layout_fields += shape.size() == 12;
+        blocked_depthwise += name == "depthwise_conv2d" && shape.size() == 10 && shape[9] == 1;
+      }
       EXPECT_EQ(layout_fields, layouts == Layouts::kBlocked ? 4u : 0u);
+      EXPECT_EQ(blocked_depthwise, layouts == Layouts::kBlocked ? 1u : 0u);
     }
   }
 }
