@@ -57,6 +57,12 @@ cd "$(dirname "$0")/.."
 # moved here from the asan tree since) and 20 s under ASan (scratch 12, two threads 8): ctest
 # +30 s at -j2 (+7 with the split), asan ctest +15 s. The warm run with them: ctest 805 s, asan
 # ctest 434 s (probe 6.5 s, budgets x1.12).
+# Relu6, blocked depthwise and grouped-matmul templates (2026-12-07, AMD EPYC VM, Zen 3): their
+# tests took 27 s of the main tree's test time (depthwise blocked 7, relu6 3 + 6, grouped matmuls
+# 11; none under the sanitizers), MobileNetV2's compile 8 s less (its depthwise convs on the
+# template), python.qemu 10 s more (the encoder's matmul templates cross-compiled). The warm run
+# with them (probe 9.0 s, budgets x1.54): ctest 991 s, asan ctest 439, tsan ctest 162; total
+# 2,060 s with the sanitizer trees rebuilding what changed (asan 216 s, tsan 179).
 #   phase         warm  cold  (seconds)
 declare -A BUDGET=(
   ["deps"]="        20  1200"
