@@ -288,7 +288,7 @@ def tune(
     ``crosstune tune`` does, and returns the :class:`TuneRun`.
 
     What: ``template`` (``"matmul"``, ``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``,
-    ``"conv2d_int8"``; see :func:`templates`) with ``shape`` (matmul: M,N,K; conv2d:
+    ``"conv2d_int8"``; see :func:`templates`) with ``shape`` (matmul: M,N,K[,groups]; conv2d:
     N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]; depthwise_conv2d:
     N,C,H,W,R,S,stride,pad[,activation[,layout]]; dense: B,IN,OUT; conv2d_int8:
     N,C,H,W,K,R,S,stride,pad[,in_zero[,out_zero[,relu]]]), ``workload="resnet50"`` (its

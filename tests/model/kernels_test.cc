@@ -548,7 +548,10 @@ TEST(GatherKernelTest, AnIndexOutOfRangeAtRunTimeFailsTheCallByName) {
 TEST(ArithmeticKernelTest, ErfWithoutLibmIsWithinThreeTenthsOfAMillionthOfErf) {
   std::vector<float> x;
   for (int i = 0; i <= 200000; ++i) x.push_back(static_cast<float>(-6.0 + i * 6e-5));
-  for (float t = 1e-30f; t < 1; t *= 1.9f) x.insert(x.end(), {t, -t});
+  for (int i = 0; i < 100; ++i) {
+    const float tiny = 1e-30f * std::pow(1.9f, static_cast<float>(i));
+    if (tiny < 1) x.insert(x.end(), {tiny, -tiny});
+  }
   const float inf = std::numeric_limits<float>::infinity();
   x.insert(x.end(), {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
   for (const char* op : {"Erf", "Gelu"}) {

@@ -166,7 +166,7 @@ Expected<GeneratedKernel> DynamicQuantize(const Graph& g, const Node& n, const s
   if (outs > 1) body += "    out1[0] = scale;\n";
   if (outs > 2) body += "    out2[0] = (unsigned char)zero;\n";
   std::vector<std::string> types = {"float", "unsigned char", "float", "unsigned char"};
-  types.resize(static_cast<size_t>(1 + outs));
+  types.resize(static_cast<size_t>(outs) + 1);
   return LoopKernel(name, 1, outs, 1, "", body, types);
 }
 
