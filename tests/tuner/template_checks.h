@@ -217,6 +217,18 @@ class TemplateOnServerTest : public ::testing::Test {
                                 ConfigsToCheck(**task, samples, 17), /*positive=*/true);
   }
 
+  // For a relu6 shape (activation 2): CheckPositiveOutputs, after checking that the non-negative
+  // data's outputs lie on both sides of 6 (more than 10 of each), so the clamp is exercised.
+  void CheckClampsAtSix(const std::string& name, const std::vector<int64_t>& shape, int samples) {
+    auto task = MakeTask(name, shape, target_);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    const ReferenceData ref = PositiveReference(**task, 3);
+    const std::vector<float>& out = ref.expected.back();
+    EXPECT_GT(std::count(out.begin(), out.end(), 6.0f), 10);
+    EXPECT_GT(std::count_if(out.begin(), out.end(), [](float x) { return x > 0 && x < 6; }), 10);
+    CheckPositiveOutputs(name, shape, samples);
+  }
+
   // As CheckTemplate for a task of `threads` threads: the server runs each call on that many.
   void CheckThreads(const std::string& name, const std::vector<int64_t>& shape, int threads) {
     auto task = MakeTask(name, shape, target_, {threads});
