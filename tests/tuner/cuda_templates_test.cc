@@ -315,7 +315,9 @@ TEST(CudaTemplatesTest, ADeviceWithoutAGpuIsRefusedByNameAndKeepsServing) {
   ASSERT_TRUE(builder.ok());
   TuneOptions o;
   o.trials = 2;
-  DeviceSpec device{"local", server.address()};
+  DeviceSpec device;
+  device.name = "local";
+  device.server = server.address();
   auto sum = Tune(*task, {device}, **builder, o);
   ASSERT_FALSE(sum.ok());
   EXPECT_EQ(sum.status().code(), ErrorCode::kNoDevice);
