@@ -108,4 +108,19 @@ std::vector<int64_t> BroadcastStrides(const std::vector<int64_t>& shape,
   return stride;
 }
 
+const char* const kExpFunction = R"C(static inline float ct_exp(float y) {
+  const float c = y < -87.0f ? -87.0f : y > 88.0f ? 88.0f : y;
+  const float t = c * 1.44269504f;
+  const int n = (int)(t < 0 ? t - 0.5f : t + 0.5f); /* round(c / ln 2) */
+  const float r = (c - (float)n * 0.693145752f) - (float)n * 1.42860677e-6f;
+  const float p =
+      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
+      r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  union { int i; float f; } two_n;
+  two_n.i = (n + 127) << 23;
+  const float e = p * two_n.f;
+  return y != y ? y : y < -87.0f ? 0.0f : y > 88.0f ? __builtin_inff() : e;
+}
+)C";
+
 }  // namespace crosstune::model::kernels

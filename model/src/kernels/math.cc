@@ -20,17 +20,18 @@ Expected<GeneratedKernel> Softmax(const Graph& g, const Node& n, const std::stri
     for (size_t d = axis; d < s.size(); ++d) len *= s[d];
   }
   std::ostringstream d;
-  d << "#define LEN " << len << "L\n#define INNER " << inner << "L\n";
+  // exp through ct_exp (kExpFunction), its own loop so that it vectorizes; then the sum.
+  d << "#define LEN " << len << "L\n#define INNER " << inner << "L\n" << kExpFunction;
   return LoopKernel(
       name, 1, 1, outer * inner, d.str(),
       "    const long base = it / INNER * LEN * INNER + it % INNER;\n"
       "    float m = in0[base];\n"
       "    for (long j = 1; j < LEN; ++j) if (in0[base + j * INNER] > m) m = "
       "in0[base + j * INNER];\n"
+      "    for (long j = 0; j < LEN; ++j) out0[base + j * INNER] = ct_exp(in0[base + j * INNER] - "
+      "m);\n"
       "    float sum = 0;\n"
-      "    for (long j = 0; j < LEN; ++j) {\n"
-      "      const float e = __builtin_expf(in0[base + j * INNER] - m);\n"
-      "      out0[base + j * INNER] = e;\n      sum += e;\n    }\n" +
+      "    for (long j = 0; j < LEN; ++j) sum += out0[base + j * INNER];\n" +
           std::string(n.op == "LogSoftmax"
                           ? "    const float ls = __builtin_logf(sum);\n"
                             "    for (long j = 0; j < LEN; ++j) out0[base + j * INNER] = "
