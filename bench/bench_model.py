@@ -374,7 +374,7 @@ def main():
         feeds = {}
         for i in sessions[threads[0]].get_inputs():
             if a.model == "bert-base":
-                shape = (1, 128)
+                shape = tuple(i.shape)  # [1, 128]: make-model.py writes static dimensions
                 feeds[i.name] = (rng.integers(0, 1000, shape) if i.name == "input_ids" else
                                  np.ones(shape) if i.name == "attention_mask" else
                                  np.zeros(shape)).astype(np.int64)

@@ -140,6 +140,19 @@ CT_DEFINE_MODULE("slow", kFns, 0)
 // TemplateOnServerTest's server, device and builder, with one DeviceRunner pass over candidates.
 class PipelineTest : public testing::TemplateOnServerTest {
  protected:
+  // Runs `indices` of `task` and expects one measurement each, every one a success (one failure
+  // per bad config, naming the task and the config).
+  void ExpectAllOk(const Task& task, const std::vector<uint64_t>& indices) {
+    auto results = Run(task, indices);
+    ASSERT_EQ(results.size(), indices.size());
+    for (const auto& m : results) {
+      EXPECT_EQ(m.error, TrialError::kOk)
+          << task.id().Key() << " " << task.space().Get(m.index).ToString() << ": "
+          << TrialErrorName(m.error) << " " << m.message;
+      EXPECT_GT(m.mean, 0);
+    }
+  }
+
   std::vector<Measurement> Run(const Task& task, const std::vector<uint64_t>& indices,
                                MeasureOptions options = {}) {
     options.timing.repeat = 1;
@@ -167,15 +180,7 @@ TEST_F(PipelineTest, MatmulMatchesTheReferenceForManyShapesAndConfigs) {
     ASSERT_TRUE(task.ok()) << task.status().ToString();
     // The default and every knob at its first and last choice (the smallest and largest
     // tiles), where the edge handling differs most.
-    const std::vector<uint64_t> indices = testing::ConfigsToCheck(**task, 0, 11);
-    auto results = Run(**task, indices);
-    ASSERT_EQ(results.size(), indices.size());
-    for (const auto& m : results) {
-      EXPECT_EQ(m.error, TrialError::kOk)
-          << (*task)->id().Key() << " " << (*task)->space().Get(m.index).ToString() << ": "
-          << TrialErrorName(m.error) << " " << m.message;
-      EXPECT_GT(m.mean, 0);
-    }
+    ExpectAllOk(**task, testing::ConfigsToCheck(**task, 0, 11));
   }
 }
 
@@ -191,13 +196,7 @@ TEST_F(PipelineTest, GroupedMatmulsMatchTheReference) {
       std::vector<uint64_t> indices = {(*task)->DefaultConfig().index()};
       UniqueSampler sampler((*task)->space(), 3);
       for (int i = 0; i < 3; ++i) indices.push_back(sampler.Next().value_or(0));
-      auto results = Run(**task, indices);
-      ASSERT_EQ(results.size(), indices.size());
-      for (const auto& m : results) {
-        EXPECT_EQ(m.error, TrialError::kOk)
-            << (*task)->id().Key() << " " << (*task)->space().Get(m.index).ToString() << ": "
-            << TrialErrorName(m.error) << " " << m.message;
-      }
+      ExpectAllOk(**task, indices);
     }
   }
 }
@@ -217,15 +216,7 @@ TEST_F(PipelineTest, ThreadedMatmulGivesTheReferencesAnswerAsOneThreadDoes) {
     for (int i = 0; i < 5; ++i) indices.push_back(sampler.Next().value_or(0));
     EXPECT_NE((*two)->Generate((*two)->space().Get(indices[0])).find("#define THREADS 2"),
               std::string::npos);
-    for (const auto* task : {&**one, &**two}) {
-      auto results = Run(*task, indices);
-      ASSERT_EQ(results.size(), indices.size());
-      for (const auto& m : results) {
-        EXPECT_EQ(m.error, TrialError::kOk)
-            << task->id().Key() << " " << task->space().Get(m.index).ToString() << ": "
-            << TrialErrorName(m.error) << " " << m.message;
-      }
-    }
+    for (const auto* task : {&**one, &**two}) ExpectAllOk(*task, indices);
   }
   // More threads than the device has cores: refused before any compile.
   auto many =
