@@ -274,6 +274,12 @@ if [ $# -eq 0 ]; then
   [ -n "$both" ] && main_args=(-E "$both")
 fi
 speed_probe
+# One build cache for the run's tests (tests/support: SharedTestBuildCache), emptied first: a
+# kernel that several tests build, in either tree, is compiled by the first (a run's answers
+# never come from an earlier run's builds).
+export CROSSTUNE_TEST_BUILD_CACHE="$PWD/build/test-build-cache"
+rm -rf "$CROSSTUNE_TEST_BUILD_CACHE"
+mkdir -p "$CROSSTUNE_TEST_BUILD_CACHE"
 mark=$SECONDS
 set +e
 ctest --test-dir build/default --output-on-failure -j2 "${main_args[@]}" 2>&1 | tee "$log"

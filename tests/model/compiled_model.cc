@@ -10,11 +10,13 @@
 #include "crosstune/client/remote_model.h"
 #include "crosstune/client/session.h"
 #include "crosstune/model/onnx_import.h"
+#include "crosstune/testing/support.h"
 
 namespace crosstune::model::testing {
 
 builder::Builder& Pool() {
-  static auto b = builder::Builder::Create({.workers = 2});
+  static auto b = builder::Builder::Create(
+      {.workers = 2, .cache_dir = crosstune::testing::SharedTestBuildCache()});
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   return **b;
 }

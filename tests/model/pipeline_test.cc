@@ -21,7 +21,8 @@ namespace {
 using testing::MakeModel;
 
 builder::Builder& Pool() {
-  static auto b = builder::Builder::Create({.workers = 2});
+  static auto b = builder::Builder::Create(
+      {.workers = 2, .cache_dir = crosstune::testing::SharedTestBuildCache()});
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   return **b;
 }

@@ -30,6 +30,11 @@ TempDir::~TempDir() {
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
+std::string SharedTestBuildCache() {
+  const char* dir = std::getenv("CROSSTUNE_TEST_BUILD_CACHE");
+  return dir ? dir : "";
+}
+
 std::string ReadFile(const std::string& path) {
   // In bulk, not through istreambuf_iterator: a byte at a time, this file's loop ran at ASan's
   // -O0 speed, half a minute for the asan tree's 160 MB CLI module (cli_light_test).

@@ -9,6 +9,7 @@
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/testing/qemu_board_test.h"
+#include "crosstune/testing/support.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 #include "template_checks.h"
@@ -19,7 +20,8 @@ namespace {
 class QemuTemplatesTest : public crosstune::testing::QemuBoardTest {};
 
 TEST_P(QemuTemplatesTest, GeneratedCodeMatchesTheReferenceOnTheBoard) {
-  auto builder = builder::Builder::Create({.workers = 2});
+  auto builder = builder::Builder::Create(
+      {.workers = 2, .cache_dir = crosstune::testing::SharedTestBuildCache()});
   ASSERT_TRUE(builder.ok());
   DeviceSpec device{.name = board().name, .server = address()};
   device.request_timeout = kRequestTimeout;

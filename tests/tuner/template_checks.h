@@ -12,6 +12,7 @@
 
 #include "crosstune/builder/builder.h"
 #include "crosstune/testing/server_process.h"
+#include "crosstune/testing/support.h"
 #include "crosstune/tuner/measure.h"
 #include "crosstune/tuner/task.h"
 
@@ -170,7 +171,8 @@ class WithScratchArg final : public Task {
 class TemplateOnServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto b = builder::Builder::Create({.workers = 2});
+    auto b = builder::Builder::Create(
+        {.workers = 2, .cache_dir = crosstune::testing::SharedTestBuildCache()});
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     builder_ = std::move(b).value().release();
   }

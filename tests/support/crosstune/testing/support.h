@@ -27,6 +27,14 @@ class TempDir {
   std::string path_;
 };
 
+// The build cache one test run shares (builder/build_cache.h): scripts/test.sh points
+// CROSSTUNE_TEST_BUILD_CACHE at a directory it empties at the start of the run, so a kernel that
+// several tests build (a model's convs, a template's default config) is compiled once per run,
+// by the first test that needs it. "" (no cache) when the variable is unset, as in a test run
+// by hand. For the builders of tests that check kernels' answers; never for a test of the
+// builder or its cache.
+std::string SharedTestBuildCache();
+
 std::string ReadFile(const std::string& path);
 // Writes `bytes` to `path` (truncating) and returns `path`.
 std::string WriteFile(const std::string& path, const std::string& bytes);
