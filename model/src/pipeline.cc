@@ -1,8 +1,12 @@
 // The model pipeline every front end calls (pipeline.h).
 #include "crosstune/model/pipeline.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -127,6 +131,41 @@ nlohmann::json ImportReport(const LoadedModel& model) {
   return ImportReport(model.path, model.imported, model.graph);
 }
 
+namespace {
+
+struct SharedPools {
+  std::mutex mu;
+  pid_t owner = 0;
+  // Never destroyed in a forked child: its builders' threads and workers are the parent's.
+  std::map<int, std::unique_ptr<builder::Builder>>* pools = nullptr;
+};
+SharedPools& Shared() {
+  static SharedPools* s = new SharedPools();  // outlives every caller, exit included
+  return *s;
+}
+
+}  // namespace
+
+Expected<builder::Builder*> SharedBuilder(int workers) {
+  SharedPools& s = Shared();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.pools == nullptr || s.owner != ::getpid()) {
+    s.pools = new std::map<int, std::unique_ptr<builder::Builder>>();
+    s.owner = ::getpid();
+  }
+  std::unique_ptr<builder::Builder>& slot = (*s.pools)[workers];
+  if (slot == nullptr) {
+    CT_ASSIGN_OR_RETURN(slot, builder::Builder::Create({.workers = workers}));
+  }
+  return slot.get();
+}
+
+void ReleaseSharedBuilders() {
+  SharedPools& s = Shared();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.pools != nullptr && s.owner == ::getpid()) s.pools->clear();
+}
+
 Expected<CompiledPackage> CompileToPackage(const LoadedModel& model, const PackageOptions& options,
                                            builder::Builder* pool) {
   CT_RETURN_IF_ERROR(CheckPackageOptions(options));
@@ -141,10 +180,8 @@ Expected<CompiledPackage> CompileToPackage(const LoadedModel& model, const Packa
   if (!options.log.empty()) {
     CT_RETURN_IF_ERROR(ReadRecords(options.log, co.target.ToString(), &co, &out.warnings));
   }
-  std::unique_ptr<builder::Builder> own;
   if (pool == nullptr) {
-    CT_ASSIGN_OR_RETURN(own, builder::Builder::Create({.workers = options.workers}));
-    pool = own.get();
+    CT_ASSIGN_OR_RETURN(pool, SharedBuilder(options.workers));
   }
   CT_ASSIGN_OR_RETURN(out.result, CompileModel(model.graph, co, *pool));
   co.records.clear();

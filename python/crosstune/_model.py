@@ -3,6 +3,7 @@ package, and run it on a device's graph executor (set inputs, run, read outputs,
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from types import TracebackType
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     from ._device import Device
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+# compile()'s build workers are started at its first call and shared by the later ones; they end
+# here, before the interpreter tears the module down.
+atexit.register(_core.release_shared_builders)
 
 
 class Model:

@@ -84,9 +84,9 @@ def _connect(device: str) -> _device.Device:
 
 
 def close() -> None:
-    """Closes the connections this module opened, stops the local server it started and removes
-    its scratch folder (also done at exit; a process that ends by os._exit, as a
-    multiprocessing worker does, calls it itself)."""
+    """Closes the connections this module opened, stops the local server it started, ends the
+    build workers its compiles shared and removes its scratch folder (also done at exit; a
+    process that ends by os._exit, as a multiprocessing worker does, calls it itself)."""
     global _local_server
     for device in _devices.values():
         device.close()
@@ -95,6 +95,7 @@ def close() -> None:
     if _local_server is not None:
         _local_server.stop()
         _local_server = None
+    _core.release_shared_builders()
     _scratch.cleanup()
 
 

@@ -141,6 +141,15 @@ void BindModel(nb::module_& m) {
       "target of `device`, a session, whose kind of device picks the records); returns "
       "(manifest JSON, report JSON, warnings).");
 
+  m.def(
+      "release_shared_builders",
+      [] {
+        nb::gil_scoped_release release;
+        model::ReleaseSharedBuilders();
+      },
+      "model::ReleaseSharedBuilders: ends the build workers that compile_model's calls share "
+      "(the package calls it at exit).");
+
   nb::class_<client::RemoteModel>(m, "RemoteModel",
                                   "A model package loaded on a device. Belongs to its session.")
       .def_static(

@@ -203,6 +203,44 @@ TEST(PipelineTest, CompilesWithTheRecordsOfTheDevicesKindAndReturnsWarnings) {
   EXPECT_EQ(ConfigOf(*q, *t), static_cast<int64_t>(t->fallback.index()));
 }
 
+// Calls that bring no pool share one per worker count: its workers start once for the process
+// (each compile started two before, about a tenth of a second each), and a release ends them.
+TEST(PipelineTest, CompilesWithoutAPoolShareOneUntilReleased) {
+  ASSERT_FALSE(SmallModel().empty());
+  auto m = Load(SmallModel());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto target = builder::TargetFromDevice(ThisKindOfDevice());
+  ASSERT_TRUE(target.ok());
+  PackageOptions o;
+  o.target = target->ToString();
+  o.workers = 1;
+  o.out = Dir() + "/shared-1.ctpkg";
+  auto first = CompileToPackage(*m, o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto shared = SharedBuilder(1);
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  const uint64_t built = (*shared)->stats().builds;
+  EXPECT_GT(built, 0u) << "the first compile built on the shared pool";
+  o.out = Dir() + "/shared-2.ctpkg";
+  auto second = CompileToPackage(*m, o);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(first->manifest.build_id, second->manifest.build_id);
+  auto again = SharedBuilder(1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *shared) << "the same pool, not a new one";
+  EXPECT_EQ((*again)->stats().builds, 2 * built) << "the second compile built there too";
+  auto two = SharedBuilder(2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_NE(*two, *shared) << "one pool per worker count";
+  EXPECT_EQ((*two)->workers(), 2);
+
+  ReleaseSharedBuilders();
+  auto fresh = SharedBuilder(1);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ((*fresh)->stats().builds, 0u) << "a new pool after the release";
+  ReleaseSharedBuilders();
+}
+
 TEST(PipelineTest, WarnsOfRecordsItCannotUse) {
   ASSERT_FALSE(SmallModel().empty());
   auto m = Load(SmallModel());

@@ -97,11 +97,21 @@ struct CompiledPackage {
 };
 
 // Builds on `pool` when given (a caller that starts threads makes its pool before them: builder.h),
-// else on a pool of `workers` processes made here for the call. kInvalidArgument for a bad option
+// else on SharedBuilder(`workers`). kInvalidArgument for a bad option
 // (naming it), "auto" without a device, a target a model cannot compile for, or a log with lines
 // and not one record in them; kNotFound for a missing log; the compiler's and the package
 // writer's errors otherwise.
 Expected<CompiledPackage> CompileToPackage(const LoadedModel& model, const PackageOptions& options,
                                            builder::Builder* pool = nullptr);
+
+// The pool of `workers` build processes that calls given none share: made on first use and kept
+// for the process, so a program that compiles many models (Python's crosstune.compile, ONNX's
+// node tests through crosstune.onnx_backend: 1,233 compiles) starts its workers once, not at
+// every compile. A forked child makes its own (its parent's workers answer the parent).
+// Thread-safe.
+Expected<builder::Builder*> SharedBuilder(int workers);
+// Ends the shared pools' workers (and removes their scratch folders); a later call makes new
+// ones. For a program's exit (the Python package calls it from atexit), with no compile running.
+void ReleaseSharedBuilders();
 
 }  // namespace crosstune::model
