@@ -63,6 +63,14 @@ cd "$(dirname "$0")/.."
 # template), python.qemu 10 s more (the encoder's matmul templates cross-compiled). The warm run
 # with them (probe 9.0 s, budgets x1.54): ctest 991 s, asan ctest 439, tsan ctest 162; total
 # 2,060 s with the sanitizer trees rebuilding what changed (asan 216 s, tsan 179).
+# The main tree's tests keep both CPUs 98% busy (AMD EPYC VM, Zen 3, 2026-12-07): the ctest
+# phase is their CPU time over two, and kernel builds are most of it (6,134 builds, 1,753 s of
+# build-worker time, 266 s of it repeated builds). Three cuts the same day: the run's shared
+# build cache (CROSSTUNE_TEST_BUILD_CACHE, below) takes the repeats, the CUDA host emulation's
+# fibers 37 s of CPU, Python's compile pool shared by a process's compiles 114 s (ONNX's node
+# tests 119 s -> 55 s alone). The warm run with them (probe 9.7 s, budgets x1.66): ctest 837 s
+# (961 s the run before, probe 9.4 s), asan ctest 466, tsan ctest 188; total 1,690 s with
+# little to rebuild.
 #   phase         warm  cold  (seconds)
 declare -A BUDGET=(
   ["deps"]="        20  1200"
