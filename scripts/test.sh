@@ -218,7 +218,8 @@ fi
 # They leave out what their tests do not need (CMakePresets.json):
 #   asan  clang, ASan + UBSan (halting on the first finding): every unit and integration test
 #         but the qemu, slow and gpu ones and those the preset names (CUDA template compiles,
-#         compute-heavy cases of generated kernels and whole networks); and the libFuzzer
+#         compute-heavy cases of generated kernels and whole networks, and six slow runs of
+#         several processes that the tsan tree runs: docs/contributing.md); and the libFuzzer
 #         targets (the tree carries their coverage), which `ctest -L fuzz` runs there for a few
 #         seconds each on their seeds (the "fuzz ctest" phase)
 #   tsan  the tracker's tests, the builder's worker pool tests and the tuner's tests of its
