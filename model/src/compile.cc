@@ -155,6 +155,7 @@ Expected<CompileResult> CompileModel(Graph graph, const CompileOptions& options,
   CT_RETURN_IF_ERROR(RewriteLayouts(result.graph, PlanLayouts(result.graph, options.layouts),
                                     tuner::BlockedChannels(options.target)));
   CT_RETURN_IF_ERROR(RewriteInt8Convs(result.graph, options.target, options.threads));
+  CT_RETURN_IF_ERROR(PackMatmulWeights(result.graph, options.target, options.threads));
   const Graph& g = result.graph;
   const std::string target_text = options.target.ToString();
   std::vector<tuner::Record> of_target;

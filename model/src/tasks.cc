@@ -29,11 +29,17 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layou
     const auto& w = g.values[n.inputs[1]].shape;
     return NodeTask{"dense", {x[0], x[1], w[0]}, {}};
   }
+  if (n.op == "PackedMatMul") {
+    const int64_t k = n.Int("k", 1);
+    return NodeTask{
+        "matmul", {NumElements(g.values[n.inputs[0]].shape) / k, n.Int("n", 1), k, 1, 1}, {}};
+  }
   if (n.op == "MatMul" && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0) {
     // fp32 A [..., K] of M rows times a 2-D B [K, N] (a transformer's activations times a
     // weight), or A [..., M, K] times B [..., K, N] with the same leading dimensions (attention's
-    // batched products, G of them): the matmul template, G its fourth field. Broadcast leading
-    // dimensions are generated kernels.
+    // batched products, G of them): the matmul template, G its fourth field. A constant B under
+    // an A of three or more dimensions is packed at compile time (PackMatmulWeights: a
+    // PackedMatMul node, the fifth field 1). Broadcast leading dimensions are generated kernels.
     const auto& a = g.values[n.inputs[0]];
     const auto& b = g.values[n.inputs[1]];
     const size_t ra = a.shape.size(), rb = b.shape.size();
@@ -45,6 +51,7 @@ std::optional<NodeTask> TaskOf(const Graph& g, const Node& n, int64_t conv_layou
     if (rb == 2) {
       const int64_t rows = NumElements(a.shape) / k;
       if (ra == 2) return NodeTask{"matmul", {rows, cols, k}, {}};
+      if (b.is_const()) return NodeTask{"matmul", {rows, cols, k, 1, 1}, {}};
       return NodeTask{"matmul", {rows, cols, k, 1}, {}};
     }
     if (ra != rb || !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin())) {

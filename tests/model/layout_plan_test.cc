@@ -317,5 +317,71 @@ TEST(LayoutPlanTest, ExtractedTasksAreThoseTheCompilerLooksUp) {
   }
 }
 
+// A MatMul's constant weight under 3-D activations is packed once at compile time
+// (PackMatmulWeights): two MatMuls sharing a weight share its panels, a MatMul of 2-D activations
+// keeps its weight, and a CUDA target packs nothing. The rewritten graph computes what the
+// original does, through the interpreter and through the PackedMatMul's generated kernel, and
+// the task the compiler looks up is the one extracted from the original graph.
+TEST(LayoutPlanTest, MatmulWeightsArePackedOnceAndComputeWhatTheOriginalDoes) {
+  SmallNet b;
+  const int x = b.Input("x", {2, 3, 8});
+  const int x2 = b.Input("x2", {5, 8});
+  const int w = b.Weight("w", {8, 13});
+  const int y1 = b.Op("MatMul", "y1", {x, w});
+  const int y2 = b.Op("MatMul", "y2", {b.Op("Relu", "relu", {x}), w});
+  const int y3 = b.Op("MatMul", "y3", {x2, w});
+  std::vector<std::vector<float>> in = {std::vector<float>(2 * 3 * 8), std::vector<float>(5 * 8)};
+  for (auto& t : in)
+    for (float& f : t) f = b.Next();
+  const Graph original = b.Take({y1, y2, y3});
+  auto want = Interpret(original, in);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  const auto extracted = TaskOf(original, *NodeNamed(original, "y1"));
+  ASSERT_TRUE(extracted.has_value());
+  EXPECT_EQ(extracted->shape, (std::vector<int64_t>{6, 13, 8, 1, 1}));
+
+  Graph cuda = original;
+  ASSERT_TRUE(PackMatmulWeights(cuda, *builder::ParseTarget("sm_80"), 1).ok());
+  for (const Node& n : cuda.nodes) EXPECT_NE(n.op, "PackedMatMul") << n.name;
+
+  Graph g = original;
+  ASSERT_TRUE(PackMatmulWeights(g, *builder::ParseTarget("x86-avx2"), 1).ok());
+  const Node* p1 = NodeNamed(g, "y1");
+  const Node* p2 = NodeNamed(g, "y2");
+  ASSERT_TRUE(p1 && p2);
+  EXPECT_EQ(p1->op, "PackedMatMul");
+  EXPECT_EQ(p2->op, "PackedMatMul");
+  EXPECT_EQ(p1->inputs[1], p2->inputs[1]) << "one weight, one copy of its panels";
+  EXPECT_EQ(g.values[p1->inputs[1]].shape, (std::vector<int64_t>{12, 8, 8}));
+  EXPECT_EQ(NodeNamed(g, "y3")->op, "MatMul");
+  EXPECT_EQ(NodeNamed(g, "y3")->inputs[1], w);
+  const auto looked_up = TaskOf(g, *p1);
+  ASSERT_TRUE(looked_up.has_value());
+  EXPECT_EQ(looked_up->shape, extracted->shape);
+  auto got = Interpret(g, in);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (size_t o = 0; o < want->size(); ++o) {
+    EXPECT_LE(MaxAbsDiff((*got)[o], (*want)[o]), 1e-6) << "output " << o;
+  }
+  // The PackedMatMul's generated kernel (what a node no template takes would run).
+  for (size_t i = 0; i < in.size(); ++i) {
+    std::vector<uint8_t> bytes(in[i].size() * 4);
+    std::memcpy(bytes.data(), in[i].data(), bytes.size());
+    g.values[g.inputs[i]].data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  }
+  for (Node& n : g.nodes) ASSERT_TRUE(EvalNode(g, n).ok()) << n.name;
+  auto k = GenerateKernel(g, *p1);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  auto lib = testing::Loaded::Compile(*k);
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString() << "\n" << k->source;
+  Value out = g.values[p1->outputs[0]];
+  out.data = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(out.bytes()), 0xAB);
+  std::vector<Value*> args = {&g.values[p1->inputs[0]], &g.values[p1->inputs[1]], &out};
+  ASSERT_EQ((*lib)->Call(args), 0);
+  EXPECT_LE(MaxAbsDiff(std::vector<float>(out.floats(), out.floats() + out.elements()), (*want)[0]),
+            1e-5)
+      << k->source;
+}
+
 }  // namespace
 }  // namespace crosstune::model

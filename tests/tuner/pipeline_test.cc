@@ -202,6 +202,46 @@ TEST_F(PipelineTest, GroupedMatmulsMatchTheReference) {
   }
 }
 
+// A packed B (the fifth field: a model's constant weight in column panels, matmul_layout.h):
+// columns that fill no vector (N 29 and 70), fewer columns than a vector (N 3), every register
+// tile width (1 to 4 vectors, so the last tile reads the panels' zero padding) and cache blocks
+// that split K and N, on one thread and two.
+TEST_F(PipelineTest, PackedWeightMatmulsMatchTheReference) {
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{37, 29, 19, 1, 1},
+                                     {5, 70, 33, 1, 1},
+                                     {9, 3, 40, 1, 1},
+                                     {64, 200, 130, 1, 1}}) {
+    for (int threads : {1, 2}) {
+      if (threads > static_cast<int>(info_.cores)) continue;
+      auto task = MakeTask("matmul", shape, target_, {.threads = threads});
+      ASSERT_TRUE(task.ok()) << task.status().ToString();
+      const auto b = (*task)->args()[1].shape;
+      ASSERT_EQ(b.size(), 3u);
+      EXPECT_EQ(b[1], shape[2]);
+      EXPECT_EQ(b[0] % 12, 0);
+      std::vector<uint64_t> indices = {(*task)->DefaultConfig().index()};
+      nlohmann::json want = (*task)->DefaultConfig().ToJson();
+      for (int nv = 1; nv <= 4; ++nv) {
+        want["nv"] = nv;
+        want["mr"] = 2;
+        want["tile_k"] = (*task)->space().FindKnob("tile_k")->values.front();
+        want["tile_n"] = (*task)->space().FindKnob("tile_n")->values.front();
+        auto c = (*task)->space().FromJson(want);
+        if (c.ok() && (*task)->space().IsValid(*c)) indices.push_back(c->index());
+      }
+      if (shape[1] > 48) {
+        EXPECT_EQ(indices.size(), 5u) << "a register tile width is missing";
+      }
+      UniqueSampler sampler((*task)->space(), 5);
+      for (int i = 0; i < 2; ++i) indices.push_back(sampler.Next().value_or(0));
+      ExpectAllOk(**task, indices);
+    }
+  }
+  // Packed only with one group, and 0 or 1.
+  EXPECT_FALSE(MakeTask("matmul", {8, 8, 8, 2, 1}, target_).ok());
+  EXPECT_FALSE(MakeTask("matmul", {8, 8, 8, 1, 2}, target_).ok());
+}
+
 TEST_F(PipelineTest, ThreadedMatmulGivesTheReferencesAnswerAsOneThreadDoes) {
   if (info_.cores < 2) GTEST_SKIP() << "one core: a two-thread task is refused by CheckLimits";
   // Row shares that do not split evenly into MR panels, and fewer panels than threads (M = 1).

@@ -90,6 +90,19 @@ Expected<GeneratedKernel> MatrixProduct(const Graph& g, const Node& n, const std
            ";\n      out0[it * N + j] = ALPHA * sum + " + c_term + ";\n    }";
     return LoopKernel(name, inputs, 1, m, d.str(), body);
   }
+  if (n.op == "PackedMatMul") {
+    // A [..., K] of M rows times B in column panels (tuner/matmul_layout.h; the matmul template
+    // computes the node, this kernel only where no template does).
+    const int64_t k = n.Int("k", 0), nn = n.Int("n", 0), vw = n.Int("vw", 1);
+    d << "#define N " << nn << "L\n#define K " << k << "L\n#define VW " << vw << "L\n";
+    body =
+        "    const float* pa = in0 + it * K;\n"
+        "    for (long j = 0; j < N; ++j) {\n      float sum = 0;\n"
+        "      const float* pb = in1 + j / VW * K * VW + j % VW;\n"
+        "      for (long p = 0; p < K; ++p) sum += pa[p] * pb[p * VW];\n"
+        "      out0[it * N + j] = sum;\n    }";
+    return LoopKernel(name, 2, 1, NumElements(out) / nn, d.str(), body);
+  }
   // MatMul: both operands as batches of matrices, broadcast over the batch dimensions.
   const auto& b = g.values[n.inputs[n.op == "QLinearMatMul" ? 3 : 1]].shape;
   const int64_t m = a.size() == 1 ? 1 : a[a.size() - 2], k = a.back();

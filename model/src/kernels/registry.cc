@@ -118,6 +118,7 @@ const KernelRow kKernels[] = {
     {"MatMulInteger", kernels::MatrixProduct, true},
     {"QLinearMatMul", kernels::MatrixProduct, true},
     {"Dense", kernels::MatrixProduct},
+    {"PackedMatMul", kernels::MatrixProduct},
     {"Conv", kernels::DirectConv},
     {"ConvTranspose", kernels::ConvTranspose},
     {"Attention", kernels::Attention, true},

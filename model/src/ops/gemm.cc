@@ -1,5 +1,6 @@
 // Gemm (alpha * A' B' + beta * C, C broadcast to [M, N]) and MatMul (numpy's, batched with
-// broadcasting; 1-D operands promoted).
+// broadcasting; 1-D operands promoted); Dense and PackedMatMul, which the compiler makes.
+#include "crosstune/tuner/matmul_layout.h"
 #include "ops/op_defs.h"
 
 namespace crosstune::model {
@@ -118,6 +119,48 @@ double MatMulFlops(const Graph& g, const Node& n) {
   return 2.0 * g.values[n.outputs[0]].elements() * g.values[n.inputs[0]].shape.back();
 }
 
+// PackedMatMul (PackMatmulWeights, layout_plan.h): A [..., K] times a constant [K, N] weight
+// packed in column panels (tuner/matmul_layout.h), attributes k, n and vw (the panels' width);
+// out [..., N].
+Status InferPackedMatMul(OpContext& ctx) {
+  const Value& a = ctx.in(0);
+  const Value& b = ctx.in(1);
+  const Node& n = ctx.node();
+  const int64_t k = n.Int("k", 0), cols = n.Int("n", 0), vw = n.Int("vw", 0);
+  if (k < 1 || cols < 1 || vw < 1) return ctx.Error("wants attributes k, n and vw of 1 or more");
+  if (a.dtype != DType::kFloat32 || b.dtype != DType::kFloat32 || a.shape.empty() ||
+      a.shape.back() != k ||
+      b.shape != std::vector<int64_t>{tuner::MatmulPanels(cols, vw), k, vw}) {
+    return ctx.Error("wants float32 A [..., " + std::to_string(k) + "] and B in panels [" +
+                     std::to_string(tuner::MatmulPanels(cols, vw)) + ", " + std::to_string(k) +
+                     ", " + std::to_string(vw) + "]");
+  }
+  std::vector<int64_t> out = a.shape;
+  out.back() = cols;
+  ctx.SetOutput(0, DType::kFloat32, out);
+  return Status::Ok();
+}
+
+Status EvalPackedMatMul(OpContext& ctx) {
+  const Node& n = ctx.node();
+  const int64_t k = n.Int("k", 0), cols = n.Int("n", 0);
+  const std::vector<float> b = tuner::UnpackMatmulPanels(ctx.InFloats(1), k, cols, n.Int("vw", 1));
+  const float* a = ctx.InFloats(0);
+  std::vector<float>& y = ctx.OutFloats(0);
+  const int64_t rows = static_cast<int64_t>(y.size()) / cols;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += static_cast<double>(a[i * k + p]) * b[p * cols + j];
+      y[i * cols + j] = static_cast<float>(sum);
+    }
+  return Status::Ok();
+}
+
+double PackedMatMulFlops(const Graph& g, const Node& n) {
+  return 2.0 * g.values[n.outputs[0]].elements() * n.Int("k", 0);
+}
+
 // Dense (the passes' form of a Gemm with a constant weight): data [B, IN], weight [OUT, IN],
 // bias [OUT]; y = data weight^T + bias.
 Status InferDense(OpContext& ctx) {
@@ -164,6 +207,17 @@ const OpDef kDense = {"Dense",
                       /*folds_from_shapes=*/false,
                       kMinOpsetDefault,
                       /*from_passes=*/true};
+const OpDef kPackedMatMul = {"PackedMatMul",
+                             {attr::Int("k"), attr::Int("n"), attr::Int("vw")},
+                             2,
+                             2,
+                             1,
+                             InferPackedMatMul,
+                             EvalPackedMatMul,
+                             PackedMatMulFlops,
+                             /*folds_from_shapes=*/false,
+                             kMinOpsetDefault,
+                             /*from_passes=*/true};
 namespace ops {
 
 Status MatMulShape(const OpContext& ctx, const std::vector<int64_t>& a,

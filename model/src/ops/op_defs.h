@@ -36,7 +36,7 @@ extern const OpDef kQuantizeLinear, kDequantizeLinear;                      // q
 extern const OpDef kMatMulInteger, kQLinearMatMul, kDynamicQuantizeLinear;  // quantize.cc
 extern const OpDef kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;  // logic.cc
 extern const OpDef kNot, kAnd, kOr, kXor, kWhere;                           // logic.cc
-extern const OpDef kGemm, kMatMul, kDense;                                  // gemm.cc
+extern const OpDef kGemm, kMatMul, kDense, kPackedMatMul;                   // gemm.cc
 extern const OpDef kSoftmax, kLogSoftmax;                                   // softmax.cc
 extern const OpDef kReduceSum, kReduceMean, kReduceMax, kReduceMin;         // reduce.cc
 extern const OpDef kReduceProd, kReduceL1, kReduceL2, kReduceLogSum;        // reduce.cc

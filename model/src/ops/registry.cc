@@ -73,6 +73,7 @@ const OpDef* const kOps[] = {
     &kGemm,
     &kMatMul,
     &kDense,
+    &kPackedMatMul,
     &kSoftmax,
     &kLogSoftmax,
     &kReduceSum,

@@ -2,10 +2,13 @@
 // groups, the tensors may have any leading dimensions (ArgSpec::flat_tail), as a transformer's
 // MatMul nodes give them: G = 1 takes A [..., K] of M rows in all times one B [K, N] (3-D
 // activations times a weight); G > 1 does G products one after another, A [..., M, K],
-// B [..., K, N] and C [..., M, N] each holding G matrices (attention's batched products).
+// B [..., K, N] and C [..., M, N] each holding G matrices (attention's batched products). A
+// fifth field 1 (with G = 1) takes B packed in column panels one vector wide (matmul_layout.h),
+// as the model compiler packs a constant weight once: the kernel then reads B as it is.
 //
 // The kernel follows the GotoBLAS structure: for each NC-wide column block and KC-deep slice, B
-// is packed into zero-padded NR-wide panels; for each MC-high row block, A is (optionally) packed
+// is packed into zero-padded NR-wide panels (a packed B is read in place: NV panels of one vector
+// each, NR wide together); for each MC-high row block, A is (optionally) packed
 // into MR-high panels; an MR x NR register tile (NR = NV vectors of the target's width) then
 // accumulates over the slice. The vectors are clang vector extensions, so one source becomes
 // AVX-512, AVX2 or NEON code from the target's features. Rows and columns that do not fill a
@@ -22,6 +25,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "crosstune/tuner/matmul_layout.h"
 #include "crosstune/tuner/task.h"
 #include "templates/common.h"
 #include "templates/cuda.h"
@@ -41,6 +45,7 @@ using templates::VectorWidth;
 struct MatmulShape {
   int64_t m_ = 0, n_ = 0, k_ = 0;
   int64_t groups_ = 0;  // 0: 2-D A, B and C (three shape fields); else the fourth field
+  bool packed_b_ = false;  // the fifth field: B in panels (matmul_layout.h)
   int vw_ = 4;
   int regs_ = 16;
   Expected<ConfigSpace> BuildSpace() const;
@@ -54,15 +59,20 @@ class MatmulTask final : public Task, private MatmulShape {
   static Expected<std::unique_ptr<Task>> Make(const std::vector<int64_t>& shape,
                                               const builder::Target& target,
                                               const TaskOptions& options) {
-    if ((shape.size() != 3 && shape.size() != 4) ||
-        std::any_of(shape.begin(), shape.end(),
+    if (shape.size() < 3 || shape.size() > 5 ||
+        std::any_of(shape.begin(), shape.begin() + std::min<size_t>(shape.size(), 4),
                     [](int64_t d) { return d < 1 || d > (int64_t{1} << 20); })) {
       return Status(
           ErrorCode::kInvalidArgument,
           templates::ShapeUsage("matmul") + " (three sizes and the groups, from 1 to 1048576)");
     }
+    if (shape.size() == 5 && (shape[4] < 0 || shape[4] > 1 || (shape[4] == 1 && shape[3] != 1))) {
+      return Status(ErrorCode::kInvalidArgument,
+                    templates::ShapeUsage("matmul") +
+                        ": packed_b is 0 or 1, and 1 only with one group (one B)");
+    }
     if (target.is_cuda()) {
-      if (shape.size() == 4) {
+      if (shape.size() >= 4) {
         return Status(ErrorCode::kInvalidArgument,
                       templates::ShapeUsage("matmul") + ": groups are for CPU targets");
       }
@@ -72,7 +82,8 @@ class MatmulTask final : public Task, private MatmulShape {
     s.m_ = shape[0];
     s.n_ = shape[1];
     s.k_ = shape[2];
-    s.groups_ = shape.size() == 4 ? shape[3] : 0;
+    s.groups_ = shape.size() >= 4 ? shape[3] : 0;
+    s.packed_b_ = shape.size() == 5 && shape[4] == 1;
     s.vw_ = VectorWidth(target);
     s.regs_ = VectorRegisters(target);
     return templates::NewTask<MatmulTask>(TaskId{"matmul", shape, "float32", options.threads},
@@ -90,6 +101,7 @@ class MatmulTask final : public Task, private MatmulShape {
         b.shape = {groups_, k_, n_};
         b.flat_tail = 2;
       }
+      if (packed_b_) b.shape = {MatmulPanels(n_, vw_), k_, vw_};
       return {a, b, c};
     }
     return {{"A", {m_, k_}}, {"B", {k_, n_}}, {"C", {m_, n_}, {kDLFloat, 32, 1}, true}};
@@ -156,9 +168,9 @@ class MatmulTask final : public Task, private MatmulShape {
       << "#define NR " << nr << "\n#define KC " << kc << "L\n#define MC " << mc << "L\n"
       << "#define NC " << nc << "L\n#define UNROLL " << c.Int("unroll_k") << "\n"
       << "#define PACK_A " << c.Int("pack_a") << "\n#define IR_OUTER " << (ir_outer ? 1 : 0)
-      << "\n#define PREFETCH " << c.Int("prefetch") << "\n#define THREADS " << threads()
-      << "\n#define NCB " << RoundUp(std::min(nc, n_), nr) << "L\n#define MCB "
-      << RoundUp(std::min(mc, m_), mr) << "L\n"
+      << "\n#define PREFETCH " << c.Int("prefetch") << "\n#define B_PACKED " << (packed_b_ ? 1 : 0)
+      << "\n#define THREADS " << threads() << "\n#define NCB " << RoundUp(std::min(nc, n_), nr)
+      << "L\n#define MCB " << RoundUp(std::min(mc, m_), mr) << "L\n"
       << templates::KernelPrelude(vw_) << templates::KernelArgsStruct(args());
     // G > 1: the one product's run() becomes run_one(), which kGroupsRun's run() calls per group.
     if (groups_ > 1) o << "#define GROUPS " << groups_ << "L\n#define run run_one\n";
@@ -169,6 +181,11 @@ class MatmulTask final : public Task, private MatmulShape {
   }
 
   void Reference(HostArgs& args) const override {
+    if (packed_b_) {
+      const std::vector<float> b = UnpackMatmulPanels(args[1].data(), k_, n_, vw_);
+      templates::MatmulReference(args[0], b, args[2], m_, n_, k_);
+      return;
+    }
     if (groups_ <= 1) {
       templates::MatmulReference(args[0], args[1], args[2], m_, n_, k_);
       return;
@@ -219,7 +236,7 @@ class MatmulTask final : public Task, private MatmulShape {
     const int64_t mc = std::max(mr, c.Ints("tile_m")[1] / mr * mr);
     const int64_t nc = std::max(nr, c.Ints("tile_n")[1] / nr * nr);
     return static_cast<uint64_t>(kc) *
-           (RoundUp(std::min(nc, n_), nr) +
+           ((packed_b_ ? 0 : RoundUp(std::min(nc, n_), nr)) +
             static_cast<uint64_t>(threads()) * (RoundUp(std::min(mc, m_), mr) + mr));
   }
 
@@ -266,13 +283,25 @@ Expected<ConfigSpace> MatmulShape::BuildSpace() const {
 // ct_parallel_for, as each task owns its packing buffers.
 const char* const MatmulTask::kKernelBody = R"KERNEL(
 
+#if B_PACKED
+/* B as given: NV panels of one vector a step, each K_ * VW floats apart; an unaligned load (the
+   panels are a parameter of the model, aligned as the executor places it). */
+#define B_STEP VW
+#define B_VEC ((long)K_ * VW)
+typedef vfu vb;
+#else
 static float Bp[KC * NCB] __attribute__((aligned(64)));
+#define B_STEP NR
+#define B_VEC VW
+typedef vf vb;
+#endif
 #if PACK_A
 static float Ap[THREADS][MCB * KC] __attribute__((aligned(64)));
 #endif
 static float Aedge[THREADS][MR * KC] __attribute__((aligned(64)));
 
-/* C[rows x cols] = (first ? 0 : C) + A(MR x kc) * Bpanel(kc x NR); A(i, k) = a[i*si + k*sk]. */
+/* C[rows x cols] = (first ? 0 : C) + A(MR x kc) * Bpanel(kc x NR); A(i, k) = a[i*si + k*sk],
+   vector v of B's row k at b + k*B_STEP + v*B_VEC. */
 static inline __attribute__((always_inline)) void tile(long kc, const float* restrict a, long si,
                                                        long sk, const float* restrict b,
                                                        float* restrict c, long rows, long cols,
@@ -283,10 +312,11 @@ static inline __attribute__((always_inline)) void tile(long kc, const float* res
 #pragma clang loop unroll_count(UNROLL)
   for (long k = 0; k < kc; ++k) {
 #if PREFETCH
-    __builtin_prefetch(b + (k + PREFETCH) * NR, 0, 3);
+    for (int v = 0; v < (B_PACKED ? NV : 1); ++v)
+      __builtin_prefetch(b + (k + PREFETCH) * B_STEP + v * B_VEC, 0, 3);
 #endif
     vf bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = *(const vf*)(b + k * NR + v * VW);
+    for (int v = 0; v < NV; ++v) bv[v] = *(const vb*)(b + k * B_STEP + v * B_VEC);
     for (int i = 0; i < MR; ++i) {
       float av = a[i * si + k * sk];
       for (int v = 0; v < NV; ++v) acc[i][v] += av * bv[v];
@@ -310,6 +340,7 @@ static inline __attribute__((always_inline)) void tile(long kc, const float* res
     }
 }
 
+#if !B_PACKED
 /* NR-wide panels [p0, p1) of the KC x nc block of B at (pc, jc), zero-padded. */
 static void pack_b(const float* B, long pc, long jc, long kc, long nc, long p0, long p1) {
   for (long jp = p0 * NR; jp < nc && jp < p1 * NR; jp += NR) {
@@ -325,6 +356,7 @@ static void pack_b(const float* B, long pc, long jc, long kc, long nc, long p0, 
     }
   }
 }
+#endif
 
 /* MR-high panel of rows [r0, r0 + rows) of A, columns [pc, pc + kc), zero-padded, k-major. */
 static void pack_a_panel(float* dst, const float* A, long r0, long rows, long pc, long kc) {
@@ -347,12 +379,14 @@ struct step {
   int first;
 };
 
+#if !B_PACKED
 static int32_t pack_task(int32_t t, int32_t nt, void* closure) {
   const struct step* s = (const struct step*)closure;
   const long panels = (s->nc + NR - 1) / NR;
   pack_b(s->B, s->pc, s->jc, s->kc, s->nc, panels * t / nt, panels * (t + 1) / nt);
   return 0;
 }
+#endif
 
 static int32_t row_task(int32_t t, int32_t nt, void* closure) {
   const struct step* s = (const struct step*)closure;
@@ -377,7 +411,11 @@ static int32_t row_task(int32_t t, int32_t nt, void* closure) {
       for (long ir = 0; ir < mc; ir += MR) {
 #endif
         const long rows = MIN(MR, mc - ir), cols = MIN(NR, nc - jr);
+#if B_PACKED
+        const float* bpan = s->B + (jc + jr) / VW * B_VEC + pc * VW;
+#else
         const float* bpan = Bp + (jr / NR) * kc * NR;
+#endif
         float* cp = s->C + (ic + ir) * N_ + jc + jr;
 #if PACK_A
         tile(kc, ap + (ir / MR) * kc * MR, 1, MR, bpan, cp, rows, cols, s->first);
@@ -407,9 +445,13 @@ static int32_t run(kernel_args* a) {
       s.pc = pc;
       s.kc = MIN(KC, K_ - pc);
       s.first = pc == 0;
+#if B_PACKED
+      int32_t r = ct_parallel_for(row_task, &s, THREADS);
+#else
       const long panels = (s.nc + NR - 1) / NR;
       int32_t r = ct_parallel_for(pack_task, &s, (int32_t)MIN(THREADS, panels));
       if (r == 0) r = ct_parallel_for(row_task, &s, THREADS);
+#endif
       if (r != 0) { g_error = "matmul: a parallel task failed"; return r; }
     }
   }

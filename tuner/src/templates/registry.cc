@@ -14,10 +14,12 @@ struct Entry {
   templates::TemplateFactory make;
 };
 constexpr Entry kTemplates[] = {
-    {"matmul", "M,N,K[,groups]",
+    {"matmul", "M,N,K[,groups[,packed_b]]",
      "C = A·B, fp32, row-major A [M, K] and B [K, N] (CPU; CUDA); with groups G (CPU), G "
      "products: A [..., M, K] whose leading dimensions multiply to G (or, with G 1, any A "
-     "[..., K] of M rows), B [K, N] when G is 1, else [..., K, N] of G matrices, C as A",
+     "[..., K] of M rows), B [K, N] when G is 1, else [..., K, N] of G matrices, C as A; "
+     "packed_b 1 (G 1): B packed in column panels one vector wide, [P, K, vw], as a model's "
+     "constant weight is at compile time",
      templates::MakeMatmulTask},
     {"conv2d", "N,C,H,W,K,R,S,stride,pad[,residual[,activation[,layout]]]",
      "out = act(conv(data, weight) + bias (+ residual)), act 1 relu (the default), 2 relu6 or 0 "

@@ -77,6 +77,14 @@ std::optional<std::vector<int64_t>> Int8ConvShape(const Graph& g, const Node& n)
 // kInvalidArgument when a folded bias overflows int32.
 Status RewriteInt8Convs(Graph& g, const builder::Target& target, int threads);
 
+// Each MatMul whose task is the matmul template's with a packed B (TaskOf: a constant [K, N]
+// weight under an A of three or more dimensions), where the template makes that task for `target`
+// and `threads`, becomes a PackedMatMul: its weight is replaced by the weight's column panels
+// (tuner/matmul_layout.h), packed here once (a weight two nodes share, once), so the kernel packs
+// nothing per call; the node keeps K, N and the panels' width as attributes k, n and vw. Where
+// the template does not make it (a CUDA target) the MatMul stays, a generated kernel.
+Status PackMatmulWeights(Graph& g, const builder::Target& target, int threads);
+
 // The LayoutTransform nodes' attribute "to".
 inline constexpr const char* kToBlocked = "blocked";
 inline constexpr const char* kToNchw = "nchw";
