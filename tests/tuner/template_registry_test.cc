@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "crosstune/builder/target.h"
+#include "crosstune/tuner/matmul_layout.h"
 #include "crosstune/tuner/task.h"
 
 namespace crosstune::tuner {
@@ -54,7 +55,7 @@ TEST(TemplateRegistryTest, MatmulRefusesTensorsOverTheSizeLimit) {
   ASSERT_FALSE(task.ok());
   EXPECT_EQ(task.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(task.status().message(),
-            "matmul takes --shape M,N,K[,groups]: C would have over 2^32 elements");
+            "matmul takes --shape M,N,K[,groups[,packed_b]]: C would have over 2^32 elements");
   EXPECT_TRUE(MakeTask("matmul", {1 << 16, 1 << 16, 16}, Host()).ok());
   // The groups multiply A and C.
   auto groups = MakeTask("matmul", {1 << 12, 1 << 12, 16, 1 << 9}, Host());
@@ -101,7 +102,20 @@ TEST(TemplateRegistryTest, MatmulGroupsTakeTensorsOfAnyLeadingDimensions) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("groups are for CPU targets"), std::string::npos);
   EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 0}, Host()).ok());
-  EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 1, 1}, Host()).ok());
+  // A fifth field 1 (one group only): B in column panels one vector wide (matmul_layout.h), read
+  // in place, nothing packed per call; no other value (four fields are the unpacked product). CUDA
+  // takes neither.
+  auto packed = MakeTask("matmul", {128, 64, 128, 1, 1}, Host());
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  const int64_t vw = (*packed)->args()[1].shape[2];
+  EXPECT_EQ((*packed)->args()[1].shape, (std::vector<int64_t>{MatmulPanels(64, vw), 128, vw}));
+  source = (*packed)->Generate((*packed)->DefaultConfig());
+  EXPECT_EQ(Count(source, "#define B_PACKED 1"), 1u);
+  EXPECT_NE((*packed)->id().Key(), (*one)->id().Key());
+  EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 1, 0}, Host()).ok());
+  EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 2, 1}, Host()).ok());
+  EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 1, 2}, Host()).ok());
+  EXPECT_FALSE(MakeTask("matmul", {128, 64, 128, 1, 1}, *cuda).ok());
 }
 
 TEST(TemplateRegistryTest, MatmulRefusesMoreThreadsThanTheDeviceHas) {

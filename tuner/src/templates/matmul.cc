@@ -66,10 +66,10 @@ class MatmulTask final : public Task, private MatmulShape {
           ErrorCode::kInvalidArgument,
           templates::ShapeUsage("matmul") + " (three sizes and the groups, from 1 to 1048576)");
     }
-    if (shape.size() == 5 && (shape[4] < 0 || shape[4] > 1 || (shape[4] == 1 && shape[3] != 1))) {
+    if (shape.size() == 5 && (shape[4] != 1 || shape[3] != 1)) {
       return Status(ErrorCode::kInvalidArgument,
                     templates::ShapeUsage("matmul") +
-                        ": packed_b is 0 or 1, and 1 only with one group (one B)");
+                        ": packed_b, where given, is 1, and only with one group (one B)");
     }
     if (target.is_cuda()) {
       if (shape.size() >= 4) {
