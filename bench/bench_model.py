@@ -162,8 +162,15 @@ def ov_request(core, model, threads, perf_count=False):
 
 def ov_layer_times(request, feeds, runs):
     """OpenVINO's per-layer times (its performance counters: oneDNN's primitives on this CPU),
-    the median of `runs` inferences per layer, by layer name; layers that did not run (fused into
-    a neighbour) are left out."""
+    the median of `runs` inferences per layer, by layer name, each with the names of the model's
+    nodes it was made from (the runtime model's originalLayersNames: a FullyConnected layer and
+    the GELU fused into it); layers that did not run (fused into a neighbour) are left out."""
+    originals = {}
+    for op in request.get_compiled_model().get_runtime_model().get_ops():
+        info = op.get_rt_info()
+        if "originalLayersNames" in info:
+            names = info["originalLayersNames"].astype(str)
+            originals[op.get_friendly_name()] = [n for n in names.split(",") if n]
     request.infer(feeds)
     seen = {}
     for _ in range(runs):
@@ -172,6 +179,7 @@ def ov_layer_times(request, feeds, runs):
             if e.status.name != "EXECUTED":
                 continue
             row = seen.setdefault(e.node_name, {"type": e.node_type, "kernel": e.exec_type,
+                                                "originals": originals.get(e.node_name, []),
                                                 "us": []})
             row["us"].append(e.real_time.total_seconds() * 1e6)
     return {name: dict(row, us=statistics.median(row["us"])) for name, row in seen.items()}
@@ -189,31 +197,60 @@ def conv_kind(shapes):
 
 
 def layer_profile(ours, theirs):
-    """Our nodes against OpenVINO's layers of the same name (OpenVINO names a conv's layer after
-    the ONNX node, with '/WithoutBiases' once its bias is folded in): each matched layer's times
-    and ratio, the sums by conv kind (1x1, 3x3, 7x7) and for everything else, our time by
-    operator (every node, matched or not), and the five layers where we lose the most time."""
-    by_name = {}
+    """Our nodes against OpenVINO's layers: each of our nodes goes to the layer of its name
+    (OpenVINO names a conv's layer after the ONNX node, with '/WithoutBiases' once its bias is
+    folded in), or to the layer made from a node of its name (originalLayersNames: a GELU fused
+    into the FullyConnected before it), or else to the layer of the name it extends by a
+    ".part" (a MatMul "x.matmul" whose bias Add "x" names OpenVINO's FullyConnected of both).
+    Each layer's times (ours summed over the nodes it took) and ratio, the sums by conv kind (1x1,
+    3x3, 7x7) and for everything else, our time by operator (every node, matched or not), and the
+    five layers where we lose the most time."""
+    by_name, owner = {}, {}
     for name, row in theirs.items():
-        by_name.setdefault(name.split("/")[0], []).append(row)
-    layers, kinds, by_op = [], {}, {}
+        base = name.split("/")[0]
+        by_name.setdefault(base, []).append(row)
+        owner[base] = base
+    for base, rows in by_name.items():
+        for row in rows:
+            for original in row.get("originals", []):
+                owner.setdefault(original.split("/")[0], base)
+
+    def layer_of(name):
+        while name:
+            if name in owner:
+                return owner[name]
+            name = name.rpartition(".")[0]
+        return None
+
+    layers, kinds, by_op, taken = [], {}, {}, {}
     for n in ours:
         by_op[n["op_type"]] = by_op.get(n["op_type"], 0.0) + n["median_us"] / 1e3
         kind = conv_kind(n.get("shapes", "")) if "conv" in n["op_type"].lower() else ""
         if kind and "depthwise" in n["op_type"].lower():
             kind = "depthwise " + kind
-        match = by_name.pop(n["name"], None)
+        base = layer_of(n["name"])
+        if base is None:
+            group = kinds.setdefault(kind or "other", {"crosstune_ms": 0.0, "openvino_ms": 0.0,
+                                                       "layers": 0})
+            group["crosstune_ms"] += n["median_us"] / 1e3
+            continue
+        t = taken.setdefault(base, {"nodes": [], "us": 0.0, "top": None})
+        t["nodes"].append(n["name"])
+        t["us"] += n["median_us"]
+        if t["top"] is None or n["median_us"] > t["top"][0]:
+            t["top"] = (n["median_us"], n["op_type"], kind)
+    for base, t in taken.items():
+        match = by_name.pop(base)
+        _, op, kind = t["top"]
         group = kinds.setdefault(kind or "other", {"crosstune_ms": 0.0, "openvino_ms": 0.0,
                                                    "layers": 0})
-        group["crosstune_ms"] += n["median_us"] / 1e3
-        if match is None:
-            continue
         ov_us = sum(r["us"] for r in match)
+        group["crosstune_ms"] += t["us"] / 1e3
         group["openvino_ms"] += ov_us / 1e3
         group["layers"] += 1
-        layers.append({"name": n["name"], "op": n["op_type"], "kind": kind,
-                       "crosstune_us": n["median_us"], "openvino_us": ov_us,
-                       "ratio": n["median_us"] / ov_us if ov_us > 0 else None,
+        layers.append({"name": base, "op": op, "kind": kind, "crosstune_nodes": t["nodes"],
+                       "crosstune_us": t["us"], "openvino_us": ov_us,
+                       "ratio": t["us"] / ov_us if ov_us > 0 else None,
                        "openvino_kernel": "+".join(r["kernel"] for r in match)})
     # OpenVINO's layers that match none of ours (reorders, fused pools) count as 'other'.
     other = kinds.setdefault("other", {"crosstune_ms": 0.0, "openvino_ms": 0.0, "layers": 0})
