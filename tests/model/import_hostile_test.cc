@@ -384,6 +384,15 @@ TEST(ImportHostileTest, OperatorsOfThePassesAreNotOperatorsOfAFile) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(),
             "not supported (opset 13): operator LayoutTransform at node 'lt'");
+  // Nor a MatMul whose weight the compiler packed: a file cannot hand the kernel panels.
+  HostileModel packed;
+  packed.Input("a", {2, 8});
+  packed.Input("b", {12, 8, 8});
+  packed.Node("PackedMatMul", "pm", {"a", "b"}, {"y"});
+  packed.Output("y");
+  auto p = packed.Import();
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "not supported (opset 13): operator PackedMatMul at node 'pm'");
 }
 
 // Everything missing in one refusal, before any tensor is read: each operator and attribute with

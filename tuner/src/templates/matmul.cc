@@ -44,7 +44,7 @@ using templates::VectorWidth;
 // The task's sizes and the target's vector unit, and the config space they make.
 struct MatmulShape {
   int64_t m_ = 0, n_ = 0, k_ = 0;
-  int64_t groups_ = 0;  // 0: 2-D A, B and C (three shape fields); else the fourth field
+  int64_t groups_ = 0;     // 0: 2-D A, B and C (three shape fields); else the fourth field
   bool packed_b_ = false;  // the fifth field: B in panels (matmul_layout.h)
   int vw_ = 4;
   int regs_ = 16;
